@@ -1,0 +1,57 @@
+"""One exception family; each kind has its own exit code so scripts can tell them apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StackgateError(Exception):
+    """Base of every error the command line reports instead of a traceback."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  fix: {self.hint}" if self.hint else self.message
+
+
+class StackError(StackgateError):
+    """The stack data is malformed or inconsistent. Nothing is planned from it."""
+
+    exit_code = 2
+
+    def __init__(self, path: Path | str, line: int | None, key: str, message: str, *, hint: str = "") -> None:
+        where = f"{path}:{line}" if line else str(path)
+        subject = f" [{key}]" if key else ""
+        super().__init__(f"{where}:{subject} {message}", hint=hint)
+        self.path = Path(path)
+        self.line = line
+        self.key = key
+
+
+class UsageError(StackgateError):
+    """The command line asked for something that does not exist (an unknown target, row, suite)."""
+
+    exit_code = 2
+
+
+class BuildError(StackgateError):
+    """An image could not be built, baked or verified."""
+
+    exit_code = 3
+
+
+class RunError(StackgateError):
+    """Rows could not be started (not: rows that ran and failed; those are results)."""
+
+    exit_code = 4
+
+
+class ReportError(StackgateError):
+    """A report could not be produced; the previous report stays in place."""
+
+    exit_code = 5

@@ -1,0 +1,29 @@
+"""Plain tables for terminals and Markdown. Cell text is untrusted: Markdown cells are escaped."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+_MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "\r": " ", "`": "\\`"})
+
+
+def md_cell(value: object) -> str:
+    """Escape text for a Markdown table cell: no pipes that split cells, no raw HTML, one line."""
+    return str(value).translate(_MD_ESCAPES)
+
+
+def markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def text(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(h) for h in headers]] + [[str(c).replace("\n", " ") for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    out = []
+    for n, row in enumerate(cells):
+        out.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out) + "\n"

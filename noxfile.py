@@ -1,0 +1,45 @@
+"""One session per user-facing job. Each calls `python -m ci <verb>`; the logic lives in ci/."""
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+def _ci(session: nox.Session, *args: str) -> None:
+    session.install("-e", ".")
+    session.run("python", "-m", "ci", *args, *session.posargs)
+
+
+@nox.session
+def main(session: nox.Session) -> None:
+    """The main job on this host's target (the cpu target where no GPU is found)."""
+    _ci(session, "main")
+
+
+@nox.session
+def plan(session: nox.Session) -> None:
+    """Print the matrix of rows the fork must prove (options after --, e.g. -- --format json)."""
+    _ci(session, "plan")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks: planning time on the full stack."""
+    _ci(session, "bench")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit and integration tests of ci/ (docker tests use the real engine)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ci.stack import DEFAULT_STACK
+
+
+@pytest.fixture
+def stack_copy(tmp_path: Path) -> Path:
+    """A private copy of the real stack/ that a test may edit."""
+    dest = tmp_path / "stack"
+    shutil.copytree(DEFAULT_STACK, dest)
+    return dest
+
+
+@pytest.fixture
+def edit() -> Callable[[Path, str, str], None]:
+    """Replace exactly one occurrence of `old` in a file (so a test fails loudly if the data moved)."""
+
+    def _edit(path: Path, old: str, new: str) -> None:
+        text = path.read_text()
+        assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {path}"
+        path.write_text(text.replace(old, new))
+
+    return _edit

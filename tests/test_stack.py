@@ -1,0 +1,138 @@
+"""The loader: the real stack loads; every kind of bad input names file, line and key, exit 2."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from ci import stack
+from ci.cli import main
+from ci.errors import StackError
+
+
+def test_real_stack_loads_into_frozen_model():
+    st = stack.load()
+    assert {"cuda-sm121a", "rocm-gfx1151", "cuda-sm90", "cpu"} <= set(st.targets)
+    assert set(st.changes) == {"48804", "46514", "46849", "48407"}
+    assert set(st.tracks) == {"kernel-warmup", "ar-graph", "fp8-ds-mla", "indexer-skip"}
+    model = st.models["step-3.7-flash"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        model.tp = 2  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        st.models["x"] = model  # type: ignore[index]
+    assert st.targets["cuda-sm121a"].platform == "linux/arm64"
+    assert st.targets["cuda-sm121a"].arch_list == ("12.1a",)
+    assert st.targets["rocm-gfx1151"].devices.paths == ("/dev/kfd", "/dev/dri")
+    for target in st.targets.values():
+        assert "@sha256:" in target.base_image, f"{target.id} base image is not pinned by digest"
+
+
+def test_every_change_carries_all_acceptance_fields():
+    for change in stack.load().changes.values():
+        acc = change.acceptance
+        assert acc.regression.tests and acc.regression.benchmark
+        assert acc.tolerance.reference.backend
+        assert acc.graph_replay.metric and acc.allowed_regression.metric
+        assert acc.measurements.cold and acc.measurements.warm
+
+
+def test_seed_table_is_kept_as_history():
+    st = stack.load()
+    assert len(st.history) == 32
+    ima = [h for h in st.history if h.notes == "IMA"]
+    assert {(h.backend, h.runs) for h in ima} == {("TRITON_ATTN", "fail"), ("FLASHINFER", "fail")}
+
+
+def _error(root: Path) -> StackError:
+    with pytest.raises(StackError) as info:
+        stack.load(root)
+    return info.value
+
+
+def test_unknown_model_in_a_change_names_file_and_line(stack_copy, edit):
+    path = stack_copy / "changes" / "48407.yaml"
+    edit(path, "  - glm-5.2\n", "  - glm-9\n")
+    err = _error(stack_copy)
+    line = path.read_text().splitlines().index("  - glm-9") + 1
+    assert err.path == path and err.line == line and err.key == "models[2]"
+    assert "unknown model 'glm-9'" in str(err)
+
+
+def test_unknown_track_backend_and_target_backend(stack_copy, edit):
+    edit(stack_copy / "changes" / "46849.yaml", "track: ar-graph", "track: ar-graphs")
+    assert "unknown track 'ar-graphs'" in str(_error(stack_copy))
+
+
+def test_unknown_backend_in_target(stack_copy, edit):
+    edit(stack_copy / "targets.yaml", "TRITON_MLA, ROCM_AITER_MLA,", "TRITON_MLA, ROCM_AITER_MLAX,")
+    err = _error(stack_copy)
+    assert err.path.name == "targets.yaml" and "unknown backend 'ROCM_AITER_MLAX'" in str(err)
+    assert err.key == "targets[1].backends[4]"
+
+
+def test_malformed_yaml_names_line(stack_copy, edit):
+    path = stack_copy / "tracks.yaml"
+    edit(path, "    suite: spec_decode\n    requires:\n      drafter: [eagle, eagle3, mtp]",
+         "    suite: spec_decode\n    requires:\n      drafter: [eagle, eagle3, mtp")  # fmt: skip
+    err = _error(stack_copy)
+    assert err.path == path and err.line is not None and "malformed YAML" in str(err)
+
+
+def test_duplicate_ids(stack_copy, edit):
+    edit(stack_copy / "models.yaml", "  - id: hy3\n", "  - id: qwen3.6\n")
+    err = _error(stack_copy)
+    assert "duplicate model id 'qwen3.6'" in str(err) and err.key == "models[10].id"
+
+
+def test_duplicate_yaml_key(stack_copy, edit):
+    edit(stack_copy / "changes" / "48804.yaml", "track: kernel-warmup\n", "track: kernel-warmup\ntrack: ar-graph\n")
+    assert "duplicate key" in str(_error(stack_copy))
+
+
+@pytest.mark.parametrize("field", ["graph_replay", "tolerance", "allowed_regression", "measurements", "regression"])
+def test_change_missing_an_acceptance_field(stack_copy, field):
+    path = stack_copy / "changes" / "46514.yaml"
+    lines = path.read_text().splitlines(keepends=True)
+    start = lines.index(f"  {field}:\n")
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("    ")), len(lines))
+    path.write_text("".join(lines[:start] + lines[end:]))
+    err = _error(stack_copy)
+    assert err.path == path and f"missing required key '{field}'" in str(err)
+    assert err.line == lines.index("acceptance:\n") + 1
+
+
+def test_cold_and_warm_must_both_be_named(stack_copy, edit):
+    edit(stack_copy / "changes" / "46849.yaml", "    warm: [warm_itl_ms, draft_step_ms, launches_per_draft_step]\n",
+         "    warm: []\n")  # fmt: skip
+    assert "cold and warm measurements must both be named" in str(_error(stack_copy))
+
+
+def test_model_claimed_for_a_track_its_traits_do_not_match(stack_copy, edit):
+    # Step-3.7-Flash is native MTP with dense attention: never a sparse-MLA row.
+    edit(stack_copy / "changes" / "48407.yaml", "  - glm-5.2\n", "  - glm-5.2\n  - step-3.7-flash\n")
+    err = _error(stack_copy)
+    assert "not eligible for track 'indexer-skip'" in str(err) and "attention dense" in str(err)
+    assert err.key == "models[3]"
+
+
+def test_dense_model_cannot_list_a_sparse_backend(stack_copy, edit):
+    edit(stack_copy / "models.yaml", "    backends: [FLASH_ATTN, TRITON_ATTN, ROCM_ATTN]\n\n  - id: tiny-llama-eagle3",
+         "    backends: [FLASH_ATTN, FLASHMLA_SPARSE]\n\n  - id: tiny-llama-eagle3")  # fmt: skip
+    assert "does not serve dense attention" in str(_error(stack_copy))
+
+
+def test_unknown_key_and_bad_enum(stack_copy, edit):
+    edit(stack_copy / "tracks.yaml", "    suite: sparse_mla\n    requires:\n      attention: [sparse_mla]\n",
+         "    suite: sparse-mla\n    requires:\n      attention: [sparse_mla]\n")  # fmt: skip
+    err = _error(stack_copy)
+    assert err.key == "tracks[3].suite" and "'spec_decode', 'sparse_mla' or 'selftest'" in str(err)
+
+
+def test_cli_exits_2_and_prints_no_plan(stack_copy, edit, capsys):
+    edit(stack_copy / "changes" / "48407.yaml", "  - glm-5.2\n", "  - glm-9\n")
+    assert main(["--stack", str(stack_copy), "plan"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"{stack_copy / 'changes' / '48407.yaml'}:" in err and "unknown model 'glm-9'" in err
