@@ -19,6 +19,11 @@ PLAN_HEADERS = (
 _SEEN = {"ok": "✅", "fail": "❌", "partial": "⚠️", "unknown": "?"}
 
 
+def change_label(change_id: str) -> str:
+    """Upstream PR numbers read as #48804; other changes (the self-test) by their id."""
+    return f"#{change_id}" if change_id.isdigit() else change_id
+
+
 def _yn(value: bool) -> str:
     return "Y" if value else "N"
 
@@ -32,7 +37,7 @@ def plan_table_rows(st: Stack, p: plan.Plan) -> list[list[object]]:
         out.append([
             r.id, model.seed_name or model.id, target.short, spec, r.num_speculative_tokens or "-", r.tp, r.dp,
             _yn(r.ep), r.cudagraph_mode, r.dcp, _yn(r.dbo), r.kv_cache_dtype, r.backend, r.context, r.batch,
-            f"#{r.change}", f"{_SEEN[seen.runs]} {seen.score or ''}".strip() if seen else "",
+            change_label(r.change), f"{_SEEN[seen.runs]} {seen.score or ''}".strip() if seen else "",
         ])  # fmt: skip
     return out
 
@@ -58,8 +63,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     sys.stdout.write(render(PLAN_HEADERS, plan_table_rows(st, p)))
     if args.explain and p.excluded:
         print()
-        sys.stdout.write(render(("Change", "Target", "Model", "Not planned because"),
-                                [(f"#{e.change}", e.target, e.model, e.reason) for e in p.excluded]))  # fmt: skip
+        left_out = [(change_label(e.change), e.target, e.model, e.reason) for e in p.excluded]
+        sys.stdout.write(render(("Change", "Target", "Model", "Not planned because"), left_out))
     print(f"\n{len(p.rows)} rows ({', '.join(_counts(p))}); {len(p.excluded)} pairings not planned"
           + ("" if args.explain else " (--explain lists them)"))  # fmt: skip
     return 0

@@ -163,7 +163,7 @@ class FollowUp:
 
 @_frozen
 class Fork:
-    kind: Literal["port", "convergence", "pending"]
+    kind: Literal["port", "convergence", "pending", "selftest"]
     commits: tuple[str, ...] = ()
     tests: tuple[str, ...] = ()
     follow_ups: tuple[FollowUp, ...] = ()
@@ -265,7 +265,7 @@ class Change:
     id: str
     title: str
     track: str
-    upstream: Upstream
+    upstream: Upstream | None = None  # None only for the harness self-test, which imports nothing
     fork: Fork
     models: tuple[str, ...]
     matrix: Matrix

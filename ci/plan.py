@@ -124,7 +124,8 @@ def _expand(stack: Stack, change: Change, target: Target, model: Model) -> tuple
         if tp % combo["dcp"]:
             reasons[f"dcp {combo['dcp']} does not divide tp {tp}"] = None
             continue
-        if tp * combo["dp"] > target.gpus:
+        # a target without GPUs still runs one process per row (the CPU self-test)
+        if tp * combo["dp"] > max(target.gpus, 1):
             reasons[f"needs {tp * combo['dp']} GPUs; {target.id} has {target.gpus}"] = None
             continue
         if combo["speculative"] and model.drafter is None:

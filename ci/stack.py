@@ -212,7 +212,10 @@ def _check_changes(
         if not (change.acceptance.measurements.cold and change.acceptance.measurements.warm):
             raise src.error(("acceptance", "measurements"), "cold and warm measurements must both be named")
         up = change.upstream
-        if (up.state == "merged") != (up.merged_on is not None):
+        if up is None:
+            if change.fork.kind != "selftest":
+                raise src.error(("upstream",), "an imported change names its upstream PR")
+        elif (up.state == "merged") != (up.merged_on is not None):
             raise src.error(("upstream", "merged_on"), "merged_on is required exactly when state is 'merged'")
         if change.fork.kind == "port" and not change.fork.commits:
             raise src.error(("fork", "commits"), "a port names the fork commits that carry it")

@@ -15,8 +15,8 @@ from ci.errors import StackError
 def test_real_stack_loads_into_frozen_model():
     st = stack.load()
     assert {"cuda-sm121a", "rocm-gfx1151", "cuda-sm90", "cpu"} <= set(st.targets)
-    assert set(st.changes) == {"48804", "46514", "46849", "48407"}
-    assert set(st.tracks) == {"kernel-warmup", "ar-graph", "fp8-ds-mla", "indexer-skip"}
+    assert set(st.changes) == {"48804", "46514", "46849", "48407", "selftest"}
+    assert set(st.tracks) == {"kernel-warmup", "ar-graph", "fp8-ds-mla", "indexer-skip", "harness-selftest"}
     model = st.models["step-3.7-flash"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         model.tp = 2  # type: ignore[misc]
@@ -27,6 +27,16 @@ def test_real_stack_loads_into_frozen_model():
     assert st.targets["rocm-gfx1151"].devices.paths == ("/dev/kfd", "/dev/dri")
     for target in st.targets.values():
         assert "@sha256:" in target.base_image, f"{target.id} base image is not pinned by digest"
+
+
+def test_an_imported_change_must_name_its_upstream(stack_copy):
+    path = stack_copy / "changes" / "48407.yaml"
+    lines = path.read_text().splitlines(keepends=True)
+    start = lines.index("upstream:\n")
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("  "))
+    path.write_text("".join(lines[:start] + lines[end:]))
+    err = _error(stack_copy)
+    assert err.path == path and "an imported change names its upstream PR" in str(err)
 
 
 def test_every_change_carries_all_acceptance_fields():
