@@ -1,0 +1,115 @@
+"""A row's engine configuration: where its weights are, the LLM(...) arguments, its prompts."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SUITES_ROOT = Path(__file__).resolve().parents[1]
+ENV_MODEL_CACHE = "STACKGATE_MODEL_CACHE"
+MAX_TOKENS = 32
+
+
+def model_dir(row: Any) -> Path:
+    """The model directory: a tiny config shipped in suites/models/, or weights in the model cache.
+
+    Rows whose weights are not in the mounted cache are skipped with the reason: they cannot run here,
+    which says nothing about the change.
+    """
+    info: Mapping[str, Any] = row.model_info
+    if info.get("weights") == "dummy":
+        rel = Path(str(info["config"]))
+        path = SUITES_ROOT.parent / rel if rel.parts[0] == "suites" else SUITES_ROOT / rel
+        if not (path / "config.json").is_file():
+            pytest.fail(f"tiny model config missing: {path}/config.json (suites/models/ ships it)")
+        return path
+    cache = Path(os.environ.get(ENV_MODEL_CACHE, Path.home() / ".cache" / "huggingface" / "hub"))
+    hf = str(info.get("hf"))
+    for candidate in (cache / hf, cache / f"models--{hf.replace('/', '--')}"):
+        if (candidate / "config.json").is_file():
+            return candidate
+        snapshots = sorted((candidate / "snapshots").glob("*/config.json")) if candidate.is_dir() else []
+        if snapshots:
+            return snapshots[-1].parent
+    pytest.skip(f"weights for {hf} are not in the model cache {cache} (set ${ENV_MODEL_CACHE})")
+
+
+def draft_dir(row: Any) -> str | None:
+    drafter = row.model_info.get("drafter") or {}
+    model = drafter.get("model")
+    if not model:
+        return None
+    rel = Path(model)
+    return str(SUITES_ROOT.parent / rel) if rel.parts[0] == "suites" else model
+
+
+def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
+    """LLM(...) arguments for the row's axes (backend, graph mode, KV dtype, parallelism, drafter)."""
+    dummy = row.model_info.get("weights") == "dummy"
+    kw: dict[str, Any] = {
+        "model": str(model_dir(row)),
+        "skip_tokenizer_init": True,
+        "max_model_len": int(row["context"]) + MAX_TOKENS + 64,
+        "max_num_seqs": max(int(row["batch"]), 8),
+        "gpu_memory_utilization": 0.3 if dummy else 0.85,
+        "tensor_parallel_size": int(row["tp"]),
+        "data_parallel_size": int(row["dp"]),
+        "kv_cache_dtype": row["kv_cache_dtype"],
+        "attention_config": {"backend": row["backend"]},
+        # graphs for the batch sizes this row runs, not vLLM's default ladder: engine start stays short
+        "compilation_config": {
+            "cudagraph_mode": row["cudagraph_mode"],
+            "max_cudagraph_capture_size": max(int(row["batch"]), 8) * (1 + int(row["num_speculative_tokens"])),
+        },
+        "disable_log_stats": False,
+        "seed": 0,
+    }
+    if dummy:
+        kw["load_format"] = "dummy"
+    if row["ep"]:
+        kw["enable_expert_parallel"] = True
+    if int(row["dcp"]) > 1:
+        kw["decode_context_parallel_size"] = int(row["dcp"])
+    if row["dbo"]:
+        kw["enable_dbo"] = True
+    if row["spec_method"]:
+        spec: dict[str, Any] = {"method": row["spec_method"], "num_speculative_tokens": int(row["num_speculative_tokens"])}
+        draft = draft_dir(row)
+        if draft:
+            spec["model"] = draft
+        kw["speculative_config"] = spec
+    for key, value in overrides.items():
+        if value is None:
+            kw.pop(key, None)
+        elif isinstance(value, dict) and isinstance(kw.get(key), dict):
+            kw[key] = {**kw[key], **value}
+        else:
+            kw[key] = value
+    return kw
+
+
+def prompts(row: Any, *, length: int | None = None, count: int | None = None, salt: str = "") -> list[dict[str, Any]]:
+    """Deterministic token-id prompts (no tokenizer): `count` (default: the row's batch) of `length` tokens."""
+    rng = random.Random(f"{row.id}/{salt}")
+    n = int(length if length is not None else row["context"])
+    return [
+        {"prompt_token_ids": [rng.randrange(16, 8000) for _ in range(n)]} for _ in range(count or int(row["batch"]))
+    ]
+
+
+def set_engine_env(*, runner: str | None, inprocess: bool = True) -> dict[str, str]:
+    """Environment the engine must see before vllm is imported. Returns what was set, for the record.
+
+    In-process (VLLM_ENABLE_V1_MULTIPROCESSING=0) lets the probes wrap the worker's objects; `runner`
+    picks the model runner ("v1" or "v2") where the change under test lives.
+    """
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0" if inprocess else "1", "VLLM_NO_USAGE_STATS": "1"}
+    if runner is not None:
+        env["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
+    os.environ.update(env)
+    return env

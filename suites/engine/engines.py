@@ -1,0 +1,133 @@
+"""Starting, driving and stopping an in-process vLLM engine, one at a time on the GPU."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Engine:
+    llm: Any
+    ready_s: float  # LLM(...) constructed and ready to serve, wall clock
+
+
+def start(kwargs: dict[str, Any]) -> Engine:
+    from vllm import LLM
+
+    t0 = time.perf_counter()
+    llm = LLM(**kwargs)
+    return Engine(llm=llm, ready_s=time.perf_counter() - t0)
+
+
+def stop(engine: Engine | None) -> None:
+    """Tear an engine down fully so the next one can profile memory (two at once trip vLLM's assertion)."""
+    if engine is None:
+        return
+    try:
+        engine.llm.llm_engine.engine_core.shutdown()
+    except Exception:  # a failed engine may be half built; cleanup below still frees what exists
+        pass
+    engine.llm = None
+    gc.collect()
+    from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+    cleanup_dist_env_and_memory()
+
+
+def worker(engine: Engine) -> Any:
+    """The in-process GPU worker (VLLM_ENABLE_V1_MULTIPROCESSING=0, TP 1)."""
+    return engine.llm.llm_engine.model_executor.driver_worker.worker
+
+
+def runner(engine: Engine) -> Any:
+    return worker(engine).model_runner
+
+
+def greedy(max_tokens: int, *, logprobs: int | None = None) -> Any:
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        max_tokens=max_tokens, temperature=0.0, detokenize=False, ignore_eos=True, logprobs=logprobs
+    )
+
+
+def generate(engine: Engine, prompts: Sequence[dict[str, Any]], params: Any) -> list[Any]:
+    return engine.llm.generate(list(prompts), params, use_tqdm=False)
+
+
+def token_ids(outputs: Sequence[Any]) -> list[list[int]]:
+    return [list(o.outputs[0].token_ids) for o in outputs]
+
+
+def cuda_sync() -> None:
+    import torch
+
+    torch.cuda.synchronize()
+
+
+def timed_ms(engine: Engine, prompts: Sequence[dict[str, Any]], params: Any) -> tuple[float, list[Any]]:
+    cuda_sync()
+    t0 = time.perf_counter()
+    out = generate(engine, prompts, params)
+    cuda_sync()
+    return (time.perf_counter() - t0) * 1000.0, out
+
+
+def spec_stats(engine: Engine) -> dict[str, float]:
+    """Spec-decode counters from get_metrics(); mean acceptance length = 1 + accepted / drafts."""
+    from vllm.v1.metrics.reader import Counter, Histogram
+
+    stats: dict[str, float] = {}
+    for m in engine.llm.get_metrics():
+        if isinstance(m, Counter) and m.name.startswith("vllm:spec_decode"):
+            stats[m.name] = stats.get(m.name, 0.0) + float(m.value)
+        elif isinstance(m, Histogram) and m.name == "vllm:iteration_tokens_total":
+            stats["engine_steps"] = stats.get("engine_steps", 0.0) + float(m.count)
+    return stats
+
+
+def acceptance_length(before: dict[str, float], after: dict[str, float]) -> float | None:
+    drafts = after.get("vllm:spec_decode_num_drafts", 0.0) - before.get("vllm:spec_decode_num_drafts", 0.0)
+    accepted = after.get("vllm:spec_decode_num_accepted_tokens", 0.0) - before.get(
+        "vllm:spec_decode_num_accepted_tokens", 0.0
+    )
+    return 1.0 + accepted / drafts if drafts > 0 else None
+
+
+def mismatches(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]]) -> int:
+    """Tokens that differ position by position (a length difference counts as mismatches too)."""
+    total = 0
+    for x, y in zip(a, b, strict=True):
+        total += sum(1 for i, j in zip(x, y, strict=False) if i != j) + abs(len(x) - len(y))
+    return total
+
+
+def disable_spec_decode_warmup() -> list[str]:
+    """Turn the fork's spec-decode kernel warm-up (#48804) into no-ops, for the reference run.
+
+    Replaces every warm-up function defined in the warm-up modules, and the names kernel_warmup imported
+    from them. Returns what was replaced, for the record.
+    """
+    import importlib
+    import inspect
+
+    replaced = []
+    kernel_warmup = importlib.import_module("vllm.model_executor.warmup.kernel_warmup")
+    for modname in ("eagle_spec_decode_warmup", "dflash_spec_decode_warmup"):
+        try:
+            mod = importlib.import_module(f"vllm.model_executor.warmup.{modname}")
+        except ImportError:
+            continue
+        for name, fn in list(vars(mod).items()):
+            if inspect.isfunction(fn) and fn.__module__ == mod.__name__ and "warm" in name:
+                noop = lambda *a, **k: None  # noqa: E731
+                setattr(mod, name, noop)
+                replaced.append(f"{modname}.{name}")
+                for alias, value in list(vars(kernel_warmup).items()):
+                    if value is fn:
+                        setattr(kernel_warmup, alias, noop)
+    return replaced

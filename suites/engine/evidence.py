@@ -1,0 +1,66 @@
+"""What a row test records and how it fails: every measurement with its unit and phase, named
+properties, and one failure message that lists every criterion the row missed (absence first)."""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from harness.measure import Measurement, of_samples
+from harness.measure import record as record_measurement
+
+_OPS = {"==": operator.eq, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
+
+
+class Evidence:
+    def __init__(self, request: pytest.FixtureRequest, row: Any) -> None:
+        self.node = request.node
+        self.row = row
+        self.failures: list[str] = []
+        self.absent: str | None = None
+
+    def metric(self, name: str, samples: float | Sequence[float], unit: str, phase: str = "none") -> Measurement:
+        values = [float(samples)] if isinstance(samples, (int, float)) else [float(s) for s in samples]
+        return record_measurement(self.node, of_samples(name, values, unit, phase))  # type: ignore[arg-type]
+
+    def prop(self, name: str, value: Any) -> None:
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        self.node.user_properties.append((f"stackgate.{name}", text))
+
+    def presence(self, found: Any) -> None:
+        self.prop("change_present", bool(found.present))
+        self.prop("change_evidence", found.evidence)
+        if not found.present:
+            self.absent = found.message()
+
+    def expect(self, ok: bool, message: str) -> None:
+        if not ok:
+            self.failures.append(message)
+
+    def tolerance(self, value: float | None, what: str) -> None:
+        """The change's numerical tolerance against its named reference, from the row's acceptance."""
+        tol = self.row.acceptance.get("tolerance", {})
+        limit = float(tol.get("max", 0))
+        ref = tol.get("reference", {})
+        against = f"{ref.get('backend', '?')} {ref.get('variant', '')}".strip()
+        if value is None or value != value:  # None or NaN: never a pass
+            self.failures.append(f"{tol.get('metric', what)} not measured against {against}")
+        elif value > limit:
+            self.failures.append(f"{tol.get('metric', what)} {value:.4g} {tol.get('unit', '')} > {limit:g} vs {against}")
+
+    def graph_replay(self, value: float | None) -> None:
+        gr = self.row.acceptance.get("graph_replay", {})
+        op, want = gr.get("op", "=="), float(gr.get("value", 0))
+        if value is None:
+            self.failures.append(f"graph-replay assertion not measured: {gr.get('metric')}")
+        elif not _OPS[op](float(value), want):
+            self.failures.append(f"graph-replay assertion failed: {gr.get('metric')} = {value:g}, expected {op} {want:g}")
+
+    def finish(self) -> None:
+        problems = ([self.absent] if self.absent else []) + self.failures
+        if problems:
+            pytest.fail("; ".join(problems), pytrace=False)

@@ -1,0 +1,87 @@
+"""Is the imported change in the vLLM under test? Each check names the code it looked for.
+
+A row whose change is absent fails with "change absent in vLLM <version>" rather than passing or
+skipping: stock vLLM lacks some of the fork's ports, and that must show in the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import importlib.util
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Presence:
+    change: str
+    present: bool
+    evidence: str  # what was looked for, and where
+
+    def message(self) -> str:
+        return f"change #{self.change} absent in vLLM {vllm_version()}: {self.evidence}"
+
+
+def vllm_root() -> Path | None:
+    """The installed vllm package directory, found without importing vllm."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def vllm_version() -> str:
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        root = vllm_root()
+        return f"(unversioned, at {root})" if root else "(not installed)"
+
+
+def _source(rel: str) -> str:
+    root = vllm_root()
+    path = root / rel if root else None
+    return path.read_text() if path and path.is_file() else ""
+
+
+def warmup_48804() -> Presence:
+    """#48804 adds model_executor/warmup/eagle_spec_decode_warmup.py and calls it from kernel_warmup."""
+    module = "model_executor/warmup/eagle_spec_decode_warmup.py"
+    present = bool(_source(module)) and "eagle_spec_decode_warmup" in _source("model_executor/warmup/kernel_warmup.py")
+    return Presence("48804", present, f"vllm/{module}, wired into vllm/model_executor/warmup/kernel_warmup.py")
+
+
+def fused_ar_graph_46849() -> Presence:
+    """#46849 captures all k-1 draft decodes in one graph (_fused_multi_step_decode) and updates
+    attention metadata in place between steps (update_draft_decode_metadata)."""
+    spec = "v1/worker/gpu/spec_decode/autoregressive/speculator.py"
+    present = "def _fused_multi_step_decode" in _source(spec) and "update_draft_decode_metadata" in _source(
+        "v1/attention/backend.py"
+    )
+    return Presence(
+        "46849", present, f"_fused_multi_step_decode in vllm/{spec} and update_draft_decode_metadata in vllm/v1/attention/backend.py"
+    )
+
+
+def fp8_ds_mla_dcp_46514() -> Presence:
+    """#46514 makes FlashMLASparseImpl return the LSE for decode (DCP) on the fp8_ds_mla mixed-batch path."""
+    from vllm.v1.attention.backends.mla import flashmla_sparse as fms
+
+    lse = inspect.getattr_static(fms.FlashMLASparseImpl, "can_return_lse_for_decode", False) is True
+    dcp_code = hasattr(fms, "_neutralize_rows_without_local_kv") or hasattr(fms, "triton_filter_and_convert_dcp_index")
+    return Presence(
+        "46514",
+        lse and dcp_code,
+        "FlashMLASparseImpl.can_return_lse_for_decode = True and the DCP index filtering in "
+        "vllm/v1/attention/backends/mla/flashmla_sparse.py",
+    )
+
+
+def indexer_skip_48407() -> Presence:
+    """#48407 adds MLACommonPrefillMetadata.use_dense_mha, which lets the indexer skip top-k scoring."""
+    from vllm.model_executor.layers.attention.mla_attention import MLACommonPrefillMetadata
+
+    present = "use_dense_mha" in {f.name for f in dataclasses.fields(MLACommonPrefillMetadata)}
+    return Presence("48407", present, "MLACommonPrefillMetadata.use_dense_mha in vllm/model_executor/layers/attention/mla_attention.py")

@@ -1,0 +1,314 @@
+"""In-process probes on a running vLLM engine (VLLM_ENABLE_V1_MULTIPROCESSING=0).
+
+Each probe patches one well-named vLLM method while it is active and restores it on exit. They read
+what the acceptance criteria ask for: graph replays per draft step, eager decode steps, the attention
+output of the first layer on a chosen step, indexer scoring calls, and all -1 top-k rows.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+_LAYER = re.compile(r"layers\.(\d+)\.")
+
+
+@contextmanager
+def patched(owner: Any, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
+    """Replace owner.name with make(original) for the duration; restore it afterwards."""
+    had_own = name in vars(owner) if isinstance(owner, type) else hasattr(owner, "__dict__") and name in owner.__dict__
+    original = getattr(owner, name)
+    setattr(owner, name, make(original))
+    try:
+        yield
+    finally:
+        if had_own or isinstance(owner, type):
+            setattr(owner, name, original)
+        else:
+            delattr(owner, name)
+
+
+# --- MRV2 autoregressive speculator: draft loops and their graph replays (#46849) -----------------------
+
+
+@dataclass
+class DraftLoop:
+    """Counts per propose: draft-decode loops, FULL graph replays inside them, CUDA-event time of each loop."""
+
+    k: int = 0
+    loops: int = 0
+    replays: int = 0
+    proposes: int = 0
+    loop_ms: list[float] = field(default_factory=list)
+    fused: bool = False
+
+    @property
+    def replays_per_loop(self) -> float | None:
+        return self.replays / self.loops if self.loops else None
+
+    @property
+    def draft_step_ms(self) -> list[float]:
+        """Time per draft decode step: each loop covers k-1 steps."""
+        steps = max(self.k - 1, 1)
+        return [ms / steps for ms in self.loop_ms]
+
+
+@contextmanager
+def draft_loop(model_runner: Any) -> Iterator[DraftLoop]:
+    import torch
+
+    spec = getattr(model_runner, "speculator", None)
+    if spec is None or not hasattr(spec, "decode_cudagraph_manager"):
+        raise RuntimeError(
+            f"{type(model_runner).__name__} has no autoregressive speculator: the fused draft graph lives in "
+            "model runner v2 (VLLM_USE_V2_MODEL_RUNNER=1)"
+        )
+    rec = DraftLoop(k=int(spec.num_speculative_steps))
+    name = "_fused_multi_step_decode" if hasattr(spec, "_fused_multi_step_decode") else "_multi_step_decode"
+    rec.fused = name == "_fused_multi_step_decode" and bool(getattr(spec, "use_fused_multi_step_decode", True))
+
+    def count_replay(orig: Any) -> Any:
+        def run_fullgraph(*a: Any, **kw: Any) -> Any:
+            rec.replays += 1
+            return orig(*a, **kw)
+
+        return run_fullgraph
+
+    def time_loop(orig: Any) -> Any:
+        def loop(*a: Any, **kw: Any) -> Any:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            with torch.profiler.record_function("stackgate.draft_decode"):
+                out = orig(*a, **kw)
+            end.record()
+            end.synchronize()
+            rec.loops += 1
+            rec.loop_ms.append(start.elapsed_time(end))
+            return out
+
+        return loop
+
+    def count_propose(orig: Any) -> Any:
+        def propose(*a: Any, **kw: Any) -> Any:
+            rec.proposes += 1
+            return orig(*a, **kw)
+
+        return propose
+
+    with ExitStack() as stack:
+        stack.enter_context(patched(spec.decode_cudagraph_manager, "run_fullgraph", count_replay))
+        stack.enter_context(patched(spec, name, time_loop))
+        stack.enter_context(patched(spec, "propose", count_propose))
+        yield rec
+
+
+LAUNCH_EVENTS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+
+
+def launches_in_windows(prof: Any, window: str = "stackgate.draft_decode") -> tuple[int, int, int]:
+    """(kernel launches, graph launches, windows) inside the named profiler ranges."""
+    events = list(prof.events())
+    spans = [(e.time_range.start, e.time_range.end) for e in events if e.name == window]
+
+    def inside(e: Any) -> bool:
+        return any(s <= e.time_range.start and e.time_range.end <= t for s, t in spans)
+
+    kernels = sum(1 for e in events if e.name in LAUNCH_EVENTS and inside(e))
+    graphs = sum(1 for e in events if e.name == "cudaGraphLaunch" and inside(e))
+    return kernels, graphs, len(spans)
+
+
+# --- CUDA-graph dispatch: which steps ran eagerly (#46514 MTP under full graphs) ------------------------
+
+
+@dataclass
+class Dispatches:
+    by_dispatcher: dict[int, Counter] = field(default_factory=dict)
+    draft_proposes: int = 0
+    draft_eager: int = 0
+
+    def decode_modes(self, dispatcher: Any) -> Counter:
+        return self.by_dispatcher.get(id(dispatcher), Counter())
+
+
+@contextmanager
+def dispatches(model_runner: Any) -> Iterator[Dispatches]:
+    """Record the CUDA-graph mode chosen for each uniform-decode step, and drafts that replayed no graph."""
+    import torch
+    from vllm.v1.cudagraph_dispatcher import CudagraphDispatcher
+
+    rec = Dispatches()
+
+    def dispatch(orig: Any) -> Any:
+        def wrapped(self: Any, num_tokens: int, uniform_decode: bool = False, *a: Any, **kw: Any) -> Any:
+            mode, desc = orig(self, num_tokens, uniform_decode, *a, **kw)
+            if uniform_decode:
+                rec.by_dispatcher.setdefault(id(self), Counter())[str(getattr(mode, "name", mode))] += 1
+            return mode, desc
+
+        return wrapped
+
+    replays = {"n": 0}
+
+    def count_replay(orig: Any) -> Any:
+        def replay(graph: Any, *a: Any, **kw: Any) -> Any:
+            replays["n"] += 1
+            return orig(graph, *a, **kw)
+
+        return replay
+
+    def propose(orig: Any) -> Any:
+        def wrapped(*a: Any, **kw: Any) -> Any:
+            before = replays["n"]
+            out = orig(*a, **kw)
+            rec.draft_proposes += 1
+            rec.draft_eager += int(replays["n"] == before)
+            return out
+
+        return wrapped
+
+    with ExitStack() as stack:
+        stack.enter_context(patched(CudagraphDispatcher, "dispatch", dispatch))
+        stack.enter_context(patched(torch.cuda.CUDAGraph, "replay", count_replay))
+        drafter = getattr(model_runner, "drafter", None)
+        if drafter is not None and hasattr(drafter, "propose"):
+            stack.enter_context(patched(drafter, "propose", propose))
+        yield rec
+
+
+# --- MLA attention outputs of the first layer on chosen steps (numerics vs a reference) ----------------
+
+
+@dataclass
+class Capture:
+    rows: Any = None  # float32 CPU tensor of the first matching step's first-layer attention output
+    steps: list[dict[str, int]] = field(default_factory=list)
+
+
+@contextmanager
+def mla_layer0_output(select: Callable[[Any], slice | None]) -> Iterator[Capture]:
+    """Capture layer 0's MLA attention output (after the value up-projection) on the first step where
+    `select(attn_metadata)` returns a row slice. Runs on eager and piecewise steps (FULL replays run no
+    Python), which is where prefills and mixed batches go."""
+    from vllm.model_executor.layers.attention.mla_attention import MLAAttention
+
+    cap = Capture()
+
+    def make(orig: Any) -> Any:
+        def forward_impl(self: Any, q: Any, k_c: Any, k_pe: Any, kv_cache: Any, md: Any, *a: Any, **kw: Any) -> Any:
+            out = orig(self, q, k_c, k_pe, kv_cache, md, *a, **kw)
+            m = _LAYER.search(getattr(self, "layer_name", ""))
+            if cap.rows is None and md is not None and m and m.group(1) == "0":
+                rows = select(md)
+                if rows is not None:
+                    output = kw.get("output", a[0] if a else None)
+                    cap.rows = output[rows].float().cpu()
+                    cap.steps.append(
+                        {"decodes": int(md.num_decodes), "prefills": int(md.num_prefills),
+                         "decode_tokens": int(md.num_decode_tokens), "tokens": int(md.num_actual_tokens)}
+                    )  # fmt: skip
+            return out
+
+        return forward_impl
+
+    with patched(MLAAttention, "forward_impl", make):
+        yield cap
+
+
+def pure_prefill(md: Any) -> slice | None:
+    return slice(0, int(md.num_actual_tokens)) if md.num_prefills > 0 and md.num_decode_tokens == 0 else None
+
+
+def mixed_prefill_rows(md: Any) -> slice | None:
+    """The prefill rows of a mixed batch (decodes are ordered first)."""
+    if md.num_prefills > 0 and md.num_decodes > 0:
+        return slice(int(md.num_decode_tokens), int(md.num_actual_tokens))
+    return None
+
+
+def rel_err(a: Any, b: Any) -> float:
+    """‖a − b‖ / ‖b‖ over float32 copies; NaN never passes a tolerance."""
+    import torch
+
+    if a is None or b is None or a.shape != b.shape:
+        return float("nan")
+    denom = torch.linalg.vector_norm(b).item()
+    return torch.linalg.vector_norm(a - b).item() / denom if denom else float("nan")
+
+
+# --- sparse indexer: scoring calls and all -1 top-k rows (#48407, #52512) -------------------------------
+
+
+@dataclass
+class Indexer:
+    scoring_calls: int = 0
+    topk_calls: int = 0
+    all_minus_one_reads: list[tuple[int, int, int]] = field(default_factory=list)
+    mqa_calls: int = 0
+
+
+@contextmanager
+def indexer() -> Iterator[Indexer]:
+    """Count prefill top-k scoring (fp8_fp4_mqa_logits, top_k_per_row_prefill) and flag any sparse-MQA read
+    of a top-k row that is all -1: a real token always attends at least to itself (#52512)."""
+    import vllm._custom_ops as vops
+    from vllm.model_executor.layers import sparse_attn_indexer as sai
+    from vllm.v1.attention.backends.mla import flashmla_sparse as fms
+
+    rec = Indexer()
+
+    def counting(attr: str) -> Callable[[Any], Any]:
+        def make(orig: Any) -> Any:
+            def wrapped(*a: Any, **kw: Any) -> Any:
+                setattr(rec, attr, getattr(rec, attr) + 1)
+                return orig(*a, **kw)
+
+            return wrapped
+
+        return make
+
+    def guard(orig: Any) -> Any:
+        def forward_mqa(self: Any, q: Any, kv_cache: Any, md: Any, layer: Any) -> Any:
+            rec.mqa_calls += 1
+            n = (q[0] if isinstance(q, tuple) else q).shape[0]
+            buf = getattr(self, "topk_indices_buffer", None)
+            if n > 0 and buf is not None:
+                if bool((buf[:n] == -1).all(dim=-1).any().item()):
+                    rec.all_minus_one_reads.append((int(md.num_decode_tokens), int(md.num_prefills), int(n)))
+            return orig(self, q, kv_cache, md, layer)
+
+        return forward_mqa
+
+    with ExitStack() as stack:
+        stack.enter_context(patched(sai, "fp8_fp4_mqa_logits", counting("scoring_calls")))
+        stack.enter_context(patched(vops, "top_k_per_row_prefill", counting("topk_calls")))
+        stack.enter_context(patched(fms.FlashMLASparseImpl, "forward_mqa", guard))
+        yield rec
+
+
+# --- timing helpers ---------------------------------------------------------------------------------
+
+
+def decode_tok_s(outputs: list[Any]) -> float | None:
+    """Decode throughput from the engine's own per-request timestamps (needs disable_log_stats=False)."""
+    firsts, lasts, tokens = [], [], 0
+    for o in outputs:
+        m = getattr(o, "metrics", None)
+        if m is None or not getattr(m, "first_token_ts", 0) or not getattr(m, "last_token_ts", 0):
+            return None
+        firsts.append(m.first_token_ts)
+        lasts.append(m.last_token_ts)
+        tokens += max(int(m.num_generation_tokens) - 1, 0)
+    span = max(lasts) - min(firsts)
+    return tokens / span if span > 0 else None
+
+
+def wall_ms(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - t0) * 1000.0, out

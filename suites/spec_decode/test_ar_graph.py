@@ -1,0 +1,95 @@
+"""#46849: the k-1 autoregressive draft decodes of one speculation step replay one CUDA graph, not k-1.
+
+Runs in model runner v2 (where the autoregressive speculator lives), in-process, so the draft loop can
+be watched: FULL graph replays per draft loop, CUDA-event time per draft step, kernel and graph launches
+per draft step from the torch profiler, and greedy output identical to non-speculative decoding.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from engine import config, engines, presence, probes
+from engine.evidence import Evidence
+
+WARM_REPEATS = 5
+
+
+def _measure(engine, prompts, params):
+    """Cold request, warm requests, and the draft-loop record for the warm ones."""
+    with probes.draft_loop(engines.runner(engine)) as loop:
+        cold_ms, out = engines.timed_ms(engine, prompts, params)
+        first_warm = len(loop.loop_ms)
+        warm_ms = [engines.timed_ms(engine, prompts, params)[0] for _ in range(WARM_REPEATS)]
+        warm_steps = loop.draft_step_ms[first_warm:]
+    return cold_ms, warm_ms, out, loop, warm_steps
+
+
+def _launches(engine, prompts, params, k):
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with probes.draft_loop(engines.runner(engine)), profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    ) as prof:
+        engines.generate(engine, prompts, params)
+        torch.cuda.synchronize()
+    kernels, graphs, windows = probes.launches_in_windows(prof)
+    return (kernels + graphs) / (windows * max(k - 1, 1)) if windows else None, kernels, graphs, windows
+
+
+@pytest.mark.track("ar-graph")
+def test_ar_graph(row, request):
+    ev = Evidence(request, row)
+    ev.prop("engine_env", config.set_engine_env(runner="v2"))
+    ev.prop("vllm_version", presence.vllm_version())
+    found = presence.fused_ar_graph_46849()
+    ev.presence(found)
+
+    kwargs = config.llm_kwargs(row)
+    engine = engines.start(kwargs)
+    ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
+    prompts = config.prompts(row)
+    params = engines.greedy(config.MAX_TOKENS)
+    cold_ms, warm_ms, out, loop, warm_steps = _measure(engine, prompts, params)
+    k = loop.k
+    ev.prop("draft_loop", {"k": k, "loops": loop.loops, "replays": loop.replays, "proposes": loop.proposes,
+                           "fused": loop.fused})  # fmt: skip
+    ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
+    ev.metric("warm_request_ms", warm_ms, "ms", "warm")
+    ev.metric("warm_itl_ms", [ms / config.MAX_TOKENS for ms in warm_ms], "ms", "warm")
+    if warm_steps:
+        ev.metric("draft_step_ms", warm_steps, "ms", "warm")
+    per_step = loop.replays_per_loop
+    if per_step is not None:
+        ev.metric("draft_graph_replays_per_step", per_step, "count", "warm")
+    launches, kernels, graphs, windows = _launches(engine, prompts, engines.greedy(8), k)
+    if launches is not None:
+        ev.metric("launches_per_draft_step", launches, "count", "warm")
+        ev.prop("profiler_draft_windows", {"kernel_launches": kernels, "graph_launches": graphs, "windows": windows})
+    tokens = engines.token_ids(out)
+    engines.stop(engine)
+
+    if found.present:
+        # the unfused path on the same build: draft-step launch overhead side by side
+        from vllm.v1.attention.backends.flash_attn import FlashAttentionMetadataBuilder
+
+        with probes.patched(FlashAttentionMetadataBuilder, "supports_draft_decode_metadata_update", lambda _: False):
+            unfused = engines.start(kwargs)
+            _, _, _, _, unfused_steps = _measure(unfused, prompts, params)
+            engines.stop(unfused)
+        if unfused_steps and warm_steps:
+            ev.metric("draft_step_unfused_ms", unfused_steps, "ms", "warm")
+            ev.metric("draft_step_fused_over_unfused", statistics.median(warm_steps) / statistics.median(unfused_steps),
+                      "ratio", "warm")  # fmt: skip
+
+    reference = engines.start(config.llm_kwargs(row, speculative_config=None))
+    ref_tokens = engines.token_ids(engines.generate(reference, prompts, params))
+    engines.stop(reference)
+    mism = engines.mismatches(tokens, ref_tokens)
+    ev.metric("greedy_token_mismatches", mism, "tokens", "none")
+    ev.tolerance(mism, "greedy_token_mismatches")
+    ev.graph_replay(per_step)
+    ev.finish()

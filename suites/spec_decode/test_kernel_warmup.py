@@ -1,0 +1,78 @@
+"""#48804: spec-decode Triton kernels warmed at startup, so the first request compiles nothing.
+
+Per drafter row: engine-ready time, the first request in this fresh process (cold) and steady-state
+requests after it (warm), compiles seen by the JIT sentinel after the engine reported ready (all
+processes), CUDA-graph captures after ready, acceptance length; and, where the port is present, greedy
+outputs identical to a run with the warm-up turned off.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from engine import config, engines, presence
+from engine.evidence import Evidence
+from harness import jit
+from harness.graphs import GraphCounter
+
+WARM_REPEATS = 5
+
+
+@pytest.mark.track("kernel-warmup")
+def test_kernel_warmup(row, request, jit_window):
+    ev = Evidence(request, row)
+    # the ported kernels (eagle_prepare_*, eagle_step_slot_mapping_metadata) belong to the V1 runner
+    ev.prop("engine_env", config.set_engine_env(runner="v1"))
+    ev.prop("vllm_version", presence.vllm_version())
+    ev.presence(presence.warmup_48804())
+
+    kwargs = config.llm_kwargs(row)
+    engine = engines.start(kwargs)
+    ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
+    startup = jit_window.seen()
+    if startup.available:
+        ev.metric("compiles_before_ready", startup.compiles, "count", "cold")
+
+    prompts = config.prompts(row)
+    params = engines.greedy(config.MAX_TOKENS)
+    after_ready = jit.Window()
+    with GraphCounter() as graphs:
+        before = engines.spec_stats(engine)
+        cold_ms, out = engines.timed_ms(engine, prompts, params)
+        warm_ms = [engines.timed_ms(engine, prompts, params)[0] for _ in range(WARM_REPEATS)]
+        after = engines.spec_stats(engine)
+    seen = after_ready.seen()
+    tokens = engines.token_ids(out)
+
+    ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
+    ev.metric("warm_request_ms", warm_ms, "ms", "warm")
+    ev.metric("cold_warm_ratio", cold_ms / statistics.median(warm_ms), "ratio")
+    ev.metric("graph_captures_after_ready", graphs.captures, "count", "cold")
+    if seen.available:
+        ev.metric("compiles_after_ready", seen.compiles, "count", "cold")
+        ev.prop("jit.after_ready_kernels", ",".join(seen.kernels))
+    accept = engines.acceptance_length(before, after)
+    if accept is not None:
+        ev.metric("acceptance_length", accept, "tokens", "warm")
+    if row.model_info.get("weights") == "dummy":
+        ev.prop("acceptance_note", "random weights: acceptance length is recorded, not meaningful")
+
+    if ev.absent is None:
+        engines.stop(engine)
+        engine = None
+        ev.prop("reference_disabled", engines.disable_spec_decode_warmup())
+        ref = engines.start(kwargs)
+        ref_tokens = engines.token_ids(engines.generate(ref, prompts, params))
+        ev.metric("greedy_token_mismatches", engines.mismatches(tokens, ref_tokens), "tokens", "none")
+        ev.tolerance(engines.mismatches(tokens, ref_tokens), "greedy_token_mismatches")
+    else:
+        ev.prop("reference", "not run: without the port there is no warm-up to turn off")
+
+    if not seen.available:
+        ev.expect(False, "cannot prove the first request compiled nothing: the JIT sentinel is not installed")
+    else:
+        ev.expect(not seen.compiles, f"{seen.compiles} Triton compile(s) after engine ready: {', '.join(seen.kernels)}")
+    ev.graph_replay(graphs.captures if graphs.available else None)
+    ev.finish()
