@@ -40,10 +40,11 @@ def run_options(target: Target) -> dict[str, Any]:
 
 
 def bake(target: Target, image: str, *, command: list[str] | None = None, tag: str | None = None) -> Baked:
-    import docker
     from docker.errors import ImageNotFound
 
-    client = docker.from_env()
+    from ci.containers import client as engine
+
+    client = engine()
     try:
         img = client.images.get(image)
     except ImageNotFound:

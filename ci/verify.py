@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ci import tables
+from ci import containers, tables
 from ci.errors import BuildError, UsageError
 from ci.images import LABELS
 from ci.model import Stack, Target
@@ -141,35 +141,24 @@ def checks(target: Target, labels: dict[str, str], probe: dict[str, Any], root: 
     return out + check_kernels(target, probe, root) + check_cuda_objects(target, probe)
 
 
-def _client() -> Any:
-    import docker
-    from docker.errors import DockerException
-
-    try:
-        return docker.from_env()
-    except DockerException as exc:
-        raise BuildError(f"cannot reach the docker engine: {exc}", hint="start dockerd (.ci/run does)") from None
-
-
 def inspect_labels(ref: str) -> tuple[dict[str, str], str]:
     from docker.errors import ImageNotFound
 
     try:
-        image = _client().images.get(ref)
+        image = containers.client().images.get(ref)
     except ImageNotFound:
         raise UsageError(f"image {ref!r} not found", hint="build it first: python -m ci build <target>") from None
     return dict(image.labels or {}), image.id
 
 
 def run_probe(image_id: str, scan_so: bool) -> dict[str, Any]:
-    from docker.errors import ContainerError
-
-    args = ["python", "-c", PROBE.read_text(), *(["--scan-so"] if scan_so else [])]
-    try:
-        out = _client().containers.run(image_id, args, remove=True, network_disabled=True)
-    except ContainerError as exc:
-        raise BuildError(f"image {image_id}: the probe failed inside it: {exc}") from None
-    return json.loads(out)
+    ran = containers.run(image_id, ["python", "-c", PROBE.read_text(), *(["--scan-so"] if scan_so else [])])
+    if ran.code != 0:
+        raise BuildError(
+            f"image {image_id}: the probe failed inside it (exit {ran.code}):\n{ran.stderr[-2000:]}",
+            hint="the image needs `python` on PATH",
+        )
+    return json.loads(ran.stdout)
 
 
 def main(st: Stack, ref: str, *, root: Path) -> int:
