@@ -31,6 +31,24 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def build(session: nox.Session) -> None:
+    """Build a target's image offline with BuildKit (e.g. -- cpu); prints its id."""
+    _ci(session, "build")
+
+
+@nox.session
+def bake(session: nox.Session) -> None:
+    """Run the image's warm-up on the target's devices and commit the caches (e.g. -- cuda-sm90)."""
+    _ci(session, "bake")
+
+
+@nox.session
+def verify(session: nox.Session) -> None:
+    """Check an image without a GPU: labels, pinned base, baked kernels, SASS, sentinel (e.g. -- cpu)."""
+    _ci(session, "verify")
+
+
+@nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests of ci/ (docker tests use the real engine)."""
     session.install("-e", ".[test]")

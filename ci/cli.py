@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci import host, plan, stack, tables
+from ci import host, images, plan, stack, tables
 from ci.errors import StackgateError, UsageError
 from ci.model import Stack
 
@@ -112,6 +112,8 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks: planning time")
     b.add_argument("--repeats", type=int, default=20)
     b.set_defaults(func=cmd_bench)
+
+    images.add_parsers(sub)
     return ap
 
 

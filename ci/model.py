@@ -52,6 +52,16 @@ class Detect:
 
 
 @_frozen
+class Bootstrap:
+    """How to make the base offline from Debian packages where the pinned base cannot be pulled."""
+
+    suite: str  # bookworm
+    variant: Literal["apt", "minbase", "essential"] = "apt"
+    include: tuple[str, ...] = ()
+    mirror: str = "http://deb.debian.org/debian"
+
+
+@_frozen
 class Target:
     id: str
     name: str
@@ -71,6 +81,8 @@ class Target:
     backends: tuple[str, ...]
     quantizations: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)  # the image's runtime env: JIT refused here
+    kernel_lists: tuple[str, ...] = ()  # containers/kernels/<name>: compiled ahead of time into the image
+    bootstrap: Bootstrap | None = None  # offline base from Debian packages when base_image is absent
     notes: str = ""
 
 

@@ -1,0 +1,75 @@
+"""`python -m ci bake <target>`: fill the runtime caches on the target and commit them as the last layer.
+
+`docker build` has no GPU, so the warm run happens in a container started from the built image with the
+target's devices, the image's own env and paths (cache keys embed both), running the suites' warm-up
+entry point (`python -m harness.warmup` unless --command says otherwise). The container is committed
+with its config unchanged; /tmp and the JIT log are tmpfs mounts so only the cache writes land in the layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ci.errors import BuildError
+from ci.model import Target
+
+WARMUP = ("python", "-m", "harness.warmup")
+_TMPFS = {"/tmp": "rw,exec", "/var/log/stackgate": "rw"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Baked:
+    image_id: str
+    tag: str
+    log: str
+
+
+def run_options(target: Target) -> dict[str, Any]:
+    """Device flags for the docker SDK, from the target's data."""
+    from docker.types import DeviceRequest
+
+    opts: dict[str, Any] = {}
+    if target.devices.gpus == "all":
+        opts["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
+    if target.devices.paths:
+        opts["devices"] = [f"{p}:{p}:rwm" for p in target.devices.paths]
+    if target.devices.groups:
+        opts["group_add"] = list(target.devices.groups)
+    return opts
+
+
+def bake(target: Target, image: str, *, command: list[str] | None = None, tag: str | None = None) -> Baked:
+    from docker.errors import ImageNotFound
+
+    from ci.containers import client as engine
+
+    client = engine()
+    try:
+        img = client.images.get(image)
+    except ImageNotFound:
+        raise BuildError(f"image {image} not found", hint=f"python -m ci build {target.id}") from None
+    argv = list(command or WARMUP)
+    container = client.containers.create(img.id, argv, network_disabled=True, tmpfs=_TMPFS, **run_options(target))
+    try:
+        container.start()
+        code = container.wait()["StatusCode"]
+        log = container.logs().decode(errors="replace")
+        if code != 0:
+            if command is None and "No module named harness.warmup" in log:
+                raise BuildError(
+                    f"{image}: the warm-up entry point `python -m harness.warmup` does not exist in "
+                    "the image (suites/harness/warmup.py is not written yet)",
+                    hint="add it, or pass --command to run another warm-up",
+                )
+            raise BuildError(f"{image}: warm-up {' '.join(argv)} exited {code}:\n{log[-2000:]}")
+        repo, _, _ = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+        final = tag or f"{repo}:baked"
+        name, _, version = final.rpartition(":")
+        labels = {**(img.labels or {}), "stackgate.baked": " ".join(argv)}
+        committed = container.commit(
+            repository=name, tag=version, conf={"Labels": labels}, message=f"stackgate bake: {' '.join(argv)}"
+        )
+    finally:
+        container.remove(force=True)
+    return Baked(image_id=committed.id, tag=final, log=log)

@@ -1,0 +1,184 @@
+"""Record every real Triton compile in every Python process of an image.
+
+Installed in images as the top-level module `stackgate_jit_sentinel`, loaded by a `.pth` file in the
+venv's site-packages so that it runs at the start of every interpreter, children included (vLLM runs
+its EngineCore and workers in other processes). A venv `sitecustomize.py` is not used because Debian's
+`/usr/lib/python3.11/sitecustomize.py` shadows it.
+
+Standard library only, and it imports neither `ci` nor the rest of `harness`: it must load before
+anything else. It does not import triton at start-up (that costs 0.13-0.33 s per process); a meta-path
+hook installs Triton's compilation listener the moment triton itself is imported.
+
+Each real compile (`cache_hit=False`) becomes one JSON line appended to `$STACKGATE_JIT_LOG`:
+`{"pid", "kernel", "target", "hash", "cache_hit", "time_s", "wall"}`. The file is opened with O_APPEND
+and each line is written with a single write(), so lines from concurrent processes do not interleave.
+
+Triton's listener does not fire when a process's in-memory kernel cache serves a launch, nor for
+compilers other than Triton (Inductor C++, FlashInfer, AITER, MIOpen, the CUDA driver's PTX JIT):
+`snapshot`/`new_files` diff the cache directories as a backstop across all of them.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+DEFAULT_LOG = "/var/log/stackgate/jit.jsonl"
+# Cache directories a JIT writes into; the env var wins, the value here is the default where unset.
+CACHE_ENV = {
+    "TRITON_CACHE_DIR": "~/.triton/cache",
+    "VLLM_CACHE_ROOT": "~/.cache/vllm",
+    "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_{user}",
+    "FLASHINFER_WORKSPACE_BASE": "~/.cache/flashinfer",
+    "AITER_JIT_DIR": "~/.aiter",
+    "MIOPEN_USER_DB_PATH": "~/.cache/miopen",
+    "CUDA_CACHE_PATH": "~/.nv/ComputeCache",
+}
+
+_MARK = "_stackgate_jit_sentinel"
+
+
+def log_path() -> str:
+    """The JSON-lines file this process appends compiles to."""
+    return os.environ.get("STACKGATE_JIT_LOG") or DEFAULT_LOG
+
+
+def _target_name(target: Any) -> str:
+    backend, arch = getattr(target, "backend", None), getattr(target, "arch", None)
+    return f"{backend}:{arch}" if backend is not None else str(target)
+
+
+def _record(event: dict[str, Any]) -> None:
+    import json  # only paid when a compile actually happens
+
+    path = log_path()
+    line = (json.dumps(event, sort_keys=True) + "\n").encode()
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as exc:  # never break the program being watched; say why on stderr
+        sys.stderr.write(f"stackgate_jit_sentinel: cannot write {path}: {exc}\n")
+        return
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _make_listener(previous: Any) -> Any:
+    def listener(*, src: Any, metadata: dict, metadata_group: dict, times: Any, cache_hit: bool) -> None:
+        if not cache_hit:
+            _record(
+                {
+                    "pid": os.getpid(),
+                    "kernel": metadata.get("name") or getattr(src, "name", "?"),
+                    "target": _target_name(metadata.get("target")),
+                    "hash": metadata.get("hash", ""),
+                    "cache_hit": False,
+                    "time_s": round(getattr(times, "total", 0) / 1e6, 6),  # CompileTimes are microseconds
+                    "wall": time.time(),
+                }
+            )
+        if previous is not None:  # keep a listener someone else set (vLLM's jit monitor, a test)
+            previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
+
+    setattr(listener, _MARK, True)
+    return listener
+
+
+def _attach(triton_module: Any) -> None:
+    compilation = triton_module.knobs.compilation
+    current = compilation.listener
+    if not getattr(current, _MARK, False):
+        compilation.listener = _make_listener(current)
+
+
+class _TritonImportHook(importlib.abc.MetaPathFinder):
+    """Finds `triton` through the normal finders, then attaches the listener once it has executed."""
+
+    def find_spec(self, name: str, path: Sequence[str] | None, target: Any = None) -> Any:
+        if name != "triton":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                spec.loader = _AttachingLoader(spec.loader)
+                return spec
+            if spec is not None:
+                return spec
+        return None
+
+
+class _AttachingLoader(importlib.abc.Loader):
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._inner.exec_module(module)
+        try:
+            _attach(module)
+        except Exception as exc:  # a triton without knobs.compilation: say so, do not break the import
+            sys.stderr.write(f"stackgate_jit_sentinel: cannot register the Triton listener: {exc!r}\n")
+
+    def __getattr__(self, name: str) -> Any:  # get_resource_reader, is_package, ... of the real loader
+        return getattr(self._inner, name)
+
+
+def install() -> None:
+    """Register the listener now if triton is loaded, else when it is first imported. Idempotent."""
+    if "triton" in sys.modules and hasattr(sys.modules["triton"], "knobs"):
+        _attach(sys.modules["triton"])
+        return
+    if not any(isinstance(f, _TritonImportHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TritonImportHook())
+
+
+def read_events(path: str | None = None, offset: int = 0) -> tuple[list[dict], int]:
+    """Events appended since byte `offset`, and the offset to pass next time. A torn last line waits."""
+    import json
+
+    path = path or log_path()
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n") + 1  # a line still being written is read on the next call
+    events = [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+    return events, offset + end
+
+
+def compiles(events: Iterable[dict]) -> list[dict]:
+    """The real compiles among `events` (cache hits are never logged, but filter in case)."""
+    return [e for e in events if not e.get("cache_hit")]
+
+
+def cache_dirs() -> list[str]:
+    """The cache directories a run is watched over (env value, else the tool's default)."""
+    user = os.environ.get("USER") or str(os.getuid())
+    return [os.path.expanduser(os.environ.get(k) or v.format(user=user)) for k, v in CACHE_ENV.items()]
+
+
+def snapshot(dirs: Iterable[str] | None = None) -> frozenset[str]:
+    """Every file under `dirs` (default: `cache_dirs()`) now."""
+    found: set[str] = set()
+    for top in cache_dirs() if dirs is None else dirs:
+        for root, _, files in os.walk(top):
+            found.update(os.path.join(root, f) for f in files)
+    return frozenset(found)
+
+
+def new_files(before: frozenset[str], dirs: Iterable[str] | None = None) -> list[str]:
+    """Files under `dirs` that were not there at `snapshot` time, sorted."""
+    return sorted(snapshot(dirs) - before)

@@ -1,0 +1,191 @@
+"""The cpu image built for real (offline base, --network none) and checked through the docker engine.
+
+Skipped only when no engine answers; with STACKGATE_REQUIRE_DOCKER=1 (set by .ci/run) that fails instead.
+Builds happen in a copy of the repository so a test can edit suites/ without touching the checkout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ci import bake, containers, images, stack, verify
+from ci.errors import BuildError
+
+pytestmark = pytest.mark.docker
+TAG = f"stackgate/test-cpu:{uuid.uuid4().hex[:8]}"
+
+
+def _engine():
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        return client
+    except Exception as exc:
+        if os.environ.get("STACKGATE_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"STACKGATE_REQUIRE_DOCKER=1 and no docker engine answers: {exc}")
+        pytest.skip(f"no docker engine answers: {exc}")
+
+
+@pytest.fixture(scope="module")
+def client():
+    return _engine()
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory, client) -> Path:
+    """A committed copy of this checkout's tracked and unignored files."""
+    root = tmp_path_factory.mktemp("repo")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=images.REPO_ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    for name in files:
+        if (images.REPO_ROOT / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(images.REPO_ROOT / name, root / name)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "copy"], check=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def target():
+    return stack.load().targets["cpu"]
+
+
+@pytest.fixture(scope="module")
+def built(repo, target, client):
+    created = []
+    first = images.build(target, tag=TAG, root=repo)
+    created.append(TAG)
+    yield first, created
+    for ref in created:
+        with contextlib.suppress(Exception):
+            client.images.remove(ref, force=True)
+
+
+def test_labels_on_the_built_image(built, client, repo):
+    first, _ = built
+    labels = client.images.get(TAG).labels
+    for key in images.LABELS:
+        assert labels.get(key), key
+    rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert labels["org.opencontainers.image.revision"] == rev
+    assert labels["org.opencontainers.image.base.digest"].startswith("sha256:")
+    assert labels["org.opencontainers.image.base.name"].endswith(labels["org.opencontainers.image.base.digest"][7:])
+    assert labels["stackgate.target"] == "cpu"
+    assert first.image_id == client.images.get(TAG).id
+
+
+def test_second_build_is_fast_and_identical(built, repo, target):
+    first, _ = built
+    again = images.build(target, tag=TAG, root=repo)
+    assert again.image_id == first.image_id
+    assert again.seconds < 10, f"second build took {again.seconds:.1f} s"
+
+
+def test_touching_suites_rebuilds_one_layer(built, repo, target, client):
+    before = client.images.get(TAG).attrs["RootFS"]["Layers"]
+    (repo / "suites" / "touched.txt").write_text(f"{time.time()}\n")
+    try:
+        images.build(target, tag=TAG, root=repo)
+        after = client.images.get(TAG).attrs["RootFS"]["Layers"]
+    finally:
+        (repo / "suites" / "touched.txt").unlink()
+    assert len(after) == len(before)
+    assert after[:-1] == before[:-1] and after[-1] != before[-1]
+
+
+def test_verify_passes_and_lists_sm_121a(built, repo, capsys):
+    assert verify.main(stack.load(), TAG, root=repo) == 0
+    out = capsys.readouterr().out
+    assert "add_kernel.sm_121a.cubin" in out and "add_kernel.sm_90a.cubin" in out
+    assert "amdgcn-amd-amdhsa--gfx1151" in out
+
+
+def test_verify_fails_on_a_tag_only_base(built, repo, target, client):
+    _, created = built
+    from ci import bootstrap
+
+    tag = f"{TAG}-unpinned"
+    images.build(target, base=bootstrap.recipe_tag(target), allow_unpinned=True, tag=tag, root=repo)
+    created.append(tag)
+    with pytest.raises(BuildError, match=r"base pinned: localhost/stackgate-base-bookworm:recipe-\w+ \(no digest"):
+        verify.main(stack.load(), tag, root=repo)
+
+
+def test_verify_fails_naming_a_missing_kernel(built, repo, client):
+    _, created = built
+    manifest = containers.run(TAG, ["cat", "/opt/stackgate/aot/manifest.json"]).stdout
+    import json
+
+    entry = next(
+        e for e in json.loads(manifest)["entries"] if e["kernel"] == "add_kernel" and e["target"] == "cuda:121"
+    )
+    # the cache dir name is base32 of the hash: find it by the metadata inside
+    found = containers.run(TAG, ["sh", "-c", f"grep -l {entry['hash']} $TRITON_CACHE_DIR/*/add_kernel.json"])
+    key = found.stdout.split()[0]
+    box = client.containers.create(TAG, ["rm", "-rf", str(Path(key).parent)])
+    try:
+        box.start()
+        assert box.wait()["StatusCode"] == 0
+        tag = f"{TAG}-missing"
+        box.commit(repository=tag.rsplit(":", 1)[0], tag=tag.rsplit(":", 1)[1])
+        created.append(tag)
+    finally:
+        box.remove(force=True)
+    with pytest.raises(BuildError, match=r"kernel baked: add_kernel \[cuda:121\] \(1/2 entries"):
+        verify.main(stack.load(), tag, root=repo)
+
+
+UNLISTED = (
+    '{kernels: [{name: relu_kernel, function: "harness.sample_kernels:relu_kernel",'
+    ' signature: {x_ptr: "*fp32", out_ptr: "*fp32", n: i32}, constexprs: {BLOCK: 128}, specialisations: [{n: 7}]}]}'
+)
+
+
+def test_baked_kernels_compile_nothing_and_an_unlisted_one_is_recorded(built, client):
+    import json
+
+    script = (
+        "python -m harness.aot run /opt/stackgate/kernels/selftest.yaml > /dev/null"
+        " && echo baked=$(cat $STACKGATE_JIT_LOG 2>/dev/null | wc -l)"
+        # a child of a child: the .pth sentinel must load in every process
+        f' && python -c \'import subprocess, sys; subprocess.run([sys.executable, "-m", "harness.aot", "run",'
+        f' sys.argv[1], "--targets", "cuda:121"], check=True, stdout=subprocess.DEVNULL)\' \'{UNLISTED}\''
+        " && cat $STACKGATE_JIT_LOG"
+    )
+    ran = containers.run(TAG, ["sh", "-c", script])
+    assert ran.code == 0, ran.stderr
+    out = ran.stdout
+    lines = out.strip().splitlines()
+    assert lines[0] == "baked=0", out
+    events = [json.loads(line) for line in lines[1:]]
+    assert [(e["kernel"], e["target"], e["cache_hit"]) for e in events] == [("relu_kernel", "cuda:121", False)]
+    assert set(events[0]) == {"pid", "kernel", "target", "hash", "cache_hit", "time_s", "wall"}
+
+
+def test_bake_commits_the_warm_run_as_one_layer(built, target, client, repo):
+    _, created = built
+    with pytest.raises(BuildError, match=r"python -m harness.warmup` does not exist in the image"):
+        bake.bake(target, TAG, tag=f"{TAG}-baked")
+    warm = ["python", "-m", "harness.aot", "run", UNLISTED, "--targets", "hip:gfx1151"]
+    baked = bake.bake(target, TAG, command=warm, tag=f"{TAG}-baked")
+    created.append(baked.tag)
+    before, after = client.images.get(TAG), client.images.get(baked.tag)
+    assert after.attrs["RootFS"]["Layers"][:-1] == before.attrs["RootFS"]["Layers"]
+    assert after.attrs["Config"]["Env"] == before.attrs["Config"]["Env"]
+    assert after.labels["stackgate.target"] == "cpu" and "harness.aot" in after.labels["stackgate.baked"]
+    script = f"python -m harness.aot run '{UNLISTED}' --targets hip:gfx1151 >/dev/null; cat $STACKGATE_JIT_LOG | wc -l"
+    out = containers.run(baked.tag, ["sh", "-c", script]).stdout
+    assert out.strip() == "0"  # the warm run's compile is now a cache hit

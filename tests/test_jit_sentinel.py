@@ -1,0 +1,69 @@
+"""The sentinel's public API, without triton or docker: log lines, torn lines, cache-dir diffs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+_PATH = Path(__file__).resolve().parent.parent / "suites" / "harness" / "jit_sentinel.py"
+
+
+@pytest.fixture
+def sentinel(monkeypatch, tmp_path):
+    spec = importlib.util.spec_from_file_location("stackgate_jit_sentinel_under_test", _PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setenv("STACKGATE_JIT_LOG", str(tmp_path / "log" / "jit.jsonl"))
+    return mod
+
+
+def test_listener_logs_real_compiles_only_and_chains(sentinel):
+    seen = []
+    fake_triton = SimpleNamespace(knobs=SimpleNamespace(compilation=SimpleNamespace(listener=None)))
+    fake_triton.knobs.compilation.listener = lambda **kw: seen.append(kw["cache_hit"])
+    sentinel._attach(fake_triton)
+    sentinel._attach(fake_triton)  # idempotent: not wrapped twice
+    listener = fake_triton.knobs.compilation.listener
+    meta = {"name": "k", "hash": "h1", "target": SimpleNamespace(backend="cuda", arch=121)}
+    listener(src=None, metadata=meta, metadata_group={}, times=SimpleNamespace(total=2500), cache_hit=False)
+    listener(src=None, metadata=meta, metadata_group={}, times=SimpleNamespace(total=10), cache_hit=True)
+    events, offset = sentinel.read_events()
+    assert seen == [False, True]
+    assert [(e["kernel"], e["target"], e["hash"], e["time_s"]) for e in events] == [("k", "cuda:121", "h1", 0.0025)]
+    assert sentinel.compiles(events) == events
+    assert sentinel.read_events(offset=offset) == ([], offset)
+
+
+def test_a_torn_last_line_waits_for_the_next_read(sentinel):
+    path = Path(sentinel.log_path())
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"kernel": "a"}) + "\n" + '{"kernel": "b"')
+    events, offset = sentinel.read_events()
+    assert [e["kernel"] for e in events] == ["a"]
+    with path.open("a") as fh:
+        fh.write("}\n")
+    assert [e["kernel"] for e in sentinel.read_events(offset=offset)[0]] == ["b"]
+
+
+def test_new_files_lists_what_appeared(sentinel, tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "old").mkdir(parents=True)
+    (cache / "old" / "x.bin").write_text("x")
+    before = sentinel.snapshot([str(cache)])
+    (cache / "new").mkdir()
+    (cache / "new" / "y.cubin").write_text("y")
+    assert sentinel.new_files(before, [str(cache)]) == [str(cache / "new" / "y.cubin")]
+
+
+def test_install_defers_until_triton_is_imported(sentinel, monkeypatch):
+    monkeypatch.delitem(sys.modules, "triton", raising=False)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    sentinel.install()
+    sentinel.install()
+    hooks = [f for f in sys.meta_path if isinstance(f, sentinel._TritonImportHook)]
+    assert len(hooks) == 1 and "triton" not in sys.modules
