@@ -78,7 +78,10 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
     if row["dbo"]:
         kw["enable_dbo"] = True
     if row["spec_method"]:
-        spec: dict[str, Any] = {"method": row["spec_method"], "num_speculative_tokens": int(row["num_speculative_tokens"])}
+        spec: dict[str, Any] = {
+            "method": row["spec_method"],
+            "num_speculative_tokens": int(row["num_speculative_tokens"]),
+        }
         draft = draft_dir(row)
         if draft:
             spec["model"] = draft
@@ -113,3 +116,10 @@ def set_engine_env(*, runner: str | None, inprocess: bool = True) -> dict[str, s
         env["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
     os.environ.update(env)
     return env
+
+
+def model_config(row: Any) -> dict[str, Any]:
+    """The row's model config.json (index_topk and friends), read from the model directory."""
+    import json
+
+    return json.loads((model_dir(row) / "config.json").read_text())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 from collections.abc import Sequence
@@ -27,10 +28,9 @@ def stop(engine: Engine | None) -> None:
     """Tear an engine down fully so the next one can profile memory (two at once trip vLLM's assertion)."""
     if engine is None:
         return
-    try:
+    # a failed engine may be half built; the cleanup below still frees what exists
+    with contextlib.suppress(Exception):
         engine.llm.llm_engine.engine_core.shutdown()
-    except Exception:  # a failed engine may be half built; cleanup below still frees what exists
-        pass
     engine.llm = None
     gc.collect()
     from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
@@ -50,9 +50,7 @@ def runner(engine: Engine) -> Any:
 def greedy(max_tokens: int, *, logprobs: int | None = None) -> Any:
     from vllm import SamplingParams
 
-    return SamplingParams(
-        max_tokens=max_tokens, temperature=0.0, detokenize=False, ignore_eos=True, logprobs=logprobs
-    )
+    return SamplingParams(max_tokens=max_tokens, temperature=0.0, detokenize=False, ignore_eos=True, logprobs=logprobs)
 
 
 def generate(engine: Engine, prompts: Sequence[dict[str, Any]], params: Any) -> list[Any]:

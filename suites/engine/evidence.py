@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-
 from harness.measure import Measurement, of_samples
 from harness.measure import record as record_measurement
 
@@ -50,7 +49,9 @@ class Evidence:
         if value is None or value != value:  # None or NaN: never a pass
             self.failures.append(f"{tol.get('metric', what)} not measured against {against}")
         elif value > limit:
-            self.failures.append(f"{tol.get('metric', what)} {value:.4g} {tol.get('unit', '')} > {limit:g} vs {against}")
+            self.failures.append(
+                f"{tol.get('metric', what)} {value:.4g} {tol.get('unit', '')} > {limit:g} vs {against}"
+            )
 
     def graph_replay(self, value: float | None) -> None:
         gr = self.row.acceptance.get("graph_replay", {})
@@ -58,7 +59,9 @@ class Evidence:
         if value is None:
             self.failures.append(f"graph-replay assertion not measured: {gr.get('metric')}")
         elif not _OPS[op](float(value), want):
-            self.failures.append(f"graph-replay assertion failed: {gr.get('metric')} = {value:g}, expected {op} {want:g}")
+            self.failures.append(
+                f"graph-replay assertion failed: {gr.get('metric')} = {value:g}, expected {op} {want:g}"
+            )
 
     def finish(self) -> None:
         problems = ([self.absent] if self.absent else []) + self.failures

@@ -61,7 +61,9 @@ def fused_ar_graph_46849() -> Presence:
         "v1/attention/backend.py"
     )
     return Presence(
-        "46849", present, f"_fused_multi_step_decode in vllm/{spec} and update_draft_decode_metadata in vllm/v1/attention/backend.py"
+        "46849",
+        present,
+        f"_fused_multi_step_decode in vllm/{spec} and update_draft_decode_metadata in vllm/v1/attention/backend.py",
     )
 
 
@@ -84,4 +86,8 @@ def indexer_skip_48407() -> Presence:
     from vllm.model_executor.layers.attention.mla_attention import MLACommonPrefillMetadata
 
     present = "use_dense_mha" in {f.name for f in dataclasses.fields(MLACommonPrefillMetadata)}
-    return Presence("48407", present, "MLACommonPrefillMetadata.use_dense_mha in vllm/model_executor/layers/attention/mla_attention.py")
+    return Presence(
+        "48407",
+        present,
+        "MLACommonPrefillMetadata.use_dense_mha in vllm/model_executor/layers/attention/mla_attention.py",
+    )

@@ -277,9 +277,8 @@ def indexer() -> Iterator[Indexer]:
             rec.mqa_calls += 1
             n = (q[0] if isinstance(q, tuple) else q).shape[0]
             buf = getattr(self, "topk_indices_buffer", None)
-            if n > 0 and buf is not None:
-                if bool((buf[:n] == -1).all(dim=-1).any().item()):
-                    rec.all_minus_one_reads.append((int(md.num_decode_tokens), int(md.num_prefills), int(n)))
+            if n > 0 and buf is not None and bool((buf[:n] == -1).all(dim=-1).any().item()):
+                rec.all_minus_one_reads.append((int(md.num_decode_tokens), int(md.num_prefills), int(n)))
             return orig(self, q, kv_cache, md, layer)
 
         return forward_mqa

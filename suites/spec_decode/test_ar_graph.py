@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 
 import pytest
-
 from engine import config, engines, presence, probes
 from engine.evidence import Evidence
 
@@ -31,9 +30,10 @@ def _launches(engine, prompts, params, k):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    with probes.draft_loop(engines.runner(engine)), profile(
-        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]
-    ) as prof:
+    with (
+        probes.draft_loop(engines.runner(engine)),
+        profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof,
+    ):
         engines.generate(engine, prompts, params)
         torch.cuda.synchronize()
     kernels, graphs, windows = probes.launches_in_windows(prof)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import statistics
 
 import pytest
-
 from engine import config, engines, presence
 from engine.evidence import Evidence
 from harness import jit

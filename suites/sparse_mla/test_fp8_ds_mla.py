@@ -1,0 +1,92 @@
+"""#46514: FlashMLA sparse with the fp8_ds_mla KV cache on mixed prefill+decode batches, with MTP.
+
+One mixed workload (requests decoding while a long prompt prefills) timed cold then warm; the layer-0
+attention output of the prefill rows in the first mixed step compared with the named reference (same
+backend, bf16 KV cache); decode throughput at the row's batch size; and the graph-replay assertion:
+every decode step, target and MTP draft, replays a FULL CUDA graph.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from engine import config, engines, presence, probes
+from engine.evidence import Evidence
+
+_ids = itertools.count()
+DECODE_PROMPT = 64
+
+
+def mixed_workload(engine, row):
+    """Decoders first, then a long prompt that prefills while they decode. Returns all outputs."""
+    eng = engine.llm.llm_engine
+    params = engines.greedy(config.MAX_TOKENS)
+    decoders = config.prompts(row, length=DECODE_PROMPT, count=max(int(row["batch"]) - 1, 1), salt="decode")
+    (long_prompt,) = config.prompts(row, count=1, salt="prefill")
+    for p in decoders:
+        eng.add_request(f"d{next(_ids)}", p, params)
+    outputs = []
+    for _ in range(2):  # prefill the short prompts, then at least one pure decode step
+        outputs += eng.step()
+    eng.add_request(f"p{next(_ids)}", long_prompt, params)
+    while eng.has_unfinished_requests():
+        outputs += eng.step()
+    return [o for o in outputs if o.finished]
+
+
+def run_mixed(engine, row):
+    engines.cuda_sync()
+    ms, out = probes.wall_ms(lambda: mixed_workload(engine, row))
+    engines.cuda_sync()
+    return ms, out
+
+
+@pytest.mark.track("fp8-ds-mla")
+def test_fp8_ds_mla(row, request):
+    ev = Evidence(request, row)
+    ev.prop("engine_env", config.set_engine_env(runner="v1"))
+    ev.prop("vllm_version", presence.vllm_version())
+    ev.presence(presence.fp8_ds_mla_dcp_46514())
+
+    engine = engines.start(config.llm_kwargs(row))
+    ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
+    with probes.dispatches(engines.runner(engine)) as disp, probes.mla_layer0_output(probes.mixed_prefill_rows) as cap:
+        cold_ms, _ = run_mixed(engine, row)
+        warm_ms = [run_mixed(engine, row)[0] for _ in range(3)]
+        decode_prompts = config.prompts(row, length=DECODE_PROMPT, salt="throughput")
+        engines.generate(engine, decode_prompts, engines.greedy(64))  # same shapes once, off the clock
+        tput = []
+        for _ in range(3):
+            out = engines.generate(engine, decode_prompts, engines.greedy(64))
+            rate = probes.decode_tok_s(out)
+            if rate is not None:
+                tput.append(rate)
+        target_modes = disp.decode_modes(engines.runner(engine).cudagraph_dispatcher)
+    ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
+    ev.metric("warm_request_ms", warm_ms, "ms", "warm")
+    if tput:
+        ev.metric("decode_tok_s", tput, "tokens/s", "warm")
+    eager = sum(n for mode, n in target_modes.items() if mode != "FULL") + disp.draft_eager
+    ev.prop("decode_dispatch", {"target_modes": dict(target_modes), "draft_proposes": disp.draft_proposes,
+                                "draft_without_graph": disp.draft_eager})  # fmt: skip
+    ev.metric("eager_decode_steps", eager, "count", "warm")
+    ev.prop("mixed_step", cap.steps)
+    engines.stop(engine)
+
+    ref_backend = row.acceptance["tolerance"]["reference"]
+    reference = engines.start(
+        config.llm_kwargs(row, kv_cache_dtype=ref_backend.get("kv_cache_dtype") or "auto",
+                          attention_config={"backend": ref_backend["backend"]})
+    )  # fmt: skip
+    with probes.mla_layer0_output(probes.mixed_prefill_rows) as ref_cap:
+        run_mixed(reference, row)
+    engines.stop(reference)
+    err = probes.rel_err(cap.rows, ref_cap.rows)
+    if err == err:
+        ev.metric("attn_output_rel_err", err, "relative L2", "none")
+    if cap.rows is None:
+        ev.expect(False, "no mixed prefill+decode step was observed: the workload did not exercise the mixed path")
+    ev.tolerance(err, "attn_output_rel_err")
+    ev.graph_replay(eager)
+    ev.finish()

@@ -1,0 +1,67 @@
+"""#48407: prefills no longer than the indexer's top-k take dense MHA and skip top-k scoring.
+
+Convergence check that the vLLM under test carries the change; for a prefill of the row's length, the
+indexer's scoring calls are counted (zero expected at or under the top-k, some above it); the layer-0
+attention output is compared with the scored path (sparse_mla_force_mqa) on the same prefill; and the
+#52512 regression: no sparse-MQA read may consume a top-k row that is all -1.
+"""
+
+from __future__ import annotations
+
+import pytest
+from engine import config, engines, presence, probes
+from engine.evidence import Evidence
+from harness.graphs import GraphCounter
+
+WARM_REPEATS = 5
+OUTPUT_TOKENS = 16
+
+
+@pytest.mark.track("indexer-skip")
+def test_indexer_skip(row, request):
+    ev = Evidence(request, row)
+    ev.prop("engine_env", config.set_engine_env(runner="v1"))
+    ev.prop("vllm_version", presence.vllm_version())
+    ev.presence(presence.indexer_skip_48407())
+    topk = int(config.model_config(row)["index_topk"])
+    short = int(row["context"]) <= topk
+    ev.prop("prefill", {"tokens": int(row["context"]), "index_topk": topk, "dense_expected": short})
+
+    prompts = config.prompts(row)
+    engine = engines.start(config.llm_kwargs(row))
+    ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
+    with GraphCounter() as graphs, probes.indexer() as idx, probes.mla_layer0_output(probes.pure_prefill) as cap:
+        cold_ms, out = engines.timed_ms(engine, prompts, engines.greedy(OUTPUT_TOKENS))
+        scoring_first = idx.scoring_calls
+        prefill_ms = [engines.timed_ms(engine, prompts, engines.greedy(1))[0] for _ in range(WARM_REPEATS)]
+        warm_ms = [engines.timed_ms(engine, prompts, engines.greedy(OUTPUT_TOKENS))[0] for _ in range(3)]
+    engines.stop(engine)
+    ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
+    ev.metric("prefill_ms", prefill_ms, "ms", "warm")
+    ev.metric("warm_request_ms", warm_ms, "ms", "warm")
+    ev.metric("indexer_scoring_calls_first_request", scoring_first, "count", "cold")
+    ev.metric("graph_captures_after_ready", graphs.captures, "count", "warm")
+    ev.metric("all_minus_one_topk_reads", len(idx.all_minus_one_reads), "count", "none")
+    ev.prop("sparse_mqa_calls", idx.mqa_calls)
+    if row.model_info.get("weights") == "dummy":
+        ev.prop("degeneration_note", "random weights repeat tokens by themselves: the all -1 guard is the check")
+
+    reference = engines.start(config.llm_kwargs(row, attention_config={"sparse_mla_force_mqa": True}))
+    with probes.mla_layer0_output(probes.pure_prefill) as ref_cap:
+        ref_out = engines.generate(reference, prompts, engines.greedy(OUTPUT_TOKENS))
+    engines.stop(reference)
+    err = probes.rel_err(cap.rows, ref_cap.rows)
+    if err == err:
+        ev.metric("attn_output_rel_err", err, "relative L2", "none")
+    ev.metric("greedy_token_mismatches", engines.mismatches(engines.token_ids(out), engines.token_ids(ref_out)),
+              "tokens", "none")  # fmt: skip
+
+    if short:
+        ev.expect(scoring_first == 0, f"prefill of {row['context']} <= top-k {topk} still ran indexer scoring "
+                                      f"({scoring_first} calls)")  # fmt: skip
+    else:
+        ev.expect(scoring_first > 0, f"prefill of {row['context']} > top-k {topk} ran no indexer scoring")
+    ev.expect(not idx.all_minus_one_reads, f"#52512: sparse MQA read all -1 top-k rows {idx.all_minus_one_reads[:3]}")
+    ev.tolerance(err, "attn_output_rel_err")
+    ev.graph_replay(graphs.captures if graphs.available else None)
+    ev.finish()
