@@ -261,17 +261,21 @@ def _metric(name: str, raw: str, problems: list[str]) -> Metric | None:
 def _salvage(name: str, data: bytes) -> FileRead:
     """Recover what a broken file holds: complete testcases, the scope of its suites, the row it ended in."""
     parser = XMLPullParser(events=("start", "end"))
-    error: ParseError | None = None
-    try:
-        parser.feed(data)
-        parser.close()
-    except ParseError as exc:
-        error = exc
+    parser.feed(data)  # a syntax error is queued among the events, not raised here
+    events, error = _events(parser)
+    ends_early = False
+    if error is None:
+        try:
+            parser.close()
+        except ParseError as exc:
+            # Everything given parsed, but the document never closed: the file was cut short.
+            error, ends_early = exc, True
+        events += _events(parser)[0]
     stack: list[Element] = []
     root: Element | None = None
     suites: list[tuple[str, Scope]] = []
     cases: list[Case] = []
-    for event, elem in _events(parser):
+    for event, elem in events:
         if event == "start":
             root = elem if root is None else root
             stack.append(elem)
@@ -295,8 +299,6 @@ def _salvage(name: str, data: bytes) -> FileRead:
         row = props.get(PREFIX + "row") or row_from_name(open_case.get("name", ""))
         if row:
             cut.append(row)
-    # A file that ends inside an open element was cut short; an error earlier on is a broken file.
-    ends_early = bool(stack) and error is not None and error.position[0] >= data.count(b"\n")
     status: FileStatus = "truncated" if ends_early else "malformed XML"
     problem = _where(error, "elements left open") + f"; {len(cases)} complete testcase(s) recovered"
     return FileRead(
@@ -304,15 +306,17 @@ def _salvage(name: str, data: bytes) -> FileRead:
     )
 
 
-def _events(parser: XMLPullParser) -> list[tuple[str, Element]]:
-    """The events parsed before the error (read_events re-raises the parse error in their place)."""
+def _events(parser: XMLPullParser) -> tuple[list[tuple[str, Element]], ParseError | None]:
+    """The events parsed so far, and the syntax error that ended them (read_events raises it in place)."""
     out = []
     events = parser.read_events()
     while True:
         try:
             out.append(next(events))
-        except (StopIteration, ParseError):
-            return out
+        except StopIteration:
+            return out, None
+        except ParseError as exc:
+            return out, exc
 
 
 def _elem_props(elem: Element) -> dict[str, str]:
