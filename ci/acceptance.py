@@ -250,7 +250,7 @@ def _regression(change: Change, rows: list[RowResult], baseline: Baseline | None
         return Criterion(name=REGRESSION, status="missing", evidence=f"{rule}; no baseline report given (--baseline)")
     flagged, explained, unjudged, compared, absent = [], [], [], 0, 0
     for r in _ran(rows):
-        current = r.metrics().get(reg.metric)
+        current = r.metrics.get(reg.metric)
         before = baseline.metric(r.id, reg.metric)
         if current is None or before is None:
             absent += 1

@@ -60,7 +60,7 @@ def to_json(report: Report) -> dict[str, object]:
             {"id": r.id, "status": r.status, "target": r.target, "suite": r.suite, "change": r.change,
              "planned": r.planned is not None, "message": r.message, "note": r.note,
              "repro": repro(r.id) if r.status in ("failure", "error", "conflict", "incomplete") else None,
-             "metrics": {name: m.to_json() for name, m in r.metrics().items()},
+             "metrics": {name: m.to_json() for name, m in r.metrics.items()},
              "duplicates": list(r.duplicates),
              "runs": [{"file": c.file, "junit_suite": c.junit_suite, "test": f"{c.classname}::{c.name}",
                        "status": c.status, "message": c.message, "image_digest": c.image_digest,
@@ -76,10 +76,11 @@ def to_json(report: Report) -> dict[str, object]:
 
 
 def render(report: Report) -> dict[str, bytes]:
+    # report.json is compact: an indent makes json fall back from its C encoder to the Python one
     return {
         "report.md": report_md.render(report).encode(),
         "report.html": report_html.render(report).encode(),
-        "report.json": (json.dumps(to_json(report), indent=1, ensure_ascii=False) + "\n").encode(),
+        "report.json": (json.dumps(to_json(report), ensure_ascii=False, separators=(",", ":")) + "\n").encode(),
     }
 
 

@@ -127,7 +127,7 @@ def matrix_table(report: Report, target: str) -> Table:
 def _score(report: Report, r: RowResult) -> str:
     """The change's numerical-tolerance metric: the row's score against its reference."""
     tol = report.stack.changes[r.change].acceptance.tolerance if r.change in report.stack.changes else None
-    m = r.metrics().get(tol.metric) if tol else None
+    m = r.metrics.get(tol.metric) if tol else None
     return f"{m.value:g} {m.unit}".strip() if m else ""
 
 
@@ -165,7 +165,7 @@ def cold_warm(report: Report, verdict: Verdict) -> tuple[ColdWarm, ...]:
     for r in report.results.rows:
         if r.change != verdict.change.id or not r.ran:
             continue
-        ms = r.metrics()
+        ms = r.metrics
         cold = tuple(ms[n] for n in want.cold if n in ms)
         warm = tuple(ms[n] for n in want.warm if n in ms)
         if cold or warm:

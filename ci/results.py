@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -45,6 +46,7 @@ class RowResult:
         bad = [c for c in self.cases if c.status != "pass" and c.message]
         return bad[0].message if bad else ""
 
+    @cached_property  # computed once: a frozen row's cases never change
     def metrics(self) -> dict[str, junit.Metric]:
         """Each metric once, the first case recording it winning; `cases` holds every run."""
         out: dict[str, junit.Metric] = {}

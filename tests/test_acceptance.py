@@ -26,7 +26,7 @@ def _judge(tmp_path: Path, edit=lambda r, c: c, base: Baseline | None = None, se
 def _baseline_from(tmp_path: Path, edit=lambda r, c: c) -> Baseline:
     """The metrics a previous run recorded, as ci.baseline would read them from its report.json."""
     res = results.collect(write_rows(tmp_path / "before", rows(CHANGE), edit), PLAN)
-    return Baseline(path="before", rows=MappingProxyType({r.id: r.metrics() for r in res.rows}))
+    return Baseline(path="before", rows=MappingProxyType({r.id: r.metrics for r in res.rows}))
 
 
 def _status(v: acceptance.Verdict) -> dict[str, str]:
