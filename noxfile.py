@@ -25,8 +25,15 @@ def plan(session: nox.Session) -> None:
 
 
 @nox.session
+def report(session: nox.Session) -> None:
+    """Combine JUnit into report.md/html/json: junit/ -> report/ (or -- FILES_OR_DIRS --out DIR [--baseline F])."""
+    session.install("-e", ".")
+    session.run("python", "-m", "ci", "report", *(session.posargs or ["junit", "--out", "report"]))
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks: planning time on the full stack."""
+    """Benchmarks: planning time on the full stack; merging and rendering 50 JUnit files (10,000 testcases)."""
     _ci(session, "bench")
 
 

@@ -109,11 +109,14 @@ def parser() -> argparse.ArgumentParser:
     m = sub.add_parser("main", help="the main job for this host's target (cpu where no GPU is found)")
     m.set_defaults(func=cmd_main)
 
-    b = sub.add_parser("bench", help="benchmarks: planning time")
+    b = sub.add_parser("bench", help="benchmarks: planning time, report merge and render")
     b.add_argument("--repeats", type=int, default=20)
     b.set_defaults(func=cmd_bench)
 
     images.add_parsers(sub)
+    from ci import report  # imported here: ci.report draws the status matrix with this module's plan table
+
+    report.add_parsers(sub)
     return ap
 
 

@@ -1,0 +1,353 @@
+"""Read one JUnit XML file into typed test cases, following docs/boundary.md.
+
+junitparser reads whole documents (xunit2 and legacy, pytest's and others'). A file cut short, the
+usual trace of a runner killed while writing, cannot be read by it at all; for those alone an
+incremental xml.etree parse recovers the test cases that were written completely and the row that
+was being written when the file ended.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from xml.etree.ElementTree import Element, ParseError, XMLPullParser
+
+from junitparser import Attr, Error, Failure, JUnitXmlError, Skipped, xunit2
+
+CaseStatus = Literal["pass", "failure", "error", "skipped"]
+Phase = Literal["cold", "warm", "none"]
+# ok: read whole. The others name what is wrong with the file; all of them appear in the report.
+FileStatus = Literal["ok", "not found", "unreadable", "empty", "not XML", "truncated", "malformed XML", "not JUnit"]
+
+PREFIX = "stackgate."
+_METRIC = PREFIX + "metric."
+# A row id is <change>.<target>.<model>.<8 hex>; pytest puts it in the test name as the parameter id.
+_PARAM = re.compile(r"\[(.*)\]$")
+_ROW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*\.[A-Za-z0-9_\-]+\.[A-Za-z0-9._\-]+\.[0-9a-f]{8}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metric:
+    """One `stackgate.metric.<name>` property: a value with its unit and how it was measured."""
+
+    name: str
+    value: float
+    unit: str
+    phase: Phase
+    repeats: int
+    spread: float | None  # max - min of the samples; None where a single value was recorded
+    samples: tuple[float, ...] = ()
+
+    def range(self) -> tuple[float, float]:
+        """The interval the repeated measurements covered."""
+        if self.samples:
+            return min(self.samples), max(self.samples)
+        half = (self.spread or 0.0) / 2
+        return self.value - half, self.value + half
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "value": self.value,
+            "unit": self.unit,
+            "phase": self.phase,
+            "repeats": self.repeats,
+            "spread": self.spread,
+            "samples": list(self.samples),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Case:
+    """One <testcase> of one file, with the boundary's properties read into fields."""
+
+    file: str
+    junit_suite: str  # the <testsuite> name
+    name: str
+    classname: str
+    path: str  # pytest's `file` attribute (legacy family), "" where absent
+    row: str | None  # stackgate.row, or the pytest parameter id when it looks like a row id
+    change: str | None
+    track: str | None
+    target: str | None
+    suite: str | None
+    image_digest: str | None
+    git_revision: str | None
+    status: CaseStatus
+    message: str
+    time: float | None
+    jit_compiles: int | None
+    jit_kernels: tuple[str, ...]
+    jit_cache_new_files: int | None
+    metrics: tuple[Metric, ...]
+    problems: tuple[str, ...]  # properties that did not follow the contract
+
+    @property
+    def test(self) -> str:
+        """The test function without its parameters: two cases of one row and one test are duplicates."""
+        return f"{self.classname}::{self.name.split('[', 1)[0]}"
+
+    def metric(self, name: str) -> Metric | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scope:
+    """The target and suite a <testsuite> ran, from its properties or its name."""
+
+    target: str | None
+    suite: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileRead:
+    path: str
+    status: FileStatus
+    problem: str  # "" when ok
+    cases: tuple[Case, ...] = ()
+    scopes: tuple[Scope, ...] = ()  # what the file's suites covered: rows there may be incomplete
+    cut_rows: tuple[str, ...] = ()  # rows whose testcase the file ended inside
+
+
+class _Case(xunit2.TestCase):
+    file = Attr()  # pytest's legacy family writes the test file here
+
+
+class _Suite(xunit2.TestSuite):
+    testcase = _Case
+
+
+class _Xml(xunit2.JUnitXml):
+    testsuite = _Suite
+
+
+def read(path: Path) -> FileRead:
+    name = str(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return FileRead(path=name, status="not found", problem="no such file")
+    except OSError as exc:
+        return FileRead(path=name, status="unreadable", problem=exc.strerror or str(exc))
+    if not data.strip():
+        return FileRead(path=name, status="empty", problem="the file is empty" if not data else "only whitespace")
+    try:
+        doc = _Xml.fromstring(data)
+    except JUnitXmlError:
+        return FileRead(path=name, status="not JUnit", problem="root element is neither <testsuites> nor <testsuite>")
+    except SyntaxError:  # xml.etree's ParseError and lxml's XMLSyntaxError both derive from it
+        return _salvage(name, data)
+    cases, scopes = [], []
+    for suite in _walk_suites(doc):
+        scope = _scope(suite.name or "", _props(suite))
+        scopes.append(scope)
+        cases += [_read_case(name, suite.name or "", scope, tc) for tc in suite.iterchildren(_Case)]
+    return FileRead(path=name, status="ok", problem="", cases=tuple(cases), scopes=tuple(scopes))
+
+
+def _walk_suites(doc: _Xml) -> list[_Suite]:
+    """Every <testsuite>, nested ones included, each once (junitparser flattens nested cases)."""
+    out: list[_Suite] = []
+    todo = list(doc)
+    while todo:
+        suite = todo.pop(0)
+        out.append(suite)
+        todo[:0] = list(suite.iterchildren(_Suite))
+    return out
+
+
+def _props(elem: _Case | _Suite) -> dict[str, str]:
+    # Read from the parsed element rather than through junitparser's Property wrappers: one wrapper
+    # object per property made properties most of the cost of reading 10,000 testcases.
+    props = elem._elem.find("properties")
+    return {} if props is None else {p.get("name", ""): p.get("value", "") for p in props if p.tag == "property"}
+
+
+def _scope(suite_name: str, props: dict[str, str]) -> Scope:
+    target, suite = props.get(PREFIX + "target"), props.get(PREFIX + "suite")
+    if suite_name.startswith(PREFIX) and suite_name.count(".") >= 3:
+        # stackgate.<target>.<suite>.<shard>
+        head, named_suite, _shard = suite_name.rsplit(".", 2)
+        target, suite = target or head[len(PREFIX) :], suite or named_suite
+    return Scope(target=target, suite=suite)
+
+
+def row_from_name(name: str) -> str | None:
+    """The pytest parameter id of `test_x[<row id>]`, where it looks like a row id."""
+    m = _PARAM.search(name)
+    if not m:
+        return None
+    found = _ROW_ID.search(m.group(1))
+    return found.group(0) if found else None
+
+
+def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
+    props = _props(tc)
+    problems: list[str] = []
+    status: CaseStatus = "pass"
+    message = ""
+    # child() looks at direct children only; TestCase.result walks every descendant, properties included
+    for kind, word in ((Error, "error"), (Failure, "failure"), (Skipped, "skipped")):
+        hit = tc.child(kind)
+        if hit is not None:
+            status = word  # type: ignore[assignment]
+            message = hit.message or (hit.text or "").strip().split("\n", 1)[0]
+            break
+    metrics = _metrics([(k[len(_METRIC) :], v) for k, v in props.items() if k.startswith(_METRIC)], problems)
+    kernels = props.get(PREFIX + "jit.kernels", "")
+    return Case(
+        file=file,
+        junit_suite=suite_name,
+        name=tc.name or "",
+        classname=tc.classname or "",
+        path=tc.file or "",
+        row=props.get(PREFIX + "row") or row_from_name(tc.name or ""),
+        change=props.get(PREFIX + "change"),
+        track=props.get(PREFIX + "track"),
+        target=props.get(PREFIX + "target") or scope.target,
+        suite=props.get(PREFIX + "suite") or scope.suite,
+        image_digest=props.get(PREFIX + "image_digest"),
+        git_revision=props.get(PREFIX + "git_revision"),
+        status=status,
+        message=message,
+        time=tc.time,
+        jit_compiles=_int(props, PREFIX + "jit.compiles", problems),
+        jit_kernels=tuple(k.strip() for k in kernels.split(",") if k.strip()),
+        jit_cache_new_files=_int(props, PREFIX + "jit.cache_new_files", problems),
+        metrics=tuple(metrics),
+        problems=tuple(problems),
+    )
+
+
+def _int(props: dict[str, str], key: str, problems: list[str]) -> int | None:
+    raw = props.get(key)
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        problems.append(f"{key}={raw!r} is not an integer")
+        return None
+
+
+def _metrics(raws: list[tuple[str, str]], problems: list[str]) -> list[Metric]:
+    # One json.loads for all of a case's metrics: per-call overhead dominated reading 10,000 cases.
+    # Where any of them is not JSON, each is decoded alone so the problem names the right metric.
+    try:
+        docs = json.loads("[" + ",".join(raw for _, raw in raws) + "]")
+    except ValueError:
+        docs = None
+    if docs is None or len(docs) != len(raws):
+        docs = [_loads(raw) for _, raw in raws]
+    out = []
+    for (name, _), doc in zip(raws, docs, strict=True):
+        metric = _metric(name, doc, problems)
+        if metric:
+            out.append(metric)
+    return out
+
+
+def _loads(raw: str) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        return exc
+
+
+def _metric(name: str, doc: Any, problems: list[str]) -> Metric | None:
+    try:
+        if isinstance(doc, Exception):
+            raise doc
+        value = float(doc["value"])
+        phase = doc.get("phase", "none")
+        if phase not in ("cold", "warm", "none") or not math.isfinite(value):
+            raise ValueError(f"phase {phase!r}, value {value!r}")
+        samples = tuple(map(float, doc.get("samples") or ()))
+        spread = doc.get("spread")
+        return Metric(
+            name=name,
+            value=value,
+            unit=str(doc.get("unit", "")),
+            phase=phase,
+            repeats=int(doc.get("repeats", len(samples) or 1)),
+            spread=float(spread) if spread is not None else (max(samples) - min(samples) if samples else None),
+            samples=samples,
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        problems.append(f"metric {name}: not the contract's JSON object ({type(exc).__name__}: {exc})")
+        return None
+
+
+def _salvage(name: str, data: bytes) -> FileRead:
+    """Recover what a broken file holds: complete testcases, the scope of its suites, the row it ended in."""
+    parser = XMLPullParser(events=("start", "end"))
+    parser.feed(data)  # a syntax error is queued among the events, not raised here
+    events, error = _events(parser)
+    ends_early = False
+    if error is None:
+        try:
+            parser.close()
+        except ParseError as exc:
+            # Everything given parsed, but the document never closed: the file was cut short.
+            error, ends_early = exc, True
+        events += _events(parser)[0]
+    stack: list[Element] = []
+    root: Element | None = None
+    suites: list[tuple[str, Scope]] = []
+    cases: list[Case] = []
+    for event, elem in events:
+        if event == "start":
+            root = elem if root is None else root
+            stack.append(elem)
+            continue
+        stack.pop()
+        if elem.tag == "properties" and stack and stack[-1].tag == "testsuite":
+            suites.append((stack[-1].get("name", ""), _scope(stack[-1].get("name", ""), _elem_props(elem))))
+        elif elem.tag == "testcase":
+            suite_name = next((s.get("name", "") for s in reversed(stack) if s.tag == "testsuite"), "")
+            scope = next((sc for n, sc in reversed(suites) if n == suite_name), _scope(suite_name, {}))
+            cases.append(_read_case(name, suite_name, scope, _Case.fromelem(elem)))
+    if root is None or root.tag not in ("testsuites", "testsuite"):
+        first = f"root <{root.tag}>, then " if root is not None else ""
+        return FileRead(path=name, status="not XML", problem=first + _where(error, "no element"))
+    scopes = [sc for _, sc in suites]
+    for open_suite in (e for e in stack if e.tag == "testsuite"):
+        scopes.append(_scope(open_suite.get("name", ""), {}))
+    cut = []
+    for open_case in (e for e in stack if e.tag == "testcase"):
+        props = {p.get("name"): p.get("value") for p in open_case.iter("property")}
+        row = props.get(PREFIX + "row") or row_from_name(open_case.get("name", ""))
+        if row:
+            cut.append(row)
+    status: FileStatus = "truncated" if ends_early else "malformed XML"
+    problem = _where(error, "elements left open") + f"; {len(cases)} complete testcase(s) recovered"
+    return FileRead(
+        path=name, status=status, problem=problem, cases=tuple(cases), scopes=tuple(scopes), cut_rows=tuple(cut)
+    )
+
+
+def _events(parser: XMLPullParser) -> tuple[list[tuple[str, Element]], ParseError | None]:
+    """The events parsed so far, and the syntax error that ended them (read_events raises it in place)."""
+    out = []
+    events = parser.read_events()
+    while True:
+        try:
+            out.append(next(events))
+        except StopIteration:
+            return out, None
+        except ParseError as exc:
+            return out, exc
+
+
+def _elem_props(elem: Element) -> dict[str, str]:
+    return {p.get("name", ""): p.get("value", "") for p in elem.iter("property")}
+
+
+def _where(error: ParseError | None, fallback: str) -> str:
+    if error is None:
+        return fallback
+    line, col = error.position
+    return f"{str(error).split(':', 1)[0]} at line {line}, column {col}"

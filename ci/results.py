@@ -1,0 +1,222 @@
+"""Merge the JUnit of every target into one result per planned row, accounting for every input file.
+
+A row's result is keyed by its row id (the `stackgate.row` property, else the pytest parameter id).
+Nothing is merged silently: two cases of the same row and test are a duplicate, kept side by side; a
+planned row with no case is "not run", or "incomplete" where a broken file may have held it; cases
+naming no row are kept as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from ci import junit
+from ci.junit import Case, FileRead
+from ci.plan import Plan, Row
+
+RowStatus = Literal["pass", "failure", "error", "conflict", "skipped", "incomplete", "not run"]
+# Worst first: a row's status is its worst test's status.
+_SEVERITY: tuple[RowStatus, ...] = ("error", "failure", "conflict", "skipped", "pass")
+BROKEN = ("truncated", "malformed XML")  # files that held rows we can still name
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowResult:
+    id: str
+    planned: Row | None  # None: a result for a row id the plan does not have
+    change: str
+    target: str
+    suite: str
+    status: RowStatus
+    cases: tuple[Case, ...]  # every case of this row, duplicates included, in input order
+    duplicates: tuple[str, ...]  # tests run more than once for this row
+    note: str = ""  # why incomplete, or what disagrees
+
+    @property
+    def ran(self) -> tuple[Case, ...]:
+        """Cases that executed and so may carry measurements (not skipped, not crashed)."""
+        return tuple(c for c in self.cases if c.status in ("pass", "failure"))
+
+    @property
+    def message(self) -> str:
+        bad = [c for c in self.cases if c.status != "pass" and c.message]
+        return bad[0].message if bad else ""
+
+    @cached_property  # computed once: a frozen row's cases never change
+    def metrics(self) -> dict[str, junit.Metric]:
+        """Each metric once, the first case recording it winning; `cases` holds every run."""
+        out: dict[str, junit.Metric] = {}
+        for case in self.cases:
+            for m in case.metrics:
+                out.setdefault(m.name, m)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Results:
+    inputs: tuple[FileRead, ...]
+    rows: tuple[RowResult, ...]  # planned rows in plan order, then result rows the plan lacks
+    unkeyed: tuple[Case, ...]  # cases that name no row (tests outside the row matrix)
+
+    def by_id(self) -> dict[str, RowResult]:
+        return {r.id: r for r in self.rows}
+
+    def problems(self) -> tuple[FileRead, ...]:
+        return tuple(f for f in self.inputs if f.status != "ok")
+
+
+def expand(paths: Iterable[Path]) -> list[Path | FileRead]:
+    """Files as given, directories as their *.xml files (recursively); each file once."""
+    out: list[Path | FileRead] = []
+    seen: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.xml") if p.is_file())
+            if not found:
+                out.append(FileRead(path=str(path), status="empty", problem="directory holds no *.xml file"))
+        else:
+            found = [path]
+        for f in found:
+            key = f.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+def collect(paths: Sequence[Path], plan: Plan) -> Results:
+    reads = tuple(x if isinstance(x, FileRead) else junit.read(x) for x in expand(paths))
+    return merge(reads, plan)
+
+
+def merge(reads: Sequence[FileRead], plan: Plan) -> Results:
+    by_row: dict[str, list[Case]] = {}
+    unkeyed: list[Case] = []
+    for read in reads:
+        for case in read.cases:
+            if case.row:
+                by_row.setdefault(case.row, []).append(case)
+            else:
+                unkeyed.append(case)
+    known_scopes = {(r.target, r.suite) for r in plan.rows}
+    broken = _broken_scopes(reads, known_scopes)
+    cut = {row: read.path for read in reads for row in read.cut_rows}
+
+    rows = [_planned(r, by_row.pop(r.id, []), broken, cut) for r in plan.rows]
+    for row_id, cases in by_row.items():  # result rows the plan does not list, in input order
+        first = cases[0]
+        rows.append(
+            _result(
+                row_id,
+                None,
+                first.change or row_id.split(".", 1)[0],
+                first.target or "?",
+                first.suite or "?",
+                cases,
+                cut,
+            )
+        )
+    for row_id, path in cut.items():
+        if row_id not in {r.id for r in rows}:
+            rows.append(
+                RowResult(
+                    id=row_id,
+                    planned=None,
+                    change=row_id.split(".", 1)[0],
+                    target="?",
+                    suite="?",
+                    status="incomplete",
+                    cases=(),
+                    duplicates=(),
+                    note=f"{path} ends inside it",
+                )
+            )
+    return Results(inputs=tuple(reads), rows=tuple(rows), unkeyed=tuple(unkeyed))
+
+
+def _broken_scopes(reads: Sequence[FileRead], known: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(target, suite) pairs that an unreadable file may have held, with the file's path.
+
+    A broken file names its scope in its suites; an unreadable one only where its file name holds
+    a known target and suite as dot-separated parts (docs/boundary.md: stackgate.<target>.<suite>...).
+    """
+    out: dict[tuple[str, str], str] = {}
+    for read in reads:
+        if read.status == "ok":
+            continue
+        pairs = {(s.target, s.suite) for s in read.scopes} | {(c.target, c.suite) for c in read.cases}
+        if not pairs:
+            parts = set(Path(read.path).name.split("."))
+            pairs = {(t, s) for t, s in known if t in parts and s in parts}
+        for t, s in pairs:
+            if t and s:
+                out.setdefault((t, s), read.path)
+    return out
+
+
+def _planned(row: Row, cases: list[Case], broken: dict[tuple[str, str], str], cut: dict[str, str]) -> RowResult:
+    if cases:
+        return _result(row.id, row, row.change, row.target, row.suite, cases, cut)
+    if row.id in cut:
+        note = f"{cut[row.id]} ends inside this row's testcase"
+        return RowResult(
+            id=row.id,
+            planned=row,
+            change=row.change,
+            target=row.target,
+            suite=row.suite,
+            status="incomplete",
+            cases=(),
+            duplicates=(),
+            note=note,
+        )
+    where = broken.get((row.target, row.suite))
+    return RowResult(
+        id=row.id,
+        planned=row,
+        change=row.change,
+        target=row.target,
+        suite=row.suite,
+        status="incomplete" if where else "not run",
+        cases=(),
+        duplicates=(),
+        note=f"no result; {where} could not be read whole and may have held it" if where else "",
+    )
+
+
+def _result(
+    row_id: str, row: Row | None, change: str, target: str, suite: str, cases: list[Case], cut: dict[str, str]
+) -> RowResult:
+    by_test: dict[str, list[Case]] = {}
+    for case in cases:
+        by_test.setdefault(case.test, []).append(case)
+    statuses: list[RowStatus] = []
+    notes: list[str] = []
+    duplicates = []
+    for test, runs in by_test.items():
+        seen = {c.status for c in runs}
+        if len(runs) > 1:
+            duplicates.append(test)
+            where = ", ".join(f"{c.file} ({c.status})" for c in runs)
+            notes.append(f"{test} ran {len(runs)} times: {where}")
+        statuses.append("conflict" if len(seen) > 1 else runs[0].status)
+    status = min(statuses, key=_SEVERITY.index)
+    if row_id in cut:
+        notes.append(f"{cut[row_id]} ends inside another run of it")
+    if row is None:
+        notes.insert(0, "not in the plan")
+    return RowResult(
+        id=row_id,
+        planned=row,
+        change=change,
+        target=target,
+        suite=suite,
+        status=status,
+        cases=tuple(cases),
+        duplicates=tuple(duplicates),
+        note="; ".join(notes),
+    )

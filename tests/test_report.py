@@ -1,0 +1,155 @@
+"""python -m ci report: broken inputs still give a report, untrusted text stays inert, writes are atomic."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from report_helpers import rows, write_rows
+
+from ci import report, report_html, report_md
+from ci.cli import main
+from ci.stack import DEFAULT_STACK
+
+TARGET = "cuda-sm121a"
+EVIL = 'assert 1 == 2 | <script>alert("x")</script> & `rm -rf` |'
+
+
+def _cells(line: str) -> int:
+    """Cells in a Markdown table line, counting only pipes that are not escaped."""
+    return len(re.findall(r"(?<!\\)\|", line)) - 1
+
+
+def _assert_tables_intact(text: str) -> None:
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
+            width = _cells(lines[i])
+            assert _cells(lines[i + 1]) == width
+            i += 2
+            while i < len(lines) and lines[i].startswith("|"):
+                assert _cells(lines[i]) == width, lines[i]
+                i += 1
+        else:
+            assert not lines[i].startswith("|"), f"table line outside a table: {lines[i]}"
+            i += 1
+
+
+@pytest.fixture
+def messy(tmp_path: Path) -> tuple[Path, list]:
+    """Every problem the report must survive, in one folder of inputs."""
+    junit = tmp_path / "junit"
+    selected = rows(target=TARGET)
+    evil, dup, skipped_over = selected[0], selected[1], selected[2]
+    ran = [r for r in selected if r != skipped_over]
+
+    def edit(r, c):
+        return replace(c, status="failure", message=EVIL) if r == evil else c
+
+    good = write_rows(junit, ran, edit)
+    write_rows(junit / "rerun", [dup], lambda r, c: replace(c, status="error", message="signal 11 (SIGSEGV)"))
+    text = good[0].read_text()
+    (junit / "truncated.xml").write_text(text[: len(text) // 3])
+    (junit / "empty.xml").write_text("")
+    (junit / "notxml.xml").write_text("Traceback (most recent call last):\n")
+    return junit, [evil, dup, skipped_over]
+
+
+def test_messy_inputs_give_a_full_report_that_shows_every_problem(tmp_path: Path, messy) -> None:
+    junit, (evil, dup, skipped_over) = messy
+    out = tmp_path / "out"
+    assert main(["report", str(junit), "--out", str(out)]) == 0
+
+    doc = json.loads((out / "report.json").read_text())
+    inputs = {Path(i["path"]).name: i["status"] for i in doc["inputs"]}
+    assert inputs["truncated.xml"] == "truncated" and inputs["empty.xml"] == "empty"
+    assert inputs["notxml.xml"] == "not XML"
+    by_id = {r["id"]: r for r in doc["rows"]}
+    assert by_id[evil.id]["status"] == "failure" and by_id[evil.id]["message"] == EVIL
+    assert by_id[evil.id]["repro"] == f"python -m ci repro {evil.id}"
+    assert by_id[dup.id]["status"] == "conflict" and len(by_id[dup.id]["runs"]) >= 2
+    assert by_id[skipped_over.id]["status"] in ("not run", "incomplete")
+    gpu_rows = [r for r in doc["rows"] if r["target"] != TARGET]
+    assert gpu_rows and {r["status"] for r in gpu_rows} == {"not run"}
+    assert {c["id"] for c in doc["changes"]} == {"46514", "46849", "48407", "48804", "selftest"}
+    assert all(not c["ready"] and c["blocked_by"] for c in doc["changes"])
+
+    md = (out / "report.md").read_text()
+    html = (out / "report.html").read_text()
+    for text in (md, html):
+        for needle in ("truncated.xml", "empty.xml", "notxml.xml", "not run", dup.id, f"python -m ci repro {evil.id}"):
+            assert needle in text, needle
+    assert "<script" not in html and "&lt;script&gt;" in html
+    assert "<script" not in md and "\\|" in md
+    _assert_tables_intact(md)
+    # every planned row of the target is listed in its status matrix
+    section = md.split(f"## Status matrix: {TARGET}", 1)[1].split("\n## ", 1)[0]
+    assert all(r.id in section for r in rows(target=TARGET))
+
+
+def test_html_is_self_contained(tmp_path: Path, messy) -> None:
+    junit, _ = messy
+    main(["report", str(junit), "--out", str(tmp_path / "out")])
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<svg" in html and "cold vs warm" in html
+    assert not re.search(r"<(script|link|img|iframe)\b|src=|@import|url\(", html)
+    assert re.findall(r"https?://[^\"' ]+", html) == ["http://www.w3.org/2000/svg"] * html.count("<svg")
+
+
+def test_a_failed_run_leaves_the_previous_report_intact(tmp_path: Path, messy, monkeypatch) -> None:
+    junit, _ = messy
+    out = tmp_path / "out"
+    assert main(["report", str(junit), "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def broken(_report):
+        raise RuntimeError("renderer bug")
+
+    monkeypatch.setattr(report_html, "render", broken)
+    with pytest.raises(RuntimeError):
+        main(["report", str(junit / "empty.xml"), "--out", str(out)])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_an_unwritable_output_is_a_report_error(tmp_path: Path, messy, capsys) -> None:
+    junit, _ = messy
+    (tmp_path / "file").write_text("not a directory")
+    assert main(["report", str(junit), "--out", str(tmp_path / "file" / "out")]) == 5
+    assert "cannot write the report" in capsys.readouterr().err
+
+
+def test_markdown_over_budget_drops_passing_rows_then_cuts_outside_tables(tmp_path: Path, messy) -> None:
+    junit, _ = messy
+    rep = report.build(DEFAULT_STACK, [junit], None)
+    full = report_md.render(rep)
+    shrunk = report_md.render(rep, budget=len(full.encode()) - 1)
+    assert "passing rows left out" in shrunk and len(shrunk) < len(full)
+    _assert_tables_intact(shrunk)
+    for budget in (3000, 5000, 20000):
+        cut = report_md.render(rep, budget=budget)
+        assert "**Truncated:**" in cut and len(cut.encode()) < budget + 300
+        _assert_tables_intact(cut)
+
+
+def test_the_previous_report_json_serves_as_baseline(tmp_path: Path) -> None:
+    junit = tmp_path / "junit"
+    write_rows(junit, rows("48804"))
+    assert main(["report", str(junit), "--out", str(tmp_path / "a")]) == 0
+    argv = ["report", str(junit), "--out", str(tmp_path / "b"), "--baseline", str(tmp_path / "a" / "report.json")]
+    assert main(argv) == 0
+    change = next(c for c in json.loads((tmp_path / "b" / "report.json").read_text())["changes"] if c["id"] == "48804")
+    assert change["ready"] and change["verdict"] == "ready for default enablement"
+
+
+def test_an_unusable_baseline_is_listed_and_the_report_still_written(tmp_path: Path) -> None:
+    junit = tmp_path / "junit"
+    write_rows(junit, rows("48804")[:2])
+    (tmp_path / "old.json").write_text("{}")
+    assert main(["report", str(junit), "--out", str(tmp_path / "o"), "--baseline", str(tmp_path / "old.json")]) == 0
+    doc = json.loads((tmp_path / "o" / "report.json").read_text())
+    base = next(i for i in doc["inputs"] if i["role"] == "baseline")
+    assert base["status"] == "unreadable" and "not a stackgate report.json" in base["problem"]

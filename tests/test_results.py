@@ -1,0 +1,167 @@
+"""Reading and merging JUnit: every input accounted for, nothing merged silently, pytest's own output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+from report_helpers import PLAN, rows, write_rows
+
+from ci import junit, results
+
+TARGET = "cuda-sm121a"
+
+
+def _by_path(res: results.Results) -> dict[str, junit.FileRead]:
+    return {Path(f.path).name: f for f in res.inputs}
+
+
+def test_every_broken_input_is_listed_with_its_problem(tmp_path: Path) -> None:
+    good = write_rows(tmp_path, rows("48804", TARGET)[:3])[0]
+    text = good.read_text()
+    (tmp_path / "truncated.xml").write_text(text[: len(text) // 2])
+    (tmp_path / "empty.xml").write_text("")
+    (tmp_path / "blank.xml").write_text("  \n")
+    (tmp_path / "notxml.xml").write_text("Segmentation fault (core dumped)\n")
+    (tmp_path / "html.xml").write_text("<html><body>oops</body></html>")
+    (tmp_path / "midway.xml").write_text(text.replace("</testcase>", "</testcas>", 1))
+    (tmp_path / "nothing").mkdir()
+
+    res = results.collect([tmp_path, tmp_path / "missing.xml", tmp_path / "nothing"], PLAN)
+    got = {name: f.status for name, f in _by_path(res).items()}
+    assert got == {
+        good.name: "ok",
+        "truncated.xml": "truncated",
+        "empty.xml": "empty",
+        "blank.xml": "empty",
+        "notxml.xml": "not XML",
+        "html.xml": "not JUnit",
+        "midway.xml": "malformed XML",
+        "missing.xml": "not found",
+        "nothing": "empty",
+    }
+    assert all(f.problem for f in res.inputs if f.status != "ok")
+
+
+def test_truncated_file_keeps_complete_cases_and_marks_the_rest_incomplete(tmp_path: Path) -> None:
+    selected = rows("48804", TARGET)[:6]
+    path = write_rows(tmp_path, selected)[0]
+    text = path.read_text()
+    # cut inside the fourth testcase
+    cut = text.index("<testcase", text.index("<testcase", text.index("<testcase", text.index("<testcase") + 1) + 1) + 1)
+    path.write_text(text[: cut + 400])
+
+    res = results.collect([path], PLAN)
+    assert res.inputs[0].status == "truncated" and "3 complete testcase(s) recovered" in res.inputs[0].problem
+    by_id = res.by_id()
+    assert [by_id[r.id].status for r in selected[:3]] == ["pass"] * 3
+    assert by_id[selected[3].id].status == "incomplete" and "ends inside" in by_id[selected[3].id].note
+    # rows of the same target and suite the file never reached may have been in it
+    later = [r for r in rows(target=TARGET) if r.suite == "spec_decode" and r not in selected[:4]]
+    assert {by_id[r.id].status for r in later} == {"incomplete"}
+    # other targets' rows were never in that file
+    assert {by_id[r.id].status for r in rows(target="cuda-sm90")} == {"not run"}
+
+
+def test_unreadable_file_named_after_its_suite_marks_that_scope_incomplete(tmp_path: Path) -> None:
+    (tmp_path / "stackgate.rocm-gfx1151.sparse_mla.0.xml").write_text("")
+    by_id = results.collect([tmp_path], PLAN).by_id()
+    assert {by_id[r.id].status for r in rows(target="rocm-gfx1151") if r.suite == "sparse_mla"} == {"incomplete"}
+    assert {by_id[r.id].status for r in rows(target="rocm-gfx1151") if r.suite == "spec_decode"} == {"not run"}
+
+
+def test_two_runs_of_a_row_are_both_kept_and_reported(tmp_path: Path) -> None:
+    selected = rows("48804", TARGET)[:2]
+    write_rows(tmp_path / "a", selected)
+    write_rows(
+        tmp_path / "b", selected, lambda r, c: replace(c, status="failure", message="boom") if r == selected[0] else c
+    )
+    by_id = results.collect([tmp_path], PLAN).by_id()
+    first, second = by_id[selected[0].id], by_id[selected[1].id]
+    assert len(first.cases) == 2 and first.duplicates and first.status == "conflict"
+    assert "a/stackgate" in first.note and "b/stackgate" in first.note
+    assert len(second.cases) == 2 and second.status == "pass" and second.duplicates
+
+
+def test_the_same_file_given_twice_is_read_once(tmp_path: Path) -> None:
+    path = write_rows(tmp_path, rows("48804", TARGET)[:1])[0]
+    res = results.collect([path, tmp_path], PLAN)
+    assert len(res.inputs) == 1 and not any(r.duplicates for r in res.rows)
+
+
+def test_two_tests_of_one_row_are_not_duplicates(tmp_path: Path) -> None:
+    row = rows("48407", TARGET)[0]
+    write_rows(tmp_path / "a", [row])
+    write_rows(tmp_path / "b", [row], lambda r, c: replace(c, test="test_no_minus_one_topk_degeneration"))
+    result = results.collect([tmp_path], PLAN).by_id()[row.id]
+    assert len(result.cases) == 2 and not result.duplicates and result.status == "pass"
+
+
+def test_row_falls_back_to_the_pytest_parameter_id(tmp_path: Path) -> None:
+    row = rows("48804", TARGET)[0]
+    (tmp_path / "j.xml").write_text(
+        f'<testsuite name="x"><testcase classname="suites.spec_decode.test_kernel_warmup" '
+        f'name="test_warmup[{row.id}]"><failure message="timeout after 900 s"/></testcase>'
+        '<testcase classname="m" name="test_other"/>'
+        '<testcase classname="m" name="test_p[48804.cuda-sm121a.ghost-model.0123abcd]"/></testsuite>'
+    )
+    res = results.collect([tmp_path / "j.xml"], PLAN)
+    assert res.by_id()[row.id].status == "failure" and res.by_id()[row.id].message == "timeout after 900 s"
+    ghost = res.by_id()["48804.cuda-sm121a.ghost-model.0123abcd"]
+    assert ghost.planned is None and "not in the plan" in ghost.note
+    assert [c.name for c in res.unkeyed] == ["test_other"]
+
+
+def test_a_metric_that_breaks_the_contract_is_a_visible_problem(tmp_path: Path) -> None:
+    row = rows("48804", TARGET)[0]
+    (tmp_path / "j.xml").write_text(
+        f'<testsuite name="stackgate.{TARGET}.spec_decode.0"><testcase classname="c" name="t">'
+        f'<properties><property name="stackgate.row" value="{row.id}"/>'
+        '<property name="stackgate.metric.warm_request_ms" value="fast"/>'
+        '<property name="stackgate.jit.compiles" value="many"/></properties></testcase></testsuite>'
+    )
+    case = results.collect([tmp_path / "j.xml"], PLAN).by_id()[row.id].cases[0]
+    assert case.metrics == () and case.jit_compiles is None
+    assert len(case.problems) == 2 and "warm_request_ms" in case.problems[0]
+
+
+def test_reads_pytests_own_legacy_junit_with_record_property(tmp_path: Path) -> None:
+    row_a, row_b, row_c = rows("48804", TARGET)[:3]
+    (tmp_path / "test_tiny.py").write_text(
+        textwrap.dedent(f"""
+        import json
+        import pytest
+
+        @pytest.mark.parametrize("row", [{row_a.id!r}, {row_b.id!r}, {row_c.id!r}])
+        def test_kernel_warmup(row, record_property):
+            record_property("stackgate.row", row)
+            record_property("stackgate.target", "{TARGET}")
+            record_property("stackgate.jit.compiles", 0)
+            record_property("stackgate.metric.warm_request_ms", json.dumps(
+                {{"value": 58.0, "unit": "ms", "phase": "warm", "repeats": 3, "spread": 2.0,
+                  "samples": [57.0, 58.0, 59.0]}}))
+            if row == {row_b.id!r}:
+                assert 1 == 2, "mismatch | <b>"
+            if row == {row_c.id!r}:
+                pytest.skip("hardware absent")
+        """)
+    )
+    xml = tmp_path / "out.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_tiny.py"),
+         f"--junitxml={xml}", "-o", "junit_family=legacy", "-o", f"junit_suite_name=stackgate.{TARGET}.spec_decode.0"],
+        cwd=tmp_path, check=False, capture_output=True,
+    )  # fmt: skip
+    res = results.collect([xml], PLAN)
+    assert res.inputs[0].status == "ok"
+    by_id = res.by_id()
+    assert [by_id[r.id].status for r in (row_a, row_b, row_c)] == ["pass", "failure", "skipped"]
+    a = by_id[row_a.id].cases[0]
+    assert a.path.endswith("test_tiny.py") and a.jit_compiles == 0 and a.suite == "spec_decode"
+    m = a.metric("warm_request_ms")
+    assert m is not None and (m.value, m.phase, m.repeats, m.spread, m.range()) == (58.0, "warm", 3, 2.0, (57.0, 59.0))
+    assert "mismatch | <b>" in by_id[row_b.id].message
+    assert by_id[row_c.id].message.endswith("hardware absent")
