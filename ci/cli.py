@@ -112,6 +112,11 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks: planning time")
     b.add_argument("--repeats", type=int, default=20)
     b.set_defaults(func=cmd_bench)
+
+    from ci import repro, run  # light: both import docker and junitparser only when a verb runs
+
+    run.add_parser(sub)
+    repro.add_parser(sub)
     return ap
 
 
