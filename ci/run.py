@@ -134,8 +134,9 @@ def default_image(target: Target) -> str:
 
 
 def pytest_command(python: str, suites_root: str, suite: str, junit: str, *extra: str) -> list[str]:
+    # no cache provider: a suites tree may be mounted read-only
     return [python, "-m", "pytest", f"{suites_root}/{suite}", "--rootdir", suites_root, "-p", "harness.plugin",
-            "--stackgate-junit", junit, *extra]  # fmt: skip
+            "-p", "no:cacheprovider", "--stackgate-junit", junit, *extra]  # fmt: skip
 
 
 def _pytest_options(spec: RunSpec) -> tuple[str, ...]:
