@@ -108,8 +108,9 @@ def image_identity(c: Any, ref: str) -> dict[str, str | None]:
     return {"ref": ref, "digest": digest, "id": img.id}
 
 
-def run(spec: ContainerSpec, echo: Any = sys.stdout) -> int:
+def run(spec: ContainerSpec, echo: Any = None) -> int:
     """Start the container, stream its output, and return its exit status; the container is always removed."""
+    echo = echo or sys.stdout  # looked up per call: sys.stdout may have been replaced since import
     c = client()
     container = c.containers.run(spec.image, **spec.sdk_kwargs())
     try:
