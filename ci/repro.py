@@ -35,7 +35,10 @@ def _image(doc: dict[str, Any]) -> str:
     return image_id or ref or ""
 
 
-def commands(rows_json: Path, row_id: str, *, image: str | None = None, out: Path | None = None) -> Repro:
+def commands(
+    rows_json: Path, row_id: str, *, image: str | None = None, out: Path | None = None, python: str = "python3"
+) -> Repro:
+    """The docker line and the host line (run with `python`: the host's Python that has the suites' deps)."""
     rows_json = rows_json.resolve()
     doc = json.loads(rows_json.read_text())
     known = {r["id"] for r in doc.get("rows", [])}
@@ -57,7 +60,7 @@ def commands(rows_json: Path, row_id: str, *, image: str | None = None, out: Pat
     suites = run.DEFAULT_SUITES
     env = {**(target.get("env") or {}), "STACKGATE_ROWS": str(rows_json), "PYTHONPATH": f"{run.STARTUP}:{suites}",
            "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl")}  # fmt: skip
-    pytest = run.pytest_command("python3", str(suites), suite, str(out / junit_name), *only)
+    pytest = run.pytest_command(python, str(suites), suite, str(out / junit_name), *only)
     host = "mkdir -p " + shlex.quote(str(out)) + " && env " + shlex.join([f"{k}={v}" for k, v in env.items()] + pytest)
     return Repro(row=row_id, docker=f"mkdir -p {shlex.quote(str(out))} && {spec.cli()}", host=host)
 
