@@ -74,7 +74,9 @@ def test_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _wheels(ctx / "wheels")
     shutil.copytree(REPO / "suites", ctx / "suites", ignore=shutil.ignore_patterns("__pycache__"))
     (ctx / "Dockerfile").write_text(DOCKERFILE)
-    digest = hashlib.sha256("".join(sorted(str(p) for p in ctx.rglob("*"))).encode() + DOCKERFILE.encode())
+    digest = hashlib.sha256(DOCKERFILE.encode())
+    for p in sorted(f for f in ctx.rglob("*") if f.is_file()):  # the tag follows the content, not the temp path
+        digest.update(str(p.relative_to(ctx)).encode() + p.read_bytes())
     tag = f"stackgate-run-test:{digest.hexdigest()[:12]}"
     client.images.build(path=str(ctx), tag=tag, network_mode="none", rm=True, forcerm=True)
     yield tag
