@@ -33,8 +33,34 @@ def report(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks: planning time on the full stack; merging and rendering 50 JUnit files (10,000 testcases)."""
+    """Benchmarks: planning; merging and rendering 50 JUnit files (10,000 testcases); per-row overhead of `ci run`
+    on the cpu target (-- --image REF for docker)."""
     _ci(session, "bench")
+
+
+# One session per target and suite: `nox -s rocm_sparse_mla`, and `nox -s cuda_spec_decode -- --host`.
+# cuda_* is the GB10 (cuda-sm121a), sm90_* the H100/H200 (cuda-sm90). Results go to results/<target>-<suite>/.
+RUNS = {
+    "cpu_selftest": ("cpu", "selftest"),
+    "cuda_spec_decode": ("cuda-sm121a", "spec_decode"),
+    "cuda_sparse_mla": ("cuda-sm121a", "sparse_mla"),
+    "rocm_spec_decode": ("rocm-gfx1151", "spec_decode"),
+    "rocm_sparse_mla": ("rocm-gfx1151", "sparse_mla"),
+    "sm90_spec_decode": ("cuda-sm90", "spec_decode"),
+    "sm90_sparse_mla": ("cuda-sm90", "sparse_mla"),
+}
+
+
+def _run_session(target: str, suite: str):
+    def session_fn(session: nox.Session) -> None:
+        _ci(session, "run", target, suite, "--out", f"results/{target}-{suite}")
+
+    session_fn.__doc__ = f"Run the {suite} rows of {target} in its image (options after --: --host, --image, --rows)."
+    return session_fn
+
+
+for _name, (_target, _suite) in RUNS.items():
+    nox.session(name=_name)(_run_session(_target, _suite))
 
 
 @nox.session

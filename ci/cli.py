@@ -88,9 +88,11 @@ def cmd_main(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ci import bench  # imported late: only the bench verb needs it
+    from ci import bench, bench_run  # imported late: only the bench verb needs them
 
-    return bench.main(args.stack, args.repeats)
+    planning = bench.main(args.stack, args.repeats)
+    print()
+    return planning or bench_run.main(args.stack, args.run_repeats, args.image)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -109,14 +111,21 @@ def parser() -> argparse.ArgumentParser:
     m = sub.add_parser("main", help="the main job for this host's target (cpu where no GPU is found)")
     m.set_defaults(func=cmd_main)
 
-    b = sub.add_parser("bench", help="benchmarks: planning time, report merge and render")
+    b = sub.add_parser("bench", help="benchmarks: planning, report merge and render, per-row overhead of `ci run`")
     b.add_argument("--repeats", type=int, default=20)
+    from ci import bench_run
+
+    bench_run.add_arguments(b)
     b.set_defaults(func=cmd_bench)
 
     images.add_parsers(sub)
     from ci import report  # imported here: ci.report draws the status matrix with this module's plan table
 
     report.add_parsers(sub)
+    from ci import repro, run  # light: both import docker and junitparser only when a verb runs
+
+    run.add_parser(sub)
+    repro.add_parser(sub)
     return ap
 
 

@@ -81,6 +81,13 @@ def image_name(target: Target) -> str:
     return f"stackgate/{target.id}"
 
 
+def image_ref(target: Target) -> str:
+    """The image `ci run` uses for a target: the baked one where `ci bake` made it, else the built one."""
+    cli = docker_cli.find()
+    baked = f"{image_name(target)}:baked"
+    return baked if _present(cli, baked) else f"{image_name(target)}:latest"
+
+
 def lock_path(target: Target, root: Path = REPO_ROOT) -> Path:
     return root / "containers" / "locks" / f"{target.id}.txt"
 

@@ -150,6 +150,34 @@ def compile_list(kernels: list[dict], targets: Sequence[str]) -> list[dict]:
     return out
 
 
+DEFAULT_KERNEL_LIST = MANIFEST  # what the image baked: its manifest names the lists and targets
+
+
+def load_baked(manifest: str = MANIFEST) -> list[tuple[str, str, bool]]:
+    """Go through the compile path of every baked kernel again, in this process, and report for each
+    (kernel, target) whether Triton found it in the cache. A miss is a compile the bake should have made."""
+    import triton
+
+    doc = json.loads(Path(manifest).read_text())
+    kernels = [k for source in doc["lists"] for k in load_list(source)]
+    seen: list[tuple[str, bool]] = []
+    previous = triton.knobs.compilation.listener
+
+    def listener(*, src: Any, metadata: dict, metadata_group: Any, times: Any, cache_hit: bool) -> None:
+        seen.append((str(metadata.get("name")), bool(cache_hit)))
+        if previous is not None:  # the JIT sentinel, which records real compiles
+            previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit)
+
+    triton.knobs.compilation.listener = listener
+    try:
+        records = compile_list(kernels, doc["targets"])
+    finally:
+        triton.knobs.compilation.listener = previous
+    if len(seen) != len(records):
+        raise RuntimeError(f"{len(records)} kernels went through the compile path but the listener saw {len(seen)}")
+    return [(r["kernel"], r["target"], hit) for r, (_, hit) in zip(records, seen, strict=True)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.aot")
     ap.add_argument("verb", choices=("bake", "run"), help="bake: compile and write the manifest; run: compile only")
@@ -168,7 +196,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     records = compile_list(kernels, targets)
     if args.verb == "bake":
         Path(args.manifest).parent.mkdir(parents=True, exist_ok=True)
-        doc = {"cache_dir": os.environ.get("TRITON_CACHE_DIR", ""), "targets": targets, "entries": records}
+        doc = {
+            "cache_dir": os.environ.get("TRITON_CACHE_DIR", ""),
+            "targets": targets,
+            "lists": [str(Path(s).resolve()) for s in args.lists if not s.lstrip().startswith("{")],
+            "entries": records,
+        }
         Path(args.manifest).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     json.dump(records, sys.stdout, indent=1)
     print()

@@ -143,6 +143,14 @@ def install() -> None:
         sys.meta_path.insert(0, _TritonImportHook())
 
 
+def installed() -> bool:
+    """Whether this process records compiles: the import hook waits for triton, or the listener is attached."""
+    triton = sys.modules.get("triton")
+    if triton is not None and hasattr(triton, "knobs"):
+        return bool(getattr(triton.knobs.compilation.listener, _MARK, False))
+    return any(isinstance(f, _TritonImportHook) for f in sys.meta_path)
+
+
 def read_events(path: str | None = None, offset: int = 0) -> tuple[list[dict], int]:
     """Events appended since byte `offset`, and the offset to pass next time. A torn last line waits."""
     import json

@@ -1,0 +1,3 @@
+"""Every suite under suites/ runs with the harness plugin (python -m ci run also passes -p harness.plugin)."""
+
+pytest_plugins = ["harness.plugin"]

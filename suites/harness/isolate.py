@@ -1,0 +1,158 @@
+"""One fresh Python process per test item, and what its end means.
+
+Fork is no option: a CUDA context does not survive it, and a fresh interpreter is what "cold" means.
+The child is `python -m pytest <nodeid>` in its own process group (vLLM spawns EngineCore and workers:
+a timeout kills them all), writing its reports to a result file before it exits. A child that ends
+without that file exited early (vLLM and NCCL atexit hooks can os._exit(0)); one killed by a signal
+crashed; one past its time hung. None of these is a pass, whatever the exit status says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Status = Literal["passed", "failed", "skipped", "error"]
+TAIL_LINES = 40
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    status: Status
+    message: str  # one line: the reason shown in summaries and JUnit's message attribute
+    details: str = ""  # longer text: the traceback, or the tail of the child's log
+    duration_s: float = 0.0
+    properties: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    log: str = ""  # path of the child's full log
+
+
+def signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return "unknown"
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run_child(
+    argv: Sequence[str], *, cwd: Path, result: Path, log: Path, timeout_s: float, env: Mapping[str, str] | None = None
+) -> Outcome:
+    result.unlink(missing_ok=True)
+    start = time.monotonic()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+        )
+        try:
+            rc = proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        # Reap the whole group either way: engine processes left behind would hold the GPU for the next row.
+        _kill_group(proc.pid)
+        if timed_out:
+            rc = proc.wait()
+    elapsed = time.monotonic() - start
+    if timed_out:
+        return Outcome(
+            status="error",
+            message=f"timeout after {timeout_s:g} s",
+            details=tail(log),
+            duration_s=elapsed,
+            log=str(log),
+        )
+    reported = _read_result(result)
+    if rc < 0:
+        before = f" after the test {reported.status}" if reported else ""
+        return Outcome(
+            status="error",
+            message=f"signal {-rc} ({signal_name(-rc)}){before}",
+            details=tail(log),
+            duration_s=elapsed,
+            properties=reported.properties if reported else (),
+            log=str(log),
+        )
+    if reported is None:
+        return Outcome(
+            status="error",
+            message=f"no result (process exited {rc} without reporting)",
+            details=tail(log),
+            duration_s=elapsed,
+            log=str(log),
+        )
+    return Outcome(
+        status=reported.status,
+        message=reported.message,
+        details=reported.details,
+        duration_s=reported.duration_s or elapsed,
+        properties=reported.properties,
+        log=str(log),
+    )
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _read_result(path: Path) -> Outcome | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return outcome_from_reports(doc.get("reports", []))
+
+
+def outcome_from_reports(reports: list[dict[str, Any]]) -> Outcome | None:
+    """pytest's own rule: a failed call is a failure, a failed setup or teardown is an error."""
+    if not reports:
+        return None
+    props: dict[str, str] = {}
+    for r in reports:
+        for name, value in r.get("user_properties", []):
+            props[str(name)] = str(value)
+    duration = sum(float(r.get("duration", 0.0)) for r in reports)
+    status: Status = "passed"
+    message, details = "", ""
+    for r in reports:
+        if r["outcome"] == "failed":
+            status = "failed" if r["when"] == "call" else "error"
+            details = r.get("longrepr", "")
+            message = r.get("message") or _first_line(details)
+            if r["when"] != "call":
+                message = f"{r['when']}: {message}"
+            break
+        if r["outcome"] == "skipped" and status == "passed":
+            status, message = "skipped", r.get("message", "")
+    return Outcome(
+        status=status, message=message, details=details, duration_s=duration, properties=tuple(props.items())
+    )
+
+
+def _first_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.startswith("E "):
+            return line[1:].strip()
+    return text.strip().splitlines()[0] if text.strip() else ""

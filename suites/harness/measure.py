@@ -1,0 +1,110 @@
+"""Measurements with their unit and how they were taken, and cold vs warm timing.
+
+Cold is the first call in the row's fresh process (each test item runs in its own process, so the
+first call a test makes is cold); warm is the steady state after it. They are separate measurements
+and never averaged together. A cold figure has one sample per process: repeating it needs more
+processes, so its `repeats` says 1 rather than pretending otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Phase = Literal["cold", "warm", "none"]
+PROPERTY_PREFIX = "stackgate.metric."
+
+_cold_taken: set[str] = set()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measurement:
+    name: str
+    value: float
+    unit: str
+    phase: Phase
+    samples: tuple[float, ...]
+
+    @property
+    def repeats(self) -> int:
+        return len(self.samples)
+
+    @property
+    def spread(self) -> float:
+        """max - min of the samples (0 for one sample)."""
+        return max(self.samples) - min(self.samples) if self.samples else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "unit": self.unit,
+            "phase": self.phase,
+            "repeats": self.repeats,
+            "spread": self.spread,
+            "samples": list(self.samples),
+        }
+
+    def property(self) -> tuple[str, str]:
+        return PROPERTY_PREFIX + self.name, json.dumps(self.to_json(), sort_keys=True)
+
+
+def of_samples(name: str, samples: Sequence[float], unit: str, phase: Phase = "none") -> Measurement:
+    """A measurement whose value is the median of its samples."""
+    if not samples:
+        raise ValueError(f"measurement {name!r} has no samples")
+    return Measurement(name=name, value=statistics.median(samples), unit=unit, phase=phase, samples=tuple(samples))
+
+
+def record(item_or_request: Any, m: Measurement) -> Measurement:
+    """Attach a measurement to the running test as a JUnit property (`record_property` semantics)."""
+    node = getattr(item_or_request, "node", item_or_request)
+    node.user_properties.append(m.property())
+    return m
+
+
+def _ms(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColdWarm:
+    cold: Measurement
+    warm: Measurement
+
+    @property
+    def ratio(self) -> float:
+        return self.cold.value / self.warm.value if self.warm.value else float("inf")
+
+
+def cold_warm(
+    name: str,
+    fn: Callable[[], object],
+    *,
+    repeats: int = 5,
+    settle: int = 1,
+    cold_name: str | None = None,
+    warm_name: str | None = None,
+) -> ColdWarm:
+    """Time `fn` cold (its first call in this process) and warm (`repeats` calls after `settle` untimed ones).
+
+    Refuses a second cold measurement of the same name in one process: it would not be cold.
+    """
+    if name in _cold_taken:
+        raise RuntimeError(f"{name!r} was already timed cold in this process; a second call is not cold")
+    if repeats < 1:
+        raise ValueError("repeats must be >= 1")
+    _cold_taken.add(name)
+    cold = [_ms(fn)]
+    for _ in range(settle):
+        fn()
+    warm = [_ms(fn) for _ in range(repeats)]
+    return ColdWarm(
+        cold=of_samples(cold_name or f"cold_{name}_ms", cold, "ms", "cold"),
+        warm=of_samples(warm_name or f"warm_{name}_ms", warm, "ms", "warm"),
+    )

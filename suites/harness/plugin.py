@@ -1,0 +1,355 @@
+"""The suites' pytest plugin: rows as parameters, one fresh process per item, JUnit written as items finish.
+
+Load it with `-p harness.plugin` (what `python -m ci run` does) or from a conftest's `pytest_plugins`.
+The same plugin plays two parts. In the parent session it collects, then runs each item as a child
+`python -m pytest <nodeid>` and writes the JUnit file itself. In a child (`--stackgate-child FILE`)
+it runs the one item normally and writes that item's reports to FILE before the process can exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import harness
+from harness import hardware, isolate, jit, junit, progress
+from harness.isolate import Outcome
+from harness.measure import Measurement
+from harness.measure import record as _record
+from harness.rows import ENV_ROWS, Row, RowsDoc, RowsFileError
+from harness.rows import load as load_rows
+
+ENV_CHILD = "STACKGATE_CHILD"
+DEFAULT_TIMEOUT_S = 900.0
+_rows_key = pytest.StashKey[RowsDoc | None]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("stackgate")
+    g.addoption("--stackgate-rows", help=f"rows.json to parametrize by (default: ${ENV_ROWS})")
+    g.addoption("--stackgate-junit", help="write the run's JUnit XML here, rewritten after every item")
+    g.addoption("--stackgate-timeout", type=float, help="seconds per item (default: rows.json timeout_s, else 900)")
+    g.addoption("--stackgate-shard", default="0", help="shard index, part of the JUnit suite name")
+    g.addoption(
+        "--stackgate-row", action="append", default=[], help="only this row id (repeatable); other tests deselected"
+    )
+    g.addoption("--stackgate-inprocess", action="store_true", help="debugging only: run items in this process")
+    g.addoption("--stackgate-child", help=argparse.SUPPRESS)  # internal: the parent starts children with it
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "track(*ids): the tracks whose rows this test serves, one item per row")
+    path = config.getoption("stackgate_rows") or os.environ.get(ENV_ROWS)
+    doc = None
+    if path:
+        try:
+            doc = load_rows(path)
+        except RowsFileError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        os.environ[ENV_ROWS] = str(Path(path).resolve())  # children run from the rootdir
+    config.stash[_rows_key] = doc
+    if config.getoption("stackgate_child"):
+        config.pluginmanager.register(_Child(Path(config.getoption("stackgate_child"))), "stackgate-child")
+    elif not config.getoption("stackgate_inprocess"):
+        config.pluginmanager.register(_Parent(config, doc), "stackgate-parent")
+
+
+def rows_doc(config: pytest.Config) -> RowsDoc | None:
+    return config.stash.get(_rows_key, None)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "row" not in metafunc.fixturenames:
+        return
+    doc = rows_doc(metafunc.config)
+    if doc is None:
+        raise RowsFileError(
+            f"{metafunc.definition.nodeid} takes rows, but no rows file was given: "
+            f"pass --stackgate-rows or set ${ENV_ROWS} (python -m ci run does)"
+        )
+    marker = metafunc.definition.get_closest_marker("track")
+    tracks = set(marker.args) if marker else None
+    only = set(metafunc.config.getoption("stackgate_row"))
+    rows = [r for r in doc.rows if (tracks is None or r.track in tracks) and (not only or r.id in only)]
+    metafunc.parametrize("row", rows, ids=[r.id for r in rows])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --stackgate-row, a re-run of chosen rows: tests that serve no row are left out."""
+    if config.getoption("stackgate_row"):
+        keep = [i for i in items if item_row(i) is not None]
+        config.hook.pytest_deselected(items=[i for i in items if item_row(i) is None])
+        items[:] = keep
+
+
+def item_row(item: pytest.Item) -> Row | None:
+    params = getattr(item, "callspec", None)
+    value = params.params.get("row") if params else None
+    return value if isinstance(value, Row) else None
+
+
+@pytest.fixture
+def record_measurement(request: pytest.FixtureRequest):
+    """Attach a Measurement to this test's JUnit testcase (unit, phase, repeats, spread, samples)."""
+
+    def _rec(m: Measurement) -> Measurement:
+        return _record(request.node, m)
+
+    return _rec
+
+
+@pytest.fixture
+def jit_window() -> jit.Window:
+    """Compiles in every process since this test started; `jit.expect_aot(jit_window.seen())` checks them."""
+    return jit.Window()
+
+
+# --- child: run one item, report it before anything can exit early ------------------------------------
+
+
+class _Child:
+    def __init__(self, result: Path) -> None:
+        self.result = result
+        self.reports: list[dict[str, Any]] = []
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        row, doc = item_row(item), rows_doc(item.config)
+        if row is not None and doc is not None and not os.environ.get("STACKGATE_HW_CHECKED"):
+            reason = hardware.absent_reason(doc.target, row.gpus)
+            if reason:
+                pytest.skip(reason)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reports.append(_simple(report))
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        tmp = self.result.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"nodeid": nodeid, "reports": self.reports}))
+        os.replace(tmp, self.result)
+
+
+def _simple(report: pytest.TestReport) -> dict[str, Any]:
+    message = ""
+    if report.skipped:
+        if hasattr(report, "wasxfail"):
+            message = f"xfail: {report.wasxfail}"
+        elif isinstance(report.longrepr, tuple):
+            message = str(report.longrepr[2]).removeprefix("Skipped: ")
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if report.failed and crash is not None:
+        message = crash.message.splitlines()[0] if crash.message else ""
+    return {
+        "when": report.when,
+        "outcome": report.outcome,
+        "duration": report.duration,
+        "message": message,
+        "longrepr": report.longreprtext if report.failed else "",
+        "user_properties": [[str(k), v if isinstance(v, str) else json.dumps(v)] for k, v in report.user_properties],
+    }
+
+
+# --- parent: spawn, classify, write -----------------------------------------------------------------------
+
+
+class _Parent:
+    def __init__(self, config: pytest.Config, doc: RowsDoc | None) -> None:
+        self.config = config
+        self.doc = doc
+        junit_opt = config.getoption("stackgate_junit")
+        self.junit = Path(junit_opt).resolve() if junit_opt else None
+        self.workdir = Path(tempfile.mkdtemp(prefix="stackgate-items-"))
+        self.logs = (self.junit.parent / "logs") if self.junit else self.workdir
+        self.timeout = config.getoption("stackgate_timeout") or (doc.timeout_s if doc else DEFAULT_TIMEOUT_S)
+        self.cases: list[junit.Case] = []
+        self.all_rows_collected: set[str] = set()
+        self.owner = _owner(self.junit.parent) if self.junit else None
+        if not os.environ.get(jit.ENV_LOG):
+            os.environ[jit.ENV_LOG] = str((self.junit.parent if self.junit else self.workdir) / "jit-events.jsonl")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        # before -k/-m deselection: a deselected row is chosen away, not unserved
+        self.all_rows_collected |= {r.id for r in map(item_row, items) if r}
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            text = report.longreprtext
+            self._add(
+                junit.Case(
+                    nodeid=report.nodeid or "collection",
+                    properties=self._base_props(None),
+                    outcome=Outcome(
+                        status="error", message="collection error: " + isolate._first_line(text), details=text
+                    ),
+                )
+            )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        if session.config.option.collectonly:
+            return False  # type: ignore[return-value]  # pytest's own loop handles --collect-only
+        self._unserved_rows(session)
+        bar = progress.Progress(len(session.items), self._write)
+        for item in session.items:
+            bar.starting(item.nodeid)
+            case = self._run_item(item)
+            self._add(case)
+            self._report(item, case.outcome)
+            bar.finished(case)
+            if session.shouldfail or session.shouldstop:
+                break
+        self._write(progress.summary(self.cases, bar.elapsed(), str(self.junit or "(not written)")))
+        return True
+
+    def _write(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line, flush=True)
+
+    def _unserved_rows(self, session: pytest.Session) -> None:
+        narrowed = any("::" in str(a) for a in self.config.invocation_params.args) or self.config.getoption(
+            "stackgate_row"
+        )
+        if self.doc is None or narrowed:
+            return
+        for r in self.doc.rows:
+            if r.id not in self.all_rows_collected:
+                self._add(
+                    junit.Case(
+                        nodeid=f"{self.doc.suite}::{r.id}",
+                        properties=self._base_props(r),
+                        outcome=Outcome(status="error", message=f"no test serves track {r.track} in this suite"),
+                    )
+                )
+
+    def _base_props(self, row: Row | None) -> tuple[tuple[str, str], ...]:
+        d = self.doc
+        props = []
+        if row is not None:
+            props += [("stackgate.row", row.id), ("stackgate.change", row.change), ("stackgate.track", row.track)]
+        if row is not None or d is not None:
+            props += [
+                ("stackgate.target", row.target if row else d.target_id),
+                ("stackgate.suite", row.suite if row else d.suite),
+            ]
+        if d is not None:
+            props += [("stackgate.image_digest", d.image_digest or "none"), ("stackgate.git_revision", d.git_revision)]
+        return tuple(props)
+
+    def _run_item(self, item: pytest.Item) -> junit.Case:
+        row = item_row(item)
+        props = list(self._base_props(row))
+        reason = hardware.absent_reason(self.doc.target, row.gpus) if row and self.doc else None
+        if reason:
+            return junit.Case(
+                nodeid=item.nodeid, properties=tuple(props), outcome=Outcome(status="skipped", message=reason)
+            )
+        window = jit.Window()
+        outcome = self._spawn(item)
+        seen = window.seen()
+        if seen.available:
+            props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.kernels))]
+        props.append(("stackgate.jit.cache_new_files", str(len(seen.cache_new_files))))
+        return junit.Case(nodeid=item.nodeid, properties=(*props, *outcome.properties), outcome=outcome)
+
+    def _spawn(self, item: pytest.Item) -> Outcome:
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in item.nodeid)[-150:]
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{safe}.log"
+        result = self.workdir / f"{safe}.result.json"
+        cfg = self.config
+        argv = [
+            "-m",
+            "pytest",
+            item.nodeid,
+            "-p",
+            "harness.plugin",
+            "--stackgate-child",
+            str(result),
+            "--rootdir",
+            str(cfg.rootpath),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+        ]
+        if cfg.inipath:
+            argv += ["-c", str(cfg.inipath)]
+        env = dict(os.environ, **{ENV_CHILD: "1", "STACKGATE_HW_CHECKED": "1"})
+        harness_root = str(Path(harness.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (harness_root, env.get("PYTHONPATH", "")) if p)
+        outcome = isolate.run_child(argv, cwd=cfg.rootpath, result=result, log=log, timeout_s=self.timeout, env=env)
+        self._own(log)
+        return outcome
+
+    def _add(self, case: junit.Case) -> None:
+        self.cases.append(case)
+        if self.junit is None:
+            return
+        d = self.doc
+        target, suite = (d.target_id, d.suite) if d else ("local", Path(str(self.config.rootpath)).name)
+        name = junit.suite_name(target, suite, self.config.getoption("stackgate_shard"))
+        suite_props = {
+            "stackgate.target": target,
+            "stackgate.suite": suite,
+            "stackgate.image_digest": (d.image_digest or "none") if d else "none",
+            "stackgate.git_revision": d.git_revision if d else "",
+            "stackgate.host": os.uname().nodename,
+        }
+        junit.write(self.junit, name, suite_props, self.cases, owner=self.owner)
+        self._own(Path(os.environ[jit.ENV_LOG]))
+
+    def _own(self, path: Path) -> None:
+        if self.owner is not None and path.exists():
+            os.chown(path, *self.owner)
+
+    def _report(self, item: pytest.Item, o: Outcome) -> None:
+        """Tell pytest what happened, so its summary and exit status agree with the JUnit file."""
+        if o.status == "skipped":
+            rep = pytest.TestReport(
+                item.nodeid,
+                item.location,
+                {},
+                "skipped",
+                (str(item.path), (item.location[1] or 0) + 1, f"Skipped: {o.message}"),
+                "setup",
+            )
+        else:
+            outcome = "passed" if o.status == "passed" else "failed"
+            when = "setup" if o.status == "error" else "call"
+            text = f"{o.message}\n{o.details}".strip() + (f"\n(full log: {o.log})" if o.log else "")
+            rep = pytest.TestReport(
+                item.nodeid,
+                item.location,
+                {},
+                outcome,
+                text if outcome == "failed" else None,
+                when,
+                duration=o.duration_s,
+                user_properties=list(o.properties),
+            )
+        item.ihook.pytest_runtest_logreport(report=rep)
+
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        # our progress lines say what finished; pytest's letters would only interleave with them
+        if report.when in ("setup", "call"):
+            cat = "error" if report.failed and report.when == "setup" else report.outcome
+            return cat, "", cat.upper()
+        return None
+
+
+def _owner(folder: Path) -> tuple[int, int] | None:
+    """Root in a container writes files the host user must be able to delete: give them the folder's owner."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return None
+    st = folder.stat()
+    return (st.st_uid, st.st_gid) if st.st_uid != 0 else None

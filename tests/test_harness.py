@@ -1,0 +1,174 @@
+"""The suites' harness from outside: rows as parameters, JIT properties through the sentinel, helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from junitparser import Failure
+from junitparser.xunit2 import JUnitXml
+
+REPO = Path(__file__).resolve().parent.parent
+SUITES = REPO / "suites"
+FAKES = Path(__file__).resolve().parent / "fakes"
+sys.path.insert(0, str(SUITES))  # the harness is importable without ci/, as in the images
+
+from harness import graphs, hardware, measure  # noqa: E402
+
+
+def _rows(path: Path, rows: list[tuple[str, str]]) -> Path:
+    doc = {"schema": 1, "target": {"id": "cpu", "family": "cpu"}, "suite": "s", "git_revision": "abc",
+           "image": {"ref": "img", "digest": "sha256:feed"}, "timeout_s": 30,
+           "rows": [{"id": i, "change": "c", "track": t, "suite": "s", "target": "cpu"} for i, t in rows]}  # fmt: skip
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _run(tmp_path: Path, test_source: str, rows: list[tuple[str, str]], sentinel: bool = True) -> dict[str, dict]:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "test_it.py").write_text(test_source)
+    env = dict(os.environ, STACKGATE_ROWS=str(_rows(tmp_path / "rows.json", rows)))
+    env["PYTHONPATH"] = os.pathsep.join([str(FAKES)] * sentinel + [str(SUITES)])
+    env.pop("STACKGATE_JIT_LOG", None)
+    junit = tmp_path / "junit.xml"
+    cmd = [sys.executable, "-m", "pytest", "s", "-p", "harness.plugin", "--stackgate-junit", str(junit), "--rootdir",
+           str(tmp_path), "-p", "no:cacheprovider"]  # fmt: skip
+    subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, check=False)
+    cases = {}
+    for case in next(iter(JUnitXml.fromfile(str(junit)))):
+        fail = [r.message for r in case.result if isinstance(r, Failure)]
+        cases[case.name] = {"props": {p.name: p.value for p in case.properties()}, "failure": fail[0] if fail else None}
+    return cases
+
+
+JIT_SUITE = """\
+import subprocess, sys
+import pytest
+from harness import jit
+
+def _compile_elsewhere(name):
+    # a compile in another process, as in vLLM's EngineCore: the window must still see it
+    subprocess.run([sys.executable, "-c", f"import stackgate_jit_sentinel as s; s.record({name!r})"], check=True)
+
+@pytest.mark.track("t1")
+def test_compiles(row):
+    _compile_elsewhere("kern_" + row.id)
+
+@pytest.mark.track("t1")
+def test_expects_aot(row, jit_window):
+    _compile_elsewhere("late_kernel")
+    jit.expect_aot(jit_window.seen(), row.id)
+
+def test_plain():
+    pass
+"""
+
+
+def test_rows_become_items_and_jit_compiles_are_counted_across_processes(tmp_path: Path) -> None:
+    cases = _run(tmp_path, JIT_SUITE, [("r1", "t1"), ("r2", "t1"), ("r3", "t2")])
+    assert set(cases) == {"test_compiles[r1]", "test_compiles[r2]", "test_expects_aot[r1]", "test_expects_aot[r2]",
+                          "test_plain", "r3"}  # fmt: skip
+    one = cases["test_compiles[r1]"]["props"]
+    assert one["stackgate.row"] == "r1" and one["stackgate.track"] == "t1"
+    assert one["stackgate.image_digest"] == "sha256:feed" and one["stackgate.git_revision"] == "abc"
+    assert (one["stackgate.jit.compiles"], one["stackgate.jit.kernels"]) == ("1", "kern_r1")
+    assert (
+        cases["test_expects_aot[r2]"]["failure"]
+        == "Failed: r2 expected AOT kernels but saw 1 JIT compile(s): late_kernel"
+    )
+    assert cases["test_plain"]["props"]["stackgate.jit.compiles"] == "0"
+    assert "stackgate.row" not in cases["test_plain"]["props"]
+
+
+def test_a_row_no_test_serves_is_an_error_not_a_silence(tmp_path: Path) -> None:
+    junit_cases = _run(tmp_path, JIT_SUITE, [("r1", "t1"), ("r3", "t2")])
+    assert junit_cases["r3"]["props"]["stackgate.row"] == "r3"
+    xml = next(iter(JUnitXml.fromfile(str(tmp_path / "junit.xml"))))
+    r3 = next(c for c in xml if c.name == "r3")
+    assert r3.result[0].message == "no test serves track t2 in this suite"
+
+
+def test_without_the_sentinel_the_compile_count_is_absent_not_zero(tmp_path: Path) -> None:
+    cases = _run(tmp_path, "def test_plain():\n    pass\n", [], sentinel=False)
+    assert "stackgate.jit.compiles" not in cases["test_plain"]["props"]
+    assert cases["test_plain"]["props"]["stackgate.jit.cache_new_files"] == "0"
+
+
+def test_measurements_carry_unit_phase_repeats_spread_and_samples(tmp_path: Path) -> None:
+    src = """\
+from harness.measure import cold_warm
+
+def test_timed(record_measurement):
+    t = cold_warm("step", lambda: sum(range(1000)), repeats=4)
+    record_measurement(t.cold)
+    record_measurement(t.warm)
+"""
+    props = _run(tmp_path, src, [])["test_timed"]["props"]
+    cold, warm = json.loads(props["stackgate.metric.cold_step_ms"]), json.loads(props["stackgate.metric.warm_step_ms"])
+    assert (cold["phase"], cold["repeats"], cold["unit"]) == ("cold", 1, "ms")
+    assert (warm["phase"], warm["repeats"], len(warm["samples"])) == ("warm", 4, 4)
+    assert warm["spread"] == pytest.approx(max(warm["samples"]) - min(warm["samples"]))
+
+
+def test_a_second_cold_timing_in_one_process_is_refused() -> None:
+    measure.cold_warm("refused-twice", lambda: None, repeats=1)
+    with pytest.raises(RuntimeError, match="not cold"):
+        measure.cold_warm("refused-twice", lambda: None, repeats=1)
+
+
+def test_graph_counter_counts_replays_and_captures_then_restores(monkeypatch: pytest.MonkeyPatch) -> None:
+    class CUDAGraph:
+        def replay(self) -> str:
+            return "replayed"
+
+        def capture_begin(self) -> None:
+            pass
+
+    fake = types.ModuleType("torch")
+    fake.cuda = types.SimpleNamespace(CUDAGraph=CUDAGraph)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    g = CUDAGraph()
+    with graphs.GraphCounter() as counter:
+        g.capture_begin()
+        assert g.replay() == "replayed"
+        g.replay()
+    g.replay()  # after exit: not counted
+    assert (counter.available, counter.replays, counter.captures) == (True, 2, 1)
+
+
+def test_graph_counter_without_torch_is_unavailable_not_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(graphs.importlib.util, "find_spec", lambda name: None)
+    with graphs.GraphCounter() as counter:
+        pass
+    assert counter.available is False
+
+
+def test_hardware_absent_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hardware, "nvidia_capabilities", lambda: ("9.0",))
+    monkeypatch.setattr(hardware, "amdgpu_gfx", lambda: ())
+    sm90 = {"id": "cuda-sm90", "family": "cuda", "nvidia_compute_capability": "9.0"}
+    gb10 = {"id": "cuda-sm121a", "family": "cuda", "nvidia_compute_capability": "12.1"}
+    gfx = {"id": "rocm-gfx1151", "family": "rocm", "amdgpu_gfx": "gfx1151"}
+    assert hardware.absent_reason(sm90, 1) is None
+    assert (
+        hardware.absent_reason(sm90, 2)
+        == "hardware absent: row needs 2 GPUs (NVIDIA GPU with compute capability 9.0); 1 present"
+    )
+    assert "found 9.0" in (hardware.absent_reason(gb10, 1) or "")
+    assert "needs an AMD GPU gfx1151; found none" in (hardware.absent_reason(gfx, 1) or "")
+    assert hardware.absent_reason({"id": "cpu", "family": "cpu"}, 1) is None
+
+
+def test_selftest_error_metric_is_real() -> None:
+    """The selftest's tolerance can fail: its float32 path differs measurably from the float64 reference."""
+    from selftest import workload
+
+    xs = workload.inputs(4096, 2)
+    err = workload.max_abs_err(xs, workload.run(xs))
+    assert 0 < err < 1e-6

@@ -1,0 +1,117 @@
+"""`python -m ci run` in a real container: the same faults, the same statuses; files stay the user's.
+
+Until ci.images builds the cpu image, these tests build a throwaway one FROM the local dev base with
+pytest and junitparser installed from wheels, offline, with suites/ copied last as the real image does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import faults
+import pytest
+
+from ci import cli
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parent.parent
+BASE = "localhost/stackgate-dev-bookworm:latest"
+WHEELS_ENV = "STACKGATE_TEST_WHEELS"  # a folder of py3.11 wheels for pytest and junitparser
+DOCKERFILE = f"""\
+FROM {BASE}
+COPY wheels /tmp/wheels
+RUN python3 -m venv /opt/stackgate/venv \\
+ && /opt/stackgate/venv/bin/pip install --no-index --find-links /tmp/wheels pytest junitparser \\
+ && rm -rf /tmp/wheels
+ENV PATH=/opt/stackgate/venv/bin:$PATH
+COPY suites /opt/stackgate/suites
+"""
+
+
+def _engine():
+    try:
+        import docker
+
+        c = docker.from_env()
+        c.ping()
+        return c
+    except Exception as exc:
+        if os.environ.get("STACKGATE_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"STACKGATE_REQUIRE_DOCKER=1 but no docker engine answers: {exc}")
+        pytest.skip(f"no docker engine answers: {exc}")
+
+
+def _wheels(dest: Path) -> Path:
+    given = os.environ.get(WHEELS_ENV)
+    if given:
+        shutil.copytree(given, dest)
+        return dest
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary", ":all:", "--python-version", "3.11",
+           "--platform", "manylinux2014_x86_64", "-d", str(dest), "pytest", "junitparser"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode:
+        pytest.skip(f"no wheels for the test image (set ${WHEELS_ENV}): {done.stderr.strip()[-300:]}")
+    return dest
+
+
+@pytest.fixture(scope="session")
+def test_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    client = _engine()
+    import docker.errors
+
+    try:
+        client.images.get(BASE)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"the local base {BASE} is absent")
+    ctx = tmp_path_factory.mktemp("image")
+    _wheels(ctx / "wheels")
+    shutil.copytree(REPO / "suites", ctx / "suites", ignore=shutil.ignore_patterns("__pycache__"))
+    (ctx / "Dockerfile").write_text(DOCKERFILE)
+    digest = hashlib.sha256(DOCKERFILE.encode())
+    for p in sorted(f for f in ctx.rglob("*") if f.is_file()):  # the tag follows the content, not the temp path
+        digest.update(str(p.relative_to(ctx)).encode() + p.read_bytes())
+    tag = f"stackgate-run-test:{digest.hexdigest()[:12]}"
+    client.images.build(path=str(ctx), tag=tag, network_mode="none", rm=True, forcerm=True)
+    yield tag
+    if not os.environ.get("STACKGATE_KEEP_TEST_IMAGE"):
+        client.images.remove(tag, force=True)
+
+
+def test_every_fault_is_recorded_in_docker(tmp_path: Path, test_image: str) -> None:
+    tree = faults.write_tree(tmp_path / "suites")
+    out = tmp_path / "out"
+    argv = ["run", "cpu", "faults", "--image", test_image, "--suites-dir", str(tree)]
+    rc = cli.main([*argv, "--timeout", str(faults.TIMEOUT_S), "--out", str(out)])
+    assert rc == 1
+    faults.check(out / "junit-cpu-faults-0.xml")
+    # root in the container wrote them for the user who owns the results folder
+    assert {p.stat().st_uid for p in out.rglob("*")} == {os.getuid()}
+
+
+def test_cpu_selftest_in_docker_records_the_row_properties(tmp_path: Path, test_image: str) -> None:
+    from junitparser.xunit2 import JUnitXml
+
+    rc = cli.main(["run", "cpu", "selftest", "--image", test_image, "--out", str(tmp_path)])
+    assert rc == 0
+    suite = next(iter(JUnitXml.fromfile(str(tmp_path / "junit-cpu-selftest-0.xml"))))
+    assert suite.name == "stackgate.cpu.selftest.0"
+    rows = [c for c in suite if c.name.startswith("test_selftest_row[")]
+    assert len(rows) == 4
+    for case in rows:
+        props = {p.name: p.value for p in case.properties()}
+        assert props["stackgate.image_digest"].startswith("sha256:")
+        for key in ("stackgate.row", "stackgate.change", "stackgate.track", "stackgate.git_revision"):
+            assert props[key], key
+        for metric in ("cold_workload_ms", "warm_workload_ms", "max_abs_err"):
+            assert f"stackgate.metric.{metric}" in props
+    no_container_left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "name=stackgate-run-"], capture_output=True, text=True, check=False
+    )
+    assert no_container_left.stdout.strip() == ""
