@@ -140,10 +140,18 @@ def _tied(change: Change, results: Results) -> Criterion:
     return Criterion(name=TIED, status=crit.status, evidence=f"{crit.evidence} (benchmark: {reg.benchmark})")
 
 
+def test_module(test: str) -> str:
+    """The JUnit classname prefix of a test named in the stack ("suites/x/test_y.py::f" -> "x.test_y"):
+    the suites run with suites/ as pytest's rootdir."""
+    path = test.partition("::")[0].removeprefix("suites/")
+    return path.removesuffix(".py").replace("/", ".")
+
+
 def matches(case: Case, test: str) -> bool:
     """Whether `case` is (part of) the pytest node id or file `test` names."""
     path, _, rest = test.partition("::")
-    module = path.removesuffix(".py").replace("/", ".")
+    path = path.removeprefix("suites/")
+    module = test_module(test)
     in_module = case.path.lstrip("./") == path if case.path else False
     in_module = in_module or case.classname == module or case.classname.startswith(module + ".")
     if not in_module or not rest:

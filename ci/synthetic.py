@@ -10,6 +10,7 @@ from pathlib import Path
 
 from junitparser import Error, Failure, Skipped, xunit2
 
+from ci.acceptance import test_module
 from ci.junit import Metric, Phase
 from ci.model import Change
 from ci.plan import Row
@@ -65,8 +66,7 @@ def _unit(name: str) -> str:
 
 
 def for_row(row: Row, change: Change, **kw: object) -> FakeCase:
-    test = change.acceptance.regression.tests[0]
-    module = test.split("::", 1)[0].removesuffix(".py").replace("/", ".")
+    module = test_module(change.acceptance.regression.tests[0])
     base = FakeCase(row=row.id, change=row.change, target=row.target, suite=row.suite, classname=module,
                     metrics=passing_metrics(change))  # fmt: skip
     return replace(base, **kw)  # type: ignore[arg-type]
