@@ -122,14 +122,9 @@ def model_cache() -> Path | None:
 
 
 def default_image(target: Target) -> str:
-    """The target's image as ci.images builds it. A seam: ci.images lands separately, and tests stub this."""
-    try:
-        from ci import images  # type: ignore[attr-defined]
-    except ImportError:
-        raise RunError(
-            f"no image known for {target.id}: ci.images is not available in this checkout",
-            hint="pass --image REF (an image with /opt/stackgate/venv and suites/), or --host",
-        ) from None
+    """The target's image as `ci build` (and `ci bake`) made it."""
+    from ci import images
+
     return images.image_ref(target)
 
 

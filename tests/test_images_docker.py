@@ -7,6 +7,7 @@ Builds happen in a copy of the repository so a test can edit suites/ without tou
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -189,3 +190,31 @@ def test_bake_commits_the_warm_run_as_one_layer(built, target, client, repo):
     script = f"python -m harness.aot run '{UNLISTED}' --targets hip:gfx1151 >/dev/null; cat $STACKGATE_JIT_LOG | wc -l"
     out = containers.run(baked.tag, ["sh", "-c", script]).stdout
     assert out.strip() == "0"  # the warm run's compile is now a cache hit
+
+
+def test_cpu_selftest_in_the_built_image_writes_one_testcase_per_row(built, tmp_path):
+    """`python -m ci run cpu selftest` in the cpu image: every planned row with its properties, and
+    the baked kernels load with 0 compiles while an unbaked one is caught by name."""
+    from junitparser.xunit2 import JUnitXml
+
+    from ci import cli, plan
+
+    rc = cli.main(["run", "cpu", "selftest", "--image", TAG, "--out", str(tmp_path)])
+    assert rc == 0
+    suite = next(iter(JUnitXml.fromfile(str(tmp_path / "junit-cpu-selftest-0.xml"))))
+    assert suite.name == "stackgate.cpu.selftest.0"
+    planned = {r.id for r in plan.build(stack.load()).select(targets=["cpu"]).rows}
+    cases = {c.name: {p.name: p.value for p in c.properties()} for c in suite}
+    rows = {props["stackgate.row"]: props for name, props in cases.items() if name.startswith("test_selftest_row[")}
+    assert set(rows) == planned and len(planned) == 4
+    for props in rows.values():
+        assert props["stackgate.image_digest"].startswith("sha256:")
+        for key in ("stackgate.change", "stackgate.track", "stackgate.target", "stackgate.git_revision"):
+            assert props[key], key
+        assert props["stackgate.jit.compiles"] == "0"
+        assert json.loads(props["stackgate.metric.baked_kernel_compiles"])["value"] == 0
+        for metric in ("cold_workload_ms", "warm_workload_ms", "max_abs_err"):
+            assert json.loads(props[f"stackgate.metric.{metric}"])["unit"]
+    unbaked = cases["test_sentinel_catches_unbaked_kernel"]
+    assert int(unbaked["stackgate.jit.compiles"]) == 1
+    assert unbaked["stackgate.jit.kernels"].startswith("stackgate_unbaked_")

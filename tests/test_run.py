@@ -56,16 +56,6 @@ def test_device_flags_come_from_the_target(st, tmp_path: Path) -> None:
     assert mounts[container.ROWS] is True and mounts[container.RESULTS] is False
 
 
-def test_the_default_image_seam_names_what_to_do_until_ci_images_lands(st) -> None:
-    try:
-        import ci.images  # noqa: F401
-    except ImportError:
-        with pytest.raises(run.RunError, match="pass --image REF"):
-            run.default_image(st.targets["cpu"])
-    else:
-        pytest.skip("ci.images exists in this checkout")
-
-
 def test_repro_reruns_exactly_one_row(st, tmp_path: Path) -> None:
     spec = _spec(st, "cpu", "selftest", tmp_path)
     tmp_path.joinpath("rows.json").write_text(
