@@ -9,6 +9,7 @@ with its config unchanged; /tmp and the JIT log are tmpfs mounts so only the cac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ci.errors import BuildError
@@ -39,7 +40,16 @@ def run_options(target: Target) -> dict[str, Any]:
     return opts
 
 
-def bake(target: Target, image: str, *, command: list[str] | None = None, tag: str | None = None) -> Baked:
+ROWS_DIR = "/opt/stackgate/bake"
+
+
+def bake(
+    target: Target, image: str, *, command: list[str] | None = None, tag: str | None = None, rows: Path | None = None
+) -> Baked:
+    """Run the warm-up in the image on the target's devices and commit the result as one more layer.
+
+    `rows`: a rows.json with every row of the target, mounted read-only (not committed) for the warm-up.
+    """
     from docker.errors import ImageNotFound
 
     from ci.containers import client as engine
@@ -50,7 +60,14 @@ def bake(target: Target, image: str, *, command: list[str] | None = None, tag: s
     except ImageNotFound:
         raise BuildError(f"image {image} not found", hint=f"python -m ci build {target.id}") from None
     argv = list(command or WARMUP)
-    container = client.containers.create(img.id, argv, network_disabled=True, tmpfs=_TMPFS, **run_options(target))
+    volumes = {}
+    if rows is not None:
+        volumes[str(rows.resolve().parent)] = {"bind": ROWS_DIR, "mode": "ro"}
+        if command is None:
+            argv += ["--rows", f"{ROWS_DIR}/{rows.name}"]
+    container = client.containers.create(
+        img.id, argv, network_disabled=True, tmpfs=_TMPFS, volumes=volumes, **run_options(target)
+    )
     try:
         container.start()
         code = container.wait()["StatusCode"]

@@ -78,13 +78,29 @@ def _counts(p: plan.Plan) -> list[str]:
 
 
 def cmd_main(args: argparse.Namespace) -> int:
-    """The main job on this host's target: what it must prove here."""
+    """The main job on this host's target: build and verify its image, run each suite it has rows in,
+    report. Every step is the `python -m ci` verb of the same name; a failed build or verify stops it."""
     st = stack.load(args.stack)
     target = host.detect(st)
-    print(f"host target: {target.id} ({target.name})")
-    args.target, args.suite, args.change = [target.id], None, None
-    args.format, args.explain = "table", False
-    return cmd_plan(args)
+    suites = sorted({r.suite for r in plan.build(st).select(targets=[target.id]).rows})
+    print(f"host target: {target.id} ({target.name}); suites: {', '.join(suites) or 'none'}", flush=True)
+    out = args.out
+    runs = [out / f"{target.id}-{suite}" for suite in suites]
+    setup = [] if args.host else [["build", target.id], ["verify", target.id]]
+    for step in setup:
+        rc = _step(args.stack, step)
+        if rc:
+            return rc
+    worst = 0
+    for suite, folder in zip(suites, runs, strict=True):
+        worst = max(worst, _step(args.stack, ["run", target.id, suite, "--out", str(folder)] + ["--host"] * args.host))
+    rc = _step(args.stack, ["report", *map(str, runs), "--out", str(out / "report")])
+    return rc or worst
+
+
+def _step(stack_dir: Path, argv: list[str]) -> int:
+    print(f"\n== python -m ci {' '.join(argv)}", flush=True)
+    return main(["--stack", str(stack_dir), *argv])
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -109,6 +125,8 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plan)
 
     m = sub.add_parser("main", help="the main job for this host's target (cpu where no GPU is found)")
+    m.add_argument("--out", type=Path, default=Path("out"), help="results and report (default: %(default)s)")
+    m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
     m.set_defaults(func=cmd_main)
 
     b = sub.add_parser("bench", help="benchmarks: planning, report merge and render, per-row overhead of `ci run`")
@@ -126,12 +144,15 @@ def parser() -> argparse.ArgumentParser:
 
     run.add_parser(sub)
     repro.add_parser(sub)
+    # --stack is accepted after the verb too (python -m ci plan --stack DIR)
+    for verb in sub.choices.values():
+        if not any("--stack" in action.option_strings for action in verb._actions):
+            verb.add_argument("--stack", type=Path, default=argparse.SUPPRESS, help="stack directory")
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    # --stack is accepted before or after the verb
     try:
         return args.func(args)
     except StackgateError as exc:

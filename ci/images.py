@@ -246,11 +246,22 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_bake(args: argparse.Namespace) -> int:
-    from ci import bake
+    import json
+    import tempfile
+
+    from ci import bake, run
+    from ci import plan as planner
 
     target = target_for(args)
     image = args.image or f"{image_name(target)}:latest"
-    baked = bake.bake(target, image, command=args.command, tag=args.tag)
+    st = stack.load(args.stack)
+    rows = [run.row_document(st, r) for r in planner.build(st).select(targets=[target.id]).rows]
+    with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
+        doc = {"schema": 1, "target": run.target_document(target), "suite": "*", "image": {"ref": image},
+               "git_revision": run.git_revision(), "timeout_s": 1800, "rows": rows}  # fmt: skip
+        path = Path(tmp) / "rows.json"
+        path.write_text(json.dumps(doc, indent=1))
+        baked = bake.bake(target, image, command=args.command, tag=args.tag, rows=path)
     print(f"image {baked.tag}\nid    {baked.image_id}")
     return 0
 

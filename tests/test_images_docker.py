@@ -176,10 +176,21 @@ def test_baked_kernels_compile_nothing_and_an_unlisted_one_is_recorded(built, cl
     assert set(events[0]) == {"pid", "kernel", "target", "hash", "cache_hit", "time_s", "wall"}
 
 
-def test_bake_commits_the_warm_run_as_one_layer(built, target, client, repo):
+def test_bake_commits_the_warm_run_as_one_layer(built, target, client, repo, tmp_path):
     _, created = built
-    with pytest.raises(BuildError, match=r"python -m harness.warmup` does not exist in the image"):
-        bake.bake(target, TAG, tag=f"{TAG}-baked")
+    with pytest.raises(BuildError, match=r"no rows"):
+        bake.bake(target, TAG, tag=f"{TAG}-baked")  # the default warm-up needs the target's rows
+    from ci import plan, run
+
+    st = stack.load()
+    rows = [run.row_document(st, r) for r in plan.build(st).select(targets=["cpu"]).rows]
+    doc = {"schema": 1, "target": run.target_document(target), "suite": "*", "image": {"ref": TAG},
+           "git_revision": "x", "timeout_s": 60, "rows": rows}  # fmt: skip
+    (tmp_path / "rows.json").write_text(json.dumps(doc))
+    default = bake.bake(target, TAG, tag=f"{TAG}-default", rows=tmp_path / "rows.json")
+    created.append(default.tag)
+    assert "nothing to warm for suite selftest" in default.log  # the self-test's kernels were baked at build
+    assert client.images.get(default.tag).attrs["Config"]["Env"] == client.images.get(TAG).attrs["Config"]["Env"]
     warm = ["python", "-m", "harness.aot", "run", UNLISTED, "--targets", "hip:gfx1151"]
     baked = bake.bake(target, TAG, command=warm, tag=f"{TAG}-baked")
     created.append(baked.tag)

@@ -153,3 +153,9 @@ def test_plan_markdown_is_one_table(capsys):
 def test_unknown_filter_value_exits_2(capsys):
     assert main(["plan", "--target", "b200"]) == 2
     assert "unknown target 'b200'" in capsys.readouterr().err
+
+
+def test_stack_is_accepted_after_the_verb(stack_copy, edit, capsys):
+    edit(stack_copy / "changes" / "48407.yaml", "  - glm-5.2\n", "  - glm-9\n")
+    assert main(["plan", "--stack", str(stack_copy)]) == 2
+    assert "unknown model 'glm-9'" in capsys.readouterr().err

@@ -123,3 +123,12 @@ def model_config(row: Any) -> dict[str, Any]:
     import json
 
     return json.loads((model_dir(row) / "config.json").read_text())
+
+
+# The model runner each track's change lives in: #48804's kernels are the V1 runner's, #46849's
+# autoregressive speculator is model runner v2's, the sparse-MLA paths are exercised through V1.
+RUNNER_FOR_TRACK = {"kernel-warmup": "v1", "ar-graph": "v2", "fp8-ds-mla": "v1", "indexer-skip": "v1"}
+
+
+def runner_for(row: Any) -> str | None:
+    return RUNNER_FOR_TRACK.get(row.track)

@@ -43,7 +43,7 @@ def _launches(engine, prompts, params, k):
 @pytest.mark.track("ar-graph")
 def test_ar_graph(row, request):
     ev = Evidence(request, row)
-    ev.prop("engine_env", config.set_engine_env(runner="v2"))
+    ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
     ev.prop("vllm_version", presence.vllm_version())
     found = presence.fused_ar_graph_46849()
     ev.presence(found)

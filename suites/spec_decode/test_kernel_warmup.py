@@ -23,7 +23,7 @@ WARM_REPEATS = 5
 def test_kernel_warmup(row, request, jit_window):
     ev = Evidence(request, row)
     # the ported kernels (eagle_prepare_*, eagle_step_slot_mapping_metadata) belong to the V1 runner
-    ev.prop("engine_env", config.set_engine_env(runner="v1"))
+    ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
     ev.prop("vllm_version", presence.vllm_version())
     ev.presence(presence.warmup_48804())
 

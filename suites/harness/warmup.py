@@ -1,0 +1,77 @@
+"""`python -m harness.warmup`: the image bake's warm run. Every row's configuration runs once, so every
+cache the runtime reads (Triton, Inductor/vLLM compile cache, FlashInfer, DeepGEMM, AITER, MIOpen)
+is filled with the image's own paths and env before `ci bake` commits it.
+
+Rows come from rows.json ($STACKGATE_ROWS, which `ci bake` mounts). Each row warms in its own fresh
+process (engines run one at a time on a GPU) through its suite's hook, `<suite>/warmup.py`'s
+`warm(row)`; a suite without one has nothing beyond its baked kernels to warm (the self-test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+from harness.rows import ENV_ROWS, load
+
+
+def _hook(suite: str):
+    try:
+        return importlib.import_module(f"{suite}.warmup")
+    except ModuleNotFoundError as exc:
+        if exc.name in (suite, f"{suite}.warmup"):
+            return None
+        raise
+
+
+def warm_one(row_id: str) -> int:
+    doc = load(os.environ[ENV_ROWS])
+    row = next(r for r in doc.rows if r.id == row_id)
+    hook = _hook(row.suite)
+    if hook is not None:
+        hook.warm(row)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.warmup")
+    ap.add_argument("--row", help="warm this row only, in this process (the parent starts one child per row)")
+    ap.add_argument("--rows", help=f"rows.json (default: ${ENV_ROWS})")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per row")
+    args = ap.parse_args(argv)
+    if args.rows:
+        os.environ[ENV_ROWS] = args.rows  # this process and its children only, never the image's config
+    if ENV_ROWS not in os.environ:
+        print(f"no rows: set ${ENV_ROWS} to a rows.json (python -m ci bake mounts one)", file=sys.stderr)
+        return 2
+    if args.row:
+        return warm_one(args.row)
+    doc = load(os.environ[ENV_ROWS])
+    failed = []
+    for n, row in enumerate(doc.rows, 1):
+        if _hook(row.suite) is None:
+            print(f"[{n}/{len(doc.rows)}] {row.id}: nothing to warm for suite {row.suite}", flush=True)
+            continue
+        t0 = time.monotonic()
+        try:
+            rc = subprocess.run(
+                [sys.executable, "-m", "harness.warmup", "--row", row.id], timeout=args.timeout
+            ).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+        status = "ok" if rc == 0 else f"FAILED ({rc})"
+        print(f"[{n}/{len(doc.rows)}] {row.id}: {status} in {time.monotonic() - t0:.0f} s", flush=True)
+        if rc != 0:
+            failed.append(row.id)
+    if failed:
+        print(f"warm-up failed for {len(failed)} row(s): {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
