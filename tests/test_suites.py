@@ -1,0 +1,137 @@
+"""The GPU suites on a machine without those GPUs: one item per planned row, each skipped with its
+reason, none passed; and the parts of the vLLM support that need no GPU (row -> engine arguments,
+presence checks against a vLLM source tree, the acceptance checks a row applies)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+from junitparser import Skipped
+from junitparser.xunit2 import JUnitXml
+
+from ci import cli, host, plan, run, stack
+
+SUITES = Path(__file__).resolve().parent.parent / "suites"
+
+
+@pytest.mark.parametrize("target", ["cuda-sm121a", "rocm-gfx1151", "cuda-sm90"])
+@pytest.mark.parametrize("suite", ["spec_decode", "sparse_mla"])
+def test_gpu_rows_collect_one_item_each_and_skip_here(target, suite, tmp_path):
+    detect = stack.load().targets[target].detect
+    if detect.nvidia_compute_capability in host.nvidia_compute_capabilities() or (
+        detect.amdgpu_gfx in host.amdgpu_gfx_names()
+    ):
+        pytest.skip(f"this host has the {target} hardware: its rows would run")
+    planned = {r.id for r in plan.build(stack.load()).select(targets=[target], suites=[suite]).rows}
+    assert cli.main(["run", target, suite, "--host", "--out", str(tmp_path)]) == 0
+    cases = [c for s in JUnitXml.fromfile(str(tmp_path / f"junit-{target}-{suite}-0.xml")) for c in s]
+    rows = [next(p.value for p in c.properties() if p.name == "stackgate.row") for c in cases]
+    assert sorted(rows) == sorted(planned) and len(rows) == len(set(rows))
+    for case in cases:
+        assert case.result and isinstance(case.result[0], Skipped), case.name
+        assert "hardware absent" in case.result[0].message
+
+
+@pytest.fixture
+def engine_pkg(monkeypatch):
+    monkeypatch.syspath_prepend(str(SUITES))
+    for name in [m for m in sys.modules if m == "engine" or m.startswith("engine.")]:
+        monkeypatch.delitem(sys.modules, name)
+    return importlib.import_module("engine")
+
+
+def _row(st, change: str, model: str, **want):
+    from harness.rows import Row
+
+    for r in plan.build(st).select(changes=[change]).rows:
+        if r.model == model and all(getattr(r, k) == v for k, v in want.items()):
+            d = run.row_document(st, r)
+            return Row(id=r.id, change=r.change, track=r.track, suite=r.suite, target=r.target, gpus=r.gpus, data=d)
+    raise AssertionError(f"no row {change} {model} {want}")
+
+
+def test_row_becomes_engine_arguments(engine_pkg):
+    from engine import config
+
+    st = stack.load()
+    row = _row(st, "46514", "tiny-deepseek-v32-mtp", target="cuda-sm90", spec_method="mtp", batch=16, dcp=1)
+    kw = config.llm_kwargs(row)
+    assert kw["model"].endswith("suites/models/tiny-deepseek-v32") and kw["load_format"] == "dummy"
+    assert kw["kv_cache_dtype"] == "fp8_ds_mla" and kw["attention_config"] == {"backend": "FLASHMLA_SPARSE"}
+    assert kw["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 1}
+    assert kw["compilation_config"]["cudagraph_mode"] == "FULL_AND_PIECEWISE"
+    assert "decode_context_parallel_size" not in kw
+    eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    spec = config.llm_kwargs(eagle)["speculative_config"]
+    assert spec["method"] == "eagle" and spec["model"].endswith("suites/models/tiny-llama-eagle-draft")
+    ref = config.llm_kwargs(row, attention_config={"sparse_mla_force_mqa": True}, speculative_config=None)
+    assert ref["attention_config"] == {"backend": "FLASHMLA_SPARSE", "sparse_mla_force_mqa": True}
+    assert "speculative_config" not in ref
+    for model in ("tiny-llama", "tiny-llama-eagle-draft", "tiny-llama-eagle3-draft", "tiny-deepseek-v3",
+                  "tiny-deepseek-v32"):  # fmt: skip
+        assert (SUITES / "models" / model / "config.json").is_file()
+
+
+def test_hub_rows_without_weights_are_skipped_with_the_reason(engine_pkg, tmp_path, monkeypatch):
+    from engine import config
+
+    monkeypatch.setenv(config.ENV_MODEL_CACHE, str(tmp_path))
+    row = _row(stack.load(), "48804", "llama-3-8b-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    with pytest.raises(pytest.skip.Exception, match="meta-llama/Meta-Llama-3-8B-Instruct are not in the model cache"):
+        config.model_dir(row)
+    snap = tmp_path / "models--meta-llama--Meta-Llama-3-8B-Instruct" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    assert config.model_dir(row) == snap
+
+
+def test_presence_reads_the_vllm_source_tree(engine_pkg, tmp_path, monkeypatch):
+    from engine import presence
+
+    vllm = tmp_path / "vllm"
+    (vllm / "model_executor" / "warmup").mkdir(parents=True)
+    (vllm / "__init__.py").write_text("")
+    (vllm / "model_executor" / "warmup" / "kernel_warmup.py").write_text("# warms block tables\n")
+    monkeypatch.setattr(presence, "vllm_root", lambda: vllm)
+    assert not presence.warmup_48804().present  # stock: no eagle_spec_decode_warmup module
+    (vllm / "model_executor" / "warmup" / "eagle_spec_decode_warmup.py").write_text("def warmup(): ...\n")
+    assert not presence.warmup_48804().present  # present but never called from kernel_warmup
+    (vllm / "model_executor" / "warmup" / "kernel_warmup.py").write_text("from .eagle_spec_decode_warmup import x\n")
+    found = presence.warmup_48804()
+    assert found.present and "eagle_spec_decode_warmup.py" in found.evidence
+    assert not presence.fused_ar_graph_46849().present
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.user_properties: list = []
+
+
+class _Request:
+    def __init__(self) -> None:
+        self.node = _Node()
+
+
+def test_evidence_applies_the_rows_tolerance_and_graph_replay(engine_pkg):
+    from engine.evidence import Evidence
+
+    row = _row(stack.load(), "46849", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=8)
+    ev = Evidence(_Request(), row)
+    ev.graph_replay(2.0)  # k-1 replays per draft loop: the unfused path
+    ev.tolerance(0, "greedy_token_mismatches")
+    ev.tolerance(float("nan"), "greedy_token_mismatches")  # NaN never passes
+    assert ev.failures == [
+        "graph-replay assertion failed: draft_graph_replays_per_step = 2, expected == 1",
+        "greedy_token_mismatches not measured against row non-speculative greedy decoding",
+    ]
+    with pytest.raises(pytest.fail.Exception, match="graph-replay assertion failed"):
+        ev.finish()
+    ok = Evidence(_Request(), row)
+    ok.graph_replay(1.0)
+    ok.tolerance(0, "greedy_token_mismatches")
+    ok.metric("draft_step_ms", [0.3, 0.4], "ms", "warm")
+    ok.finish()
+    assert ok.node.user_properties[0][0] == "stackgate.metric.draft_step_ms"
