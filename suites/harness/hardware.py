@@ -74,19 +74,3 @@ def absent_reason(target: Mapping[str, Any], gpus_needed: int) -> str | None:
         return f"hardware absent: row needs {gpus_needed} GPUs ({what}); {len(have)} present"
     return None
 
-
-def vllm_version() -> str:
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-
-        return version("vllm")
-    except PackageNotFoundError:
-        return "(not installed)"
-
-
-def require_change(change: str, present: bool, what: str) -> None:
-    """Fail (not skip) when the vLLM under test lacks the change the row measures."""
-    if not present:
-        import pytest
-
-        pytest.fail(f"change {change} absent in vLLM {vllm_version()}: {what}")
