@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -27,3 +28,19 @@ def edit() -> Callable[[Path, str, str], None]:
         path.write_text(text.replace(old, new))
 
     return _edit
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """The docker engine's client. Tests that need it skip where none answers, unless
+    STACKGATE_REQUIRE_DOCKER=1 (CI) turns that into a failure."""
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        return client
+    except Exception as exc:
+        if os.environ.get("STACKGATE_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"STACKGATE_REQUIRE_DOCKER=1 and no docker engine answers: {exc}")
+        pytest.skip(f"no docker engine answers: {exc}")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -24,22 +23,9 @@ pytestmark = pytest.mark.docker
 TAG = f"stackgate/test-cpu:{uuid.uuid4().hex[:8]}"
 
 
-def _engine():
-    try:
-        import docker
-
-        client = docker.from_env()
-        client.ping()
-        return client
-    except Exception as exc:
-        if os.environ.get("STACKGATE_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"STACKGATE_REQUIRE_DOCKER=1 and no docker engine answers: {exc}")
-        pytest.skip(f"no docker engine answers: {exc}")
-
-
 @pytest.fixture(scope="module")
-def client():
-    return _engine()
+def client(docker_client):
+    return docker_client
 
 
 @pytest.fixture(scope="module")

@@ -36,19 +36,6 @@ COPY suites /opt/stackgate/suites
 """
 
 
-def _engine():
-    try:
-        import docker
-
-        c = docker.from_env()
-        c.ping()
-        return c
-    except Exception as exc:
-        if os.environ.get("STACKGATE_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"STACKGATE_REQUIRE_DOCKER=1 but no docker engine answers: {exc}")
-        pytest.skip(f"no docker engine answers: {exc}")
-
-
 def _wheels(dest: Path) -> Path:
     given = os.environ.get(WHEELS_ENV)
     if given:
@@ -63,8 +50,8 @@ def _wheels(dest: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def test_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    client = _engine()
+def test_image(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Iterator[str]:
+    client = docker_client
     import docker.errors
 
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -21,6 +21,18 @@ class Evidence:
         self.row = row
         self.failures: list[str] = []
         self.absent: str | None = None
+
+    @classmethod
+    def start(cls, request: pytest.FixtureRequest, row: Any, check: Callable[[], Any]) -> Evidence:
+        """A row test's first steps: the engine env for the row's track (before vllm is imported), the vLLM
+        version, and whether the change is present (`check` may import vllm, so it runs after the env)."""
+        from engine import config, presence
+
+        ev = cls(request, row)
+        ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
+        ev.prop("vllm_version", presence.vllm_version())
+        ev.presence(check())
+        return ev
 
     def metric(self, name: str, samples: float | Sequence[float], unit: str, phase: str = "none") -> Measurement:
         values = [float(samples)] if isinstance(samples, (int, float)) else [float(s) for s in samples]

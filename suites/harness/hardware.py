@@ -73,4 +73,3 @@ def absent_reason(target: Mapping[str, Any], gpus_needed: int) -> str | None:
     if len(have) < gpus_needed:
         return f"hardware absent: row needs {gpus_needed} GPUs ({what}); {len(have)} present"
     return None
-

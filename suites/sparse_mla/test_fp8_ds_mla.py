@@ -44,10 +44,7 @@ def run_mixed(engine, row):
 
 @pytest.mark.track("fp8-ds-mla")
 def test_fp8_ds_mla(row, request):
-    ev = Evidence(request, row)
-    ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
-    ev.prop("vllm_version", presence.vllm_version())
-    ev.presence(presence.fp8_ds_mla_dcp_46514())
+    ev = Evidence.start(request, row, presence.fp8_ds_mla_dcp_46514)
 
     engine = engines.start(config.llm_kwargs(row))
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")

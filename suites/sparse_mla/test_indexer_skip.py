@@ -19,10 +19,7 @@ OUTPUT_TOKENS = 16
 
 @pytest.mark.track("indexer-skip")
 def test_indexer_skip(row, request):
-    ev = Evidence(request, row)
-    ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
-    ev.prop("vllm_version", presence.vllm_version())
-    ev.presence(presence.indexer_skip_48407())
+    ev = Evidence.start(request, row, presence.indexer_skip_48407)
     topk = int(config.model_config(row)["index_topk"])
     short = int(row["context"]) <= topk
     ev.prop("prefill", {"tokens": int(row["context"]), "index_topk": topk, "dense_expected": short})

@@ -42,11 +42,7 @@ def _launches(engine, prompts, params, k):
 
 @pytest.mark.track("ar-graph")
 def test_ar_graph(row, request):
-    ev = Evidence(request, row)
-    ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
-    ev.prop("vllm_version", presence.vllm_version())
-    found = presence.fused_ar_graph_46849()
-    ev.presence(found)
+    ev = Evidence.start(request, row, presence.fused_ar_graph_46849)
 
     kwargs = config.llm_kwargs(row)
     engine = engines.start(kwargs)
@@ -72,7 +68,7 @@ def test_ar_graph(row, request):
     tokens = engines.token_ids(out)
     engines.stop(engine)
 
-    if found.present:
+    if ev.absent is None:
         # the unfused path on the same build: draft-step launch overhead side by side
         from vllm.v1.attention.backends.flash_attn import FlashAttentionMetadataBuilder
 

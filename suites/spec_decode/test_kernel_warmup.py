@@ -21,11 +21,7 @@ WARM_REPEATS = 5
 
 @pytest.mark.track("kernel-warmup")
 def test_kernel_warmup(row, request, jit_window):
-    ev = Evidence(request, row)
-    # the ported kernels (eagle_prepare_*, eagle_step_slot_mapping_metadata) belong to the V1 runner
-    ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
-    ev.prop("vllm_version", presence.vllm_version())
-    ev.presence(presence.warmup_48804())
+    ev = Evidence.start(request, row, presence.warmup_48804)
 
     kwargs = config.llm_kwargs(row)
     engine = engines.start(kwargs)
