@@ -215,8 +215,8 @@ def _check_changes(
         if up is None:
             if change.fork.kind != "selftest":
                 raise src.error(("upstream",), "an imported change names its upstream PR")
-        elif (up.state == "merged") != (up.merged_on is not None):
-            raise src.error(("upstream", "merged_on"), "merged_on is required exactly when state is 'merged'")
+        elif up.merged_on is not None and up.state != "merged":
+            raise src.error(("upstream", "merged_on"), f"merged_on given but state is {up.state!r}, not 'merged'")
         if change.fork.kind == "port" and not change.fork.commits:
             raise src.error(("fork", "commits"), "a port names the fork commits that carry it")
 
