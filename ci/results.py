@@ -142,7 +142,8 @@ def _broken_scopes(reads: Sequence[FileRead], known: set[tuple[str, str]]) -> di
     """(target, suite) pairs that an unreadable file may have held, with the file's path.
 
     A broken file names its scope in its suites; an unreadable one only where its file name holds
-    a known target and suite as dot-separated parts (docs/boundary.md: stackgate.<target>.<suite>...).
+    a known target and suite (docs/boundary.md: junit-<target>-<suite>-<shard>.xml as `ci run` writes
+    it, or stackgate.<target>.<suite>.<shard>.xml).
     """
     out: dict[tuple[str, str], str] = {}
     for read in reads:
@@ -150,12 +151,19 @@ def _broken_scopes(reads: Sequence[FileRead], known: set[tuple[str, str]]) -> di
             continue
         pairs = {(s.target, s.suite) for s in read.scopes} | {(c.target, c.suite) for c in read.cases}
         if not pairs:
-            parts = set(Path(read.path).name.split("."))
-            pairs = {(t, s) for t, s in known if t in parts and s in parts}
+            name = Path(read.path).name
+            parts = set(name.split("."))
+            pairs = {(t, s) for t, s in known if (t in parts and s in parts) or _harness_name(name, t, s)}
         for t, s in pairs:
             if t and s:
                 out.setdefault((t, s), read.path)
     return out
+
+
+def _harness_name(name: str, target: str, suite: str) -> bool:
+    """The name `ci run` gives its JUnit file: junit-<target>-<suite>-<shard>.xml."""
+    head = f"junit-{target}-{suite}-"
+    return name.startswith(head) and name.endswith(".xml") and name[len(head) : -len(".xml")].isdigit()
 
 
 def _planned(row: Row, cases: list[Case], broken: dict[tuple[str, str], str], cut: dict[str, str]) -> RowResult:

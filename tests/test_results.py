@@ -165,3 +165,14 @@ def test_reads_pytests_own_legacy_junit_with_record_property(tmp_path: Path) -> 
     assert m is not None and (m.value, m.phase, m.repeats, m.spread, m.range()) == (58.0, "warm", 3, 2.0, (57.0, 59.0))
     assert "mismatch | <b>" in by_id[row_b.id].message
     assert by_id[row_c.id].message.endswith("hardware absent")
+
+
+def test_an_empty_file_named_as_ci_run_names_it_makes_its_rows_incomplete(tmp_path):
+    from ci import plan, results, stack
+
+    st = stack.load()
+    (tmp_path / "junit-rocm-gfx1151-sparse_mla-0.xml").write_text("")
+    res = results.collect([tmp_path], plan.build(st))
+    rows = [r for r in res.rows if r.target == "rocm-gfx1151" and r.suite == "sparse_mla"]
+    assert rows and {r.status for r in rows} == {"incomplete"}
+    assert {r.status for r in res.rows if r.target == "cuda-sm90"} == {"not run"}

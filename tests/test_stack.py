@@ -149,6 +149,7 @@ def test_cli_exits_2_and_prints_no_plan(stack_copy, edit, capsys):
 
 
 def test_merged_on_only_for_a_merged_change(stack_copy, edit):
-    edit(stack_copy / "changes" / "48804.yaml", "  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  merged_on: 2026-07-01\n")
+    change = stack_copy / "changes" / "48804.yaml"
+    edit(change, "  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  merged_on: 2026-07-01\n")
     err = _error(stack_copy)
     assert "merged_on given but state is 'closed'" in str(err) and err.key == "upstream.merged_on"
