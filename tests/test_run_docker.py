@@ -23,10 +23,9 @@ from ci import cli
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parent.parent
-BASE = "localhost/stackgate-dev-bookworm:latest"
 WHEELS_ENV = "STACKGATE_TEST_WHEELS"  # a folder of py3.11 wheels for pytest and junitparser
-DOCKERFILE = f"""\
-FROM {BASE}
+DOCKERFILE = """\
+FROM {base}
 COPY wheels /tmp/wheels
 RUN python3 -m venv /opt/stackgate/venv \\
  && /opt/stackgate/venv/bin/pip install --no-index --find-links /tmp/wheels pytest junitparser \\
@@ -51,18 +50,17 @@ def _wheels(dest: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def test_image(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Iterator[str]:
-    client = docker_client
-    import docker.errors
+    from ci import bootstrap, docker_cli, stack
 
-    try:
-        client.images.get(BASE)
-    except docker.errors.ImageNotFound:
-        pytest.skip(f"the local base {BASE} is absent")
+    client = docker_client
+    # the cpu target's offline base (mmdebstrap | docker import), the same one `ci build cpu` uses
+    base, _ = bootstrap.ensure(stack.load().targets["cpu"], docker_cli.find(), epoch=0)
+    dockerfile = DOCKERFILE.format(base=base)
     ctx = tmp_path_factory.mktemp("image")
     _wheels(ctx / "wheels")
     shutil.copytree(REPO / "suites", ctx / "suites", ignore=shutil.ignore_patterns("__pycache__"))
-    (ctx / "Dockerfile").write_text(DOCKERFILE)
-    digest = hashlib.sha256(DOCKERFILE.encode())
+    (ctx / "Dockerfile").write_text(dockerfile)
+    digest = hashlib.sha256(dockerfile.encode())
     for p in sorted(f for f in ctx.rglob("*") if f.is_file()):  # the tag follows the content, not the temp path
         digest.update(str(p.relative_to(ctx)).encode() + p.read_bytes())
     tag = f"stackgate-run-test:{digest.hexdigest()[:12]}"
