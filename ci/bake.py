@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ci.errors import BuildError
 from ci.model import Target
@@ -26,20 +25,6 @@ class Baked:
     log: str
 
 
-def run_options(target: Target) -> dict[str, Any]:
-    """Device flags for the docker SDK, from the target's data."""
-    from docker.types import DeviceRequest
-
-    opts: dict[str, Any] = {}
-    if target.devices.gpus == "all":
-        opts["device_requests"] = [DeviceRequest(count=-1, capabilities=[["gpu"]])]
-    if target.devices.paths:
-        opts["devices"] = [f"{p}:{p}:rwm" for p in target.devices.paths]
-    if target.devices.groups:
-        opts["group_add"] = list(target.devices.groups)
-    return opts
-
-
 ROWS_DIR = "/opt/stackgate/bake"
 
 
@@ -52,9 +37,9 @@ def bake(
     """
     from docker.errors import ImageNotFound
 
-    from ci.containers import client as engine
+    from ci import container
 
-    client = engine()
+    client = container.client(BuildError)
     try:
         img = client.images.get(image)
     except ImageNotFound:
@@ -66,7 +51,7 @@ def bake(
         if command is None:
             argv += ["--rows", f"{ROWS_DIR}/{rows.name}"]
     container = client.containers.create(
-        img.id, argv, network_disabled=True, tmpfs=_TMPFS, volumes=volumes, **run_options(target)
+        img.id, argv, network_disabled=True, tmpfs=_TMPFS, volumes=volumes, **container.target_devices(target)
     )
     try:
         container.start()
@@ -75,9 +60,9 @@ def bake(
         if code != 0:
             if command is None and "No module named harness.warmup" in log:
                 raise BuildError(
-                    f"{image}: the warm-up entry point `python -m harness.warmup` does not exist in "
-                    "the image (suites/harness/warmup.py is not written yet)",
-                    hint="add it, or pass --command to run another warm-up",
+                    f"{image}: the warm-up entry point `python -m harness.warmup` is not in the image "
+                    "(an image built before suites/harness/warmup.py existed?)",
+                    hint=f"rebuild it: python -m ci build {target.id}; or pass --command",
                 )
             raise BuildError(f"{image}: warm-up {' '.join(argv)} exited {code}:\n{log[-2000:]}")
         repo, _, _ = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from ci import containers, tables
+from ci import container, tables
 from ci.errors import BuildError, UsageError
 from ci.images import LABELS
 from ci.model import Stack, Target
@@ -145,14 +145,14 @@ def inspect_labels(ref: str) -> tuple[dict[str, str], str]:
     from docker.errors import ImageNotFound
 
     try:
-        image = containers.client().images.get(ref)
+        image = container.client(BuildError).images.get(ref)
     except ImageNotFound:
         raise UsageError(f"image {ref!r} not found", hint="build it first: python -m ci build <target>") from None
     return dict(image.labels or {}), image.id
 
 
 def run_probe(image_id: str, scan_so: bool) -> dict[str, Any]:
-    ran = containers.run(image_id, ["python", "-c", PROBE.read_text(), *(["--scan-so"] if scan_so else [])])
+    ran = container.capture(image_id, ["python", "-c", PROBE.read_text(), *(["--scan-so"] if scan_so else [])])
     if ran.code != 0:
         raise BuildError(
             f"image {image_id}: the probe failed inside it (exit {ran.code}):\n{ran.stderr[-2000:]}",

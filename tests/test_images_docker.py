@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import bake, containers, images, stack, verify
+from ci import bake, container, images, stack, verify
 from ci.errors import BuildError
 
 pytestmark = pytest.mark.docker
@@ -113,14 +113,14 @@ def test_verify_fails_on_a_tag_only_base(built, repo, target, client):
 
 def test_verify_fails_naming_a_missing_kernel(built, repo, client):
     _, created = built
-    manifest = containers.run(TAG, ["cat", "/opt/stackgate/aot/manifest.json"]).stdout
+    manifest = container.capture(TAG, ["cat", "/opt/stackgate/aot/manifest.json"]).stdout
     import json
 
     entry = next(
         e for e in json.loads(manifest)["entries"] if e["kernel"] == "add_kernel" and e["target"] == "cuda:121"
     )
     # the cache dir name is base32 of the hash: find it by the metadata inside
-    found = containers.run(TAG, ["sh", "-c", f"grep -l {entry['hash']} $TRITON_CACHE_DIR/*/add_kernel.json"])
+    found = container.capture(TAG, ["sh", "-c", f"grep -l {entry['hash']} $TRITON_CACHE_DIR/*/add_kernel.json"])
     key = found.stdout.split()[0]
     box = client.containers.create(TAG, ["rm", "-rf", str(Path(key).parent)])
     try:
@@ -152,7 +152,7 @@ def test_baked_kernels_compile_nothing_and_an_unlisted_one_is_recorded(built, cl
         f' sys.argv[1], "--targets", "cuda:121"], check=True, stdout=subprocess.DEVNULL)\' \'{UNLISTED}\''
         " && cat $STACKGATE_JIT_LOG"
     )
-    ran = containers.run(TAG, ["sh", "-c", script])
+    ran = container.capture(TAG, ["sh", "-c", script])
     assert ran.code == 0, ran.stderr
     out = ran.stdout
     lines = out.strip().splitlines()
@@ -185,7 +185,7 @@ def test_bake_commits_the_warm_run_as_one_layer(built, target, client, repo, tmp
     assert after.attrs["Config"]["Env"] == before.attrs["Config"]["Env"]
     assert after.labels["stackgate.target"] == "cpu" and "harness.aot" in after.labels["stackgate.baked"]
     script = f"python -m harness.aot run '{UNLISTED}' --targets hip:gfx1151 >/dev/null; cat $STACKGATE_JIT_LOG | wc -l"
-    out = containers.run(baked.tag, ["sh", "-c", script]).stdout
+    out = container.capture(baked.tag, ["sh", "-c", script]).stdout
     assert out.strip() == "0"  # the warm run's compile is now a cache hit
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci import docker_cli, images, stack
-from ci.bake import run_options
+from ci.container import target_devices
 from ci.errors import BuildError
 from ci.images import LABELS, Base
 
@@ -87,12 +87,12 @@ def test_env_key_the_dockerfile_does_not_forward_is_refused(st, tmp_path):
 
 
 def test_devices_come_from_the_target(st):
-    nvidia = run_options(st.targets["cuda-sm90"])
+    nvidia = target_devices(st.targets["cuda-sm90"])
     assert nvidia["device_requests"][0]["Count"] == -1
-    amd = run_options(st.targets["rocm-gfx1151"])
+    amd = target_devices(st.targets["rocm-gfx1151"])
     assert amd["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
     assert amd["group_add"] == ["video", "render"]
-    assert run_options(st.targets["cpu"]) == {}
+    assert target_devices(st.targets["cpu"]) == {}
 
 
 def test_every_target_names_existing_kernel_lists(st):
