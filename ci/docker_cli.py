@@ -46,6 +46,12 @@ def find() -> DockerCli:
             raise BuildError(f"${ENV_CLIENT}={forced} is not an executable", hint="point it at a docker client")
         return DockerCli(path=forced, how=f"${ENV_CLIENT}")
     paths = list(dict.fromkeys(p for c in _CANDIDATES if (p := shutil.which(c))))
+    if paths and not any(_ok([p, "info", "--format", "{{.ServerVersion}}"]) for p in paths):
+        # without an engine every client check below fails too, and would blame the client
+        raise BuildError(
+            f"no docker engine answers ({paths[0]} info failed; DOCKER_HOST={os.environ.get('DOCKER_HOST', 'unset')})",
+            hint="start it (as .ci/run does: dockerd --iptables=false --ip-masq=false &), or set DOCKER_HOST",
+        )
     for path in paths:
         if _ok([path, "buildx", "version"]):
             return DockerCli(path=path, how="buildx")

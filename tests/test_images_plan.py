@@ -100,3 +100,19 @@ def test_every_target_names_existing_kernel_lists(st):
         assert target.kernel_lists, target.id
         for name in target.kernel_lists:
             assert (images.REPO_ROOT / "containers" / "kernels" / name).is_file()
+
+
+def test_no_engine_is_named_as_such_not_blamed_on_the_client(monkeypatch):
+    from ci import docker_cli
+    from ci.errors import BuildError
+
+    docker_cli.find.cache_clear()
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.delenv(docker_cli.ENV_CLIENT, raising=False)
+    if not any(shutil.which(c) for c in docker_cli._CANDIDATES):
+        pytest.skip("no docker client installed")
+    try:
+        with pytest.raises(BuildError, match="no docker engine answers"):
+            docker_cli.find()
+    finally:
+        docker_cli.find.cache_clear()
