@@ -73,7 +73,7 @@ def main(stack_dir: Path, repeats: int, image: str | None) -> int:
             from ci import images
 
             try:  # the image of this checkout; an unchanged rebuild takes under a second
-                image = images.build(st.targets["cpu"], log=io.StringIO()).tags[0]
+                image = images.build(st.targets["cpu"]).tags[0]
             except StackgateError as exc:
                 print(f"docker: not measured ({exc.message}); pass --image REF")
         if image:

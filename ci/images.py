@@ -12,7 +12,6 @@ import argparse
 import fcntl
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -184,7 +183,6 @@ def build(
     allow_unpinned: bool = False,
     tag: str | None = None,
     root: Path = REPO_ROOT,
-    log=sys.stderr,
 ) -> Built:
     t0 = time.monotonic()
     cli = docker_cli.find()

@@ -169,30 +169,23 @@ def _harness_name(name: str, target: str, suite: str) -> bool:
 def _planned(row: Row, cases: list[Case], broken: dict[tuple[str, str], str], cut: dict[str, str]) -> RowResult:
     if cases:
         return _result(row.id, row, row.change, row.target, row.suite, cases, cut)
-    if row.id in cut:
-        note = f"{cut[row.id]} ends inside this row's testcase"
-        return RowResult(
-            id=row.id,
-            planned=row,
-            change=row.change,
-            target=row.target,
-            suite=row.suite,
-            status="incomplete",
-            cases=(),
-            duplicates=(),
-            note=note,
-        )
     where = broken.get((row.target, row.suite))
+    if row.id in cut:
+        status, note = "incomplete", f"{cut[row.id]} ends inside this row's testcase"
+    elif where:
+        status, note = "incomplete", f"no result; {where} could not be read whole and may have held it"
+    else:
+        status, note = "not run", ""
     return RowResult(
         id=row.id,
         planned=row,
         change=row.change,
         target=row.target,
         suite=row.suite,
-        status="incomplete" if where else "not run",
+        status=status,
         cases=(),
         duplicates=(),
-        note=f"no result; {where} could not be read whole and may have held it" if where else "",
+        note=note,
     )
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ci import container, plan, stack
-from ci.errors import RunError, UsageError
+from ci.errors import BuildError, RunError, UsageError
 from ci.model import Stack, Target
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,15 +105,13 @@ def rows_document(st: Stack, spec: RunSpec, image: dict[str, str | None], git_re
 
 def git_revision(repo: Path = REPO) -> str:
     """HEAD, marked +dirty where tracked files differ from it: a result must not claim a clean commit."""
+    from ci.docker_cli import git_info
+
     try:
-        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.CalledProcessError):
+        git = git_info(repo)
+    except BuildError:  # not a checkout with a commit: results still run, and say so
         return "unknown"
-    return head.stdout.strip() + ("+dirty" if dirty else "")
+    return git.revision + ("+dirty" if git.dirty else "")
 
 
 def model_cache() -> Path | None:
