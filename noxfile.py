@@ -1,25 +1,45 @@
-"""One session per user-facing job. Each calls `python -m ci <verb>`; the logic lives in ci/."""
+# /// script
+# dependencies = ["nox>=2025.2.9", "pyyaml>=6.0.1", "pydantic>=2.7"]
+# ///
+"""One session per user-facing job; each calls `python -m ci <verb>` and holds no logic of its own.
+
+The run sessions come from the stack: one per target and suite that has planned rows, named
+`<target session>_<suite>` (`rocm_sparse_mla`, `sm121a_spec_decode`, ...; stack/targets.yaml `session`).
+Adding a target there adds its sessions here. Reading the stack needs pyyaml and pydantic: where the
+interpreter running nox lacks them, nox installs the script block above into .nox/_nox_script_mode.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import nox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ci.stack import loader, plan
 
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
+HOST_SUITES = "containers/locks/cpu.in"  # what the suites need on a host: the cpu image's own requirements
 
-def _ci(session: nox.Session, *args: str) -> None:
-    session.install("-e", ".")
+
+def _ci(session: nox.Session, *args: str, host_suites: bool = False) -> None:
+    session.install("-e", ".", *(["-r", HOST_SUITES] if host_suites else []))
     session.run("python", "-m", "ci", *args, *session.posargs)
 
 
 @nox.session
 def main(session: nox.Session) -> None:
-    """The main job on this host's target (the cpu target where no GPU is found)."""
-    _ci(session, "main")
+    """The whole flow on this host's target (cpu where no GPU is found): build, verify, run, report to out/.
+    Without a docker engine it runs the suites on this host's Python."""
+    _ci(session, "main", host_suites=True)
 
 
-@nox.session
-def plan(session: nox.Session) -> None:
+@nox.session(name="plan")
+def plan_rows(session: nox.Session) -> None:
     """Print the matrix of rows the fork must prove (options after --, e.g. -- --format json)."""
     _ci(session, "plan")
 
@@ -35,32 +55,7 @@ def report(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks: planning; merging and rendering 50 JUnit files (10,000 testcases); per-row overhead of `ci run`
     on the cpu target (-- --image REF for docker)."""
-    _ci(session, "bench")
-
-
-# One session per target and suite: `nox -s rocm_sparse_mla`, and `nox -s cuda_spec_decode -- --host`.
-# cuda_* is the GB10 (cuda-sm121a), sm90_* the H100/H200 (cuda-sm90). Results go to results/<target>-<suite>/.
-RUNS = {
-    "cpu_selftest": ("cpu", "selftest"),
-    "cuda_spec_decode": ("cuda-sm121a", "spec_decode"),
-    "cuda_sparse_mla": ("cuda-sm121a", "sparse_mla"),
-    "rocm_spec_decode": ("rocm-gfx1151", "spec_decode"),
-    "rocm_sparse_mla": ("rocm-gfx1151", "sparse_mla"),
-    "sm90_spec_decode": ("cuda-sm90", "spec_decode"),
-    "sm90_sparse_mla": ("cuda-sm90", "sparse_mla"),
-}
-
-
-def _run_session(target: str, suite: str):
-    def session_fn(session: nox.Session) -> None:
-        _ci(session, "run", target, suite, "--out", f"results/{target}-{suite}")
-
-    session_fn.__doc__ = f"Run the {suite} rows of {target} in its image (options after --: --host, --image, --rows)."
-    return session_fn
-
-
-for _name, (_target, _suite) in RUNS.items():
-    nox.session(name=_name)(_run_session(_target, _suite))
+    _ci(session, "bench", host_suites=True)
 
 
 @nox.session
@@ -77,20 +72,50 @@ def bake(session: nox.Session) -> None:
 
 @nox.session
 def verify(session: nox.Session) -> None:
-    """Check an image without a GPU: labels, pinned base, baked kernels, SASS, sentinel (e.g. -- cpu)."""
+    """Check a target's image without a GPU: labels, pinned base, baked kernels, SASS, sentinel (e.g. -- cpu)."""
     _ci(session, "verify")
 
 
 @nox.session
+def lock(session: nox.Session) -> None:
+    """Resolve a target's hashed lock with uv (e.g. -- rocm-gfx1151); needs the target's package index."""
+    session.install("-e", ".", "uv")
+    session.run("python", "-m", "ci", "lock", *session.posargs)
+
+
+@nox.session
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests of ci/ (docker tests use the real engine)."""
-    session.install("-e", ".[test]")
+    """Unit and integration tests of ci/ and the suites' harness (docker tests use the real engine)."""
+    session.install("-e", ".[test]", "-r", HOST_SUITES)
     session.run("pytest", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff: lint and formatting."""
-    session.install("ruff>=0.6")
+    """ruff (lint and formatting) and vulture (dead code, with .vulture-whitelist.py)."""
+    session.install("ruff>=0.6", "vulture>=2.14")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("vulture", "ci", "suites", ".vulture-whitelist.py", "--min-confidence", "80")
+
+
+def _run_session(target: str, suite: str, primary: str, alias: bool):
+    def session_fn(session: nox.Session) -> None:
+        _ci(session, "main", "--target", target, "--suite", suite, "--out", f"out/{primary}", host_suites=True)
+
+    session_fn.__doc__ = (
+        f"Alias of {primary}."
+        if alias
+        else f"The whole flow for the {suite} rows of {target}: build and verify its image, run, report to "
+        f"out/{primary}/ (-- --host: on this host's Python)."
+    )
+    return session_fn
+
+
+_STACK = loader.load()
+for _target in _STACK.targets.values():
+    for _suite in sorted({r.suite for r in plan.build(_STACK).select(targets=[_target.id]).rows}):
+        _primary = f"{_target.sessions[0]}_{_suite}"
+        for _prefix in _target.sessions:
+            _name = f"{_prefix}_{_suite}"
+            nox.session(name=_name)(_run_session(_target.id, _suite, _primary, alias=_name != _primary))

@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Every exit code of `python -m ci`, as README.md and each verb's --help list them.
+EXIT_CODES = {
+    0: "success: every row that ran passed or was skipped; a report, where one was asked for, was written",
+    1: "rows ran and at least one failed or errored (the report says which)",
+    2: "bad input: an unknown target, suite, change or row, a bad option, or malformed stack data",
+    3: "an image could not be built, baked or verified",
+    4: "rows could not be started (no engine, no JUnit written)",
+    5: "the report could not be written (the previous one stays in place)",
+    6: "nothing could run here: the target's image cannot be built or its hardware is absent (report written)",
+    7: "--strict report: an input was missing, empty or unreadable (report written)",
+}
+NOTHING_RAN = 6
+STRICT_INPUTS = 7
+
 
 class StackgateError(Exception):
     """Base of every error the command line reports instead of a traceback."""
@@ -55,3 +69,9 @@ class ReportError(StackgateError):
     """A report could not be produced; the previous report stays in place."""
 
     exit_code = 5
+
+
+class NotHere(StackgateError):
+    """This host cannot do it (no lock, no emulation, no base, no hardware); the hint names the command that can."""
+
+    exit_code = NOTHING_RAN

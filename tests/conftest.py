@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.stack import DEFAULT_STACK
+from ci.stack.loader import DEFAULT_STACK
 
 
 @pytest.fixture

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ci import plan, stack, synthetic
-from ci.model import Stack
-from ci.plan import Plan, Row
-from ci.synthetic import FakeCase
+from ci.bench import synthetic
+from ci.bench.synthetic import FakeCase
+from ci.stack import loader as stack
+from ci.stack import plan
+from ci.stack.model import Stack
+from ci.stack.plan import Plan, Row
 
 STACK: Stack = stack.load()
 PLAN: Plan = plan.build(STACK)

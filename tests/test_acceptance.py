@@ -9,10 +9,12 @@ from types import MappingProxyType
 import pytest
 from report_helpers import PLAN, STACK, rows, write_rows
 
-from ci import acceptance, results, synthetic
-from ci.baseline import Baseline, compare
-from ci.junit import Metric
-from ci.synthetic import metric
+from ci.bench import synthetic
+from ci.bench.synthetic import metric
+from ci.results import acceptance, criteria
+from ci.results import merge as results
+from ci.results.baseline import Baseline, compare
+from ci.results.junit import Metric
 
 CHANGE = "48804"  # kernel warm-up: one regression test file, rows on three targets
 
@@ -40,7 +42,7 @@ def test_a_change_with_every_criterion_met_is_ready(tmp_path: Path) -> None:
 
 def test_without_a_baseline_the_regression_criterion_is_missing(tmp_path: Path) -> None:
     v = _judge(tmp_path)
-    assert not v.ready and [c.name for c in v.blocking] == [acceptance.REGRESSION]
+    assert not v.ready and [c.name for c in v.blocking] == [criteria.REGRESSION]
     assert "--baseline" in v.blocking[0].evidence
 
 
@@ -48,14 +50,14 @@ def test_without_a_baseline_the_regression_criterion_is_missing(tmp_path: Path) 
 def test_a_missing_cold_or_warm_measurement_blocks(tmp_path: Path, phase: str) -> None:
     name = "cold_first_request_ms" if phase == "cold" else "warm_request_ms"
     v = _judge(tmp_path / "now", lambda r, c: synthetic.without_metric(c, name), base=_baseline_from(tmp_path))
-    assert not v.ready and [c.name for c in v.blocking] == [acceptance.COLD_WARM]
+    assert not v.ready and [c.name for c in v.blocking] == [criteria.COLD_WARM]
     assert v.blocking[0].status == "missing" and f"{phase} {name} absent" in v.blocking[0].evidence
-    assert acceptance.COLD_WARM in v.text
+    assert criteria.COLD_WARM in v.text
 
 
 def test_cold_and_warm_averaged_together_fails(tmp_path: Path) -> None:
     v = _judge(tmp_path, lambda r, c: synthetic.with_metric(c, metric("cold_first_request_ms", 500, "ms", "none")))
-    assert _status(v)[acceptance.COLD_WARM] == "fail"
+    assert _status(v)[criteria.COLD_WARM] == "fail"
 
 
 def test_a_compile_after_warm_up_blocks_and_names_the_kernel(tmp_path: Path) -> None:
@@ -65,13 +67,13 @@ def test_a_compile_after_warm_up_blocks_and_names_the_kernel(tmp_path: Path) -> 
         return replace(c, jit_compiles=1, jit_kernels=("eagle_prepare_next_token_padded_kernel",)) if r == target else c
 
     v = _judge(tmp_path / "now", edit, base=_baseline_from(tmp_path))
-    assert [c.name for c in v.blocking] == [acceptance.NO_JIT] and v.blocking[0].status == "fail"
+    assert [c.name for c in v.blocking] == [criteria.NO_JIT] and v.blocking[0].status == "fail"
     assert target.id in v.blocking[0].evidence and "eagle_prepare_next_token_padded_kernel" in v.blocking[0].evidence
 
 
 def test_compiles_after_ready_metric_also_blocks(tmp_path: Path) -> None:
     v = _judge(tmp_path, lambda r, c: synthetic.with_metric(c, metric("compiles_after_ready", 2, "", "cold")))
-    assert _status(v)[acceptance.NO_JIT] == "fail" and "2 after ready" in v.criteria[2].evidence
+    assert _status(v)[criteria.NO_JIT] == "fail" and "2 after ready" in v.criteria[2].evidence
 
 
 def test_tolerance_and_graph_replay_are_judged_on_the_changes_own_metrics(tmp_path: Path) -> None:
@@ -80,22 +82,22 @@ def test_tolerance_and_graph_replay_are_judged_on_the_changes_own_metrics(tmp_pa
         return synthetic.with_metric(c, metric("graph_captures_after_ready", 1, "", "warm"))
 
     v = _judge(tmp_path, edit)
-    assert _status(v)[acceptance.TOLERANCE] == "fail" and _status(v)[acceptance.GRAPH] == "fail"
+    assert _status(v)[criteria.TOLERANCE] == "fail" and _status(v)[criteria.GRAPH] == "fail"
     assert "against the row's own backend" in v.criteria[4].evidence
 
 
 def test_a_target_with_no_rows_run_leaves_the_matrix_missing(tmp_path: Path) -> None:
     selected = [r for r in rows(CHANGE) if r.target != "rocm-gfx1151"]
     v = _judge(tmp_path, selected=selected)
-    matrix = next(c for c in v.criteria if c.name == acceptance.MATRIX)
+    matrix = next(c for c in v.criteria if c.name == criteria.MATRIX)
     assert matrix.status == "missing" and "rocm-gfx1151:" in matrix.evidence and "not run" in matrix.evidence
 
 
 def test_a_failing_row_fails_the_matrix_and_the_regression_test(tmp_path: Path) -> None:
     bad = rows(CHANGE)[0]
     v = _judge(tmp_path, lambda r, c: replace(c, status="error", message="signal 11 (SIGSEGV)") if r == bad else c)
-    assert _status(v)[acceptance.MATRIX] == "fail" and bad.id in v.criteria[3].evidence
-    assert _status(v)[acceptance.TIED] == "fail" and "1 error" in v.criteria[0].evidence
+    assert _status(v)[criteria.MATRIX] == "fail" and bad.id in v.criteria[3].evidence
+    assert _status(v)[criteria.TIED] == "fail" and "1 error" in v.criteria[0].evidence
 
 
 def _engine(value: float, samples: list[float]) -> Metric:
@@ -106,21 +108,21 @@ def test_regression_beyond_the_bound_but_inside_the_spread_is_not_flagged(tmp_pa
     base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [25, 30, 35])))
     # 30 -> 35 s is +16.7% (bound 15%), but the samples overlap: noise, not a regression
     v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(35, [33, 35, 37])), base=base)
-    reg = next(c for c in v.criteria if c.name == acceptance.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
     assert reg.status == "pass" and "within the spread, not flagged" in reg.evidence and "+16.7%" in reg.evidence
 
 
 def test_regression_beyond_the_bound_and_the_spread_fails(tmp_path: Path) -> None:
     base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [29.5, 30, 30.5])))
     v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [35.5, 36, 36.5])), base=base)
-    reg = next(c for c in v.criteria if c.name == acceptance.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
     assert reg.status == "fail" and "+20.0% worse" in reg.evidence and "spread 1 / 1 s" in reg.evidence
 
 
 def test_a_single_measurement_cannot_be_judged(tmp_path: Path) -> None:
     base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [30])))
     v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base)
-    reg = next(c for c in v.criteria if c.name == acceptance.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
     assert reg.status == "missing" and "needs repeated measurements" in reg.evidence
 
 

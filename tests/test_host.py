@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from ci import host, stack
 from ci.errors import UsageError
+from ci.run import host
+from ci.stack import loader as stack
 
 
 def test_no_accelerator_means_the_fallback_target(monkeypatch):

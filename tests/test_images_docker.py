@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ci import bake, container, images, stack, verify
+from ci import engine as container
 from ci.errors import BuildError
+from ci.images import bake, verify
+from ci.images import build as images
+from ci.stack import loader as stack
 
 pytestmark = pytest.mark.docker
 TAG = f"stackgate/test-cpu:{uuid.uuid4().hex[:8]}"
@@ -94,7 +97,7 @@ def test_touching_suites_rebuilds_one_layer(built, repo, target, client):
 
 
 def test_verify_passes_and_lists_sm_121a(built, repo, capsys):
-    assert verify.main(stack.load(), TAG, root=repo) == 0
+    assert verify.main(stack.load(), stack.load().targets["cpu"], TAG, root=repo) == 0
     out = capsys.readouterr().out
     assert "add_kernel.sm_121a.cubin" in out and "add_kernel.sm_90a.cubin" in out
     assert "amdgcn-amd-amdhsa--gfx1151" in out
@@ -102,13 +105,13 @@ def test_verify_passes_and_lists_sm_121a(built, repo, capsys):
 
 def test_verify_fails_on_a_tag_only_base(built, repo, target, client):
     _, created = built
-    from ci import bootstrap
+    from ci.images import bootstrap
 
     tag = f"{TAG}-unpinned"
     images.build(target, base=bootstrap.recipe_tag(target), allow_unpinned=True, tag=tag, root=repo)
     created.append(tag)
     with pytest.raises(BuildError, match=r"base pinned: localhost/stackgate-base-bookworm:recipe-\w+ \(no digest"):
-        verify.main(stack.load(), tag, root=repo)
+        verify.main(stack.load(), stack.load().targets["cpu"], tag, root=repo)
 
 
 def test_verify_fails_naming_a_missing_kernel(built, repo, client):
@@ -132,7 +135,7 @@ def test_verify_fails_naming_a_missing_kernel(built, repo, client):
     finally:
         box.remove(force=True)
     with pytest.raises(BuildError, match=r"kernel baked: add_kernel \[cuda:121\] \(1/2 entries"):
-        verify.main(stack.load(), tag, root=repo)
+        verify.main(stack.load(), stack.load().targets["cpu"], tag, root=repo)
 
 
 UNLISTED = (
@@ -166,13 +169,12 @@ def test_bake_commits_the_warm_run_as_one_layer(built, target, client, repo, tmp
     _, created = built
     with pytest.raises(BuildError, match=r"no rows"):
         bake.bake(target, TAG, tag=f"{TAG}-baked")  # the default warm-up needs the target's rows
-    from ci import plan, run
+    from ci.stack import plan, rows_json
 
     st = stack.load()
-    rows = [run.row_document(st, r) for r in plan.build(st).select(targets=["cpu"]).rows]
-    doc = {"schema": 1, "target": run.target_document(target), "suite": "*", "image": {"ref": TAG},
-           "git_revision": "x", "timeout_s": 60, "rows": rows}  # fmt: skip
-    (tmp_path / "rows.json").write_text(json.dumps(doc))
+    rows = plan.build(st).select(targets=["cpu"]).rows
+    doc = rows_json.document(st, target, "*", rows, image={"ref": TAG}, git_revision="x", timeout_s=60)
+    rows_json.write(tmp_path / "rows.json", doc)
     default = bake.bake(target, TAG, tag=f"{TAG}-default", rows=tmp_path / "rows.json")
     created.append(default.tag)
     assert "nothing to warm for suite selftest" in default.log  # the self-test's kernels were baked at build
@@ -194,7 +196,8 @@ def test_cpu_selftest_in_the_built_image_writes_one_testcase_per_row(built, tmp_
     the baked kernels load with 0 compiles while an unbaked one is caught by name."""
     from junitparser.xunit2 import JUnitXml
 
-    from ci import cli, plan
+    from ci import cli
+    from ci.stack import plan
 
     rc = cli.main(["run", "cpu", "selftest", "--image", TAG, "--out", str(tmp_path)])
     assert rc == 0

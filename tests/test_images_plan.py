@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from ci import docker_cli, images, stack
-from ci.container import target_devices
-from ci.errors import BuildError
-from ci.images import LABELS, Base
+from ci import engine as docker_cli
+from ci import revision
+from ci.engine import target_devices
+from ci.errors import BuildError, NotHere
+from ci.images import build as images
+from ci.images.build import LABELS, Base
+from ci.stack import loader as stack
 
-GIT = docker_cli.GitInfo(revision="a" * 40, epoch=1_700_000_000, source="https://example.invalid/sg", dirty=False)
+GIT = revision.GitInfo(revision="a" * 40, epoch=1_700_000_000, source="https://example.invalid/sg", dirty=False)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +58,9 @@ def test_cuda_sm90_plan_is_amd64_and_differs_only_where_the_targets_do(st):
 
 
 def test_rocm_plan_needs_its_lock_and_names_it(st, tmp_path):
-    with pytest.raises(BuildError, match=r"containers/locks/rocm-gfx1151.txt: no hashed lock"):
+    with pytest.raises(NotHere, match=r"containers/locks/rocm-gfx1151.txt: no hashed lock") as missing:
         _plan(st, "rocm-gfx1151")
+    assert missing.value.exit_code == 6 and missing.value.hint.startswith("python -m ci lock rocm-gfx1151")
     # With a lock in place, the plan carries the ROCm arch and env.
     root = tmp_path / "repo"
     shutil.copytree(images.REPO_ROOT / "containers", root / "containers")
@@ -103,8 +107,8 @@ def test_every_target_names_existing_kernel_lists(st):
 
 
 def test_no_engine_is_named_as_such_not_blamed_on_the_client(monkeypatch):
-    from ci import docker_cli
-    from ci.errors import BuildError
+    from ci import engine as docker_cli
+    from ci.errors import BuildError, NotHere
 
     docker_cli.find.cache_clear()
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from ci import plan, stack
 from ci.cli import main
-from ci.model import Combo, Matrix
+from ci.stack import loader as stack
+from ci.stack import plan
+from ci.stack.change import Combo, Matrix
 
 SPARSE_TRACKS = {"fp8-ds-mla", "indexer-skip"}
 MLA_TRACKS = {"fp8-ds-mla", "indexer-skip"}

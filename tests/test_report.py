@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 from report_helpers import rows, write_rows
 
-from ci import report, report_html, report_md
 from ci.cli import main
-from ci.stack import DEFAULT_STACK
+from ci.report import html as report_html
+from ci.report import markdown as report_md
+from ci.report import write as report
+from ci.stack.loader import DEFAULT_STACK
 
 TARGET = "cuda-sm121a"
 EVIL = 'assert 1 == 2 | <script>alert("x")</script> & `rm -rf` |'

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from report_helpers import PLAN, rows, write_rows
 
-from ci import junit, results
+from ci.results import junit
+from ci.results import merge as results
 
 TARGET = "cuda-sm121a"
 
@@ -168,7 +169,9 @@ def test_reads_pytests_own_legacy_junit_with_record_property(tmp_path: Path) -> 
 
 
 def test_an_empty_file_named_as_ci_run_names_it_makes_its_rows_incomplete(tmp_path):
-    from ci import plan, results, stack
+    from ci.results import merge as results
+    from ci.stack import loader as stack
+    from ci.stack import plan
 
     st = stack.load()
     (tmp_path / "junit-rocm-gfx1151-sparse_mla-0.xml").write_text("")

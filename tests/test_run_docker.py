@@ -50,7 +50,9 @@ def _wheels(dest: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def test_image(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Iterator[str]:
-    from ci import bootstrap, docker_cli, stack
+    from ci import engine as docker_cli
+    from ci.images import bootstrap
+    from ci.stack import loader as stack
 
     client = docker_client
     # the cpu target's offline base (mmdebstrap | docker import), the same one `ci build cpu` uses

@@ -14,7 +14,9 @@ import pytest
 from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
 
-from ci import cli, plan, stack
+from ci import cli
+from ci.stack import loader as stack
+from ci.stack import plan
 
 REPO = Path(__file__).resolve().parent.parent
 

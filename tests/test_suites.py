@@ -12,7 +12,11 @@ import pytest
 from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
 
-from ci import cli, host, plan, run, stack
+from ci import cli
+from ci.run import execute as run
+from ci.run import host
+from ci.stack import loader as stack
+from ci.stack import plan, rows_json
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 
@@ -48,7 +52,7 @@ def _row(st, change: str, model: str, **want):
 
     for r in plan.build(st).select(changes=[change]).rows:
         if r.model == model and all(getattr(r, k) == v for k, v in want.items()):
-            d = run.row_document(st, r)
+            d = rows_json.row_document(st, r)
             return Row(id=r.id, change=r.change, track=r.track, suite=r.suite, target=r.target, gpus=r.gpus, data=d)
     raise AssertionError(f"no row {change} {model} {want}")
 

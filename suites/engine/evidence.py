@@ -4,15 +4,12 @@ properties, and one failure message that lists every criterion the row missed (a
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from harness.measure import Measurement, of_samples
 from harness.measure import record as record_measurement
-
-_OPS = {"==": operator.eq, "<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt}
 
 
 class Evidence:
@@ -67,13 +64,18 @@ class Evidence:
 
     def graph_replay(self, value: float | None) -> None:
         gr = self.row.acceptance.get("graph_replay", {})
-        op, want = gr.get("op", "=="), float(gr.get("value", 0))
+        lo, hi = gr.get("min"), gr.get("max")  # an absent bound is open
         if value is None:
             self.failures.append(f"graph-replay assertion not measured: {gr.get('metric')}")
-        elif not _OPS[op](float(value), want):
-            self.failures.append(
-                f"graph-replay assertion failed: {gr.get('metric')} = {value:g}, expected {op} {want:g}"
+        elif (lo is not None and value < lo) or (hi is not None and value > hi):
+            want = (
+                f"== {lo:g}"
+                if lo == hi
+                else " and ".join(
+                    w for w in (f">= {lo:g}" if lo is not None else "", f"<= {hi:g}" if hi is not None else "") if w
+                )
             )
+            self.failures.append(f"graph-replay assertion failed: {gr.get('metric')} = {value:g}, expected {want}")
 
     def finish(self) -> None:
         problems = ([self.absent] if self.absent else []) + self.failures

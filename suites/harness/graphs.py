@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from types import TracebackType
 from typing import Any
 
 
@@ -44,11 +43,7 @@ class GraphCounter:
 
         return wrapper
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, *_exc: object) -> None:
         for name, original in self._saved.items():
             setattr(self._cls, name, original)
         self._saved.clear()
-
-    def mark(self) -> tuple[int, int]:
-        """(replays, captures) so far: take differences around a decode step."""
-        return self.replays, self.captures

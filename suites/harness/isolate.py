@@ -51,7 +51,13 @@ def tail(path: Path, lines: int = TAIL_LINES) -> str:
 
 
 def run_child(
-    argv: Sequence[str], *, cwd: Path, result: Path, log: Path, timeout_s: float, env: Mapping[str, str] | None = None
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    result: Path,
+    log: Path,
+    timeout_s: float | None,
+    env: Mapping[str, str] | None = None,
 ) -> Outcome:
     result.unlink(missing_ok=True)
     start = time.monotonic()

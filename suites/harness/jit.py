@@ -16,6 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from harness import jit_sentinel
+
 ENV_LOG = "STACKGATE_JIT_LOG"
 _MISSING = object()
 _sentinel_cache: Any = _MISSING
@@ -39,28 +41,9 @@ def sentinel() -> ModuleType | None:
 
 
 def cache_dirs() -> list[Path]:
-    """Every directory a JIT path of the stack writes into (CONTEXT.md: the backstop across processes)."""
-    home = Path.home()
-    env = os.environ
-    dirs = [
-        env.get("TRITON_CACHE_DIR") or home / ".triton" / "cache",
-        env.get("VLLM_CACHE_ROOT") or home / ".cache" / "vllm",
-        env.get("TORCHINDUCTOR_CACHE_DIR") or Path("/tmp") / f"torchinductor_{_user()}",
-        env.get("FLASHINFER_WORKSPACE_BASE") or home / ".cache" / "flashinfer",
-        env.get("AITER_JIT_DIR") or home / ".aiter" / "build",
-        home / ".cache" / "miopen",
-        env.get("CUDA_CACHE_PATH") or home / ".nv" / "ComputeCache",
-    ]
-    return [Path(d) for d in dirs]
-
-
-def _user() -> str:
-    try:
-        import getpass
-
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())
+    """Every directory a JIT path of the stack writes into (CONTEXT.md: the backstop across processes); the
+    list is the sentinel's, which the images carry on their own."""
+    return [Path(d) for d in jit_sentinel.cache_dirs()]
 
 
 def _snapshot(dirs: list[Path]) -> Any:

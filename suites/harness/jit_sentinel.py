@@ -174,7 +174,12 @@ def compiles(events: Iterable[dict]) -> list[dict]:
 
 def cache_dirs() -> list[str]:
     """The cache directories a run is watched over (env value, else the tool's default)."""
-    user = os.environ.get("USER") or str(os.getuid())
+    try:  # torch names its default inductor cache after getpass.getuser()
+        import getpass
+
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
     return [os.path.expanduser(os.environ.get(k) or v.format(user=user)) for k, v in CACHE_ENV.items()]
 
 

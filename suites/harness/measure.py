@@ -77,10 +77,6 @@ class ColdWarm:
     cold: Measurement
     warm: Measurement
 
-    @property
-    def ratio(self) -> float:
-        return self.cold.value / self.warm.value if self.warm.value else float("inf")
-
 
 def cold_warm(
     name: str,

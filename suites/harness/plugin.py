@@ -26,7 +26,6 @@ from harness.rows import ENV_ROWS, Row, RowsDoc, RowsFileError
 from harness.rows import load as load_rows
 
 ENV_CHILD = "STACKGATE_CHILD"
-DEFAULT_TIMEOUT_S = 900.0
 _rows_key = pytest.StashKey[RowsDoc | None]()
 
 
@@ -34,7 +33,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("stackgate")
     g.addoption("--stackgate-rows", help=f"rows.json to parametrize by (default: ${ENV_ROWS})")
     g.addoption("--stackgate-junit", help="write the run's JUnit XML here, rewritten after every item")
-    g.addoption("--stackgate-timeout", type=float, help="seconds per item (default: rows.json timeout_s, else 900)")
+    g.addoption(
+        "--stackgate-timeout",
+        type=float,
+        help="seconds per item (default: rows.json timeout_s)",
+    )
     g.addoption("--stackgate-shard", default="0", help="shard index, part of the JUnit suite name")
     g.addoption(
         "--stackgate-row", action="append", default=[], help="only this row id (repeatable); other tests deselected"
@@ -174,7 +177,7 @@ class _Parent:
         self.junit = Path(junit_opt).resolve() if junit_opt else None
         self.workdir = Path(tempfile.mkdtemp(prefix="stackgate-items-"))
         self.logs = (self.junit.parent / "logs") if self.junit else self.workdir
-        self.timeout = config.getoption("stackgate_timeout") or (doc.timeout_s if doc else DEFAULT_TIMEOUT_S)
+        self.timeout = config.getoption("stackgate_timeout") or (doc.timeout_s if doc else None)
         self.cases: list[junit.Case] = []
         self.all_rows_collected: set[str] = set()
         self.owner = _owner(self.junit.parent) if self.junit else None

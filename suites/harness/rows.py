@@ -92,6 +92,8 @@ def load(path: str | os.PathLike[str]) -> RowsDoc:
             f"{path}: expected schema {SCHEMA}, got {doc.get('schema') if isinstance(doc, dict) else doc!r}"
         )
     image = doc.get("image") or {}
+    if not isinstance(doc.get("timeout_s"), (int, float)):
+        raise RowsFileError(f"{path}: timeout_s (seconds per item) is missing or not a number")
     return RowsDoc(
         path=path,
         target=doc.get("target") or {},
@@ -99,6 +101,6 @@ def load(path: str | os.PathLike[str]) -> RowsDoc:
         image_ref=image.get("ref"),
         image_digest=image.get("digest"),
         git_revision=str(doc.get("git_revision", "")),
-        timeout_s=float(doc.get("timeout_s", 900)),
+        timeout_s=float(doc["timeout_s"]),
         rows=tuple(_row(r, f"{path}: rows[{i}]") for i, r in enumerate(doc.get("rows", []))),
     )

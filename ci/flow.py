@@ -1,0 +1,129 @@
+"""The whole flow for one target, as the user-facing jobs run it: build and verify the target's image (a
+no-op when it is current), run every suite it has rows in, one isolated process per row, and report.
+
+`python -m ci main` runs it for this host's target (the cpu self-test where no GPU is found) and reports
+every planned row; `--target`/`--suite` (what each `nox -s <target>_<suite>` session passes) narrows the
+flow and its report to those rows. Where no docker engine answers, it says so in one line and runs the
+suites on this host's Python instead. Where this host cannot build the image or lacks the target's
+hardware, the rows are recorded as not run, with the reason and the command that makes them possible
+(`not-run.json` beside rows.json, read by the report), and the exit code is 6.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci import engine, options
+from ci.errors import NOTHING_RAN, StackgateError
+from ci.images import build, verify
+from ci.results.merge import NOT_RUN
+from ci.run import execute, host
+from ci.stack import loader, plan
+from ci.stack.model import Stack, Target
+
+
+@dataclass(frozen=True, kw_only=True)
+class Blocked:
+    reason: str
+    fix: str
+
+
+def step(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def prepare_image(st: Stack, target: Target) -> Blocked | None:
+    """Build (cached: a no-op when current) and verify; a host that cannot build the image blocks the rows."""
+    step(f"python -m ci build {target.id}")
+    try:
+        built = build.build(target)
+    except StackgateError as exc:
+        if exc.exit_code != NOTHING_RAN:
+            raise
+        return Blocked(reason=exc.message, fix=exc.hint)
+    print(f"image {built.tags[0]} ({built.image_id[:19]}, {built.seconds:.1f} s)")
+    step(f"python -m ci verify {target.id}")
+    verify.main(st, target, built.tags[-1], root=build.REPO_ROOT)
+    return None
+
+
+def record_not_run(folder: Path, target: Target, suite: str, rows: list[str], why: Blocked) -> None:
+    """not-run.json in the run's folder, replacing any earlier result there: nothing stale stands in."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob("junit-*.xml"):
+        stale.unlink()
+    doc = {"schema": 1, "target": target.id, "suite": suite, "rows": rows, "reason": why.reason, "fix": why.fix}
+    (folder / NOT_RUN).write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"not run: {len(rows)} rows of {target.id}/{suite}: {why.reason}\n  fix: {why.fix}", flush=True)
+
+
+def run_target(st: Stack, target: Target, suites: list[str], out: Path, *, use_host: bool, timeout_s: float) -> int:
+    """Build, verify and run one target's suites into out/<target>-<suite>/; the worst exit status."""
+    blocked = None if use_host else prepare_image(st, target)
+    if blocked is None and not host.present(target):
+        blocked = Blocked(
+            reason=f"this host has no {target.name} ({host.describe()})",
+            fix=f"nox -s {target.sessions[0]}_<suite>   (on a host with a {target.short}, "
+            f"e.g. an agent of Buildkite queue {target.queue})",
+        )
+    worst, ran = 0, False
+    rows_of = plan.build(st).select(targets=[target.id])
+    for suite in suites:
+        folder = out / f"{target.id}-{suite}"
+        rows = rows_of.select(suites=[suite]).rows
+        if blocked is not None:
+            why = Blocked(reason=blocked.reason, fix=blocked.fix.replace("<suite>", suite))
+            record_not_run(folder, target, suite, [r.id for r in rows], why)
+            continue
+        (folder / NOT_RUN).unlink(missing_ok=True)
+        step(f"python -m ci run {target.id} {suite}" + (" --host" if use_host else ""))
+        spec = execute.RunSpec(target=target, suite=suite, rows=rows, out=folder.resolve(), suites_dir=None,
+                               timeout_s=timeout_s)  # fmt: skip
+        worst = max(worst, execute.run_rows(st, spec, host=use_host))
+        ran = True
+    return worst if ran else NOTHING_RAN
+
+
+def main(args: argparse.Namespace) -> int:
+    st = loader.load(args.stack)
+    targets = [st.targets[t] for t in args.target] or [host.detect(st)]
+    use_host = args.host
+    if not use_host:
+        why = engine.unreachable()
+        if why:
+            print(f"{why.splitlines()[0]}: running the suites on this host's Python instead (--host)", flush=True)
+            use_host = True
+    p = plan.build(st)
+    codes: list[int] = []
+    folders: list[Path] = []
+    for target in targets:
+        suites = sorted({r.suite for r in p.select(targets=[target.id], suites=args.suite).rows})
+        print(f"target: {target.id} ({target.name}); suites: {', '.join(suites) or 'none'}", flush=True)
+        codes.append(run_target(st, target, suites, args.out, use_host=use_host, timeout_s=args.timeout))
+        folders += [args.out / f"{target.id}-{s}" for s in suites]
+    from ci.report import write as report  # junitparser and lxml load only when a report is written
+
+    step(f"python -m ci report -> {args.out / 'report'}")
+    # The report covers the rows asked for; `main` alone reports every planned row (what remains unproven).
+    rep = report.build(args.stack, folders, None, targets=args.target, suites=args.suite)
+    report.write_atomic(args.out / "report", report.render(rep))
+    print(report.summary(rep, args.out / "report"))
+    failing = [c for c in codes if c not in (0, NOTHING_RAN)]
+    if failing:
+        return max(failing)
+    return NOTHING_RAN if codes and all(c == NOTHING_RAN for c in codes) else 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    m = options.verb(sub, "main", help="the whole flow (build, verify, run, report) for this host's target, "
+                     "or for --target", codes=(0, 1, 2, 3, 4, 5, 6))  # fmt: skip
+    options.add_filters(m, "target", "suite")
+    m.add_argument("--out", type=Path, default=Path("out"),
+                   help="results (<target>-<suite>/) and the report (report/) (default: %(default)s)")  # fmt: skip
+    m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
+    m.add_argument("--timeout", type=float, default=options.DEFAULT_TIMEOUT_S,
+                   help="seconds per test item (default: %(default)s)")  # fmt: skip
+    m.set_defaults(func=main)

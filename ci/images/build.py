@@ -1,0 +1,273 @@
+"""Hermetic image builds per target: `python -m ci build <target>`.
+
+A build plan is data computed from the target (platform, build args, labels, tags); `build` fetches the
+locked wheels on the host, stages them in the context, and runs the docker CLI with BuildKit and
+`--network none`. Inspection, runs and commits go through the docker SDK (`ci.bake`, `ci.verify`),
+imported only by the verbs that need it so `python -m ci plan` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import platform
+import re
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ci import engine, options, revision
+from ci.errors import BuildError, NotHere
+from ci.images import wheels
+from ci.stack import loader as stack
+from ci.stack.model import Target
+
+REPO_ROOT = options.REPO
+STAGE = Path(".whl/stage")  # fixed: the engine's BuildKit does not expand ARGs in RUN --mount sources
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+LABELS = (
+    "org.opencontainers.image.revision",
+    "org.opencontainers.image.source",
+    "org.opencontainers.image.created",
+    "org.opencontainers.image.base.name",
+    "org.opencontainers.image.base.digest",
+    "stackgate.target",
+    "stackgate.arch",
+    "stackgate.lock",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Base:
+    name: str  # what FROM receives
+    digest: str  # "" when built from a tag with --allow-unpinned
+    bootstrapped: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildPlan:
+    target: str
+    dockerfile: Path
+    platform: str
+    lock: Path
+    tags: tuple[str, ...]
+    build_args: Mapping[str, str]
+    labels: Mapping[str, str]
+
+    def argv(self, cli: str) -> list[str]:
+        out = [
+            cli,
+            "build",
+            "--network",
+            "none",
+            "--platform",
+            self.platform,
+            "--progress",
+            "plain",
+            "-f",
+            str(self.dockerfile),
+        ]
+        for key, value in self.build_args.items():
+            out += ["--build-arg", f"{key}={value}"]
+        for key, value in self.labels.items():
+            out += ["--label", f"{key}={value}"]
+        for tag in self.tags:
+            out += ["-t", tag]
+        return out
+
+
+def image_name(target: Target) -> str:
+    return f"stackgate/{target.id}"
+
+
+def image_ref(target: Target) -> str:
+    """The image `ci run` uses for a target: the baked one where `ci bake` made it, else the built one."""
+    cli = engine.find()
+    baked = f"{image_name(target)}:baked"
+    return baked if _present(cli, baked) else f"{image_name(target)}:latest"
+
+
+def lock_path(target: Target, root: Path = REPO_ROOT) -> Path:
+    return root / "containers" / "locks" / f"{target.id}.txt"
+
+
+def resolve_base(target: Target, *, base: str | None = None, allow_unpinned: bool = False) -> Base:
+    """The pinned base from stack/targets.yaml (or --base); a bare tag is refused unless allowed."""
+    name = base or target.base_image
+    match = _DIGEST.search(name)
+    if match:
+        return Base(name=name, digest=match.group(0)[1:])
+    if not allow_unpinned:
+        where = "--base" if base else f"stack/targets.yaml [targets: {target.id}].base_image"
+        raise BuildError(
+            f"{where}: base image {name!r} is a tag without a digest",
+            hint="pin it as name:tag@sha256:<digest>, or pass --allow-unpinned to build anyway "
+            "(verify then reports the image as unpinned)",
+        )
+    return Base(name=name, digest="")
+
+
+def plan(
+    target: Target, base: Base, git: revision.GitInfo, *, root: Path = REPO_ROOT, tag: str | None = None
+) -> BuildPlan:
+    dockerfile = root / "containers" / target.family / "Dockerfile"
+    lock = lock_path(target, root)
+    if not lock.is_file():
+        raise NotHere(
+            f"{lock.relative_to(root)}: no hashed lock for target {target.id}",
+            hint=f"python -m ci lock {target.id}   (on a host that reaches the target's package index)",
+        )
+    for name in target.kernel_lists:
+        if not (root / "containers" / "kernels" / name).is_file():
+            raise BuildError(
+                f"stack/targets.yaml [targets: {target.id}].kernel_lists: containers/kernels/{name} does not exist",
+                hint="add the list or fix the name",
+            )
+    declared = set(re.findall(r"^ARG\s+(\w+)", dockerfile.read_text(), re.M))
+    for key in target.env:
+        if key not in declared:
+            raise BuildError(
+                f"stack/targets.yaml [targets: {target.id}].env.{key}: "
+                f"{dockerfile.relative_to(root)} does not declare ARG {key}",
+                hint="add `ARG {key}` and `ENV {key}=${{{key}}}` so the image's runtime env carries it",
+            )
+    lock_digest = "sha256:" + wheels.file_digest(lock)
+    args = {
+        "BASE_IMAGE": base.name,
+        "TARGET": target.id,
+        "PYTHON": target.python,
+        "ARCH_LIST": ";".join(target.arch_list),
+        "TRITON_TARGETS": ",".join(target.triton_targets),
+        "KERNEL_LISTS": " ".join(target.kernel_lists),
+        "SOURCE_DATE_EPOCH": str(git.epoch),
+        **target.env,
+    }
+    labels = {
+        "org.opencontainers.image.revision": git.revision,
+        "org.opencontainers.image.source": git.source,
+        "org.opencontainers.image.created": datetime.fromtimestamp(git.epoch, timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        ),
+        "org.opencontainers.image.base.name": base.name,
+        "org.opencontainers.image.base.digest": base.digest,
+        "stackgate.target": target.id,
+        "stackgate.arch": ",".join(target.arch_list or target.triton_targets),
+        "stackgate.lock": lock_digest,
+        "stackgate.triton_targets": ",".join(target.triton_targets),
+        "stackgate.kernel_lists": ",".join(target.kernel_lists),
+    }
+    name = image_name(target)
+    tags = (tag,) if tag else (f"{name}:{git.revision[:12]}", f"{name}:latest")
+    return BuildPlan(
+        target=target.id,
+        dockerfile=dockerfile.relative_to(root),
+        platform=target.platform,
+        lock=lock,
+        tags=tags,
+        build_args=args,
+        labels=labels,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Built:
+    image_id: str
+    tags: tuple[str, ...]
+    seconds: float
+
+
+def build(
+    target: Target,
+    *,
+    base: str | None = None,
+    allow_unpinned: bool = False,
+    tag: str | None = None,
+    root: Path = REPO_ROOT,
+) -> Built:
+    t0 = time.monotonic()
+    cli = engine.find()
+    git = revision.git_info(root)
+    chosen = resolve_base(target, base=base, allow_unpinned=allow_unpinned)
+    if base is None and target.bootstrap is not None and not _present(cli, chosen.name):
+        # Offline default: the pinned registry base is absent and cannot be pulled here.
+        from ci.images import bootstrap
+
+        pinned, image_id = bootstrap.ensure(target, cli, git.epoch)
+        chosen = Base(name=pinned, digest=image_id, bootstrapped=True)
+    if chosen.bootstrapped and engine.image_id(cli, chosen.name) != chosen.digest:
+        raise BuildError(f"{chosen.name} no longer resolves to {chosen.digest}", hint="remove the tag and rebuild")
+    p = plan(target, chosen, git, root=root, tag=tag)
+    check_buildable(target, root=root)
+    if not chosen.bootstrapped:
+        ensure_base(cli, chosen)
+    files = wheels.fetch(target, p.lock)
+    (root / STAGE.parent).mkdir(exist_ok=True)
+    with open(root / STAGE.parent / ".lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)  # one staged wheel set per checkout at a time
+        wheels.stage(files, root / STAGE)
+        with (root / ".whl" / f"build-{target.id}.log").open("w") as out:
+            iidfile = root / ".whl" / f"iid-{target.id}"
+            done = subprocess.run(
+                [*p.argv(cli.path), "--iidfile", str(iidfile), "."],
+                cwd=root,
+                env=cli.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+    if done.returncode != 0:
+        tail = (root / ".whl" / f"build-{target.id}.log").read_text()[-3000:]
+        raise BuildError(
+            f"docker build of {target.id} failed ({cli.path}, {cli.how}):\n{tail}",
+            hint=f"full log: .whl/build-{target.id}.log",
+        )
+    return Built(image_id=iidfile.read_text().strip(), tags=p.tags, seconds=time.monotonic() - t0)
+
+
+def _present(cli: engine.DockerCli, ref: str) -> bool:
+    return engine.image_id(cli, ref) is not None
+
+
+_ARCH = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
+_QEMU = {"linux/arm64": "qemu-aarch64", "linux/amd64": "qemu-x86_64"}
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+
+
+def host_platform() -> str:
+    return _ARCH.get(platform.machine(), f"linux/{platform.machine()}")
+
+
+def check_buildable(target: Target, *, root: Path = REPO_ROOT) -> None:
+    """Raise NotHere, naming the command that makes it possible, where this host cannot build the image."""
+    lock = lock_path(target, root)
+    if not lock.is_file():
+        raise NotHere(
+            f"{lock.relative_to(root)}: no hashed lock for target {target.id}, so its image cannot be built",
+            hint=f"python -m ci lock {target.id}   (on a host that reaches the target's package index)",
+        )
+    here = host_platform()
+    if target.platform != here and not (BINFMT / _QEMU.get(target.platform, "?")).exists():
+        raise NotHere(
+            f"target {target.id} is {target.platform}; this host is {here} with no {target.platform} emulation",
+            hint="apt-get install qemu-user-static binfmt-support   (registers the emulator), "
+            f"or build on a {target.platform} host",
+        )
+
+
+def ensure_base(cli: engine.DockerCli, base: Base) -> None:
+    """The pinned base must be in the engine before a build; pull it once, or say how to bring it."""
+    if _present(cli, base.name):
+        return
+    done = subprocess.run([cli.path, "pull", base.name], capture_output=True, text=True)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise NotHere(
+            f"base image {base.name} is not in the engine and cannot be pulled here ({why})",
+            hint=f"docker pull {base.name}   (on a host that reaches the registry; then docker save | docker load)",
+        )
+
+
+def target_for(args: argparse.Namespace) -> Target:
+    return stack.load(args.stack).targets[args.target]  # the name was checked by ci.cli

@@ -1,0 +1,76 @@
+"""The image verbs: `python -m ci build|bake|verify|lock <target>`."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from ci import options, revision
+from ci.images import bake, build, lock, verify
+from ci.stack import loader, plan, rows_json
+
+BAKE_TIMEOUT_S = 1800.0  # the warm-up starts every row's engine once: far longer than one test item
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    target = build.target_for(args)
+    built = build.build(target, base=args.base, allow_unpinned=args.allow_unpinned, tag=args.tag)
+    print(f"image {built.tags[0]}\nid    {built.image_id}\n({built.seconds:.1f} s, tags: {', '.join(built.tags)})")
+    return 0
+
+
+def cmd_bake(args: argparse.Namespace) -> int:
+    st = loader.load(args.stack)
+    target = st.targets[args.target]
+    image = args.image or f"{build.image_name(target)}:latest"
+    rows = plan.build(st).select(targets=[target.id]).rows
+    with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
+        doc = rows_json.document(st, target, "*", rows, image={"ref": image}, git_revision=revision.git_revision(),
+                                 timeout_s=BAKE_TIMEOUT_S)  # fmt: skip
+        path = rows_json.write(Path(tmp) / "rows.json", doc)
+        baked = bake.bake(target, image, command=args.command, tag=args.tag, rows=path)
+    print(f"image {baked.tag}\nid    {baked.image_id}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    st = loader.load(args.stack)
+    target = st.targets[args.target]
+    return verify.main(st, target, args.image or f"{build.image_name(target)}:latest", root=build.REPO_ROOT)
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    target = build.target_for(args)
+    print(f"wrote {lock.lock(target)}")
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    b = options.verb(sub, "build", help="build a target's image (BuildKit, --network none); prints its id",
+                     codes=(0, 2, 3, 6))  # fmt: skip
+    b.add_argument("target", help="a target id, e.g. cpu, cuda-sm121a")
+    b.add_argument("--base", help="build on this base instead of the target's pinned one")
+    b.add_argument("--allow-unpinned", action="store_true", help="accept a base given by tag without a digest")
+    b.add_argument("--tag", help="tag the image with this name instead of stackgate/<target>:{<rev>,latest}")
+    b.set_defaults(func=cmd_build)
+
+    k = options.verb(sub, "bake", help="run the image's warm-up on the target's devices and commit the caches",
+                     codes=(0, 2, 3))  # fmt: skip
+    k.add_argument("target", help="a target id, e.g. cuda-sm90")
+    k.add_argument("--image", help="image to bake (default: stackgate/<target>:latest)")
+    k.add_argument("--command", nargs=argparse.REMAINDER,
+                   help="warm-up command instead of `python -m harness.warmup` (must be last)")  # fmt: skip
+    k.add_argument("--tag", help="tag of the baked image (default: <image repo>:baked)")
+    k.set_defaults(func=cmd_bake)
+
+    v = options.verb(sub, "verify", help="check a target's image without a GPU: labels, pinned base, baked kernels, "
+                     "sentinel", codes=(0, 2, 3))  # fmt: skip
+    v.add_argument("target", help="a target id, e.g. cpu")
+    v.add_argument("--image", help="the image to check against the target (default: stackgate/<target>:latest)")
+    v.set_defaults(func=cmd_verify)
+
+    lk = options.verb(sub, "lock", help="resolve a target's hashed lock (containers/locks/<target>.txt) with uv",
+                      codes=(0, 2, 3, 6))  # fmt: skip
+    lk.add_argument("target", help="a target id, e.g. rocm-gfx1151")
+    lk.set_defaults(func=cmd_lock)

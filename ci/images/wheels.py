@@ -1,0 +1,107 @@
+"""Resolve a hashed lock into wheels on the host, kept in a content-addressed cache.
+
+The image build has no network (`--network none`): the host downloads every wheel the lock pins
+(`pip download --require-hashes`, for the target's python and platform), and the build installs them
+with `--no-index`. Files are stored as `<cache>/sha256/<hash>/<file>`, and `<cache>/locks/<lock hash>.json`
+records which files a lock needs, so a lock already fetched costs no pip run at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ci.errors import BuildError
+from ci.stack.model import Target
+
+_PLATFORM_TAG = {"linux/amd64": "manylinux_2_28_x86_64", "linux/arm64": "manylinux_2_28_aarch64"}
+
+
+def cache_root() -> Path:
+    base = os.environ.get("STACKGATE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "stackgate"
+    )
+    return Path(base) / "wheels"
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch(target: Target, lock: Path, cache: Path | None = None) -> list[Path]:
+    """The cached wheel files `lock` needs, downloading whatever is missing."""
+    cache = cache or cache_root()
+    index = cache / "locks" / f"{file_digest(lock)}-{target.python}-{target.platform.replace('/', '_')}.json"
+    if index.is_file():
+        files = [cache / "sha256" / e["sha256"] / e["file"] for e in json.loads(index.read_text())]
+        if all(f.is_file() for f in files):
+            return files
+    (cache / "tmp").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache / "tmp") as tmp:
+        argv = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--require-hashes",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-r",
+            str(lock),
+            "-d",
+            tmp,
+            "--python-version",
+            target.python,
+            "--implementation",
+            "cp",
+            "--platform",
+            _PLATFORM_TAG[target.platform],
+        ]
+        # A site-wide pip config (constraints, another index) can only contradict a lock that pins
+        # every file by hash; ignore it.
+        env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
+        done = subprocess.run(argv, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise BuildError(
+                f"{lock}: pip could not download the locked wheels for {target.id} "
+                f"(python {target.python}, {target.platform}):\n{done.stderr.strip()[-2000:]}",
+                hint="check network access to the index, or regenerate the lock (its header says how)",
+            )
+        entries = []
+        for wheel in sorted(Path(tmp).iterdir()):
+            digest = file_digest(wheel)
+            dest = cache / "sha256" / digest / wheel.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if not dest.exists():
+                shutil.move(str(wheel), dest)
+            entries.append({"file": wheel.name, "sha256": digest})
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(json.dumps(entries, indent=1) + "\n")
+    return [cache / "sha256" / e["sha256"] / e["file"] for e in entries]
+
+
+def stage(files: list[Path], dest: Path) -> None:
+    """Make `dest` hold exactly `files` (hard links where possible: the triton wheel is 188 MB)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    wanted = {f.name: f for f in files}
+    for old in dest.iterdir():
+        if old.name not in wanted or old.stat().st_ino != wanted[old.name].stat().st_ino:
+            old.unlink()
+    for name, src in wanted.items():
+        if not (dest / name).exists():
+            try:
+                os.link(src, dest / name)
+            except OSError:  # another filesystem
+                shutil.copy2(src, dest / name)

@@ -1,0 +1,68 @@
+"""Options shared by several verbs, each defined once: its flag, environment variable, default and help.
+
+`--target`, `--suite`, `--change` and `--rows` filters all follow one convention: repeat the flag, or
+give commas (`--rows A --rows B` == `--rows A,B`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ci.errors import EXIT_CODES
+
+REPO = Path(__file__).resolve().parent.parent
+ENV_STACK = "STACKGATE_STACK"
+DEFAULT_TIMEOUT_S = 900.0  # seconds per test item; rows.json carries it to the harness
+
+
+def default_stack() -> Path:
+    return Path(os.environ.get(ENV_STACK) or REPO / "stack")
+
+
+class Csv(argparse.Action):
+    """A repeatable filter that also takes comma-separated values; the result is a list, in order, once each."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, _option_string: Any = None) -> None:
+        have = list(getattr(namespace, self.dest, None) or [])
+        for part in str(values).split(","):
+            if part.strip() and part.strip() not in have:
+                have.append(part.strip())
+        setattr(namespace, self.dest, have)
+
+
+def add_stack(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    help_ = f"stack directory (default: ${ENV_STACK}, else the repository's stack/)"
+    # after the verb too; SUPPRESS there keeps the value given before the verb
+    p.add_argument("--stack", type=Path, default=default_stack() if top else argparse.SUPPRESS, help=help_)
+
+
+def add_filters(p: argparse.ArgumentParser, *names: str) -> None:
+    helps = {
+        "target": "only this target, e.g. cuda-sm121a (repeatable, or comma-separated)",
+        "suite": "only this suite, e.g. sparse_mla (repeatable, or comma-separated)",
+        "change": "only this imported change, e.g. 48804 (repeatable, or comma-separated)",
+        "rows": "only these row ids (repeatable, or comma-separated)",
+    }
+    for name in names:
+        p.add_argument(f"--{name}", action=Csv, default=[], metavar=name.upper(), help=helps[name])
+
+
+def exit_codes(*codes: int) -> str:
+    """The epilog listing the exit codes a verb can return."""
+    lines = [f"  {c}  {EXIT_CODES[c]}" for c in sorted(codes)]
+    return "exit codes:\n" + "\n".join(lines)
+
+
+def formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def verb(sub: Any, name: str, *, help: str, codes: Sequence[int]) -> argparse.ArgumentParser:
+    """A sub-command with its help, its exit codes in the epilog and --stack after the verb."""
+    p = sub.add_parser(name, help=help, description=help, epilog=exit_codes(*codes), formatter_class=formatter)
+    add_stack(p)
+    return p

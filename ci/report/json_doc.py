@@ -1,0 +1,45 @@
+"""report.json: the verdicts, every row with its runs and metrics, cases naming no row, and every input."""
+
+from __future__ import annotations
+
+from ci.report.view import Report, repro
+from ci.stack.change import Upstream
+
+
+def _upstream(up: Upstream | None) -> dict[str, object] | None:
+    return None if up is None else {"pr": up.pr, "state": up.state, "as_of": str(up.as_of)}
+
+
+def to_json(report: Report) -> dict[str, object]:
+    res = report.results
+    inputs = [{"path": f.path, "status": f.status, "problem": f.problem, "role": "junit", "testcases": len(f.cases)}
+              for f in res.inputs]  # fmt: skip
+    if report.baseline:
+        b = report.baseline
+        inputs.append({"path": b.path, "status": b.status, "problem": b.problem, "role": "baseline", "testcases": 0})
+    return {
+        "schema": 1,
+        "changes": [
+            {"id": v.change.id, "title": v.change.title, "track": v.change.track, "verdict": v.text,
+             "ready": v.ready, "blocked_by": [c.name for c in v.blocking],
+             "upstream": _upstream(v.change.upstream),
+             "criteria": [{"name": c.name, "status": c.status, "evidence": c.evidence} for c in v.criteria]}
+            for v in report.verdicts
+        ],
+        "rows": [
+            {"id": r.id, "status": r.status, "target": r.target, "suite": r.suite, "change": r.change,
+             "planned": r.planned is not None, "message": r.message, "note": r.note,
+             "repro": repro(r.id) if r.status in ("failure", "error", "conflict", "incomplete") else None,
+             "metrics": {name: m.to_json() for name, m in r.metrics.items()},
+             "duplicates": list(r.duplicates),
+             "runs": [{"file": c.file, "junit_suite": c.junit_suite, "test": f"{c.classname}::{c.name}",
+                       "status": c.status, "message": c.message, "image_digest": c.image_digest,
+                       "git_revision": c.git_revision, "problems": list(c.problems),
+                       "jit": {"compiles": c.jit_compiles, "kernels": list(c.jit_kernels),
+                               "cache_new_files": c.jit_cache_new_files}} for c in r.cases]}
+            for r in res.rows
+        ],
+        "unkeyed": [{"file": c.file, "test": f"{c.classname}::{c.name}", "status": c.status, "message": c.message}
+                    for c in res.unkeyed],
+        "inputs": inputs,
+    }  # fmt: skip

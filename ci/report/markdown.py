@@ -1,0 +1,122 @@
+"""report.md: the Buildkite annotation (`buildkite-agent annotate` takes at most 1 MiB of Markdown).
+
+Sections go most important first. If the whole does not fit, the status matrices shrink to the rows
+that did not pass; if it still does not fit, it is cut at a line boundary outside any table header,
+so every table that remains is whole, and a note says what was left out and where to find it.
+"""
+
+from __future__ import annotations
+
+from ci import tables
+from ci.report.view import (
+    FAILING,
+    STATUS_MARK,
+    Report,
+    Table,
+    banner,
+    change_heading,
+    cold_warm,
+    cold_warm_table,
+    counts,
+    criteria_table,
+    duplicates_table,
+    failing_table,
+    inputs_table,
+    matrix_table,
+    targets,
+    unplanned_table,
+)
+
+LIMIT_BYTES = 1024 * 1024  # Buildkite's annotation body limit
+BUDGET_BYTES = LIMIT_BYTES - 16 * 1024  # room for the truncation note
+md = tables.md_cell
+
+
+def render(report: Report, budget: int = BUDGET_BYTES) -> str:
+    full = _document(report, only_failing=False)
+    if len(full.encode()) <= budget:
+        return full
+    shrunk = _document(report, only_failing=True)
+    if len(shrunk.encode()) <= budget:
+        return shrunk
+    return _cut(shrunk, budget)
+
+
+def _table(t: Table) -> list[str]:
+    return tables.markdown(t.headers, t.rows).splitlines() if t.rows else ["_none_"]
+
+
+def _document(report: Report, only_failing: bool) -> str:
+    res = report.results
+    out = ["# stackgate report", ""]
+    ready = sum(v.ready for v in report.verdicts)
+    out.append(f"**{ready} of {len(report.verdicts)} imported changes ready for default enablement.** "
+               + "Rows: " + ", ".join(f"{STATUS_MARK[k]} {n}" for k, n in counts(res).items()) + ".")  # fmt: skip
+    warnings = banner(report)
+    if warnings:
+        out += ["", "> [!WARNING]", *(f"> {md(w)}  " for w in warnings)]
+    out.append("")
+    out += ["## Verdicts", "", *_table(_verdicts(report)), ""]
+    for v in report.verdicts:
+        title, state = change_heading(v)
+        out += [f"### {md(title)}", "", md(state), "", f"**Verdict: {md(v.text)}**", ""]
+        out += [*_table(criteria_table(v)), ""]
+    out += ["## Failing rows", "", *_table(failing_table(res)), ""]
+    out += ["## Inputs", "", *_table(inputs_table(report)), ""]
+    dups = duplicates_table(res)
+    if dups.rows:
+        out += ["## Rows run more than once", "", "Kept side by side, never merged.", "", *_table(dups), ""]
+    for target in targets(report):
+        t = matrix_table(report, target)
+        if not t.rows:
+            continue
+        shown = t
+        if only_failing:
+            status_col = t.headers.index("Runs?")
+            keep = tuple(r for r in t.rows if r[status_col] != STATUS_MARK["pass"])
+            shown = Table(headers=t.headers, rows=keep)
+        out += [f"## Status matrix: {md(target)}", ""]
+        if shown is not t:
+            out += [f"_{len(t.rows) - len(shown.rows)} passing rows left out to fit the annotation; "
+                    "report.html lists every row._", ""]  # fmt: skip
+        out += [*_table(shown), ""]
+    out += ["## Cold vs warm", "", "Cold: first request in a fresh process. Warm: steady state. Never averaged.", ""]
+    for v in report.verdicts:
+        data = cold_warm(report, v)
+        if data:
+            out += [f"### #{md(v.change.id)}", "", *_table(cold_warm_table(v, data)), ""]
+    other = unplanned_table(res)
+    if other.rows:
+        out += ["## Results outside the plan", "", *_table(other), ""]
+    return "\n".join(out) + "\n"
+
+
+def _verdicts(report: Report) -> Table:
+    rows = []
+    for v in report.verdicts:
+        failing = sum(r.status in FAILING for r in report.results.rows if r.change == v.change.id)
+        rows.append((f"#{v.change.id}", v.change.track, "✅ ready" if v.ready else "❌ not ready",
+                     ", ".join(c.name for c in v.blocking) or "nothing", str(failing)))  # fmt: skip
+    return Table(headers=("Change", "Track", "Verdict", "Blocked by", "Failing rows"), rows=tuple(rows))
+
+
+def _cut(text: str, budget: int) -> str:
+    lines = text.splitlines()
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        n = len(line.encode()) + 1
+        if size + n > budget:
+            break
+        kept.append(line)
+        size += n
+    # A table header without its separator line would not render as a table: drop it.
+    while kept and kept[-1].startswith("|") and not kept[-1].startswith("|---"):
+        nxt = lines[len(kept)] if len(kept) < len(lines) else ""
+        if not nxt.startswith("|---"):
+            break
+        kept.pop()
+    left = len(lines) - len(kept)
+    note = (f"\n> **Truncated:** {left} more lines did not fit Buildkite's 1 MiB annotation limit; "
+            "report.html and report.json hold the whole report.")  # fmt: skip
+    return "\n".join(kept) + "\n" + note + "\n"

@@ -1,0 +1,198 @@
+"""What the report shows, as tables of plain (unescaped) text; the renderers escape every cell.
+
+Both report.md and report.html are drawn from these tables, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ci.results.acceptance import Verdict
+from ci.results.junit import FileRead, Metric
+from ci.results.merge import Results, RowResult
+from ci.stack.model import Stack
+from ci.stack.plan import Plan
+from ci.stack.table import PLAN_HEADERS, change_label, plan_table_rows
+
+STATUS_MARK = {
+    "pass": "✅ pass", "failure": "❌ failure", "error": "❌ error", "conflict": "⚠️ conflict",
+    "skipped": "⚠️ skipped", "incomplete": "⚠️ incomplete", "not run": "not run",
+}  # fmt: skip
+CRITERION_MARK = {"pass": "✅ pass", "fail": "❌ fail", "missing": "⚠️ missing"}
+FAILING = ("failure", "error", "conflict", "incomplete")
+MATRIX_HEADERS = (*PLAN_HEADERS, "Runs?", "Score", "Notes")
+_NOTE_CHARS = 240  # a failure message longer than this is cut in tables; report.json keeps it whole
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    headers: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    stack: Stack
+    plan: Plan
+    results: Results
+    verdicts: tuple[Verdict, ...]
+    baseline: FileRead | None  # the --baseline file and whether it could be used
+
+
+def banner(report: Report) -> list[str]:
+    """What the reader must see first: inputs that were missing, empty or unreadable, and a report that
+    read no testcase at all (every row then reads "not run", which is no evidence of anything)."""
+    res = report.results
+    lines = [f"input {f.path}: {f.status} ({f.problem})" for f in res.problems()]
+    if report.baseline and report.baseline.status != "ok":
+        lines.append(f"baseline {report.baseline.path}: {report.baseline.status} ({report.baseline.problem})")
+    if not any(r.cases for r in res.rows) and not res.unkeyed:
+        lines.append("no testcase was read from the inputs: every row is reported as not run")
+    return lines
+
+
+def repro(row_id: str) -> str:
+    return f"python -m ci repro {row_id}"
+
+
+def short(text: str, limit: int = _NOTE_CHARS) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def fmt_metric(m: Metric) -> str:
+    spread = f" ±{m.spread / 2:g}" if m.spread else ""
+    return f"{m.value:g}{spread} {m.unit} (n={m.repeats})".replace("  ", " ")
+
+
+def counts(results: Results) -> dict[str, int]:
+    out = dict.fromkeys(STATUS_MARK, 0)
+    for r in results.rows:
+        out[r.status] += 1
+    return {k: v for k, v in out.items() if v}
+
+
+def inputs_table(report: Report) -> Table:
+    reads = list(report.results.inputs) + ([report.baseline] if report.baseline else [])
+    rows = []
+    for f in reads:
+        role = "baseline" if f is report.baseline else "junit"
+        rows.append((f.path, role, ("✅ " if f.status == "ok" else "❌ ") + f.status, f.problem, str(len(f.cases))))
+    return Table(headers=("Input", "Role", "Status", "Problem", "Testcases"), rows=tuple(rows))
+
+
+def criteria_table(verdict: Verdict) -> Table:
+    return Table(
+        headers=("Criterion", "Status", "Evidence"),
+        rows=tuple((c.name, CRITERION_MARK[c.status], c.evidence) for c in verdict.criteria),
+    )
+
+
+def change_heading(verdict: Verdict) -> tuple[str, str]:
+    """The change's title line and its upstream state (recorded in the manifest, with its date)."""
+    ch = verdict.change
+    up = ch.upstream
+    if up is None:  # the harness self-test imports nothing from upstream
+        return f"{change_label(ch.id)} {ch.title}", f"no upstream change; fork: {ch.fork.kind}"
+    merged = f" on {up.merged_on}" if up.merged_on else ""
+    state = f"{up.repo}#{up.pr}: {up.state}{merged} (as of {up.as_of}); fork: {ch.fork.kind}"
+    return f"{change_label(ch.id)} {ch.title}", state
+
+
+def failing_table(results: Results) -> Table:
+    rows = tuple(
+        (r.id, r.target, STATUS_MARK[r.status], short(r.message or r.note), repro(r.id))
+        for r in results.rows
+        if r.status in FAILING
+    )
+    return Table(headers=("Row", "Target", "Status", "Message", "Reproduce locally"), rows=rows)
+
+
+def duplicates_table(results: Results) -> Table:
+    rows = []
+    for r in results.rows:
+        for test in r.duplicates:
+            runs = [c for c in r.cases if c.test == test]
+            where = "; ".join(
+                f"{c.file}: {c.status}" + (f" ({short(c.message, 80)})" if c.message else "") for c in runs
+            )
+            rows.append((r.id, test, str(len(runs)), where))
+    return Table(headers=("Row", "Test", "Runs", "Each run (file: status)"), rows=tuple(rows))
+
+
+def targets(report: Report) -> list[str]:
+    """Every target of the stack, then any target named only by results."""
+    named = list(report.stack.targets)
+    return named + sorted({r.target for r in report.results.rows} - set(named))
+
+
+def matrix_table(report: Report, target: str) -> Table:
+    """The seed table's shape, one line per planned row of `target`, with its result."""
+    rows = [r for r in report.results.rows if r.target == target and r.planned is not None]
+    sub = Plan(tuple(r.planned for r in rows if r.planned is not None), ())
+    body = []
+    for plan_cells, r in zip(plan_table_rows(report.stack, sub), rows, strict=True):
+        cells = [str(c) for c in plan_cells]
+        body.append((*cells, STATUS_MARK[r.status], _score(report, r), _notes(r)))
+    return Table(headers=MATRIX_HEADERS, rows=tuple(body))
+
+
+def _score(report: Report, r: RowResult) -> str:
+    """The change's numerical-tolerance metric: the row's score against its reference."""
+    tol = report.stack.changes[r.change].acceptance.tolerance if r.change in report.stack.changes else None
+    m = r.metrics.get(tol.metric) if tol else None
+    return f"{m.value:g} {m.unit}".strip() if m else ""
+
+
+def _notes(r: RowResult) -> str:
+    parts = [short(r.message)] if r.message else []
+    if r.note:
+        parts.append(short(r.note))
+    for c in r.cases:
+        if c.jit_compiles:
+            parts.append(f"JIT: {c.jit_compiles} compiles ({', '.join(c.jit_kernels) or 'kernels not named'})")
+        parts += [f"{c.file}: {p}" for p in c.problems]
+    return "; ".join(dict.fromkeys(parts))
+
+
+def unplanned_table(results: Results) -> Table:
+    """Results for row ids the plan lacks, and testcases naming no row at all."""
+    rows = [(r.id, r.target, STATUS_MARK[r.status], short(r.note or r.message)) for r in results.rows if not r.planned]
+    rows += [(f"{c.classname}::{c.name}", c.target or "?", STATUS_MARK[c.status], short(f"{c.file}: {c.message}"))
+             for c in results.unkeyed]  # fmt: skip
+    return Table(headers=("Row or test", "Target", "Status", "Notes"), rows=tuple(rows))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColdWarm:
+    row: str
+    target: str
+    cold: tuple[Metric, ...]
+    warm: tuple[Metric, ...]
+
+
+def cold_warm(report: Report, verdict: Verdict) -> tuple[ColdWarm, ...]:
+    """Per row that ran, the change's cold and warm measurements, never averaged together."""
+    want = verdict.change.acceptance.measurements
+    out = []
+    for r in report.results.rows:
+        if r.change != verdict.change.id or not r.ran:
+            continue
+        ms = r.metrics
+        cold = tuple(ms[n] for n in want.cold if n in ms)
+        warm = tuple(ms[n] for n in want.warm if n in ms)
+        if cold or warm:
+            out.append(ColdWarm(row=r.id, target=r.target, cold=cold, warm=warm))
+    return tuple(out)
+
+
+def cold_warm_table(verdict: Verdict, data: Sequence[ColdWarm]) -> Table:
+    want = verdict.change.acceptance.measurements
+    headers = ("Row", "Target", *(f"cold {n}" for n in want.cold), *(f"warm {n}" for n in want.warm))
+    rows = []
+    for d in data:
+        cold = {m.name: fmt_metric(m) for m in d.cold}
+        warm = {m.name: fmt_metric(m) for m in d.warm}
+        rows.append((d.row, d.target, *(cold.get(n, "—") for n in want.cold), *(warm.get(n, "—") for n in want.warm)))
+    return Table(headers=headers, rows=tuple(rows))

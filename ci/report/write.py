@@ -1,0 +1,100 @@
+"""`python -m ci report`: every target's JUnit -> report.md, report.html and report.json.
+
+All three are rendered in memory first and then swapped in with os.replace, so a run that fails
+anywhere leaves the previous report as it was. The exit code is 0 whenever a report was written,
+even if rows failed or inputs were broken: the report carries the verdict, and a CI step that should
+fail on it reads report.json. Only a run that cannot produce a report exits 2 or 5.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ci.errors import ReportError
+from ci.report import html, json_doc, markdown
+from ci.report.view import Report, banner, counts
+from ci.results import acceptance, baseline, merge
+from ci.results.junit import FileRead
+from ci.stack import loader, plan
+
+OUTPUTS = ("report.md", "report.html", "report.json")
+
+
+def build(
+    stack_dir: Path,
+    inputs: Sequence[Path],
+    baseline_path: Path | None,
+    *,
+    targets: Sequence[str] = (),
+    suites: Sequence[str] = (),
+    changes: Sequence[str] = (),
+) -> Report:
+    """The report over the planned rows the filters keep (all of them by default)."""
+    st = loader.load(stack_dir)
+    p = plan.build(st).select(targets=targets, suites=suites, changes=changes)
+    res = merge.collect(inputs, p)
+    base, base_read = None, None
+    if baseline_path is not None:
+        # A baseline that cannot be used is an input problem shown in the report, not a reason to
+        # withhold it: the regression criterion then reads "missing".
+        try:
+            base = baseline.load(baseline_path)
+            base_read = FileRead(path=str(baseline_path), status="ok", problem="")
+        except ReportError as exc:
+            base_read = FileRead(path=str(baseline_path), status="unreadable", problem=exc.message)
+    in_scope = {r.change for r in p.rows} if (targets or suites or changes) else set(st.changes)
+    verdicts = tuple(v for v in acceptance.evaluate(st, res, base) if v.change.id in in_scope)
+    return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read)
+
+
+def render(report: Report) -> dict[str, bytes]:
+    # report.json is compact: an indent makes json fall back from its C encoder to the Python one
+    return {
+        "report.md": markdown.render(report).encode(),
+        "report.html": html.render(report).encode(),
+        "report.json": (
+            json.dumps(json_doc.to_json(report), ensure_ascii=False, separators=(",", ":")) + "\n"
+        ).encode(),
+    }
+
+
+def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
+    """Write every file beside its final name, then rename them all: nothing half-written is ever seen."""
+    temps: dict[str, str] = {}
+    umask = os.umask(0)  # mkstemp makes 0600 files; give the report the mode a plain open() would
+    os.umask(umask)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
+            temps[name] = tmp
+            os.chmod(tmp, 0o666 & ~umask)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        for name, tmp in temps.items():
+            os.replace(tmp, out / name)
+    except OSError as exc:
+        raise ReportError(f"{out}: cannot write the report: {exc.strerror or exc}",
+                          hint="check that --out names a writable directory") from None  # fmt: skip
+    finally:
+        for tmp in temps.values():
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def summary(report: Report, out: Path) -> str:
+    """What was written, and how it stands; the banner's warnings go to stderr as well."""
+    for line in banner(report):
+        print(f"warning: {line}", file=sys.stderr)
+    res = report.results
+    ready = sum(v.ready for v in report.verdicts)
+    tally = ", ".join(f"{n} {status}" for status, n in counts(res).items())
+    return (f"wrote {', '.join(OUTPUTS)} to {out}: {len(res.rows)} rows ({tally}), {len(res.inputs)} inputs "
+            f"({len(res.problems())} with problems); {ready} of {len(report.verdicts)} changes ready")  # fmt: skip

@@ -1,0 +1,245 @@
+"""Merge the JUnit of every target into one result per planned row, accounting for every input file.
+
+A row's result is keyed by its row id (the `stackgate.row` property, else the pytest parameter id).
+Nothing is merged silently: two cases of the same row and test are a duplicate, kept side by side; a
+planned row with no case is "not run", or "incomplete" where a broken file may have held it; cases
+naming no row are kept as well.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from ci.errors import ReportError
+from ci.results import junit
+from ci.results.junit import Case, FileRead
+from ci.stack.plan import Plan, Row
+
+RowStatus = Literal["pass", "failure", "error", "conflict", "skipped", "incomplete", "not run"]
+# Worst first: a row's status is its worst test's status.
+_SEVERITY: tuple[RowStatus, ...] = ("error", "failure", "conflict", "skipped", "pass")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowResult:
+    id: str
+    planned: Row | None  # None: a result for a row id the plan does not have
+    change: str
+    target: str
+    suite: str
+    status: RowStatus
+    cases: tuple[Case, ...]  # every case of this row, duplicates included, in input order
+    duplicates: tuple[str, ...]  # tests run more than once for this row
+    note: str = ""  # why incomplete, or what disagrees
+
+    @property
+    def ran(self) -> tuple[Case, ...]:
+        """Cases that executed and so may carry measurements (not skipped, not crashed)."""
+        return tuple(c for c in self.cases if c.status in ("pass", "failure"))
+
+    @property
+    def message(self) -> str:
+        bad = [c for c in self.cases if c.status != "pass" and c.message]
+        return bad[0].message if bad else ""
+
+    @cached_property  # computed once: a frozen row's cases never change
+    def metrics(self) -> dict[str, junit.Metric]:
+        """Each metric once, the first case recording it winning; `cases` holds every run."""
+        out: dict[str, junit.Metric] = {}
+        for case in self.cases:
+            for m in case.metrics:
+                out.setdefault(m.name, m)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Results:
+    inputs: tuple[FileRead, ...]
+    rows: tuple[RowResult, ...]  # planned rows in plan order, then result rows the plan lacks
+    unkeyed: tuple[Case, ...]  # cases that name no row (tests outside the row matrix)
+
+    def by_id(self) -> dict[str, RowResult]:
+        return {r.id: r for r in self.rows}
+
+    def problems(self) -> tuple[FileRead, ...]:
+        return tuple(f for f in self.inputs if f.status != "ok")
+
+
+def expand(paths: Iterable[Path]) -> list[Path | FileRead]:
+    """Files as given, directories as their *.xml files (recursively); each file once."""
+    out: list[Path | FileRead] = []
+    seen: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.xml") if p.is_file())
+            if not found and not any(path.rglob(NOT_RUN)):
+                out.append(FileRead(path=str(path), status="empty", problem="directory holds no *.xml file"))
+        else:
+            found = [path]
+        for f in found:
+            key = f.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+NOT_RUN = "not-run.json"  # written by the flow beside rows.json for rows it could not start: docs/boundary.md
+
+
+def not_run_notes(paths: Iterable[Path]) -> dict[str, str]:
+    """Row id -> why it did not run and the command that makes it possible, from every not-run.json below
+    the results folders given. A record never turns a row with results into "not run"."""
+    out: dict[str, str] = {}
+    for path in paths:
+        for rec in sorted(path.rglob(NOT_RUN)) if path.is_dir() else ():
+            try:
+                doc = json.loads(rec.read_text())
+                note = f"{doc['reason']}; fix: {doc['fix']}" if doc.get("fix") else str(doc["reason"])
+                out.update(dict.fromkeys((str(r) for r in doc["rows"]), note))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise ReportError(f"{rec}: not a not-run record ({type(exc).__name__}: {exc})",
+                                  hint="remove it, or rerun the step that wrote it") from None  # fmt: skip
+    return out
+
+
+def collect(paths: Sequence[Path], plan: Plan) -> Results:
+    reads = tuple(x if isinstance(x, FileRead) else junit.read(x) for x in expand(paths))
+    return merge(reads, plan, not_run_notes(paths))
+
+
+def merge(reads: Sequence[FileRead], plan: Plan, not_run: dict[str, str] | None = None) -> Results:
+    by_row: dict[str, list[Case]] = {}
+    unkeyed: list[Case] = []
+    for read in reads:
+        for case in read.cases:
+            if case.row:
+                by_row.setdefault(case.row, []).append(case)
+            else:
+                unkeyed.append(case)
+    known_scopes = {(r.target, r.suite) for r in plan.rows}
+    broken = _broken_scopes(reads, known_scopes)
+    cut = {row: read.path for read in reads for row in read.cut_rows}
+
+    rows = [_planned(r, by_row.pop(r.id, []), broken, cut, (not_run or {}).get(r.id, "")) for r in plan.rows]
+    for row_id, cases in by_row.items():  # result rows the plan does not list, in input order
+        first = cases[0]
+        rows.append(
+            _result(
+                row_id,
+                None,
+                first.change or row_id.split(".", 1)[0],
+                first.target or "?",
+                first.suite or "?",
+                cases,
+                cut,
+            )
+        )
+    for row_id, path in cut.items():
+        if row_id not in {r.id for r in rows}:
+            rows.append(
+                RowResult(
+                    id=row_id,
+                    planned=None,
+                    change=row_id.split(".", 1)[0],
+                    target="?",
+                    suite="?",
+                    status="incomplete",
+                    cases=(),
+                    duplicates=(),
+                    note=f"{path} ends inside it",
+                )
+            )
+    return Results(inputs=tuple(reads), rows=tuple(rows), unkeyed=tuple(unkeyed))
+
+
+def _broken_scopes(reads: Sequence[FileRead], known: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(target, suite) pairs that an unreadable file may have held, with the file's path.
+
+    A broken file names its scope in its suites; an unreadable one only where its file name holds
+    a known target and suite (docs/boundary.md: junit-<target>-<suite>-<shard>.xml as `ci run` writes
+    it, or stackgate.<target>.<suite>.<shard>.xml).
+    """
+    out: dict[tuple[str, str], str] = {}
+    for read in reads:
+        if read.status == "ok":
+            continue
+        pairs = {(s.target, s.suite) for s in read.scopes} | {(c.target, c.suite) for c in read.cases}
+        if not pairs:
+            name = Path(read.path).name
+            parts = set(name.split("."))
+            pairs = {(t, s) for t, s in known if (t in parts and s in parts) or _harness_name(name, t, s)}
+        for t, s in pairs:
+            if t and s:
+                out.setdefault((t, s), read.path)
+    return out
+
+
+def _harness_name(name: str, target: str, suite: str) -> bool:
+    """The name `ci run` gives its JUnit file: junit-<target>-<suite>-<shard>.xml."""
+    head = f"junit-{target}-{suite}-"
+    return name.startswith(head) and name.endswith(".xml") and name[len(head) : -len(".xml")].isdigit()
+
+
+def _planned(
+    row: Row, cases: list[Case], broken: dict[tuple[str, str], str], cut: dict[str, str], why_not: str
+) -> RowResult:
+    if cases:
+        return _result(row.id, row, row.change, row.target, row.suite, cases, cut)
+    where = broken.get((row.target, row.suite))
+    if row.id in cut:
+        status, note = "incomplete", f"{cut[row.id]} ends inside this row's testcase"
+    elif where:
+        status, note = "incomplete", f"no result; {where} could not be read whole and may have held it"
+    else:
+        status, note = "not run", why_not
+    return RowResult(
+        id=row.id,
+        planned=row,
+        change=row.change,
+        target=row.target,
+        suite=row.suite,
+        status=status,
+        cases=(),
+        duplicates=(),
+        note=note,
+    )
+
+
+def _result(
+    row_id: str, row: Row | None, change: str, target: str, suite: str, cases: list[Case], cut: dict[str, str]
+) -> RowResult:
+    by_test: dict[str, list[Case]] = {}
+    for case in cases:
+        by_test.setdefault(case.test, []).append(case)
+    statuses: list[RowStatus] = []
+    notes: list[str] = []
+    duplicates = []
+    for test, runs in by_test.items():
+        seen = {c.status for c in runs}
+        if len(runs) > 1:
+            duplicates.append(test)
+            where = ", ".join(f"{c.file} ({c.status})" for c in runs)
+            notes.append(f"{test} ran {len(runs)} times: {where}")
+        statuses.append("conflict" if len(seen) > 1 else runs[0].status)
+    status = min(statuses, key=_SEVERITY.index)
+    if row_id in cut:
+        notes.append(f"{cut[row_id]} ends inside another run of it")
+    if row is None:
+        notes.insert(0, "not in the plan")
+    return RowResult(
+        id=row_id,
+        planned=row,
+        change=change,
+        target=target,
+        suite=suite,
+        status=status,
+        cases=tuple(cases),
+        duplicates=tuple(duplicates),
+        note="; ".join(notes),
+    )

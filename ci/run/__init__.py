@@ -1,0 +1,2 @@
+"""Stage 3, the runs: which target this host is, rows.json handed to the suites in the target's image (or on
+this host), one isolated process per row, and the exact command that re-runs one row."""

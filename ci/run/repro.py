@@ -1,0 +1,82 @@
+"""`python -m ci repro <row id>`: the exact command that re-runs one row, from a results folder's rows.json.
+
+`commands()` is what the report calls: it needs nothing but rows.json (and optionally another image),
+so a row can be re-run from a report alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ci.errors import UsageError
+from ci.run import execute as run
+
+
+@dataclass(frozen=True, kw_only=True)
+class Repro:
+    row: str
+    docker: str  # one line: docker run ... the row's image, devices, mounts and pytest
+    host: str  # one line: the same pytest on this host's Python, from a checkout's suites/
+
+
+def _image(doc: dict[str, Any]) -> str:
+    """The exact image: ref@digest where a registry digest is known, else the image id."""
+    img = doc.get("image") or {}
+    ref, digest, image_id = img.get("ref"), img.get("digest"), img.get("id")
+    if ref and digest and digest != image_id and ref != "host":
+        name = ref.split("@", 1)[0]
+        repo, sep, tag = name.rpartition(":")
+        return f"{repo if sep and '/' not in tag else name}@{digest}"
+    return image_id or ref or ""
+
+
+def commands(
+    rows_json: Path, row_id: str, *, image: str | None = None, out: Path | None = None, python: str = "python3"
+) -> Repro:
+    """The docker line and the host line (run with `python`: the host's Python that has the suites' deps)."""
+    rows_json = rows_json.resolve()
+    doc = json.loads(rows_json.read_text())
+    known = {r["id"] for r in doc.get("rows", [])}
+    if row_id not in known:
+        raise UsageError(
+            f"row {row_id!r} is not in {rows_json}", hint=f"rows there: {', '.join(sorted(known)) or 'none'}"
+        )
+    out = (out or rows_json.parent / f"repro-{row_id}").resolve()
+    suite, target = doc["suite"], doc["target"]
+    junit_name = f"junit-repro-{row_id}.xml"
+    only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", "--stackgate-row", row_id)
+    img = image or _image(doc)
+    if not img or img == "host":
+        img = "IMAGE"  # a host run names no image: the person picks one
+    spec = run.make_container_spec(
+        image=img, devices=target.get("devices") or {}, target_env=target.get("env") or {}, rows_json=rows_json,
+        out=out, suites_dir=None, suite=suite, junit_name=junit_name, extra=only,
+    )  # fmt: skip
+    suites = run.DEFAULT_SUITES
+    env = {**(target.get("env") or {}), "STACKGATE_ROWS": str(rows_json), "PYTHONPATH": f"{run.STARTUP}:{suites}",
+           "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl")}  # fmt: skip
+    pytest = run.pytest_command(python, str(suites), suite, str(out / junit_name), *only)
+    host = "mkdir -p " + shlex.quote(str(out)) + " && env " + shlex.join([f"{k}={v}" for k, v in env.items()] + pytest)
+    return Repro(row=row_id, docker=f"mkdir -p {shlex.quote(str(out))} && {spec.cli()}", host=host)
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.rows_json.exists():
+        raise UsageError(f"{args.rows_json} not found", hint="point --rows-json at a results folder's rows.json")
+    r = commands(args.rows_json, args.row, image=args.image, out=args.out)
+    print(f"# docker\n{r.docker}\n# host (--host equivalent)\n{r.host}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("repro", help="print the command that re-runs one row (docker, and on the host)")
+    p.add_argument("row", help="a row id from rows.json")
+    p.add_argument("--rows-json", type=Path, default=Path("results/rows.json"), help="default: %(default)s")
+    p.add_argument("--image", help="another image than the one rows.json records")
+    p.add_argument("--out", type=Path, help="results folder for the re-run (default: next to rows.json)")
+    p.set_defaults(func=main)

@@ -1,0 +1,153 @@
+"""The typed model of one imported change: its upstream state, how the fork carries it, the matrix it is
+proven on and the acceptance criteria it is judged by (stack/changes/<id>.yaml)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from ci.stack.schema import GraphMode, frozen
+
+
+@frozen
+class Upstream:
+    repo: str
+    pr: int
+    title: str
+    state: Literal["open", "merged", "closed"]
+    as_of: dt.date
+    merged_on: dt.date | None = None
+    stacked_on: tuple[int, ...] = ()
+    related: tuple[int, ...] = ()
+
+
+@frozen
+class FollowUp:
+    ref: str  # "vllm-project/vllm#52512"
+    what: str
+    regression_test: bool = False
+
+
+@frozen
+class Fork:
+    kind: Literal["port", "convergence", "pending", "selftest"]
+    commits: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    follow_ups: tuple[FollowUp, ...] = ()
+
+
+@frozen
+class Combo:
+    """One partial assignment of axis values (matrix include/exclude entries)."""
+
+    context: int | None = None
+    batch: int | None = None
+    speculative: bool | None = None
+    num_speculative_tokens: int | None = None
+    tp: int | None = None
+    dp: int | None = None
+    ep: bool | None = None
+    cudagraph_mode: GraphMode | None = None
+    dcp: int | None = None
+    dbo: bool | None = None
+    kv_cache_dtype: str | None = None
+
+
+@frozen
+class Matrix:
+    """Axes are expanded as a cartesian product; `include` adds combos, `exclude` drops matches.
+
+    An omitted `tp` takes each model's own; every other omitted axis takes its first default.
+    """
+
+    context: tuple[int, ...]
+    batch: tuple[int, ...]
+    speculative: tuple[bool, ...] = (True,)
+    num_speculative_tokens: tuple[int, ...] = (1,)
+    tp: tuple[int, ...] | None = None
+    dp: tuple[int, ...] = (1,)
+    ep: tuple[bool, ...] = (False,)
+    cudagraph_mode: tuple[GraphMode, ...] = ("FULL_AND_PIECEWISE",)
+    dcp: tuple[int, ...] = (1,)
+    dbo: tuple[bool, ...] = (False,)
+    kv_cache_dtype: tuple[str, ...] = ("auto",)
+    include: tuple[Combo, ...] = ()
+    exclude: tuple[Combo, ...] = ()
+
+
+@frozen
+class Regression:
+    tests: tuple[str, ...]  # pytest node ids or files that tie the change
+    benchmark: str  # what is measured, in words a reviewer can check
+
+
+@frozen
+class Reference:
+    backend: str  # a backend id, or "row": the row's own backend in another configuration
+    kv_cache_dtype: str | None = None
+    variant: str = ""  # what differs from the row ("warm-up disabled", "non-speculative")
+
+
+@frozen
+class Tolerance:
+    metric: str
+    max: float
+    unit: str
+    reference: Reference
+
+
+@frozen
+class GraphReplay:
+    """The graph-replay assertion: the metric must lie within [min, max] (a bound left out is open)."""
+
+    metric: str
+    min: float | None = None
+    max: float | None = None
+    description: str
+
+    def holds(self, value: float) -> bool:
+        return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
+
+    @property
+    def rule(self) -> str:
+        if self.min is not None and self.min == self.max:
+            return f"{self.metric} == {self.min:g}"
+        bounds = [f"{self.min:g} <=" if self.min is not None else "", self.metric,
+                  f"<= {self.max:g}" if self.max is not None else ""]  # fmt: skip
+        return " ".join(b for b in bounds if b)
+
+
+@frozen
+class AllowedRegression:
+    metric: str
+    better: Literal["higher", "lower"]
+    max_pct: float
+    description: str = ""
+
+
+@frozen
+class Measurements:
+    cold: tuple[str, ...]
+    warm: tuple[str, ...]
+
+
+@frozen
+class Acceptance:
+    regression: Regression
+    tolerance: Tolerance
+    graph_replay: GraphReplay
+    allowed_regression: AllowedRegression
+    measurements: Measurements
+
+
+@frozen
+class Change:
+    id: str
+    title: str
+    track: str
+    upstream: Upstream | None = None  # None only for the harness self-test, which imports nothing
+    fork: Fork
+    models: tuple[str, ...]
+    matrix: Matrix
+    acceptance: Acceptance
+    notes: str = ""

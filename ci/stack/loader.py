@@ -1,0 +1,236 @@
+"""Load `stack/` into one validated, frozen `Stack`. Every error names the file, line and key."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from ci import options
+from ci.errors import StackError
+from ci.stack import yaml_lines as yamlsrc
+from ci.stack.change import Change
+from ci.stack.eligibility import trait_mismatch
+from ci.stack.model import Backend, HistoryRow, Model, Stack, Target, Track
+from ci.stack.yaml_lines import Loc, Source
+
+T = TypeVar("T")
+
+DEFAULT_STACK = options.REPO / "stack"  # the repository's own; $STACKGATE_STACK or --stack choose another
+_TRITON_TARGET = re.compile(r"^(cuda:\d{2,3}|hip:gfx[0-9a-f]{3,4})$")
+_SUITE = re.compile(r"^[a-z][a-z0-9_]*$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
+
+
+def load(root: Path | str | None = None) -> Stack:
+    root = Path(root) if root is not None else options.default_stack()
+    if not root.is_dir():
+        raise StackError(root, None, "", "stack directory not found", hint="pass --stack DIR pointing at a stack/")
+    backends = _collection(root / "backends.yaml", "backends", Backend)
+    targets = _collection(root / "targets.yaml", "targets", Target)
+    models = _collection(root / "models.yaml", "models", Model)
+    tracks = _collection(root / "tracks.yaml", "tracks", Track)
+    changes = _changes(root / "changes")
+    history_src = yamlsrc.load(root / "history.yaml")
+    history_doc = _mapping(history_src, ("source", "rows"))
+    history = _validate(history_src, history_doc["rows"], ("rows",), tuple[HistoryRow, ...])
+    if not isinstance(history_doc["source"], str):
+        raise history_src.error(("source",), "expected a string naming where the history comes from")
+
+    _check_targets(targets, backends)
+    _check_models(models, backends)
+    _check_tracks(tracks, backends)
+    _check_changes(changes, tracks, models, backends)
+    _check_history(history_src, history, models, backends)
+
+    return Stack(
+        root=root,
+        targets=_frozen_map(targets),
+        backends=_frozen_map(backends),
+        models=_frozen_map(models),
+        tracks=_frozen_map(tracks),
+        changes=_frozen_map(changes),
+        history=history,
+        history_source=history_doc["source"],
+    )
+
+
+# An entry keeps its Source and location so that cross-reference errors can point at it.
+_Entry = tuple[Any, Source, Loc]
+
+
+def _frozen_map(entries: dict[str, _Entry]) -> MappingProxyType:
+    return MappingProxyType({key: obj for key, (obj, _, _) in entries.items()})
+
+
+def _mapping(src: Source, keys: Sequence[str]) -> dict[str, Any]:
+    if not isinstance(src.data, dict):
+        raise src.error((), f"expected a mapping with keys {', '.join(keys)}")
+    for key in keys:
+        if key not in src.data:
+            raise src.error((), f"missing top-level key '{key}'")
+    for key in src.data:
+        if key not in keys:
+            raise src.error((key,), f"unknown top-level key '{key}'", hint=f"expected only {', '.join(keys)}")
+    return src.data
+
+
+def _collection(path: Path, key: str, cls: type[T]) -> dict[str, _Entry]:
+    src = yamlsrc.load(path)
+    items = _mapping(src, (key,))[key]
+    if not isinstance(items, list):
+        raise src.error((key,), "expected a list")
+    objs = _validate(src, items, (key,), tuple[cls, ...])  # type: ignore[valid-type]
+    return _index(((obj, src, (key, i)) for i, obj in enumerate(objs)), noun=key[:-1])
+
+
+def _changes(folder: Path) -> dict[str, _Entry]:
+    if not folder.is_dir():
+        raise StackError(folder, None, "", "changes folder not found", hint="one YAML file per imported change")
+    entries = []
+    for path in sorted(folder.glob("*.yaml")):
+        src = yamlsrc.load(path)
+        if not isinstance(src.data, dict):
+            raise src.error((), "expected a mapping describing one imported change")
+        entries.append((_validate(src, src.data, (), Change), src, ()))
+    return _index(entries, noun="change")
+
+
+def _index(entries: Iterable[_Entry], noun: str) -> dict[str, _Entry]:
+    out: dict[str, _Entry] = {}
+    for obj, src, loc in entries:
+        if not _ID.match(obj.id):
+            raise src.error((*loc, "id"), f"{noun} id {obj.id!r} may hold only letters, digits, '.', '_' and '-'")
+        if obj.id in out:
+            first = out[obj.id]
+            raise src.error(
+                (*loc, "id"),
+                f"duplicate {noun} id {obj.id!r} (first at {first[1].path}:{first[1].line((*first[2], 'id'))})",
+                hint="ids must be unique; rename one",
+            )
+        out[obj.id] = (obj, src, loc)
+    return out
+
+
+def _validate(src: Source, data: Any, loc: Loc, typ: Any) -> Any:
+    try:
+        return TypeAdapter(typ).validate_python(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = (*loc, *err["loc"])
+        raise src.error(where, _describe(err), hint=_hint(err)) from None
+
+
+def _describe(err: dict[str, Any]) -> str:
+    kind, field = err["type"], err["loc"][-1] if err["loc"] else ""
+    if kind == "missing" or kind == "missing_keyword_argument":
+        return f"missing required key '{field}'"
+    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        return f"unknown key '{field}'"
+    return f"{err['msg']}; got {err.get('input')!r}"
+
+
+def _hint(err: dict[str, Any]) -> str:
+    if err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+        return "check the spelling; ci/model.py lists the keys each entry accepts"
+    if err["type"] in ("missing", "missing_keyword_argument"):
+        return "add it; ci/model.py documents each field"
+    return ""
+
+
+def _unknown(src: Source, loc: Loc, noun: str, value: str, known: Iterable[str]) -> StackError:
+    return src.error(loc, f"unknown {noun} {value!r}", hint=f"known {noun}s: {', '.join(sorted(known))}")
+
+
+def _check_targets(targets: dict[str, _Entry], backends: dict[str, _Entry]) -> None:
+    fallbacks = [t for t, _, _ in targets.values() if t.detect.fallback]
+    for target, src, loc in targets.values():
+        for i, b in enumerate(target.backends):
+            if b not in backends:
+                raise _unknown(src, (*loc, "backends", i), "backend", b, backends)
+            if target.family not in backends[b][0].platforms:
+                raise src.error((*loc, "backends", i), f"backend {b} does not run on {target.family}")
+        for i, tt in enumerate(target.triton_targets):
+            if not _TRITON_TARGET.match(tt):
+                raise src.error((*loc, "triton_targets", i), f"{tt!r} is not 'cuda:<sm>' or 'hip:gfx<id>'")
+    if len(fallbacks) != 1:
+        _, src, loc = next(iter(targets.values()))
+        raise src.error(loc, f"exactly one target needs detect.fallback: true; found {len(fallbacks)}")
+
+
+def _check_models(models: dict[str, _Entry], backends: dict[str, _Entry]) -> None:
+    for model, src, loc in models.values():
+        for i, b in enumerate(model.backends):
+            if b not in backends:
+                raise _unknown(src, (*loc, "backends", i), "backend", b, backends)
+            if model.attention.layout not in backends[b][0].layouts:
+                raise src.error((*loc, "backends", i), f"backend {b} does not serve {model.attention.layout} attention")
+        if model.weights == "dummy" and not model.config:
+            raise src.error((*loc, "weights"), "dummy weights need a local 'config' directory")
+        if model.weights == "hub" and not model.hf:
+            raise src.error((*loc, "weights"), "hub weights need an 'hf' repository id")
+
+
+def _check_tracks(tracks: dict[str, _Entry], backends: dict[str, _Entry]) -> None:
+    for track, src, loc in tracks.values():
+        if not _SUITE.match(track.suite):
+            raise src.error((*loc, "suite"), f"suite {track.suite!r} is not a folder name of suites/",
+                            hint="letters, digits and _ only (it names a pytest folder and nox sessions), e.g. sparse_mla")  # fmt: skip
+        for i, b in enumerate(track.requires.backend or ()):
+            if b not in backends:
+                raise _unknown(src, (*loc, "requires", "backend", i), "backend", b, backends)
+
+
+def _check_changes(
+    changes: dict[str, _Entry], tracks: dict[str, _Entry], models: dict[str, _Entry], backends: dict[str, _Entry]
+) -> None:
+    kv_known = {kv for b, _, _ in backends.values() for kv in b.kv_cache_dtypes}
+    for change, src, _ in changes.values():
+        if change.track not in tracks:
+            raise _unknown(src, ("track",), "track", change.track, tracks)
+        track = tracks[change.track][0]
+        seen: set[str] = set()
+        for i, m in enumerate(change.models):
+            if m not in models:
+                raise _unknown(src, ("models", i), "model", m, models)
+            if m in seen:
+                raise src.error(("models", i), f"model {m!r} listed twice")
+            seen.add(m)
+            why = trait_mismatch(models[m][0], track)
+            if why:
+                raise src.error(
+                    ("models", i),
+                    f"model {m!r} is not eligible for track {track.id!r}: {why}",
+                    hint="remove it, or correct the model's traits in models.yaml",
+                )
+        for i, kv in enumerate(change.matrix.kv_cache_dtype):
+            if kv not in kv_known:
+                raise src.error(("matrix", "kv_cache_dtype", i), f"no backend supports kv_cache_dtype {kv!r}")
+        ref = change.acceptance.tolerance.reference
+        if ref.backend != "row" and ref.backend not in backends:
+            raise _unknown(src, ("acceptance", "tolerance", "reference", "backend"), "backend", ref.backend, backends)
+        if not change.acceptance.regression.tests:
+            raise src.error(("acceptance", "regression", "tests"), "no focused regression test named")
+        if not (change.acceptance.measurements.cold and change.acceptance.measurements.warm):
+            raise src.error(("acceptance", "measurements"), "cold and warm measurements must both be named")
+        up = change.upstream
+        if up is None:
+            if change.fork.kind != "selftest":
+                raise src.error(("upstream",), "an imported change names its upstream PR")
+        elif up.merged_on is not None and up.state != "merged":
+            raise src.error(("upstream", "merged_on"), f"merged_on given but state is {up.state!r}, not 'merged'")
+        if change.fork.kind == "port" and not change.fork.commits:
+            raise src.error(("fork", "commits"), "a port names the fork commits that carry it")
+
+
+def _check_history(src: Source, rows: tuple[HistoryRow, ...], models: dict[str, _Entry], backends: dict[str, _Entry]):
+    seed_names = {m.seed_name for m, _, _ in models.values() if m.seed_name}
+    for i, row in enumerate(rows):
+        if row.model not in seed_names:
+            raise _unknown(src, ("rows", i, "model"), "seed model name", row.model, seed_names)
+        if row.backend not in backends:
+            raise _unknown(src, ("rows", i, "backend"), "backend", row.backend, backends)

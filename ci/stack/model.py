@@ -1,0 +1,178 @@
+"""The typed model of the stack: what the fork must prove, where, and how it is judged.
+
+Every class is a frozen, keyword-only dataclass. `ci.stack.loader` fills them from `stack/*.yaml` once;
+nothing past the loader passes dicts around. An imported change's own model is in `ci.stack.change`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from ci.stack.change import Change
+from ci.stack.schema import DrafterType, Family, GraphMode, Layout, Platform, frozen
+
+# --- targets and backends --------------------------------------------------------------------
+
+
+@frozen
+class Devices:
+    """How a container gets the target's accelerators."""
+
+    gpus: Literal["all"] | None = None  # NVIDIA: a device request for every GPU
+    paths: tuple[str, ...] = ()  # ROCm: /dev/kfd, /dev/dri
+    groups: tuple[str, ...] = ()  # ROCm: video, render
+
+
+@frozen
+class Detect:
+    """How `ci` recognises this target on the host it runs on."""
+
+    nvidia_compute_capability: str | None = None
+    amdgpu_gfx: str | None = None
+    fallback: bool = False  # the target chosen when no accelerator is found
+
+
+@frozen
+class Bootstrap:
+    """How to make the base offline from Debian packages where the pinned base cannot be pulled."""
+
+    suite: str  # bookworm
+    variant: Literal["apt", "minbase", "essential"] = "apt"
+    include: tuple[str, ...] = ()
+    mirror: str = "http://deb.debian.org/debian"
+
+
+@frozen
+class Target:
+    id: str
+    name: str
+    short: str  # the seed table's "Hardware" column
+    hardware: tuple[str, ...]  # hardware names it covers, to match the seed's history
+    family: Family  # containers/<family>/Dockerfile
+    platform: Platform
+    toolkit: str
+    arch_list: tuple[str, ...]
+    triton_targets: tuple[str, ...]  # "cuda:121", "hip:gfx1151": kernels baked ahead of time
+    python: str
+    base_image: str
+    gpus: int
+    devices: Devices
+    queue: str
+    detect: Detect
+    backends: tuple[str, ...]
+    quantizations: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)  # the image's runtime env: JIT refused here
+    kernel_lists: tuple[str, ...] = ()  # containers/kernels/<name>: compiled ahead of time into the image
+    bootstrap: Bootstrap | None = None  # offline base from Debian packages when base_image is absent
+    package_indexes: tuple[str, ...] = ()  # extra indexes `ci lock` resolves the lock against
+    session: str | None = None  # nox session prefix: <session>_<suite> (default: the id, "-" as "_")
+    session_aliases: tuple[str, ...] = ()  # further prefixes for the same sessions
+    notes: str = ""
+
+    @property
+    def sessions(self) -> tuple[str, ...]:
+        """The nox session prefixes of this target, the primary one first."""
+        return (self.session or self.id.replace("-", "_"), *self.session_aliases)
+
+
+@frozen
+class Backend:
+    id: str
+    layouts: tuple[Layout, ...]
+    platforms: tuple[Family, ...]
+    kv_cache_dtypes: tuple[str, ...]
+    notes: str = ""
+
+
+# --- models ----------------------------------------------------------------------------------
+
+
+@frozen
+class Drafter:
+    type: DrafterType
+    method: str  # speculative_config["method"]
+    model: str | None = None  # draft weights; None where the target model carries its own MTP layers
+
+
+@frozen
+class Attention:
+    layout: Layout
+    proven: bool = True  # the implementation is shown to accept this model's attention representation
+    note: str = ""
+
+
+@frozen
+class Model:
+    id: str
+    name: str
+    seed_name: str | None = None  # the name in the seed table, to match history rows
+    weights: Literal["hub", "dummy"]
+    hf: str | None = None
+    config: str | None = None  # a local config directory for dummy weights (suites/models/...)
+    drafter: Drafter | None = None
+    attention: Attention
+    quantization: str
+    backends: tuple[str, ...]
+    tp: int = 1  # the fewest GPUs (tensor parallel) its weights need
+    notes: str = ""
+
+
+# --- capability tracks -----------------------------------------------------------------------
+
+
+@frozen
+class Requirements:
+    """What a model must have to be eligible for a track. An absent key admits anything."""
+
+    drafter: tuple[DrafterType, ...] | None = None
+    attention: tuple[Layout, ...] | None = None
+    attention_proven: bool = False
+    quantization: tuple[str, ...] | None = None
+    backend: tuple[str, ...] | None = None
+
+
+@frozen
+class Track:
+    id: str
+    title: str
+    suite: str  # a folder of suites/: the suites are the ones the tracks name
+    requires: Requirements
+    notes: str = ""
+
+
+# --- the seed table, kept as history ---------------------------------------------------------
+
+
+@frozen
+class HistoryRow:
+    model: str  # a model's seed_name
+    hardware: str
+    spec: str  # "-" for none
+    tp: int
+    dp: int
+    ep: bool
+    cudagraph_mode: GraphMode
+    dcp: int
+    dbo: bool
+    kv_cache_dtype: str
+    backend: str
+    runs: Literal["ok", "fail", "partial", "unknown"]
+    score: float | None = None
+    notes: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stack:
+    """Everything under one stack directory, cross-checked. Mappings keep file order."""
+
+    root: Path
+    targets: Mapping[str, Target]
+    backends: Mapping[str, Backend]
+    models: Mapping[str, Model]
+    tracks: Mapping[str, Track]
+    changes: Mapping[str, Change]
+    history: tuple[HistoryRow, ...]
+    history_source: str

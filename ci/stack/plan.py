@@ -1,0 +1,217 @@
+"""Expand imported changes x targets x eligible models x matrix into rows with stable ids.
+
+A row id depends on the row's own identity only (change, target, model, backend and the axis
+values that differ from their defaults), never on its position, so adding a model, a change or a
+new defaulted axis renames nothing that existed before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, fields
+
+from ci.stack.change import Change, Combo, Matrix
+from ci.stack.eligibility import kv_supported, pending_proof, row_backends, target_mismatch, trait_mismatch
+from ci.stack.model import HistoryRow, Model, Stack, Target
+
+AXES = tuple(f.name for f in fields(Combo))
+# Axis values that are left out of a row's id hash: a new axis added later with its default keeps ids.
+ID_DEFAULTS: dict[str, object] = {
+    "speculative": True,
+    "dp": 1,
+    "ep": False,
+    "cudagraph_mode": "FULL_AND_PIECEWISE",
+    "dcp": 1,
+    "dbo": False,
+    "kv_cache_dtype": "auto",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    id: str
+    change: str
+    track: str
+    suite: str
+    target: str
+    model: str
+    backend: str
+    spec_method: str | None  # None: speculative decoding off
+    num_speculative_tokens: int
+    tp: int
+    dp: int
+    ep: bool
+    cudagraph_mode: str
+    dcp: int
+    dbo: bool
+    kv_cache_dtype: str
+    context: int
+    batch: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.dp
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Excluded:
+    """A pairing the stack lists but the plan leaves out, with the reason (shown by --explain)."""
+
+    change: str
+    target: str
+    model: str
+    reason: str
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    rows: tuple[Row, ...]
+    excluded: tuple[Excluded, ...]
+
+    def select(self, *, targets: Iterable[str] = (), suites: Iterable[str] = (), changes: Iterable[str] = ()) -> Plan:
+        t, s, c = set(targets), set(suites), set(changes)
+
+        def keep(r: Row | Excluded) -> bool:
+            suite_ok = not s or isinstance(r, Excluded) or r.suite in s
+            return (not t or r.target in t) and (not c or r.change in c) and suite_ok
+
+        return Plan(tuple(r for r in self.rows if keep(r)), tuple(e for e in self.excluded if keep(e)))
+
+
+def build(stack: Stack) -> Plan:
+    rows: list[Row] = []
+    excluded: list[Excluded] = []
+    for change in stack.changes.values():
+        track = stack.tracks[change.track]
+        for target in stack.targets.values():
+            for model_id in change.models:
+                model = stack.models[model_id]
+                why = (
+                    trait_mismatch(model, track) or pending_proof(model, track) or target_mismatch(model, track, target)
+                )
+                if why:
+                    excluded.append(Excluded(change=change.id, target=target.id, model=model.id, reason=why))
+                    continue
+                made, refused = _expand(stack, change, target, model)
+                rows.extend(made)
+                if refused and not made:
+                    excluded.append(Excluded(change=change.id, target=target.id, model=model.id, reason=refused))
+    _check_unique(rows)
+    return Plan(tuple(rows), tuple(excluded))
+
+
+def _expand(stack: Stack, change: Change, target: Target, model: Model) -> tuple[list[Row], str]:
+    """The rows of one (change, target, model), and every distinct reason a combination was refused."""
+    track = stack.tracks[change.track]
+    rows: list[Row] = []
+    reasons: dict[str, None] = {}
+    for combo in _combos(change.matrix):
+        tp = combo["tp"] if combo["tp"] is not None else model.tp
+        if tp < model.tp:
+            reasons[f"needs tp >= {model.tp}"] = None
+            continue
+        if tp % combo["dcp"]:
+            reasons[f"dcp {combo['dcp']} does not divide tp {tp}"] = None
+            continue
+        # a target without GPUs still runs one process per row (the CPU self-test)
+        if tp * combo["dp"] > max(target.gpus, 1):
+            reasons[f"needs {tp * combo['dp']} GPUs; {target.id} has {target.gpus}"] = None
+            continue
+        if combo["speculative"] and model.drafter is None:
+            reasons["no drafter to speculate with"] = None
+            continue
+        for backend in row_backends(model, track, target):
+            if not kv_supported(stack.backends[backend], combo["kv_cache_dtype"]):
+                reasons[f"{backend} does not accept kv_cache_dtype {combo['kv_cache_dtype']}"] = None
+                continue
+            values = dict(combo, tp=tp)
+            if not values["speculative"]:
+                values["num_speculative_tokens"] = 0
+            rows.append(_row(change, track.id, track.suite, target.id, model, backend, values))
+    return rows, "; ".join(reasons)
+
+
+def _combos(matrix: Matrix) -> Iterator[dict]:
+    """Cartesian product of the axes, minus `exclude` matches, then `include` combos (GitHub-style)."""
+    axes = {name: getattr(matrix, name) or (None,) for name in AXES}
+    seen: set[tuple] = set()
+    for values in itertools.product(*axes.values()):
+        combo = dict(zip(axes, values, strict=True))
+        if any(_matches(combo, ex) for ex in matrix.exclude):
+            continue
+        seen.add(tuple(combo.values()))
+        yield combo
+    firsts = {name: values[0] for name, values in axes.items()}
+    for inc in matrix.include:
+        combo = dict(firsts, **{k: v for k, v in asdict(inc).items() if v is not None})
+        if tuple(combo.values()) not in seen:
+            seen.add(tuple(combo.values()))
+            yield combo
+
+
+def _matches(combo: dict, partial: Combo) -> bool:
+    return all(v is None or combo[k] == v for k, v in asdict(partial).items())
+
+
+def _row(change: Change, track: str, suite: str, target: str, model: Model, backend: str, values: dict) -> Row:
+    spec_method = model.drafter.method if values["speculative"] and model.drafter else None
+    identity = {"change": change.id, "target": target, "model": model.id, "backend": backend}
+    identity.update({k: v for k, v in values.items() if ID_DEFAULTS.get(k, object()) != v})
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
+    return Row(
+        id=f"{change.id}.{target}.{model.id}.{digest}",
+        change=change.id,
+        track=track,
+        suite=suite,
+        target=target,
+        model=model.id,
+        backend=backend,
+        spec_method=spec_method,
+        num_speculative_tokens=values["num_speculative_tokens"],
+        tp=values["tp"],
+        dp=values["dp"],
+        ep=values["ep"],
+        cudagraph_mode=values["cudagraph_mode"],
+        dcp=values["dcp"],
+        dbo=values["dbo"],
+        kv_cache_dtype=values["kv_cache_dtype"],
+        context=values["context"],
+        batch=values["batch"],
+    )
+
+
+def _check_unique(rows: list[Row]) -> None:
+    seen: dict[str, Row] = {}
+    for row in rows:
+        if row.id in seen:
+            # Two rows with the same identity: the matrix lists one combination twice (e.g. via include).
+            raise AssertionError(f"row id collision: {row.id} ({seen[row.id]} vs {row})")
+        seen[row.id] = row
+
+
+def history_for(stack: Stack, row: Row) -> HistoryRow | None:
+    """The seed-table entry describing this exact configuration on this target's hardware, if any."""
+    model = stack.models[row.model]
+    target = stack.targets[row.target]
+    if not model.seed_name:
+        return None
+    spec = (model.drafter.type.upper() if model.drafter else "-") if row.spec_method else "-"
+    for h in stack.history:
+        if (
+            h.model == model.seed_name
+            and h.hardware in target.hardware
+            and h.spec.upper() == spec
+            and (h.tp, h.dp, h.ep, h.cudagraph_mode, h.dcp, h.dbo, h.kv_cache_dtype, h.backend)
+            == (row.tp, row.dp, row.ep, row.cudagraph_mode, row.dcp, row.dbo, row.kv_cache_dtype, row.backend)
+        ):
+            return h
+    return None

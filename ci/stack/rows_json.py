@@ -1,0 +1,81 @@
+"""rows.json: the one document the container receives, written here and nowhere else.
+
+Each row is self-contained (the model's details and the change's acceptance numbers travel with it), so
+the container never reads stack/. docs/boundary.md is its contract; `suites/harness/rows.py` reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ci.stack.model import Stack, Target
+from ci.stack.plan import Row
+
+SCHEMA = 1
+
+
+def row_document(st: Stack, row: Row) -> dict[str, Any]:
+    model, change = st.models[row.model], st.changes[row.change]
+    info = {
+        "id": model.id,
+        "weights": model.weights,
+        "hf": model.hf,
+        "config": model.config,
+        "quantization": model.quantization,
+        "attention": model.attention.layout,
+        "drafter": asdict(model.drafter) if model.drafter else None,
+    }
+    return {**row.to_json(), "model_info": info, "acceptance": asdict(change.acceptance)}
+
+
+def target_document(t: Target) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "family": t.family,
+        "arch_list": list(t.arch_list),
+        "gpus": t.gpus,
+        "triton_targets": list(t.triton_targets),
+        "nvidia_compute_capability": t.detect.nvidia_compute_capability,
+        "amdgpu_gfx": t.detect.amdgpu_gfx,
+        "devices": asdict(t.devices),
+        "env": dict(t.env),
+    }
+
+
+def document(
+    st: Stack,
+    target: Target,
+    suite: str,
+    rows: Sequence[Row],
+    *,
+    image: dict[str, str | None],
+    git_revision: str,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """`suite` is "*" for a document spanning every suite (the bake's warm-up)."""
+    return {
+        "schema": SCHEMA,
+        "target": target_document(target),
+        "suite": suite,
+        "image": image,
+        "git_revision": git_revision,
+        "timeout_s": timeout_s,
+        "rows": [row_document(st, r) for r in rows],
+    }
+
+
+def write(path: Path, doc: dict[str, Any]) -> Path:
+    """Write atomically: a reader never sees half a rows.json."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".rows.", suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh, indent=2)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,22 @@
+"""The building blocks of the stack's typed model: frozen, keyword-only dataclasses that pydantic validates
+strictly (unknown keys are errors), and the closed vocabularies the YAML may use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import ConfigDict
+
+Family = Literal["cuda", "rocm", "cpu"]
+Platform = Literal["linux/amd64", "linux/arm64"]
+Layout = Literal["dense", "hybrid", "mla", "sparse_mla"]
+DrafterType = Literal["eagle", "eagle3", "dflash", "dspark", "mtp"]
+GraphMode = Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"]
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+def frozen(cls: type) -> type:
+    cls.__pydantic_config__ = _STRICT  # type: ignore[attr-defined]
+    return dataclass(frozen=True, kw_only=True)(cls)
