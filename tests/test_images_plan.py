@@ -107,8 +107,7 @@ def test_every_target_names_existing_kernel_lists(st):
 
 
 def test_no_engine_is_named_as_such_not_blamed_on_the_client(monkeypatch):
-    from ci import engine as docker_cli
-    from ci.errors import BuildError, NotHere
+    from ci.errors import BuildError
 
     docker_cli.find.cache_clear()
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")

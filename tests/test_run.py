@@ -38,7 +38,15 @@ def test_unknown_row_ids_are_a_usage_error(st, tmp_path: Path) -> None:
 
 def test_rows_json_rows_are_self_contained(st, tmp_path: Path) -> None:
     spec = _spec(st, "cuda-sm90", "spec_decode", tmp_path)
-    doc = rows_json.document(st, spec.target, spec.suite, spec.rows, image={"ref": "img", "digest": "sha256:1", "id": "sha256:1"}, git_revision="abc", timeout_s=900)
+    doc = rows_json.document(
+        st,
+        spec.target,
+        spec.suite,
+        spec.rows,
+        image={"ref": "img", "digest": "sha256:1", "id": "sha256:1"},
+        git_revision="abc",
+        timeout_s=900,
+    )
     assert doc["schema"] == 1 and doc["suite"] == "spec_decode" and doc["target"]["nvidia_compute_capability"] == "9.0"
     assert json.loads(json.dumps(doc["target"]["devices"])) == {"gpus": "all", "paths": [], "groups": []}
     row = doc["rows"][0]
@@ -64,7 +72,17 @@ def test_device_flags_come_from_the_target(st, tmp_path: Path) -> None:
 def test_repro_reruns_exactly_one_row(st, tmp_path: Path) -> None:
     spec = _spec(st, "cpu", "selftest", tmp_path)
     tmp_path.joinpath("rows.json").write_text(
-        json.dumps(rows_json.document(st, spec.target, spec.suite, spec.rows, image={"ref": "host", "digest": None}, git_revision="x", timeout_s=900))
+        json.dumps(
+            rows_json.document(
+                st,
+                spec.target,
+                spec.suite,
+                spec.rows,
+                image={"ref": "host", "digest": None},
+                git_revision="x",
+                timeout_s=900,
+            )
+        )
     )
     row = spec.rows[2].id
     r = repro.commands(tmp_path / "rows.json", row, image="stackgate/cpu@sha256:abc", python=sys.executable)
@@ -77,7 +95,15 @@ def test_repro_reruns_exactly_one_row(st, tmp_path: Path) -> None:
 
 def test_repro_gpu_row_carries_the_device_flags(st, tmp_path: Path) -> None:
     spec = _spec(st, "rocm-gfx1151", "sparse_mla", tmp_path)
-    doc = rows_json.document(st, spec.target, spec.suite, spec.rows, image={"ref": "r/x:1", "digest": "sha256:d", "id": "sha256:i"}, git_revision="x", timeout_s=900)
+    doc = rows_json.document(
+        st,
+        spec.target,
+        spec.suite,
+        spec.rows,
+        image={"ref": "r/x:1", "digest": "sha256:d", "id": "sha256:i"},
+        git_revision="x",
+        timeout_s=900,
+    )
     tmp_path.joinpath("rows.json").write_text(json.dumps(doc))
     r = repro.commands(tmp_path / "rows.json", spec.rows[0].id)
     assert "--device /dev/kfd --device /dev/dri --group-add video --group-add render" in r.docker
@@ -89,3 +115,7 @@ def test_plan_rows_have_one_suite_folder_each() -> None:
     suites = {r.suite for r in plan.build(stack.load()).rows}
     missing = [s for s in suites if not (run.DEFAULT_SUITES / s).is_dir()]
     assert not missing, f"planned suites without a folder under suites/: {missing}"
+
+
+def _doc(st, spec, image, revision):
+    return rows_json.document(st, spec.target, spec.suite, spec.rows, image=image, git_revision=revision, timeout_s=900)

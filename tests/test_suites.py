@@ -13,7 +13,6 @@ from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
 
 from ci import cli
-from ci.run import execute as run
 from ci.run import host
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json

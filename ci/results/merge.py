@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from ci.errors import ReportError
-from ci.results import junit
+from ci.results import junit, reading
 from ci.results.junit import Case, FileRead
 from ci.stack.plan import Plan, Row
 
@@ -109,7 +109,7 @@ def not_run_notes(paths: Iterable[Path]) -> dict[str, str]:
 
 
 def collect(paths: Sequence[Path], plan: Plan) -> Results:
-    reads = tuple(x if isinstance(x, FileRead) else junit.read(x) for x in expand(paths))
+    reads = tuple(x if isinstance(x, FileRead) else reading.read(x) for x in expand(paths))
     return merge(reads, plan, not_run_notes(paths))
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ci import options
 from ci.errors import UsageError
 from ci.run import execute as run
 
@@ -74,9 +75,16 @@ def main(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("repro", help="print the command that re-runs one row (docker, and on the host)")
+    p = options.verb(
+        sub, "repro", help="print the command that re-runs one row (docker, and on the host)", codes=(0, 2)
+    )
     p.add_argument("row", help="a row id from rows.json")
-    p.add_argument("--rows-json", type=Path, default=Path("results/rows.json"), help="default: %(default)s")
+    p.add_argument(
+        "--rows-json",
+        type=Path,
+        default=Path("results/rows.json"),
+        help="the rows.json of the run that held the row (default: %(default)s)",
+    )
     p.add_argument("--image", help="another image than the one rows.json records")
     p.add_argument("--out", type=Path, help="results folder for the re-run (default: next to rows.json)")
     p.set_defaults(func=main)

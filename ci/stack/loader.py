@@ -178,8 +178,11 @@ def _check_models(models: dict[str, _Entry], backends: dict[str, _Entry]) -> Non
 def _check_tracks(tracks: dict[str, _Entry], backends: dict[str, _Entry]) -> None:
     for track, src, loc in tracks.values():
         if not _SUITE.match(track.suite):
-            raise src.error((*loc, "suite"), f"suite {track.suite!r} is not a folder name of suites/",
-                            hint="letters, digits and _ only (it names a pytest folder and nox sessions), e.g. sparse_mla")  # fmt: skip
+            raise src.error(
+                (*loc, "suite"),
+                f"suite {track.suite!r} is not a folder name of suites/",
+                hint="letters, digits and _ only (it names a pytest folder and nox sessions), e.g. sparse_mla",
+            )
         for i, b in enumerate(track.requires.backend or ()):
             if b not in backends:
                 raise _unknown(src, (*loc, "requires", "backend", i), "backend", b, backends)

@@ -1,0 +1,112 @@
+"""The shape of ci/: one package per stage, imports flowing one way, no circles, small modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CI = Path(__file__).resolve().parent.parent / "ci"
+# Each stage may import only the stages before it (and the shared modules at ci/'s top). The docker engine
+# module serves the images and the runs, and reads the stack's targets.
+STAGES = ("stack", "engine", "images", "run", "results", "report")
+SHARED = {"ci.errors", "ci.options", "ci.tables", "ci.revision", "ci"}
+ON_TOP = {"ci.flow", "ci.cli", "ci.__main__", "ci.bench"}
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(CI.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the ci modules it imports anywhere in its body, function-level imports included."""
+    modules = {_module(p): p for p in CI.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ci"):
+                for alias in node.names:  # `from ci.stack import plan` imports the module ci.stack.plan
+                    sub = f"{node.module}.{alias.name}"
+                    targets.add(sub if sub in modules else node.module)
+            elif isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names if a.name.startswith("ci.") and a.name in modules}
+        graph[name] = targets - {name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def _stage(module: str) -> str:
+    if module in SHARED:
+        return "shared"
+    if module == "ci.engine":
+        return "engine"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else ("top" if _top(module) else "?")
+
+
+def _top(module: str) -> bool:
+    return any(module == t or module.startswith(t + ".") for t in ON_TOP)
+
+
+def test_the_import_graph_of_ci_has_no_circle() -> None:
+    assert _cycle(import_graph()) is None, " -> ".join(_cycle(import_graph()) or [])
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_every_module_belongs_to_a_stage_or_sits_on_top() -> None:
+    assert [m for m in import_graph() if _stage(m) == "?"] == []
+
+
+def test_stages_import_only_the_stages_before_them() -> None:
+    order = {s: i for i, s in enumerate(STAGES)}
+    wrong = []
+    for module, targets in import_graph().items():
+        stage = _stage(module)
+        for t in targets:
+            to = _stage(t)
+            if to == "top" and stage != "top":
+                wrong.append(f"{module} -> {t} (reaches up to the command line)")
+            elif stage == "shared" and to in order:
+                wrong.append(f"{module} -> {t} (a shared module depends on a stage)")
+            elif stage in order and to in order and order[to] > order[stage]:
+                wrong.append(f"{module} -> {t} ({stage} imports the later stage {to})")
+    assert wrong == []
+
+
+def test_the_report_imports_nothing_from_the_command_line() -> None:
+    graph = import_graph()
+    assert {
+        t for m, ts in graph.items() if m.startswith("ci.report") for t in ts if t in ("ci.cli", "ci.flow")
+    } == set()
+
+
+@pytest.mark.parametrize("path", sorted(CI.rglob("*.py")), ids=lambda p: str(p.relative_to(CI)))
+def test_no_module_is_over_300_lines(path: Path) -> None:
+    assert len(path.read_text().splitlines()) <= 300
