@@ -1,5 +1,3 @@
-import sys
+from ci.cli import run
 
-from ci.cli import main
-
-sys.exit(main())
+run()

@@ -88,3 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader has all it wanted (`plan | head`): no traceback, and nothing more to flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def run() -> None:
+    """The `stackgate` console script."""
+    sys.exit(main())
