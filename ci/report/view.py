@@ -47,7 +47,12 @@ def banner(report: Report) -> list[str]:
     lines = [f"input {f.path}: {f.status} ({f.problem})" for f in res.problems()]
     if report.baseline and report.baseline.status != "ok":
         lines.append(f"baseline {report.baseline.path}: {report.baseline.status} ({report.baseline.problem})")
-    if not any(r.cases for r in res.rows) and not res.unkeyed:
+    why_not: dict[str, int] = {}
+    for r in res.rows:
+        if r.status == "not run" and r.note:
+            why_not[r.note] = why_not.get(r.note, 0) + 1
+    lines += [f"{n} rows not run: {note}" for note, n in why_not.items()]
+    if not why_not and not any(r.cases for r in res.rows) and not res.unkeyed:
         lines.append("no testcase was read from the inputs: every row is reported as not run")
     return lines
 
