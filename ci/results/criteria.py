@@ -1,0 +1,278 @@
+"""The acceptance criteria, one registry entry each: its name, what it reads, how it judges and what blocks.
+
+Adding a criterion is one `Rule` here plus the stack field it reads (ci.stack.change.Acceptance). A
+per-target rule is judged on each target that has planned rows of the change, so a change proven on one
+target only is not ready; a whole-change rule sees every result at once. Any status but "pass" blocks
+default enablement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ci.results.baseline import Baseline, compare
+from ci.results.junit import Case
+from ci.results.merge import Results, RowResult
+from ci.stack.change import Change
+
+Status = Literal["pass", "fail", "missing"]
+
+TIED = "tied to a focused regression or benchmark"
+COLD_WARM = "cold and warm measurements reported separately"
+NO_JIT = "no runtime JIT fallback where AOT/warm-up is expected"
+MATRIX = "model/context/batch matrix covered on every target"
+TOLERANCE = "numerical tolerance against the named reference backend"
+GRAPH = "graph-replay assertion"
+REGRESSION = "regression within the allowed bound versus the baseline"
+
+_SHOWN = 3  # rows named in one piece of evidence before "and N more"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Criterion:
+    name: str
+    status: Status
+    evidence: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evidence:
+    """What a rule may read: the change, its planned rows' results by target, every result, the baseline."""
+
+    change: Change
+    rows: tuple[RowResult, ...]
+    by_target: Mapping[str, list[RowResult]]
+    results: Results
+    baseline: Baseline | None
+
+
+PerTarget = Callable[[Change, list[RowResult]], tuple[Status, str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    name: str
+    reads: str  # the stack field and the evidence it is judged on, in words
+    per_target: PerTarget | None = None  # judged on each target's rows, the worst target deciding
+    whole: Callable[[Evidence], Criterion] | None = None  # judged on the change as a whole
+    rule: Callable[[Change], str] = lambda change: ""  # the rule in words, shown before the evidence
+
+    def judge(self, ev: Evidence) -> Criterion:
+        if self.whole is not None:
+            return self.whole(ev)
+        assert self.per_target is not None
+        parts = [(s, f"{t}: {e}") for t, rows in ev.by_target.items() for s, e in [self.per_target(ev.change, rows)]]
+        crit = _criterion(self.name, parts)
+        text = self.rule(ev.change)
+        return Criterion(name=self.name, status=crit.status, evidence=f"{text}. {crit.evidence}" if text else crit.evidence)
+
+
+def _criterion(name: str, parts: Sequence[tuple[Status, str]]) -> Criterion:
+    statuses = {s for s, _ in parts}
+    status: Status = "fail" if "fail" in statuses else "missing" if "missing" in statuses or not parts else "pass"
+    return Criterion(name=name, status=status, evidence="; ".join(e for _, e in parts) or "no planned rows")
+
+
+def _names(rows: Sequence[str], total: int | None = None) -> str:
+    more = (total if total is not None else len(rows)) - _SHOWN
+    return ", ".join(rows[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def _ran(rows: Sequence[RowResult]) -> list[RowResult]:
+    return [r for r in rows if r.ran]
+
+
+def _tied(ev: Evidence) -> Criterion:
+    change, results = ev.change, ev.results
+    reg = change.acceptance.regression
+    parts: list[tuple[Status, str]] = []
+    cases = [c for r in results.rows if r.change == change.id for c in r.cases] + [
+        c for c in results.unkeyed if c.change in (None, change.id)
+    ]
+    for test in reg.tests:
+        hits = [c for c in cases if matches(c, test)]
+        counts = {s: sum(c.status == s for c in hits) for s in ("pass", "failure", "error", "skipped")}
+        tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        if not hits:
+            parts.append(("missing", f"{test}: no result"))
+        elif counts["failure"] or counts["error"]:
+            parts.append(("fail", f"{test}: {tally}"))
+        elif not counts["pass"]:
+            parts.append(("missing", f"{test}: {tally}, none ran"))
+        else:
+            parts.append(("pass", f"{test}: {tally}"))
+    crit = _criterion(TIED, parts)
+    return Criterion(name=TIED, status=crit.status, evidence=f"{crit.evidence} (benchmark: {reg.benchmark})")
+
+
+def test_module(test: str) -> str:
+    """The JUnit classname prefix of a test named in the stack ("suites/x/test_y.py::f" -> "x.test_y"):
+    the suites run with suites/ as pytest's rootdir."""
+    path = test.partition("::")[0].removeprefix("suites/")
+    return path.removesuffix(".py").replace("/", ".")
+
+
+def matches(case: Case, test: str) -> bool:
+    """Whether `case` is (part of) the pytest node id or file `test` names."""
+    path, _, rest = test.partition("::")
+    path = path.removeprefix("suites/")
+    module = test_module(test)
+    in_module = case.path.lstrip("./") == path if case.path else False
+    in_module = in_module or case.classname == module or case.classname.startswith(module + ".")
+    if not in_module or not rest:
+        return in_module
+    *classes, func = rest.split("::")
+    inner = case.classname[len(module) + 1 :] if case.classname.startswith(module + ".") else ""
+    return case.name.split("[", 1)[0] == func and (not classes or inner == ".".join(classes))
+
+
+def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
+    want = change.acceptance.measurements
+    ran = _ran(rows)
+    if not ran:
+        return "missing", f"no row ran ({len(rows)} planned)"
+    absent: dict[str, list[str]] = {}
+    wrong: dict[str, list[str]] = {}
+    for r in ran:
+        for phase, names in (("cold", want.cold), ("warm", want.warm)):
+            for name in names:
+                found = [m for c in r.ran if (m := c.metric(name))]
+                if not found:
+                    absent.setdefault(f"{phase} {name}", []).append(r.id)
+                elif any(m.phase != phase for m in found):
+                    wrong.setdefault(f"{name} recorded as {found[0].phase}, not {phase}", []).append(r.id)
+    if wrong:
+        return "fail", "; ".join(f"{k} on {_names(v)}" for k, v in wrong.items())
+    if absent:
+        return "missing", "; ".join(f"{k} absent on {_names(v)}" for k, v in absent.items())
+    return "pass", f"{len(ran)} rows carry cold ({', '.join(want.cold)}) and warm ({', '.join(want.warm)})"
+
+
+def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
+    ran = _ran(rows)
+    if not ran:
+        return "missing", f"no row ran ({len(rows)} planned)"
+    compiled, unknown = [], []
+    for r in ran:
+        for c in r.ran:
+            if c.jit_compiles is None:
+                unknown.append(r.id)
+            # A baked image compiles nothing, before or after ready; new cache files are the
+            # cross-process backstop for compiles the in-process listener cannot see.
+            after = c.metric("compiles_after_ready")
+            late = after.value if after else 0.0
+            if (c.jit_compiles or 0) > 0 or late > 0 or (c.jit_cache_new_files or 0) > 0:
+                kernels = ", ".join(c.jit_kernels) or "kernels not named"
+                files = f", {c.jit_cache_new_files} new cache files" if c.jit_cache_new_files else ""
+                after_txt = f", {late:g} after ready" if late else ""
+                compiled.append(f"{r.id}: {c.jit_compiles or 0} compiles{after_txt}{files} ({kernels})")
+    if compiled:
+        return "fail", _names(compiled)
+    if unknown:
+        return "missing", f"stackgate.jit.compiles absent on {_names(sorted(set(unknown)))}"
+    return "pass", f"0 compiles and no new cache files on all {len(ran)} rows that ran"
+
+
+def _matrix(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
+    by_status: dict[str, list[str]] = {}
+    for r in rows:
+        by_status.setdefault(r.status, []).append(r.id)
+    tally = ", ".join(f"{len(v)} {k}" for k, v in by_status.items())
+    bad = [i for s in ("failure", "error", "conflict") for i in by_status.get(s, [])]
+    gaps = [i for s in ("not run", "incomplete", "skipped") for i in by_status.get(s, [])]
+    if bad:
+        return "fail", f"{tally} of {len(rows)}; failing: {_names(bad)}"
+    if gaps:
+        return "missing", f"{tally} of {len(rows)}"
+    return "pass", f"all {len(rows)} planned rows passed"
+
+
+def _threshold(rows: list[RowResult], metric: str, ok: Callable[[float], bool]) -> tuple[Status, str]:
+    ran = _ran(rows)
+    if not ran:
+        return "missing", f"no row ran ({len(rows)} planned)"
+    bad, absent, values = [], [], []
+    for r in ran:
+        found = [m for c in r.ran if (m := c.metric(metric))]
+        if not found:
+            absent.append(r.id)
+        for m in found:
+            values.append(m.value)
+            if not ok(m.value):
+                bad.append(f"{r.id} ({m.value:g} {m.unit})".strip())
+    if bad:
+        return "fail", f"violated on {_names(bad)}"
+    if absent:
+        return "missing", f"{metric} absent on {_names(absent)}"
+    return "pass", f"held on {len(ran)} rows (observed {min(values):g} to {max(values):g})"
+
+
+def _tolerance_rule(change: Change) -> str:
+    tol = change.acceptance.tolerance
+    ref = tol.reference
+    against = "the row's own backend" if ref.backend == "row" else ref.backend
+    if ref.kv_cache_dtype:
+        against += f", kv {ref.kv_cache_dtype}"
+    return f"{tol.metric} <= {tol.max:g} {tol.unit} against {against}" + (f" ({ref.variant})" if ref.variant else "")
+
+
+def _regression(ev: Evidence) -> Criterion:
+    change, rows, baseline = ev.change, ev.rows, ev.baseline
+    reg = change.acceptance.allowed_regression
+    rule = f"{reg.metric} ({reg.better} is better) may worsen by at most {reg.max_pct:g}%"
+    if baseline is None:
+        return Criterion(name=REGRESSION, status="missing", evidence=f"{rule}; no baseline report given (--baseline)")
+    flagged, explained, unjudged, compared, absent = [], [], [], 0, 0
+    for r in _ran(rows):
+        current = r.metrics.get(reg.metric)
+        before = baseline.metric(r.id, reg.metric)
+        if current is None or before is None:
+            absent += 1
+            continue
+        cmp = compare(before, current, reg.better, reg.max_pct)
+        compared += 1
+        if not cmp.judged:
+            unjudged.append(f"{r.id} ({cmp.text})")
+        elif cmp.flagged:
+            flagged.append(f"{r.id}: {cmp.text}")
+        elif cmp.pct_worse > reg.max_pct:
+            explained.append(f"{r.id}: {cmp.text}")
+    tail = f"; {absent} rows without the metric here or in the baseline" if absent else ""
+    if explained:
+        tail += f"; within the spread, not flagged: {_names(explained)}"
+    if flagged:
+        return Criterion(name=REGRESSION, status="fail", evidence=f"{rule}; exceeded on {_names(flagged)}{tail}")
+    if unjudged:
+        return Criterion(name=REGRESSION, status="missing",
+                         evidence=f"{rule}; needs repeated measurements: {_names(unjudged)}{tail}")  # fmt: skip
+    if not compared:
+        return Criterion(name=REGRESSION, status="missing", evidence=f"{rule}; no row to compare{tail}")
+    return Criterion(name=REGRESSION, status="pass", evidence=f"{rule}; {compared} rows within the bound{tail}")
+
+
+def _tolerance(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
+    tol = change.acceptance.tolerance
+    return _threshold(rows, tol.metric, lambda v: v <= tol.max)
+
+
+def _graph(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
+    g = change.acceptance.graph_replay
+    return _threshold(rows, g.metric, g.holds)
+
+
+CRITERIA: tuple[Rule, ...] = (
+    Rule(name=TIED, reads="acceptance.regression.tests: their testcases' outcomes", whole=_tied),
+    Rule(name=COLD_WARM, reads="acceptance.measurements: the cold and warm metrics of every row that ran",
+         per_target=_cold_warm),
+    Rule(name=NO_JIT, reads="stackgate.jit.* properties and compiles_after_ready of every row that ran",
+         per_target=_no_jit),
+    Rule(name=MATRIX, reads="the status of every planned row", per_target=_matrix),
+    Rule(name=TOLERANCE, reads="acceptance.tolerance: its metric on every row that ran", per_target=_tolerance,
+         rule=_tolerance_rule),
+    Rule(name=GRAPH, reads="acceptance.graph_replay: its metric on every row that ran", per_target=_graph,
+         rule=lambda change: change.acceptance.graph_replay.rule),
+    Rule(name=REGRESSION, reads="acceptance.allowed_regression: its metric here and in --baseline",
+         whole=_regression),
+)  # fmt: skip
