@@ -66,7 +66,9 @@ class Rule:
         parts = [(s, f"{t}: {e}") for t, rows in ev.by_target.items() for s, e in [self.per_target(ev.change, rows)]]
         crit = _criterion(self.name, parts)
         text = self.rule(ev.change)
-        return Criterion(name=self.name, status=crit.status, evidence=f"{text}. {crit.evidence}" if text else crit.evidence)
+        return Criterion(
+            name=self.name, status=crit.status, evidence=f"{text}. {crit.evidence}" if text else crit.evidence
+        )
 
 
 def _criterion(name: str, parts: Sequence[tuple[Status, str]]) -> Criterion:

@@ -7,11 +7,9 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, NamedTuple
-from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
-from junitparser import Attr, Error, Failure, JUnitXmlError, Skipped, xunit2
+from junitparser import Attr, Error, Failure, Skipped, xunit2
 
 CaseStatus = Literal["pass", "failure", "error", "skipped"]
 Phase = Literal["cold", "warm", "none"]
