@@ -19,12 +19,13 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from ci.errors import BuildError, RunError, StackgateError
+from ci.signals import forwarding
 from ci.stack.model import Target
 
 ENV_CLIENT = "STACKGATE_DOCKER"
@@ -224,18 +225,22 @@ def image_identity(c: Any, ref: str) -> dict[str, str | None]:
     return {"ref": ref, "digest": digest, "id": img.id}
 
 
-def run(spec: ContainerSpec, echo: Any = None) -> int:
-    """Start the container, stream its output, and return its exit status; the container is always removed."""
+def run(spec: ContainerSpec, echo: Any = None, on_signal: Callable[[int], None] | None = None) -> int:
+    """Start the container, stream its output, and return its exit status; the container is always removed.
+
+    A SIGTERM, SIGINT or SIGHUP meanwhile is passed to the container's first process (the harness, which
+    ends the row in flight and writes its JUnit) and reported to `on_signal`; the container is waited for."""
     echo = echo or sys.stdout  # looked up per call: sys.stdout may have been replaced since import
     c = client()
     container = c.containers.run(spec.image, **spec.sdk_kwargs())
     try:
-        for chunk in container.logs(stream=True, follow=True):
-            echo.write(chunk.decode(errors="replace"))
-            echo.flush()
-        return int(container.wait().get("StatusCode", -1))
-    except KeyboardInterrupt:
-        container.kill()
-        raise
+        with forwarding(lambda signum: container.kill(signal=signum)) as received:
+            for chunk in container.logs(stream=True, follow=True):
+                echo.write(chunk.decode(errors="replace"))
+                echo.flush()
+            code = int(container.wait().get("StatusCode", -1))
+        if received and on_signal is not None:
+            on_signal(received[0])
+        return code
     finally:
         container.remove(force=True)

@@ -119,11 +119,11 @@ def main(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     m = options.verb(sub, "main", help="the whole flow (build, verify, run, report) for this host's target, "
-                     "or for --target", codes=(0, 1, 2, 3, 4, 5, 6))  # fmt: skip
+                     "or for --target", codes=(0, 1, 2, 3, 4, 5, 6, 130, 143))  # fmt: skip
     options.add_filters(m, "target", "suite")
     m.add_argument("--out", type=Path, default=Path("out"),
                    help="results (<target>-<suite>/) and the report (report/) (default: %(default)s)")  # fmt: skip
     m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
-    m.add_argument("--timeout", type=float, default=options.DEFAULT_TIMEOUT_S,
+    m.add_argument("--timeout", type=options.seconds, default=options.DEFAULT_TIMEOUT_S,
                    help="seconds per test item (default: %(default)s)")  # fmt: skip
     m.set_defaults(func=main)

@@ -7,6 +7,7 @@ give commas (`--rows A --rows B` == `--rows A,B`).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,17 @@ from ci.errors import EXIT_CODES
 REPO = Path(__file__).resolve().parent.parent
 ENV_STACK = "STACKGATE_STACK"
 DEFAULT_TIMEOUT_S = 900.0  # seconds per test item; rows.json carries it to the harness
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type): 0, negatives, nan and inf are refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive, finite number of seconds")
+    return value
 
 
 def default_stack() -> Path:

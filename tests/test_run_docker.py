@@ -10,13 +10,16 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import faults
 import pytest
+from junitparser.xunit2 import JUnitXml
 
 from ci import cli
 
@@ -81,3 +84,29 @@ def test_every_fault_is_recorded_in_docker(tmp_path: Path, test_image: str) -> N
     faults.check(out / "junit-cpu-faults-0.xml")
     # root in the container wrote them for the user who owns the results folder
     assert {p.stat().st_uid for p in out.rglob("*")} == {os.getuid()}
+
+
+def test_sigterm_in_docker_stops_the_row_and_the_container(tmp_path: Path, test_image: str, docker_client) -> None:
+    """The signal reaches the harness (the container's first process): the row in flight is an error, the
+    JUnit is whole, `ci run` exits 143 and no container is left."""
+    tree = tmp_path / "suites"
+    (tree / "hostile").mkdir(parents=True)
+    (tree / "hostile" / "test_hostile.py").write_text(
+        "import subprocess, time\n\ndef test_1():\n    pass\n\n"
+        "def test_2():\n    subprocess.Popen(['setsid', 'sleep', '600'])\n    time.sleep(600)\n"
+    )
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "ci", "run", "cpu", "hostile", "--image", test_image, "--suites-dir", str(tree),
+           "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    junit = out / "junit-cpu-hostile-0.xml"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (junit.exists() and "test_1" in junit.read_text()):
+        time.sleep(0.2)
+    time.sleep(1.0)  # test_2 is under way
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 143, proc.stdout.read() if proc.stdout else ""
+    cases = {c.name: c for s in JUnitXml.fromfile(str(junit)) for c in s}
+    assert not cases["test_1"].result
+    assert "interrupted by SIGTERM" in cases["test_2"].result[0].message
+    assert not docker_client.containers.list(all=True, filters={"name": "stackgate-run-"})

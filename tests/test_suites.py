@@ -29,7 +29,7 @@ def test_gpu_rows_collect_one_item_each_and_skip_here(target, suite, tmp_path):
     ):
         pytest.skip(f"this host has the {target} hardware: its rows would run")
     planned = {r.id for r in plan.build(stack.load()).select(targets=[target], suites=[suite]).rows}
-    assert cli.main(["run", target, suite, "--host", "--out", str(tmp_path)]) == 0
+    assert cli.main(["run", target, suite, "--host", "--out", str(tmp_path)]) == 6  # nothing could run here
     cases = [c for s in JUnitXml.fromfile(str(tmp_path / f"junit-{target}-{suite}-0.xml")) for c in s]
     rows = [next(p.value for p in c.properties() if p.name == "stackgate.row") for c in cases]
     assert sorted(rows) == sorted(planned) and len(rows) == len(set(rows))

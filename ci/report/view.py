@@ -5,6 +5,7 @@ Both report.md and report.html are drawn from these tables, so the two never dis
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -58,7 +59,9 @@ def banner(report: Report) -> list[str]:
 
 
 def repro(row_id: str) -> str:
-    return f"python -m ci repro {row_id}"
+    """The command that prints a row's re-run line. Row ids come from result files: quoted, so pasting it
+    runs nothing but this command."""
+    return f"python -m ci repro {shlex.quote(row_id)}"
 
 
 def short(text: str, limit: int = _NOTE_CHARS) -> str:

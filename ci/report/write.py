@@ -58,7 +58,7 @@ def render(report: Report) -> dict[str, bytes]:
         "report.md": markdown.render(report).encode(),
         "report.html": html.render(report).encode(),
         "report.json": (
-            json.dumps(json_doc.to_json(report), ensure_ascii=False, separators=(",", ":")) + "\n"
+            json.dumps(json_doc.to_json(report), ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
         ).encode(),
     }
 

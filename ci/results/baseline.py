@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ci.errors import ReportError
-from ci.results.junit import Metric
+from ci.results.junit import Metric, metric_from_json
 
 
 @dataclass(frozen=True)
@@ -75,28 +75,14 @@ def load(path: Path) -> Baseline:
         doc = json.loads(path.read_text(encoding="utf-8"))
         rows = {}
         for row in doc["rows"]:
-            rows[str(row["id"])] = MappingProxyType({name: _metric(name, m) for name, m in row["metrics"].items()})
+            rows[str(row["id"])] = MappingProxyType(
+                {name: metric_from_json(name, m) for name, m in row["metrics"].items()}
+            )
     except OSError as exc:
         raise ReportError(f"{path}: baseline cannot be read: {exc.strerror or exc}") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ReportError(
             f"{path}: not a stackgate report.json ({type(exc).__name__}: {exc})",
             hint="pass the report.json written by an earlier `python -m ci report`",
         ) from None
     return Baseline(path=str(path), rows=MappingProxyType(rows))
-
-
-def _metric(name: str, m: dict) -> Metric:
-    samples = tuple(float(s) for s in m.get("samples") or ())
-    phase = m.get("phase", "none")
-    if phase not in ("cold", "warm", "none"):
-        raise ValueError(f"metric {name}: phase {phase!r}")
-    return Metric(
-        name=name,
-        value=float(m["value"]),
-        unit=str(m.get("unit", "")),
-        phase=phase,
-        repeats=int(m.get("repeats", len(samples) or 1)),
-        spread=None if m.get("spread") is None else float(m["spread"]),
-        samples=samples,
-    )

@@ -179,7 +179,7 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         git_revision=props.get(PREFIX + "git_revision"),
         status=status,
         message=message,
-        time=tc.time,
+        time=_time(tc, problems),
         jit_compiles=_int(props, PREFIX + "jit.compiles", problems),
         jit_kernels=tuple(k.strip() for k in kernels.split(",") if k.strip()),
         jit_cache_new_files=_int(props, PREFIX + "jit.cache_new_files", problems),
@@ -188,13 +188,22 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
     )
 
 
+def _time(tc: _Case, problems: list[str]) -> float | None:
+    raw = tc._elem.get("time")
+    try:
+        return _finite(raw, "time") if raw is not None else None
+    except ValueError:
+        problems.append(f"time={raw!r} is not a number of seconds")
+        return None
+
+
 def _int(props: dict[str, str], key: str, problems: list[str]) -> int | None:
     raw = props.get(key)
     if raw is None:
         return None
     try:
         return int(raw)
-    except ValueError:
+    except (ValueError, OverflowError):
         problems.append(f"{key}={raw!r} is not an integer")
         return None
 
@@ -227,21 +236,39 @@ def _metric(name: str, doc: Any, problems: list[str]) -> Metric | None:
     try:
         if isinstance(doc, Exception):
             raise doc
-        value = float(doc["value"])
-        phase = doc.get("phase", "none")
-        if phase not in ("cold", "warm", "none") or not math.isfinite(value):
-            raise ValueError(f"phase {phase!r}, value {value!r}")
-        samples = tuple(map(float, doc.get("samples") or ()))
-        spread = doc.get("spread")
-        return Metric(
-            name=name,
-            value=value,
-            unit=str(doc.get("unit", "")),
-            phase=phase,
-            repeats=int(doc.get("repeats", len(samples) or 1)),
-            spread=float(spread) if spread is not None else (max(samples) - min(samples) if samples else None),
-            samples=samples,
-        )
+        return metric_from_json(name, doc)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         problems.append(f"metric {name}: not the contract's JSON object ({type(exc).__name__}: {exc})")
         return None
+
+
+def metric_from_json(name: str, doc: Any) -> Metric:
+    """A metric object of docs/boundary.md (a JUnit property, or a row of report.json) as a Metric.
+    Anything off, a number that is not finite included, is a ValueError naming it: NaN compares false
+    both ways, so one would pass every threshold it meets."""
+    if not isinstance(doc, dict):
+        raise TypeError(f"{type(doc).__name__}, not an object")
+    phase = doc.get("phase", "none")
+    if phase not in ("cold", "warm", "none"):
+        raise ValueError(f"phase {phase!r}")
+    samples = tuple(_finite(s, "sample") for s in doc.get("samples") or ())
+    repeats = _finite(doc.get("repeats", len(samples) or 1), "repeats")
+    if repeats < 1 or repeats != int(repeats):
+        raise ValueError(f"repeats {repeats!r} is not a count")
+    spread = doc.get("spread")
+    return Metric(
+        name=name,
+        value=_finite(doc["value"], "value"),
+        unit=str(doc.get("unit", "")),
+        phase=phase,
+        repeats=int(repeats),
+        spread=_finite(spread, "spread") if spread is not None else (max(samples) - min(samples) if samples else None),
+        samples=samples,
+    )
+
+
+def _finite(raw: Any, what: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError(f"{what} {raw!r} is not a finite number")
+    return value

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from ci import engine as container
-from ci import options, revision
-from ci.errors import RunError, UsageError
+from ci import options, revision, signals
+from ci.errors import NOTHING_RAN, RunError, UsageError
 from ci.images import build as images
+from ci.run import guard
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
@@ -173,16 +174,28 @@ def run_host(spec: RunSpec) -> int:
     cmd = pytest_command(sys.executable, str(suites_root), spec.suite, str(spec.junit), *_pytest_options(spec))
     env = host_env(spec)
     env.update(host_bake(spec.target, env))
-    return subprocess.run(cmd, env=env, cwd=suites_root, check=False).returncode
+    proc = subprocess.Popen(cmd, env=env, cwd=suites_root, preexec_fn=signals.die_with_parent)
+    with signals.forwarding(proc.send_signal) as received:
+        code = proc.wait()
+    if received:
+        verdict(spec.junit, code)
+        raise guard.Stopped(received[0], spec.junit)
+    return code
 
 
 def run_docker(spec: RunSpec, image: str) -> int:
-    return container.run(container_spec(spec, image))
+    received: list[int] = []
+    code = container.run(container_spec(spec, image), on_signal=received.append)
+    if received:
+        verdict(spec.junit, code)
+        raise guard.Stopped(received[0], spec.junit)
+    return code
 
 
 def verdict(junit_path: Path, exit_status: int) -> int:
-    """0 when every testcase passed or was skipped, 1 otherwise; a missing or unreadable file is a RunError."""
-    from junitparser import Error, Failure, JUnitXml
+    """1 when a testcase failed or errored; 6 when none ran (every one skipped, or none at all: a step on
+    the wrong agent must not go green); else 0. A missing or unreadable file is a RunError."""
+    from junitparser import Error, Failure, JUnitXml, Skipped
 
     if not junit_path.exists():
         raise RunError(
@@ -194,8 +207,15 @@ def verdict(junit_path: Path, exit_status: int) -> int:
         raise RunError(f"{junit_path}: unreadable JUnit ({exc})") from None
     cases = [c for s in xml for c in s]
     bad = [c for c in cases if any(isinstance(r, (Failure, Error)) for r in c.result)]
-    print(f"{junit_path}: {len(cases)} testcases, {len(bad)} failed or errored")
-    return 1 if bad else 0
+    skipped = [c for c in cases if any(isinstance(r, Skipped) for r in c.result)]
+    print(f"{junit_path}: {len(cases)} testcases, {len(bad)} failed or errored, {len(skipped)} skipped")
+    if bad:
+        return 1
+    if len(skipped) == len(cases):
+        why = next((r.message for c in skipped for r in c.result if r.message), "no testcase") if skipped else ""
+        print(f"nothing could run here: {why or 'no testcase'}")
+        return NOTHING_RAN
+    return 0
 
 
 def run_rows(
@@ -206,7 +226,25 @@ def run_rows(
     image: str | None = None,
 ) -> int:
     """Write rows.json, run the rows where they must run, and read the exit status back from the JUnit."""
-    spec.out.mkdir(parents=True, exist_ok=True)
+    _usable_folder(spec.out)
+    with guard.exclusive(spec.out):
+        return _run_locked(st, spec, host=host, image=image)
+
+
+def _usable_folder(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file", hint="name a folder for the results")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".stackgate-write-test"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})",
+                         hint="name a folder you can write to") from None  # fmt: skip
+
+
+def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> int:
     spec.junit.unlink(missing_ok=True)  # a stale file from an earlier run must not stand in for this one
     if host:
         image_doc: dict[str, str | None] = {"ref": "host", "digest": None}
@@ -236,14 +274,14 @@ def main(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = options.verb(sub, "run", help="run a target's rows of one suite in its image (or --host) and write JUnit",
-                     codes=(0, 1, 2, 4))  # fmt: skip
+                     codes=(0, 1, 2, 4, 6, 130, 143))  # fmt: skip
     p.add_argument("target", help="a target id, e.g. cpu, cuda-sm121a")
     p.add_argument("suite", help="a suite the stack names (spec_decode, sparse_mla, selftest) or a --suites-dir folder")
     options.add_filters(p, "rows")
     p.add_argument("--image", help="image reference (default: the target's image as ci build or ci bake made it)")
     p.add_argument("--host", action="store_true", help="run on this host's Python, without docker")
     p.add_argument("--suites-dir", type=Path, help="another suites tree (default: the image's, or ./suites)")
-    p.add_argument("--timeout", type=float, default=options.DEFAULT_TIMEOUT_S,
+    p.add_argument("--timeout", type=options.seconds, default=options.DEFAULT_TIMEOUT_S,
                    help="seconds per test item (default: %(default)s)")  # fmt: skip
     p.add_argument("--shard", type=int, default=0, help="shard index, part of the JUnit file and suite name")
     p.add_argument("--out", type=Path, required=True, help="results folder: rows.json, JUnit, logs")

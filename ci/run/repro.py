@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 from ci import options
 from ci.errors import UsageError
 from ci.run import execute as run
+
+ROW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$")  # no '/' and no '..': it names a folder
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,8 +44,17 @@ def commands(
 ) -> Repro:
     """The docker line and the host line (run with `python`: the host's Python that has the suites' deps)."""
     rows_json = rows_json.resolve()
-    doc = json.loads(rows_json.read_text())
-    known = {r["id"] for r in doc.get("rows", [])}
+    if not ROW_ID.match(row_id):
+        raise UsageError(
+            f"{row_id!r} is not a row id", hint="python -m ci plan lists them: <change>.<target>.<model>.<hash>"
+        )
+    try:
+        doc = json.loads(rows_json.read_text())
+        known = {r["id"] for r in doc["rows"]}
+        doc["suite"], doc["target"], doc["timeout_s"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise UsageError(f"{rows_json}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
+                         hint="point --rows-json at the rows.json in a results folder") from None  # fmt: skip
     if row_id not in known:
         raise UsageError(
             f"row {row_id!r} is not in {rows_json}", hint=f"rows there: {', '.join(sorted(known)) or 'none'}"

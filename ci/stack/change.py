@@ -4,9 +4,13 @@ proven on and the acceptance criteria it is judged by (stack/changes/<id>.yaml).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Annotated, Literal, TypeVar
 
-from ci.stack.schema import GraphMode, frozen
+from pydantic import Field
+
+from ci.stack.schema import Count, Finite, GraphMode, NonNegative, Positive, frozen
+
+T = TypeVar("T")
 
 
 @frozen
@@ -40,17 +44,21 @@ class Fork:
 class Combo:
     """One partial assignment of axis values (matrix include/exclude entries)."""
 
-    context: int | None = None
-    batch: int | None = None
+    context: Positive | None = None
+    batch: Positive | None = None
     speculative: bool | None = None
-    num_speculative_tokens: int | None = None
-    tp: int | None = None
-    dp: int | None = None
+    num_speculative_tokens: Count | None = None
+    tp: Positive | None = None
+    dp: Positive | None = None
     ep: bool | None = None
     cudagraph_mode: GraphMode | None = None
-    dcp: int | None = None
+    dcp: Positive | None = None
     dbo: bool | None = None
     kv_cache_dtype: str | None = None
+
+
+# An axis lists at least one value; duplicates are refused by the loader, naming the line.
+Axis = Annotated[tuple[T, ...], Field(min_length=1)]
 
 
 @frozen
@@ -60,17 +68,17 @@ class Matrix:
     An omitted `tp` takes each model's own; every other omitted axis takes its first default.
     """
 
-    context: tuple[int, ...]
-    batch: tuple[int, ...]
-    speculative: tuple[bool, ...] = (True,)
-    num_speculative_tokens: tuple[int, ...] = (1,)
-    tp: tuple[int, ...] | None = None
-    dp: tuple[int, ...] = (1,)
-    ep: tuple[bool, ...] = (False,)
-    cudagraph_mode: tuple[GraphMode, ...] = ("FULL_AND_PIECEWISE",)
-    dcp: tuple[int, ...] = (1,)
-    dbo: tuple[bool, ...] = (False,)
-    kv_cache_dtype: tuple[str, ...] = ("auto",)
+    context: Axis[Positive]
+    batch: Axis[Positive]
+    speculative: Axis[bool] = (True,)
+    num_speculative_tokens: Axis[Count] = (1,)
+    tp: Axis[Positive] | None = None
+    dp: Axis[Positive] = (1,)
+    ep: Axis[bool] = (False,)
+    cudagraph_mode: Axis[GraphMode] = ("FULL_AND_PIECEWISE",)
+    dcp: Axis[Positive] = (1,)
+    dbo: Axis[bool] = (False,)
+    kv_cache_dtype: Axis[str] = ("auto",)
     include: tuple[Combo, ...] = ()
     exclude: tuple[Combo, ...] = ()
 
@@ -91,7 +99,7 @@ class Reference:
 @frozen
 class Tolerance:
     metric: str
-    max: float
+    max: NonNegative
     unit: str
     reference: Reference
 
@@ -101,8 +109,8 @@ class GraphReplay:
     """The graph-replay assertion: the metric must lie within [min, max] (a bound left out is open)."""
 
     metric: str
-    min: float | None = None
-    max: float | None = None
+    min: Finite | None = None
+    max: Finite | None = None
     description: str
 
     def holds(self, value: float) -> bool:
@@ -121,7 +129,7 @@ class GraphReplay:
 class AllowedRegression:
     metric: str
     better: Literal["higher", "lower"]
-    max_pct: float
+    max_pct: NonNegative
     description: str = ""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -13,15 +14,17 @@ from pydantic import TypeAdapter, ValidationError
 from ci import options
 from ci.errors import StackError
 from ci.stack import yaml_lines as yamlsrc
-from ci.stack.change import Change
+from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch
 from ci.stack.model import Backend, HistoryRow, Model, Stack, Target, Track
 from ci.stack.yaml_lines import Loc, Source
 
 T = TypeVar("T")
+AXIS_NAMES = tuple(f.name for f in fields(Matrix) if f.name not in ("include", "exclude"))
 
 DEFAULT_STACK = options.REPO / "stack"  # the repository's own; $STACKGATE_STACK or --stack choose another
 _TRITON_TARGET = re.compile(r"^(cuda:\d{2,3}|hip:gfx[0-9a-f]{3,4})$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # printed into shell lines by ci repro
 _SUITE = re.compile(r"^[a-z][a-z0-9_]*$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 
@@ -91,6 +94,10 @@ def _collection(path: Path, key: str, cls: type[T]) -> dict[str, _Entry]:
 def _changes(folder: Path) -> dict[str, _Entry]:
     if not folder.is_dir():
         raise StackError(folder, None, "", "changes folder not found", hint="one YAML file per imported change")
+    strays = sorted(p.name for p in folder.iterdir() if p.suffix in (".yml", ".json") or p.name.endswith(".yaml~"))
+    if strays:
+        raise StackError(folder / strays[0], None, "", "change files end in .yaml; this one would be ignored",
+                         hint=f"rename it to {Path(strays[0]).stem}.yaml")  # fmt: skip
     entries = []
     for path in sorted(folder.glob("*.yaml")):
         src = yamlsrc.load(path)
@@ -157,6 +164,13 @@ def _check_targets(targets: dict[str, _Entry], backends: dict[str, _Entry]) -> N
         for i, tt in enumerate(target.triton_targets):
             if not _TRITON_TARGET.match(tt):
                 raise src.error((*loc, "triton_targets", i), f"{tt!r} is not 'cuda:<sm>' or 'hip:gfx<id>'")
+        for key in target.env:
+            if not _ENV_KEY.match(key):
+                raise src.error((*loc, "env", key), f"{key!r} is not an environment variable name",
+                                hint="letters, digits and _, not starting with a digit")  # fmt: skip
+        for name in target.sessions:
+            if not _SUITE.match(name):
+                raise src.error((*loc, "session"), f"session name {name!r}: letters, digits and _ only")
     if len(fallbacks) != 1:
         _, src, loc = next(iter(targets.values()))
         raise src.error(loc, f"exactly one target needs detect.fallback: true; found {len(fallbacks)}")
@@ -210,6 +224,11 @@ def _check_changes(
                     f"model {m!r} is not eligible for track {track.id!r}: {why}",
                     hint="remove it, or correct the model's traits in models.yaml",
                 )
+        for axis in AXIS_NAMES:
+            values = getattr(change.matrix, axis) or ()
+            for i, value in enumerate(values):
+                if value in values[:i]:
+                    raise src.error(("matrix", axis, i), f"{axis} value {value!r} listed twice", hint="keep one")
         for i, kv in enumerate(change.matrix.kv_cache_dtype):
             if kv not in kv_known:
                 raise src.error(("matrix", "kv_cache_dtype", i), f"no backend supports kv_cache_dtype {kv!r}")

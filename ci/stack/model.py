@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from ci.stack.change import Change
-from ci.stack.schema import DrafterType, Family, GraphMode, Layout, Platform, frozen
+from ci.stack.schema import Count, DrafterType, Family, GraphMode, Layout, Platform, Positive, frozen
 
 # --- targets and backends --------------------------------------------------------------------
 
@@ -58,7 +58,7 @@ class Target:
     triton_targets: tuple[str, ...]  # "cuda:121", "hip:gfx1151": kernels baked ahead of time
     python: str
     base_image: str
-    gpus: int
+    gpus: Count  # 0 for the cpu target
     devices: Devices
     queue: str
     detect: Detect
@@ -116,7 +116,7 @@ class Model:
     attention: Attention
     quantization: str
     backends: tuple[str, ...]
-    tp: int = 1  # the fewest GPUs (tensor parallel) its weights need
+    tp: Positive = 1  # the fewest GPUs (tensor parallel) its weights need
     notes: str = ""
 
 

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 
+from ci.errors import StackError
 from ci.stack.change import Change, Combo, Matrix
 from ci.stack.eligibility import kv_supported, pending_proof, row_backends, target_mismatch, trait_mismatch
 from ci.stack.model import HistoryRow, Model, Stack, Target
@@ -105,7 +106,7 @@ def build(stack: Stack) -> Plan:
                 rows.extend(made)
                 if refused and not made:
                     excluded.append(Excluded(change=change.id, target=target.id, model=model.id, reason=refused))
-    _check_unique(rows)
+    _check_unique(stack, rows)
     return Plan(tuple(rows), tuple(excluded))
 
 
@@ -189,12 +190,14 @@ def _row(change: Change, track: str, suite: str, target: str, model: Model, back
     )
 
 
-def _check_unique(rows: list[Row]) -> None:
+def _check_unique(stack: Stack, rows: list[Row]) -> None:
     seen: dict[str, Row] = {}
     for row in rows:
         if row.id in seen:
             # Two rows with the same identity: the matrix lists one combination twice (e.g. via include).
-            raise AssertionError(f"row id collision: {row.id} ({seen[row.id]} vs {row})")
+            path = stack.root / "changes" / f"{row.change}.yaml"
+            raise StackError(path, None, "matrix", f"the matrix yields row {row.id} twice",
+                             hint="drop the include entry that repeats it")  # fmt: skip
         seen[row.id] = row
 
 

@@ -4,15 +4,21 @@ strictly (unknown keys are errors), and the closed vocabularies the YAML may use
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
 
 Family = Literal["cuda", "rocm", "cpu"]
 Platform = Literal["linux/amd64", "linux/arm64"]
 Layout = Literal["dense", "hybrid", "mla", "sparse_mla"]
 DrafterType = Literal["eagle", "eagle3", "dflash", "dspark", "mtp"]
 GraphMode = Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"]
+
+# Numbers a criterion compares against: finite (NaN compares false both ways and would let anything pass).
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0)]
+Positive = Annotated[int, Field(gt=0)]
 
 _STRICT = ConfigDict(extra="forbid")
 

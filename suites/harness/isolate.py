@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness import reaper
+
 Status = Literal["passed", "failed", "skipped", "error"]
 TAIL_LINES = 40
 
@@ -33,6 +35,7 @@ class Outcome:
     duration_s: float = 0.0
     properties: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     log: str = ""  # path of the child's full log
+    left_behind: tuple[str, ...] = ()  # "name (pid)" of processes still running when the item's process ended
 
 
 def signal_name(num: int) -> str:
@@ -76,7 +79,13 @@ def run_child(
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
-        # Reap the whole group either way: engine processes left behind would hold the GPU for the next row.
+        except BaseException:  # a signal to the harness (reaper.Interrupted): the item's tree goes with it
+            _kill_group(proc.pid)
+            proc.wait()
+            raise
+        # What the item left running (its group, or escaped with setsid: the harness adopts orphans) is
+        # found and killed here, before anything else can; then the group goes, whatever is left of it.
+        left = () if timed_out else tuple(reaper.sweep())
         _kill_group(proc.pid)
         if timed_out:
             rc = proc.wait()
@@ -115,6 +124,7 @@ def run_child(
         duration_s=reported.duration_s or elapsed,
         properties=reported.properties,
         log=str(log),
+        left_behind=left,
     )
 
 

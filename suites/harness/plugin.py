@@ -11,14 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import harness
-from harness import hardware, isolate, jit, junit, progress
+from harness import hardware, isolate, jit, junit, progress, reaper
 from harness.isolate import Outcome
 from harness.measure import Measurement
 from harness.measure import record as _record
@@ -179,6 +181,7 @@ class _Parent:
         self.logs = (self.junit.parent / "logs") if self.junit else self.workdir
         self.timeout = config.getoption("stackgate_timeout") or (doc.timeout_s if doc else None)
         self.cases: list[junit.Case] = []
+        self.interrupted = ""  # the signal that stopped the run, if one did
         self.all_rows_collected: set[str] = set()
         self.owner = _owner(self.junit.parent) if self.junit else None
         if not os.environ.get(jit.ENV_LOG):
@@ -208,14 +211,25 @@ class _Parent:
             return False  # type: ignore[return-value]  # pytest's own loop handles --collect-only
         self._unserved_rows(session)
         bar = progress.Progress(len(session.items), self._write)
-        for item in session.items:
-            bar.starting(item.nodeid)
-            case = self._run_item(item)
-            self._add(case)
-            self._report(item, case.outcome)
-            bar.finished(case)
-            if session.shouldfail or session.shouldstop:
-                break
+        reaper.become_subreaper()  # processes that escape an item's group come back to us, not to init
+        reaper.install_handlers()
+        try:
+            for item in session.items:
+                bar.starting(item.nodeid)
+                case = self._run_item(item)
+                self._add(case)
+                self._report(item, case.outcome)
+                bar.finished(case)
+                if self.interrupted:
+                    session.shouldstop = f"interrupted by {self.interrupted}"
+                if session.shouldfail or session.shouldstop:
+                    break
+        except reaper.Interrupted as sig:  # between items: the finished ones are written, the rest never started
+            self.interrupted = sig.name
+            session.shouldstop = f"interrupted by {sig.name}"
+        finally:
+            reaper.sweep()
+            shutil.rmtree(self.workdir, ignore_errors=True)
         self._write(progress.summary(self.cases, bar.elapsed(), str(self.junit or "(not written)")))
         return True
 
@@ -265,7 +279,14 @@ class _Parent:
                 nodeid=item.nodeid, properties=tuple(props), outcome=Outcome(status="skipped", message=reason)
             )
         window = jit.Window()
-        outcome = self._spawn(item)
+        try:
+            outcome = self._spawn(item)
+        except reaper.Interrupted as sig:
+            self.interrupted = sig.name
+            outcome = Outcome(status="error", message=f"interrupted by {sig.name}: the run was stopped during this row")
+        left = [*outcome.left_behind, *reaper.sweep()]
+        if left:
+            outcome = _left_behind(outcome, left)
         seen = window.seen()
         if seen.available:
             props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.kernels))]
@@ -355,6 +376,14 @@ class _Parent:
             cat = "error" if report.failed and report.when == "setup" else report.outcome
             return cat, "", cat.upper()
         return None
+
+
+def _left_behind(outcome: Outcome, left: list[str]) -> Outcome:
+    """A row whose processes outlive it does not pass: they would hold the GPU and skew the next row."""
+    what = f"left {len(left)} process(es) running after the test, killed: {', '.join(left[:5])}"
+    if outcome.status in ("passed", "skipped"):
+        return replace(outcome, status="error", message=what)
+    return replace(outcome, message=f"{outcome.message}; {what}")
 
 
 def _owner(folder: Path) -> tuple[int, int] | None:

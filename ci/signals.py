@@ -1,0 +1,37 @@
+"""Signals while rows run: passed on to whatever runs them, never lost, and no runner left orphaned."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_PR_SET_PDEATHSIG = 1
+
+
+@contextlib.contextmanager
+def forwarding(to: Callable[[int], None]) -> Iterator[list[int]]:
+    """While the block runs, the first SIGTERM/SIGINT/SIGHUP is passed to `to` (the runner then ends on its
+    own); the list yielded holds the signal received, if any."""
+    received: list[int] = []
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if not received:
+            received.append(signum)
+            to(signum)
+
+    old = {s: signal.signal(s, handler) for s in SIGNALS}
+    try:
+        yield received
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def die_with_parent() -> None:
+    """preexec_fn of the harness on this host: SIGTERM to it when `ci run` dies, however it dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
