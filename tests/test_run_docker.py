@@ -110,3 +110,19 @@ def test_sigterm_in_docker_stops_the_row_and_the_container(tmp_path: Path, test_
     assert not cases["test_1"].result
     assert "interrupted by SIGTERM" in cases["test_2"].result[0].message
     assert not docker_client.containers.list(all=True, filters={"name": "stackgate-run-"})
+
+
+def test_a_process_escaped_with_setsid_fails_its_row_in_docker(tmp_path: Path, test_image: str) -> None:
+    tree = tmp_path / "suites"
+    (tree / "hostile").mkdir(parents=True)
+    (tree / "hostile" / "test_hostile.py").write_text(
+        "import subprocess\n\ndef test_escapes():\n    subprocess.Popen(['setsid', 'sleep', '600'])\n\n"
+        "def test_after():\n    pass\n"
+    )
+    rc = cli.main(
+        ["run", "cpu", "hostile", "--image", test_image, "--suites-dir", str(tree), "--out", str(tmp_path / "o")]
+    )
+    assert rc == 1
+    cases = {c.name: c for s in JUnitXml.fromfile(str(tmp_path / "o" / "junit-cpu-hostile-0.xml")) for c in s}
+    assert "left 1 process(es) running after the test, killed: sleep" in cases["test_escapes"].result[0].message
+    assert not cases["test_after"].result
