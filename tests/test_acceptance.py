@@ -104,39 +104,72 @@ def _engine(value: float, samples: list[float]) -> Metric:
     return metric("engine_ready_s", value, "s", "cold", samples)
 
 
-def test_regression_beyond_the_bound_but_inside_the_spread_is_not_flagged(tmp_path: Path) -> None:
-    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [25, 30, 35])))
-    # 30 -> 35 s is +16.7% (bound 15%), but the samples overlap: noise, not a regression
-    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(35, [33, 35, 37])), base=base)
+def test_regression_beyond_the_bound_that_chance_explains_is_not_flagged(tmp_path: Path) -> None:
+    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [25, 28, 30, 32, 35])))
+    # median 30 -> 35 s is +16.7% (bound 15%), but samples this spread apart are chance (p > 0.05)
+    now = _engine(35, [27, 33, 35, 37, 40])
+    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, now), base=base)
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
-    assert reg.status == "pass" and "within the spread, not flagged" in reg.evidence and "+16.7%" in reg.evidence
+    assert reg.status == "pass" and "none worse past the bound beyond chance" in reg.evidence
 
 
-def test_regression_beyond_the_bound_and_the_spread_fails(tmp_path: Path) -> None:
-    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [29.5, 30, 30.5])))
-    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [35.5, 36, 36.5])), base=base)
+def test_regression_beyond_the_bound_and_beyond_chance_fails(tmp_path: Path) -> None:
+    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [29.5, 29.8, 30, 30.2, 30.5])))
+    now = _engine(36, [35.5, 35.8, 36, 36.2, 36.5])
+    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, now), base=base)
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
-    assert reg.status == "fail" and "+20.0% worse" in reg.evidence and "spread 1 / 1 s" in reg.evidence
+    assert reg.status == "fail" and "+20.0% worse" in reg.evidence and "p=0.004" in reg.evidence
 
 
-def test_a_single_measurement_cannot_be_judged(tmp_path: Path) -> None:
+def test_a_doubling_is_flagged_even_where_the_ranges_overlap(tmp_path: Path) -> None:
+    """The old rule (ranges must not overlap) let one slow sample hide a +100% regression; ranks do not."""
+    before = [9.8, 9.9, 10, 10.05, 10.1, 10.2, 10.3, 25]
+    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(10.1, before)))
+    now = _engine(20, [19.7, 19.8, 19.9, 20, 20.1, 20.2, 20.3, 20.4])
+    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, now), base=base)
+    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    assert reg.status == "fail" and "+99.0% worse" in reg.evidence and "p=0.005" in reg.evidence
+
+
+def test_single_samples_are_judged_across_rows(tmp_path: Path) -> None:
+    """engine_ready_s is one sample a row: many rows all 20% slower is a regression (sign test)."""
     base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [30])))
-    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base)
+    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [36])), base=base)
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
-    assert reg.status == "missing" and "needs repeated measurements" in reg.evidence
+    assert reg.status == "fail" and "single-sample rows worse past the bound" in reg.evidence
+    same = _judge(tmp_path / "same", lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base)
+    assert next(c for c in same.criteria if c.name == criteria.REGRESSION).status == "pass"
+
+
+def test_too_few_single_sample_rows_cannot_be_judged(tmp_path: Path) -> None:
+    few = rows(CHANGE)[:3]
+    base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": _engine(30, [30])} for r in few}))
+    v = _judge(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base, selected=few)
+    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    assert reg.status == "missing" and "measured once each need >= 5" in reg.evidence
+
+
+def test_rows_without_a_comparison_leave_the_criterion_missing(tmp_path: Path) -> None:
+    """Two of many rows compared is no verdict on the change."""
+    full = _baseline_from(tmp_path)
+    two = Baseline(path="b", rows=MappingProxyType({r.id: full.rows[r.id] for r in rows(CHANGE)[:2]}))
+    v = _judge(tmp_path / "now", base=two)
+    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    assert reg.status == "missing" and f"2 of {len(rows(CHANGE))} rows that ran compared" in reg.evidence
 
 
 @pytest.mark.parametrize(
     ("before", "after", "better", "flagged"),
     [
-        ((100, [99, 101]), (110, [109, 111]), "lower", True),  # +10% slower, ranges apart
-        ((100, [99, 101]), (110, [109, 111]), "higher", False),  # higher is better: an improvement
-        ((100, [90, 110]), (110, [105, 115]), "lower", False),  # ranges overlap
-        ((100, [99, 101]), (104, [103, 105]), "lower", False),  # within the 5% bound
-        ((100, [99, 101]), (90, [89, 91]), "higher", True),  # 10% less throughput
+        ((100, [99, 99.5, 100, 100.5, 101]), (110, [109, 109.5, 110, 110.5, 111]), "lower", True),  # +10% slower
+        ((100, [99, 99.5, 100, 100.5, 101]), (110, [109, 109.5, 110, 110.5, 111]), "higher", False),  # better
+        ((100, [80, 95, 100, 105, 120]), (110, [85, 100, 110, 115, 125]), "lower", False),  # chance
+        ((100, [99, 99.5, 100, 100.5, 101]), (104, [103, 103.5, 104, 104.5, 105]), "lower", False),  # within 5%
+        ((100, [99, 99.5, 100, 100.5, 101]), (90, [89, 89.5, 90, 90.5, 91]), "higher", True),  # 10% less throughput
+        ((100, [99, 101]), (150, [149, 151]), "lower", False),  # 2 samples a side: not judged per row
     ],
 )
-def test_compare_flags_only_what_the_spread_does_not_explain(before, after, better, flagged) -> None:
+def test_compare_flags_only_what_chance_does_not_explain(before, after, better, flagged) -> None:
     b = metric("x", before[0], "ms", "warm", before[1])
     a = metric("x", after[0], "ms", "warm", after[1])
     assert compare(b, a, better, 5).flagged is flagged

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ci.results import baseline
 from ci.results.baseline import Baseline, compare
 from ci.results.junit import Case
 from ci.results.merge import Results, RowResult
@@ -221,37 +222,42 @@ def _tolerance_rule(change: Change) -> str:
 
 
 def _regression(ev: Evidence) -> Criterion:
-    change, rows, baseline = ev.change, ev.rows, ev.baseline
+    """Every row that ran is compared, or the criterion is missing: a verdict on 2 of 40 rows is no verdict."""
+    change, rows, base = ev.change, ev.rows, ev.baseline
     reg = change.acceptance.allowed_regression
-    rule = f"{reg.metric} ({reg.better} is better) may worsen by at most {reg.max_pct:g}%"
-    if baseline is None:
-        return Criterion(name=REGRESSION, status="missing", evidence=f"{rule}; no baseline report given (--baseline)")
-    flagged, explained, unjudged, compared, absent = [], [], [], 0, 0
-    for r in _ran(rows):
-        current = r.metrics.get(reg.metric)
-        before = baseline.metric(r.id, reg.metric)
-        if current is None or before is None:
-            absent += 1
+    rule = (f"{reg.metric} ({reg.better} is better) may worsen by at most {reg.max_pct:g}% "
+            f"(one-sided, p < {baseline.ALPHA:g})")  # fmt: skip
+
+    def verdict(status: Status, text: str) -> Criterion:
+        return Criterion(name=REGRESSION, status=status, evidence=f"{rule}; {text}")
+
+    if base is None:
+        return verdict("missing", "no baseline report given (--baseline)")
+    ran = _ran(rows)
+    absent, repeated, single = [], [], []
+    for r in ran:
+        now, before = r.metrics.get(reg.metric), base.metric(r.id, reg.metric)
+        if now is None or before is None:
+            absent.append(r.id)
             continue
-        cmp = compare(before, current, reg.better, reg.max_pct)
-        compared += 1
-        if not cmp.judged:
-            unjudged.append(f"{r.id} ({cmp.text})")
-        elif cmp.flagged:
-            flagged.append(f"{r.id}: {cmp.text}")
-        elif cmp.pct_worse > reg.max_pct:
-            explained.append(f"{r.id}: {cmp.text}")
-    tail = f"; {absent} rows without the metric here or in the baseline" if absent else ""
-    if explained:
-        tail += f"; within the spread, not flagged: {_names(explained)}"
+        cmp = compare(before, now, reg.better, reg.max_pct)
+        (repeated if cmp.judged else single).append((r.id, cmp))
+    flagged = [f"{rid}: {c.text}" for rid, c in repeated if c.flagged]
+    pool = baseline.pooled([c for _, c in single])
+    if pool is not None and pool.flagged:
+        flagged.append(pool.text)
+    covered = f"{len(repeated) + len(single)} of {len(ran)} rows that ran compared"
     if flagged:
-        return Criterion(name=REGRESSION, status="fail", evidence=f"{rule}; exceeded on {_names(flagged)}{tail}")
-    if unjudged:
-        return Criterion(name=REGRESSION, status="missing",
-                         evidence=f"{rule}; needs repeated measurements: {_names(unjudged)}{tail}")  # fmt: skip
-    if not compared:
-        return Criterion(name=REGRESSION, status="missing", evidence=f"{rule}; no row to compare{tail}")
-    return Criterion(name=REGRESSION, status="pass", evidence=f"{rule}; {compared} rows within the bound{tail}")
+        return verdict("fail", f"exceeded on {_names(flagged)} ({covered})")
+    if not ran:
+        return verdict("missing", f"no row ran ({len(rows)} planned)")
+    if absent:
+        return verdict("missing", f"{covered}; without the metric here or in the baseline: {_names(absent)}")
+    if single and pool is None:
+        return verdict("missing", f"{covered}; {len(single)} rows measured once each need >= "
+                       f"{baseline.MIN_POOLED} such rows or >= {baseline.MIN_SAMPLES} repeats a row")  # fmt: skip
+    pooled_text = f"; {pool.text}" if pool is not None else ""
+    return verdict("pass", f"{covered}, none worse past the bound beyond chance{pooled_text}")
 
 
 def _tolerance(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
