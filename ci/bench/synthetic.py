@@ -28,6 +28,7 @@ class FakeCase:
     message: str = ""
     jit_compiles: int = 0
     jit_kernels: tuple[str, ...] = ()
+    aot: str = "image"  # the ahead-of-time cache the row ran with, as the harness says it
     metrics: tuple[Metric, ...] = ()
 
 
@@ -89,7 +90,7 @@ def write(path: Path, target: str, suite: str, cases: Sequence[FakeCase], shard:
             for key, value in (("row", c.row), ("change", c.change), ("target", c.target), ("suite", c.suite),
                                ("image_digest", "sha256:" + "0" * 64), ("git_revision", "0" * 40),
                                ("jit.compiles", str(c.jit_compiles)), ("jit.kernels", ",".join(c.jit_kernels)),
-                               ("jit.cache_new_files", "0")):  # fmt: skip
+                               ("jit.cache_new_files", "0"), ("aot", c.aot)):  # fmt: skip
                 tc.add_property(f"stackgate.{key}", value)
             for m in c.metrics:
                 tc.add_property(f"stackgate.metric.{m.name}", json.dumps(m.to_json()))

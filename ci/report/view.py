@@ -48,6 +48,10 @@ def banner(report: Report) -> list[str]:
     lines = [f"input {f.path}: {f.status} ({f.problem})" for f in res.problems()]
     if report.baseline and report.baseline.status != "ok":
         lines.append(f"baseline {report.baseline.path}: {report.baseline.status} ({report.baseline.problem})")
+    other = sorted({(f.path, s.stack_digest) for f in res.inputs for s in f.scopes
+                    if s.stack_digest and s.stack_digest != report.stack.digest})  # fmt: skip
+    lines += [f"input {path} was made with another stack ({digest[:19]}…); this report judges with "
+              f"{report.stack.digest[:19]}… ({report.stack.root})" for path, digest in other]  # fmt: skip
     why_not: dict[str, int] = {}
     for r in res.rows:
         if r.status == "not run" and r.note:

@@ -35,13 +35,15 @@ class Verdict:
 
 
 def evaluate(stack: Stack, results: Results, baseline: Baseline | None) -> tuple[Verdict, ...]:
-    return tuple(judge(change, results, baseline) for change in stack.changes.values())
+    required = tuple(t.id for t in stack.targets.values() if t.required)
+    return tuple(judge(change, results, baseline, required) for change in stack.changes.values())
 
 
-def judge(change: Change, results: Results, baseline: Baseline | None) -> Verdict:
+def judge(change: Change, results: Results, baseline: Baseline | None, required: tuple[str, ...] = ()) -> Verdict:
     rows = tuple(r for r in results.rows if r.change == change.id and r.planned is not None)
     by_target: dict[str, list[RowResult]] = {}
     for r in rows:
         by_target.setdefault(r.target, []).append(r)
-    ev = Evidence(change=change, rows=rows, by_target=by_target, results=results, baseline=baseline)
+    ev = Evidence(change=change, rows=rows, by_target=by_target, results=results, baseline=baseline,
+                  required_targets=required)  # fmt: skip
     return Verdict(change=change, criteria=tuple(rule.judge(ev) for rule in CRITERIA))

@@ -47,6 +47,7 @@ class Evidence:
     by_target: Mapping[str, list[RowResult]]
     results: Results
     baseline: Baseline | None
+    required_targets: tuple[str, ...] = ()  # the targets the tracking issue names
 
 
 PerTarget = Callable[[Change, list[RowResult]], tuple[Status, str]]
@@ -154,9 +155,13 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
 
 
 def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
-    ran = _ran(rows)
+    """Judged only on rows that measured their workload, in a baked image or on a baked host: a row that
+    failed before measuring compiled nothing because it ran nothing, which is no evidence."""
+    want = {*change.acceptance.measurements.cold, *change.acceptance.measurements.warm}
+    ran = [r for r in _ran(rows) if any(c.metric(n) for c in r.ran for n in want)]
     if not ran:
-        return "missing", f"no row ran ({len(rows)} planned)"
+        return "missing", f"no row measured its workload ({len(_ran(rows))} ran, {len(rows)} planned)"
+    unbaked = sorted({r.id for r in ran for c in r.ran if c.aot in (None, "none")})
     compiled, unknown = [], []
     for r in ran:
         for c in r.ran:
@@ -175,7 +180,23 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
         return "fail", _names(compiled)
     if unknown:
         return "missing", f"stackgate.jit.compiles absent on {_names(sorted(set(unknown)))}"
-    return "pass", f"0 compiles and no new cache files on all {len(ran)} rows that ran"
+    if unbaked:
+        return "missing", f"ran without an ahead-of-time cache (stackgate.aot): {_names(unbaked)}"
+    return "pass", f"0 compiles and no new cache files on all {len(ran)} rows that measured, each with a baked cache"
+
+
+def _matrix_everywhere(ev: Evidence) -> Criterion:
+    """Every planned row passed on every target that has some, and every target the tracking issue names
+    has rows, or the change says why it need not."""
+    parts = [(s, f"{t}: {e}") for t, rows in ev.by_target.items() for s, e in [_matrix(ev.change, rows)]]
+    for target in ev.required_targets:
+        if target in ev.by_target:
+            continue
+        waived = ev.change.waived_targets.get(target)
+        parts.append(("pass", f"{target}: no planned row, waived: {waived}") if waived else
+                     ("missing", f"{target}: no planned row, and the tracking issue names this target "
+                                 "(add rows, or a waived_targets entry saying why)"))  # fmt: skip
+    return _criterion(MATRIX, parts)
 
 
 def _matrix(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
@@ -276,7 +297,8 @@ CRITERIA: tuple[Rule, ...] = (
          per_target=_cold_warm),
     Rule(name=NO_JIT, reads="stackgate.jit.* properties and compiles_after_ready of every row that ran",
          per_target=_no_jit),
-    Rule(name=MATRIX, reads="the status of every planned row", per_target=_matrix),
+    Rule(name=MATRIX, reads="the status of every planned row; targets.yaml `required`; the change's waived_targets",
+         whole=_matrix_everywhere),
     Rule(name=TOLERANCE, reads="acceptance.tolerance: its metric on every row that ran", per_target=_tolerance,
          rule=_tolerance_rule),
     Rule(name=GRAPH, reads="acceptance.graph_replay: its metric on every row that ran", per_target=_graph,

@@ -79,6 +79,7 @@ class Case:
     jit_cache_new_files: int | None
     metrics: tuple[Metric, ...]
     problems: tuple[str, ...]  # properties that did not follow the contract
+    aot: str | None = None  # from its <testsuite>: the ahead-of-time cache the row ran with
 
     @property
     def test(self) -> str:
@@ -101,6 +102,8 @@ class Scope:
 
     target: str | None
     suite: str | None
+    stack_digest: str = ""
+    aot: str | None = None  # the AOT cache the rows ran with ("image", "host:<manifest>", "none"); None: not said
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,7 +141,8 @@ def _scope(suite_name: str, props: dict[str, str]) -> Scope:
         # stackgate.<target>.<suite>.<shard>
         head, named_suite, _shard = suite_name.rsplit(".", 2)
         target, suite = target or head[len(PREFIX) :], suite or named_suite
-    return Scope(target=target, suite=suite)
+    return Scope(target=target, suite=suite, stack_digest=props.get(PREFIX + "stack_digest", ""),
+                 aot=props.get(PREFIX + "aot"))  # fmt: skip
 
 
 def row_from_name(name: str) -> str | None:
@@ -185,6 +189,7 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         jit_cache_new_files=_int(props, PREFIX + "jit.cache_new_files", problems),
         metrics=tuple(metrics),
         problems=tuple(problems),
+        aot=props.get(PREFIX + "aot") or scope.aot,
     )
 
 

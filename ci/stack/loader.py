@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import fields
@@ -47,7 +48,7 @@ def load(root: Path | str | None = None) -> Stack:
     _check_targets(targets, backends)
     _check_models(models, backends)
     _check_tracks(tracks, backends)
-    _check_changes(changes, tracks, models, backends)
+    _check_changes(changes, tracks, models, backends, targets)
     _check_history(history_src, history, models, backends)
 
     return Stack(
@@ -59,7 +60,15 @@ def load(root: Path | str | None = None) -> Stack:
         changes=_frozen_map(changes),
         history=history,
         history_source=history_doc["source"],
+        digest=_digest(root),
     )
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*.yaml") if p.is_file()):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return "sha256:" + h.hexdigest()
 
 
 # An entry keeps its Source and location so that cross-reference errors can point at it.
@@ -203,7 +212,11 @@ def _check_tracks(tracks: dict[str, _Entry], backends: dict[str, _Entry]) -> Non
 
 
 def _check_changes(
-    changes: dict[str, _Entry], tracks: dict[str, _Entry], models: dict[str, _Entry], backends: dict[str, _Entry]
+    changes: dict[str, _Entry],
+    tracks: dict[str, _Entry],
+    models: dict[str, _Entry],
+    backends: dict[str, _Entry],
+    targets: dict[str, _Entry],
 ) -> None:
     kv_known = {kv for b, _, _ in backends.values() for kv in b.kv_cache_dtypes}
     for change, src, _ in changes.values():
@@ -232,6 +245,9 @@ def _check_changes(
         for i, kv in enumerate(change.matrix.kv_cache_dtype):
             if kv not in kv_known:
                 raise src.error(("matrix", "kv_cache_dtype", i), f"no backend supports kv_cache_dtype {kv!r}")
+        for target in change.waived_targets:
+            if target not in targets:
+                raise _unknown(src, ("waived_targets", target), "target", target, targets)
         ref = change.acceptance.tolerance.reference
         if ref.backend != "row" and ref.backend not in backends:
             raise _unknown(src, ("acceptance", "tolerance", "reference", "backend"), "backend", ref.backend, backends)

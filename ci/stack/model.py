@@ -70,6 +70,7 @@ class Target:
     package_indexes: tuple[str, ...] = ()  # extra indexes `ci lock` resolves the lock against
     session: str | None = None  # nox session prefix: <session>_<suite> (default: the id, "-" as "_")
     session_aliases: tuple[str, ...] = ()  # further prefixes for the same sessions
+    required: bool = False  # named by the tracking issue: every change must cover it, or say why not
     notes: str = ""
 
     @property
@@ -176,3 +177,4 @@ class Stack:
     changes: Mapping[str, Change]
     history: tuple[HistoryRow, ...]
     history_source: str
+    digest: str = ""  # sha256 over every file read: results carry it, and a report flags another stack's

@@ -61,6 +61,7 @@ def document(
     """`suite` is "*" for a document spanning every suite (the bake's warm-up)."""
     return {
         "schema": SCHEMA,
+        "stack_digest": st.digest,
         "target": target_document(target),
         "suite": suite,
         "image": image,

@@ -335,6 +335,8 @@ class _Parent:
             "stackgate.image_digest": (d.image_digest or "none") if d else "none",
             "stackgate.git_revision": d.git_revision if d else "",
             "stackgate.host": os.uname().nodename,
+            "stackgate.stack_digest": d.stack_digest if d else "",
+            "stackgate.aot": aot_cache(),
         }
         junit.write(self.junit, name, suite_props, self.cases, owner=self.owner)
         self._own(Path(os.environ[jit.ENV_LOG]))
@@ -376,6 +378,15 @@ class _Parent:
             cat = "error" if report.failed and report.when == "setup" else report.outcome
             return cat, "", cat.upper()
         return None
+
+
+def aot_cache() -> str:
+    """Which ahead-of-time Triton cache the rows ran with: the image's baked one, this host's bake
+    (`ci run --host`), or none. A "no runtime JIT" verdict needs one of the first two."""
+    listed = os.environ.get("STACKGATE_KERNEL_LIST")
+    if listed and Path(listed).is_file():
+        return "image" if listed.startswith("/opt/stackgate/") else f"host:{listed}"
+    return "image" if Path("/opt/stackgate/aot/manifest.json").is_file() else "none"
 
 
 def _left_behind(outcome: Outcome, left: list[str]) -> Outcome:

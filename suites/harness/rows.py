@@ -54,6 +54,7 @@ class RowsDoc:
     git_revision: str
     timeout_s: float
     rows: tuple[Row, ...]
+    stack_digest: str = ""
 
     @property
     def target_id(self) -> str:
@@ -102,5 +103,6 @@ def load(path: str | os.PathLike[str]) -> RowsDoc:
         image_digest=image.get("digest"),
         git_revision=str(doc.get("git_revision", "")),
         timeout_s=float(doc["timeout_s"]),
+        stack_digest=str(doc.get("stack_digest", "")),
         rows=tuple(_row(r, f"{path}: rows[{i}]") for i, r in enumerate(doc.get("rows", []))),
     )

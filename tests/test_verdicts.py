@@ -1,0 +1,59 @@
+"""Verdicts that cannot be fooled: evidence only from rows that measured, in a baked cache; every target
+the tracking issue names covered or waived; results made with another stack flagged."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from report_helpers import PLAN, STACK, rows, write_rows
+
+from ci.report import write as report
+from ci.results import acceptance, criteria
+from ci.results import merge as results
+
+CHANGE = "48804"
+
+
+def _criterion(tmp_path: Path, name: str, edit, change: str = CHANGE) -> criteria.Criterion:
+    write_rows(tmp_path, rows(change), edit)
+    v = acceptance.evaluate(STACK, results.collect([tmp_path], PLAN), None)
+    return next(c for ver in v if ver.change.id == change for c in ver.criteria if c.name == name)
+
+
+def test_rows_that_failed_before_measuring_prove_no_absence_of_jit(tmp_path: Path) -> None:
+    """Every row failed at start (triton missing, say): 0 compiles recorded, but nothing was measured."""
+    crit = _criterion(tmp_path, criteria.NO_JIT, lambda r, c: replace(c, status="failure", message="no triton",
+                                                                      metrics=()))  # fmt: skip
+    assert crit.status == "missing" and "no row measured its workload" in crit.evidence
+
+
+def test_rows_run_without_a_baked_cache_prove_nothing_about_aot(tmp_path: Path) -> None:
+    crit = _criterion(tmp_path, criteria.NO_JIT, lambda r, c: replace(c, aot="none"))
+    assert crit.status == "missing" and "ran without an ahead-of-time cache" in crit.evidence
+    baked = _criterion(tmp_path / "baked", criteria.NO_JIT, lambda r, c: c)
+    assert baked.status == "pass" and "each with a baked cache" in baked.evidence
+
+
+def test_a_required_target_without_rows_is_said_and_blocks(tmp_path: Path) -> None:
+    """#46514 (fp8_ds_mla) has no row on gfx1151, which the tracking issue names."""
+    crit = _criterion(tmp_path, criteria.MATRIX, lambda r, c: c, change="46514")
+    assert crit.status == "missing"
+    assert "rocm-gfx1151: no planned row, and the tracking issue names this target" in crit.evidence
+    waived = replace(STACK.changes["46514"], waived_targets={"rocm-gfx1151": "FlashMLA's fp8 format is CUDA-only"})
+    verdict = acceptance.judge(waived, results.collect([tmp_path], PLAN), None, ("cuda-sm121a", "rocm-gfx1151"))
+    matrix = next(c for c in verdict.criteria if c.name == criteria.MATRIX)
+    assert matrix.status == "pass" and "waived: FlashMLA's fp8 format is CUDA-only" in matrix.evidence
+
+
+def test_results_made_with_another_stack_are_flagged(tmp_path: Path, stack_copy: Path, edit) -> None:
+    [junit] = write_rows(tmp_path / "j", rows("selftest"))
+    text = junit.read_text().replace('name="stackgate.suite" value="selftest"/>',
+                                     'name="stackgate.suite" value="selftest"/><property name="stackgate.stack_digest" '
+                                     'value="sha256:0000000000000000000000000000"/>', 1)  # fmt: skip
+    junit.write_text(text)
+    rep = report.build(STACK.root, [junit], None)
+    assert any("was made with another stack (sha256:000000000000" in line for line in report.banner(rep))
+    same = junit.read_text().replace("sha256:0000000000000000000000000000", STACK.digest)
+    junit.write_text(same)
+    assert not any("another stack" in line for line in report.banner(report.build(STACK.root, [junit], None)))
