@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-_MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "\r": " ", "`": "\\`"})
+_MD_ESCAPES = str.maketrans(
+    {"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "\r": " ", "`": "\\`", "_": "\\_", "*": "\\*"}
+)  # fmt: skip  (function names must not turn italic)
 
 
 def md_cell(value: object) -> str:

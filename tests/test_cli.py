@@ -15,6 +15,7 @@ import pytest
 import ci
 from ci import cli
 from ci.errors import EXIT_CODES
+from ci.tables import md_cell
 
 REPO = Path(__file__).resolve().parent.parent
 NO_ENGINE = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
@@ -111,7 +112,7 @@ def test_report_on_a_mistyped_path_warns_and_strict_fails(tmp_path: Path) -> Non
     assert f"warning: input {missing}: not found (no such file)" in done.stderr
     assert "warning: no testcase was read from the inputs" in done.stderr
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "> [!WARNING]" in md and f"input {missing}: not found" in md
+    assert "> [!WARNING]" in md and md_cell(f"input {missing}: not found") in md
     html = (tmp_path / "r" / "report.html").read_text()
     assert 'class="banner"' in html and "not found" in html
     strict = _ci("report", str(missing), "--out", str(tmp_path / "s"), "--strict")

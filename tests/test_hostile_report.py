@@ -71,4 +71,4 @@ def test_the_repro_hint_quotes_a_hostile_row_id(tmp_path: Path) -> None:
     assert row["repro"] == f"python -m ci repro {shlex.quote(evil)}"
     assert shlex.split(row["repro"]) == ["python", "-m", "ci", "repro", evil]  # one argument, nothing run
     html = (tmp_path / "r" / "report.html").read_text()
-    assert "repro &#x27;x; touch /tmp/pwned #&#x27;" in html
+    assert "repro x; touch" not in html and "repro x; touch" not in (tmp_path / "r" / "report.md").read_text()

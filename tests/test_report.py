@@ -97,7 +97,7 @@ def test_html_is_self_contained(tmp_path: Path, messy) -> None:
     junit, _ = messy
     main(["report", str(junit), "--out", str(tmp_path / "out")])
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "<svg" in html and "cold vs warm" in html
+    assert "<svg" in html and "cold (dark) and warm (light) per row" in html and 'name="viewport"' in html
     assert not re.search(r"<(script|link|img|iframe)\b|src=|@import|url\(", html)
     assert re.findall(r"https?://[^\"' ]+", html) == ["http://www.w3.org/2000/svg"] * html.count("<svg")
 

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from ci.report.view import Report, repro
+from ci.report.view import FAILING, Report, rerun
+from ci.results.merge import RowResult
 from ci.stack.change import Upstream
 
 
 def _upstream(up: Upstream | None) -> dict[str, object] | None:
     return None if up is None else {"pr": up.pr, "state": up.state, "as_of": str(up.as_of)}
+
+
+def _rerun(r: RowResult) -> dict[str, object]:
+    if r.status not in FAILING:
+        return {"repro": None, "repro_command": None}
+    how = rerun(r)
+    return {"repro": how.hint, "repro_command": how.command or None, "repro_missing": how.why_not or None}
 
 
 def to_json(report: Report) -> dict[str, object]:
@@ -29,7 +37,7 @@ def to_json(report: Report) -> dict[str, object]:
         "rows": [
             {"id": r.id, "status": r.status, "target": r.target, "suite": r.suite, "change": r.change,
              "planned": r.planned is not None, "message": r.message, "note": r.note,
-             "repro": repro(r.id) if r.status in ("failure", "error", "conflict", "incomplete") else None,
+             **_rerun(r),
              "metrics": {name: m.to_json() for name, m in r.metrics.items()},
              "duplicates": list(r.duplicates),
              "runs": [{"file": c.file, "junit_suite": c.junit_suite, "test": f"{c.classname}::{c.name}",

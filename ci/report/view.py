@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ci.results.acceptance import Verdict
 from ci.results.junit import FileRead, Metric
@@ -62,10 +63,36 @@ def banner(report: Report) -> list[str]:
     return lines
 
 
-def repro(row_id: str) -> str:
-    """The command that prints a row's re-run line. Row ids come from result files: quoted, so pasting it
+def repro(row_id: str, rows_json: Path | None = None) -> str:
+    """The command that prints a row's re-run lines. Row ids come from result files: quoted, so pasting it
     runs nothing but this command."""
-    return f"python -m ci repro {shlex.quote(row_id)}"
+    where = f" --rows-json {shlex.quote(str(rows_json))}" if rows_json else ""
+    return f"python -m ci repro {shlex.quote(row_id)}{where}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rerun:
+    hint: str  # `python -m ci repro <id> --rows-json <path>`: prints both lines
+    command: str  # the line that re-runs the row itself (docker where it ran in an image), "" where unknown
+    why_not: str = ""  # why no command could be made
+
+
+def rerun(r: RowResult) -> Rerun:
+    """How to re-run a row, from the report alone: the rows.json `ci run` left beside the row's JUnit."""
+    from ci.errors import UsageError
+    from ci.run import repro as repro_cmd  # the run stage makes the line; the report only shows it
+
+    case = r.cases[0] if r.cases else None
+    rows_json = Path(case.file).resolve().parent / "rows.json" if case else None
+    if rows_json is None or not rows_json.is_file():
+        why = f"no rows.json beside {case.file}" if case else "no result file"
+        return Rerun(hint=repro(r.id), command="", why_not=why)
+    try:
+        lines = repro_cmd.commands(rows_json, r.id)
+    except UsageError as exc:
+        return Rerun(hint=repro(r.id, rows_json), command="", why_not=exc.message)
+    in_image = case is not None and case.image_digest not in (None, "", "none")
+    return Rerun(hint=repro(r.id, rows_json), command=lines.docker if in_image else lines.host)
 
 
 def short(text: str, limit: int = _NOTE_CHARS) -> str:
@@ -114,7 +141,7 @@ def change_heading(verdict: Verdict) -> tuple[str, str]:
 
 def failing_table(results: Results) -> Table:
     rows = tuple(
-        (r.id, r.target, STATUS_MARK[r.status], short(r.message or r.note), repro(r.id))
+        (r.id, r.target, STATUS_MARK[r.status], short(r.message or r.note), rerun(r).hint)
         for r in results.rows
         if r.status in FAILING
     )

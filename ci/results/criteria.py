@@ -14,8 +14,8 @@ from typing import Literal
 
 from ci.results import baseline
 from ci.results.baseline import Baseline, compare
-from ci.results.junit import Case
 from ci.results.merge import Results, RowResult
+from ci.results.node_ids import matches
 from ci.stack.change import Change
 
 Status = Literal["pass", "fail", "missing"]
@@ -109,27 +109,6 @@ def _tied(ev: Evidence) -> Criterion:
             parts.append(("pass", f"{test}: {tally}"))
     crit = _criterion(TIED, parts)
     return Criterion(name=TIED, status=crit.status, evidence=f"{crit.evidence} (benchmark: {reg.benchmark})")
-
-
-def test_module(test: str) -> str:
-    """The JUnit classname prefix of a test named in the stack ("suites/x/test_y.py::f" -> "x.test_y"):
-    the suites run with suites/ as pytest's rootdir."""
-    path = test.partition("::")[0].removeprefix("suites/")
-    return path.removesuffix(".py").replace("/", ".")
-
-
-def matches(case: Case, test: str) -> bool:
-    """Whether `case` is (part of) the pytest node id or file `test` names."""
-    path, _, rest = test.partition("::")
-    path = path.removeprefix("suites/")
-    module = test_module(test)
-    in_module = case.path.lstrip("./") == path if case.path else False
-    in_module = in_module or case.classname == module or case.classname.startswith(module + ".")
-    if not in_module or not rest:
-        return in_module
-    *classes, func = rest.split("::")
-    inner = case.classname[len(module) + 1 :] if case.classname.startswith(module + ".") else ""
-    return case.name.split("[", 1)[0] == func and (not classes or inner == ".".join(classes))
 
 
 def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:

@@ -73,6 +73,7 @@ class Case:
     git_revision: str | None
     status: CaseStatus
     message: str
+    details: str  # the failure's, error's or skip's full text ("" for a pass)
     time: float | None
     jit_compiles: int | None
     jit_kernels: tuple[str, ...]
@@ -158,13 +159,14 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
     props = _props(tc)
     problems: list[str] = []
     status: CaseStatus = "pass"
-    message = ""
+    message, details = "", ""
     # child() looks at direct children only; TestCase.result walks every descendant, properties included
     for kind, word in ((Error, "error"), (Failure, "failure"), (Skipped, "skipped")):
         hit = tc.child(kind)
         if hit is not None:
             status = word  # type: ignore[assignment]
-            message = hit.message or (hit.text or "").strip().split("\n", 1)[0]
+            details = (hit.text or "").strip()
+            message = hit.message or details.split("\n", 1)[0]
             break
     metrics = _metrics([(k[len(_METRIC) :], v) for k, v in props.items() if k.startswith(_METRIC)], problems)
     kernels = props.get(PREFIX + "jit.kernels", "")
@@ -183,6 +185,7 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         git_revision=props.get(PREFIX + "git_revision"),
         status=status,
         message=message,
+        details=details,
         time=_time(tc, problems),
         jit_compiles=_int(props, PREFIX + "jit.compiles", problems),
         jit_kernels=tuple(k.strip() for k in kernels.split(",") if k.strip()),

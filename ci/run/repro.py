@@ -7,6 +7,7 @@ so a row can be re-run from a report alone.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import shlex
@@ -49,7 +50,7 @@ def commands(
             f"{row_id!r} is not a row id", hint="python -m ci plan lists them: <change>.<target>.<model>.<hash>"
         )
     try:
-        doc = json.loads(rows_json.read_text())
+        doc = _read(rows_json)
         known = {r["id"] for r in doc["rows"]}
         doc["suite"], doc["target"], doc["timeout_s"]
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
@@ -76,6 +77,12 @@ def commands(
     pytest = run.pytest_command(python, str(suites), suite, str(out / junit_name), *only)
     host = "mkdir -p " + shlex.quote(str(out)) + " && env " + shlex.join([f"{k}={v}" for k, v in env.items()] + pytest)
     return Repro(row=row_id, docker=f"mkdir -p {shlex.quote(str(out))} && {spec.cli()}", host=host)
+
+
+@functools.lru_cache(maxsize=16)
+def _read(path: Path) -> Any:
+    """One parse per rows.json: the report asks for every failing row of a run."""
+    return json.loads(path.read_text())
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,0 +1,86 @@
+"""What a maintainer needs first, per imported change: the cause behind its failing rows, each failing row
+with its full message, log, duration and the line that re-runs it, and cold beside warm of the same
+quantity, per row. report.html is drawn from these; report.md from the tables in `view`."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ci.report.view import FAILING, Report, Rerun, rerun
+from ci.results.acceptance import Verdict
+from ci.results.junit import Metric
+from ci.results.merge import RowResult
+
+_LOG = re.compile(r"\(full log: ([^)]+)\)")
+_NUMBER = re.compile(r"\d[\d.]*(?:e[+-]?\d+)?")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Failing:
+    row: RowResult
+    message: str  # the whole first failure message
+    details: str  # the whole failure text (traceback, log tail)
+    log: str  # the row's log file, where the harness named one
+    seconds: float  # the row's testcases, added up
+    how: Rerun
+
+
+def causes(report: Report, verdict: Verdict, limit: int = 3) -> list[tuple[str, int]]:
+    """The commonest first clauses of the change's failure messages, with how many rows say each: one cause
+    ("change absent in vLLM 0.26.0") behind every row should be said once, before the criteria."""
+    first: dict[str, str] = {}
+    said: Counter[str] = Counter()
+    for r in report.results.rows:
+        if r.change == verdict.change.id and r.status in FAILING and (r.message or r.note):
+            text = (r.message or r.note).split(";", 1)[0].strip()
+            key = _NUMBER.sub("#", text)  # "max_abs_err 4.7e-09 exceeds" on every row is one cause
+            first.setdefault(key, text)
+            said[key] += 1
+    return [(first[key], n) for key, n in said.most_common(limit)]
+
+
+def failing(report: Report, verdict: Verdict) -> list[Failing]:
+    out = []
+    for r in report.results.rows:
+        if r.change != verdict.change.id or r.status not in FAILING:
+            continue
+        bad = next((c for c in r.cases if c.status != "pass"), r.cases[0] if r.cases else None)
+        details = bad.details if bad else ""
+        log = _LOG.search(details)
+        out.append(Failing(row=r, message=r.message or r.note, details=details, log=log.group(1) if log else "",
+                           seconds=sum(c.time or 0.0 for c in r.cases), how=rerun(r)))  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pair:
+    """One quantity measured cold and warm on one row: the same thing, first time and steady state."""
+
+    row: str
+    target: str
+    quantity: str
+    cold: Metric
+    warm: Metric
+
+
+def quantity(name: str) -> str:
+    """cold_first_request_ms and warm_request_ms are both request_ms: pairs are made by this name alone."""
+    for prefix in ("cold_", "warm_", "first_"):
+        name = name.removeprefix(prefix)
+    return name
+
+
+def pairs(report: Report, verdict: Verdict) -> list[Pair]:
+    want = verdict.change.acceptance.measurements
+    out = []
+    for r in report.results.rows:
+        if r.change != verdict.change.id or not r.ran:
+            continue
+        warm = {quantity(n): r.metrics[n] for n in want.warm if n in r.metrics}
+        for name in want.cold:
+            q = quantity(name)
+            if name in r.metrics and q in warm and r.metrics[name].unit == warm[q].unit:
+                out.append(Pair(row=r.id, target=r.target, quantity=q, cold=r.metrics[name], warm=warm[q]))
+    return out
