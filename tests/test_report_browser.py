@@ -1,0 +1,90 @@
+"""report.html as a person sees it, in a real headless Chromium (Debian's, driven by Playwright), at desktop
+and phone widths: no console error, no network request, the verdicts above the fold, a failing row reached
+by its anchor, nothing wider than the screen; and the re-run line it prints reproduces that failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _need_browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if CHROMIUM and sync_playwright:
+        return sync_playwright
+    if os.environ.get("STACKGATE_REQUIRE_BROWSER") == "1":
+        pytest.fail("STACKGATE_REQUIRE_BROWSER=1 and no chromium or playwright here")
+    pytest.skip("needs Debian's chromium and the playwright package")
+
+
+@pytest.fixture(scope="module")
+def failing_run(tmp_path_factory: pytest.TempPathFactory, request) -> Path:
+    """A real cpu self-test run on this host whose rows fail: a stack whose tolerance no float meets."""
+    root = tmp_path_factory.mktemp("browser")
+    stack = root / "stack"
+    shutil.copytree(REPO / "stack", stack)
+    change = stack / "changes" / "selftest.yaml"
+    change.write_text(change.read_text().replace("    max: 1.0e-6\n", "    max: 1.0e-30\n", 1))
+    out = root / "results" / "cpu-selftest"
+    run = subprocess.run([sys.executable, "-m", "ci", "--stack", str(stack), "run", "cpu", "selftest", "--host",
+                          "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    done = subprocess.run([sys.executable, "-m", "ci", "--stack", str(stack), "report", str(root / "results"),
+                           "--out", str(root / "report")], cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_the_page_in_a_real_browser(failing_run: Path, width: int, height: int) -> None:
+    sync_playwright = _need_browser()
+    html = failing_run / "report" / "report.html"
+    doc = json.loads((failing_run / "report" / "report.json").read_text())
+    row = next(r["id"] for r in doc["rows"] if r["status"] == "failure")
+    flags = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", "--no-first-run", "--disable-quic"]  # fmt: skip
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=flags)
+        page = browser.new_page(viewport={"width": width, "height": height})
+        errors, requests = [], []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto(html.as_uri())
+        assert errors == [] and requests == [html.as_uri()]  # the page and nothing else
+        verdicts = page.locator("#verdicts").bounding_box()
+        assert verdicts is not None and verdicts["y"] < height / 2, verdicts
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        page.goto(f"{html.as_uri()}#row-{row}")
+        target = page.locator(f"[id='row-{row}']")
+        assert target.count() == 1
+        box = target.bounding_box()
+        assert box is not None and -1 <= box["y"] < height  # scrolled to it
+        assert "exceeds 1e-30" in target.inner_text()
+        browser.close()
+
+
+def test_the_printed_rerun_line_reproduces_the_failure(failing_run: Path) -> None:
+    doc = json.loads((failing_run / "report" / "report.json").read_text())
+    row = next(r for r in doc["rows"] if r["status"] == "failure")
+    line = row["repro_command"]
+    assert line and "--stackgate-row" in line
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # python3 = this venv's
+    subprocess.run(["bash", "-c", line], cwd=failing_run, env=env, capture_output=True, text=True, timeout=600)
+    out = Path(line.split("mkdir -p ", 1)[1].split(" ", 1)[0])
+    again = [p for p in out.glob("junit-repro-*.xml")]
+    assert again, f"no JUnit from {line}"
+    text = again[0].read_text()
+    assert row["id"] in text and "exceeds 1e-30" in text and "<failure" in text
