@@ -4,8 +4,10 @@ presence checks against a vLLM source tree, the acceptance checks a row applies)
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,39 @@ def test_hub_rows_without_weights_are_skipped_with_the_reason(engine_pkg, tmp_pa
     snap.mkdir(parents=True)
     (snap / "config.json").write_text("{}")
     assert config.model_dir(row) == snap
+
+
+def test_a_standard_hub_cache_is_found(engine_pkg, tmp_path, monkeypatch):
+    """$STACKGATE_MODEL_CACHE is HF_HOME (what ci run mounts): weights live under its hub/ folder."""
+    from engine import config
+
+    monkeypatch.setenv(config.ENV_MODEL_CACHE, str(tmp_path))
+    row = _row(stack.load(), "48804", "llama-3-8b-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    snap = tmp_path / "hub" / "models--meta-llama--Meta-Llama-3-8B-Instruct" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text("{}")
+    assert config.model_dir(row) == snap
+
+
+def test_an_absent_change_fails_even_where_the_weights_are_absent(engine_pkg, tmp_path, monkeypatch):
+    from engine import config
+
+    monkeypatch.setenv(config.ENV_MODEL_CACHE, str(tmp_path))
+    monkeypatch.setattr(config, "change_absent", "change #48804 absent in vLLM 0.26.0")
+    row = _row(stack.load(), "48804", "llama-3-8b-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    with pytest.raises(pytest.fail.Exception, match=r"change #48804 absent in vLLM 0\.26\.0; its weights"):
+        config.model_dir(row)
+
+
+def test_a_row_the_probes_cannot_watch_fails_saying_so(engine_pkg):
+    """TP 2 runs its workers in other processes, where no in-process probe sees graph replays."""
+    from engine.evidence import Evidence
+
+    row = _row(stack.load(), "46849", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=8)
+    wide = dataclasses.replace(row, data={**row.data, "tp": 2}, gpus=2)
+    request = types.SimpleNamespace(node=types.SimpleNamespace(user_properties=[]))
+    with pytest.raises(pytest.fail.Exception, match="in-process probes cannot watch worker processes"):
+        Evidence.start(request, wide, lambda: None)
 
 
 def test_presence_reads_the_vllm_source_tree(engine_pkg, tmp_path, monkeypatch):

@@ -57,3 +57,12 @@ def test_results_made_with_another_stack_are_flagged(tmp_path: Path, stack_copy:
     same = junit.read_text().replace("sha256:0000000000000000000000000000", STACK.digest)
     junit.write_text(same)
     assert not any("another stack" in line for line in report.banner(report.build(STACK.root, [junit], None)))
+
+
+def test_a_first_request_slower_than_the_bound_fails_cold_warm(tmp_path: Path) -> None:
+    """#48804 promises the first request pays for nothing: cold_warm_ratio is judged, not only recorded."""
+    from ci.bench.synthetic import metric, with_metric
+
+    slow = metric("cold_warm_ratio", 13.6, "ratio", "none")
+    crit = _criterion(tmp_path, criteria.COLD_WARM, lambda r, c: with_metric(c, slow))
+    assert crit.status == "fail" and "cold first request over 1.2x warm" in crit.evidence and "13.60x" in crit.evidence

@@ -46,6 +46,8 @@ def passing_metrics(change: Change) -> tuple[Metric, ...]:
         for name in names:
             value = 0.0 if "compiles" in name else (900.0 if phase == "cold" else 50.0)
             out[name] = metric(name, value, _unit(name), phase, [value * f for f in (0.99, 1.0, 1.0, 1.0, 1.01)])  # type: ignore[arg-type]
+    if acc.measurements.max_cold_warm_ratio is not None:
+        out["cold_warm_ratio"] = metric("cold_warm_ratio", 1.0, "ratio", "none")
     tol = acc.tolerance
     out[tol.metric] = metric(tol.metric, 0.0, tol.unit, "warm")
     g = acc.graph_replay

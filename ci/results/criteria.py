@@ -126,11 +126,24 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
                     absent.setdefault(f"{phase} {name}", []).append(r.id)
                 elif any(m.phase != phase for m in found):
                     wrong.setdefault(f"{name} recorded as {found[0].phase}, not {phase}", []).append(r.id)
-    if wrong:
-        return "fail", "; ".join(f"{k} on {_names(v)}" for k, v in wrong.items())
-    if absent:
-        return "missing", "; ".join(f"{k} absent on {_names(v)}" for k, v in absent.items())
-    return "pass", f"{len(ran)} rows carry cold ({', '.join(want.cold)}) and warm ({', '.join(want.warm)})"
+    slow, unknown = [], []
+    if want.max_cold_warm_ratio is not None:
+        for r in ran:
+            ratio = r.metrics.get("cold_warm_ratio")
+            if ratio is None:
+                unknown.append(r.id)
+            elif ratio.value > want.max_cold_warm_ratio:
+                slow.append(f"{r.id} ({ratio.value:.2f}x)")
+    if wrong or slow:
+        why = [f"{k} on {_names(v)}" for k, v in wrong.items()]
+        why += [f"cold first request over {want.max_cold_warm_ratio:g}x warm on {_names(slow)}"] if slow else []
+        return "fail", "; ".join(why)
+    if absent or unknown:
+        why = [f"{k} absent on {_names(v)}" for k, v in absent.items()]
+        why += [f"cold_warm_ratio absent on {_names(unknown)}"] if unknown else []
+        return "missing", "; ".join(why)
+    bound = f", cold within {want.max_cold_warm_ratio:g}x warm" if want.max_cold_warm_ratio is not None else ""
+    return "pass", f"{len(ran)} rows carry cold ({', '.join(want.cold)}) and warm ({', '.join(want.warm)}){bound}"
 
 
 def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:

@@ -138,6 +138,8 @@ class AllowedRegression:
 class Measurements:
     cold: tuple[str, ...]
     warm: tuple[str, ...]
+    # where set, each row's recorded cold_warm_ratio (first request over warm median) must not exceed it
+    max_cold_warm_ratio: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
 
 
 @frozen

@@ -26,6 +26,11 @@ class Evidence:
         from engine import config, presence
 
         ev = cls(request, row)
+        if int(row["tp"]) * int(row["dp"]) > 1:
+            # vLLM runs TP/DP workers in other processes; the probes (graph replays, layer-0 outputs,
+            # indexer calls) watch this one. A row they cannot watch fails saying so, never "0 seen".
+            pytest.fail(f"tp={row['tp']} dp={row['dp']}: the in-process probes cannot watch worker processes; "
+                        "this row needs the multi-GPU probes", pytrace=False)  # fmt: skip
         ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
         ev.prop("vllm_version", presence.vllm_version())
         ev.presence(check())
@@ -44,6 +49,9 @@ class Evidence:
         self.prop("change_evidence", found.evidence)
         if not found.present:
             self.absent = found.message()
+            from engine import config
+
+            config.change_absent = self.absent
 
     def expect(self, ok: bool, message: str) -> None:
         if not ok:

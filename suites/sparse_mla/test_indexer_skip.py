@@ -30,6 +30,7 @@ def test_indexer_skip(row, request):
     with GraphCounter() as graphs, probes.indexer() as idx, probes.mla_layer0_output(probes.pure_prefill) as cap:
         cold_ms, out = engines.timed_ms(engine, prompts, engines.greedy(OUTPUT_TOKENS))
         scoring_first = idx.scoring_calls
+        engines.generate(engine, prompts, engines.greedy(1))  # settles the 1-token shape: not a warm sample
         prefill_ms = [engines.timed_ms(engine, prompts, engines.greedy(1))[0] for _ in range(WARM_REPEATS)]
         warm_ms = [engines.timed_ms(engine, prompts, engines.greedy(OUTPUT_TOKENS))[0] for _ in range(3)]
     engines.stop(engine)
@@ -58,6 +59,8 @@ def test_indexer_skip(row, request):
                                       f"({scoring_first} calls)")  # fmt: skip
     else:
         ev.expect(scoring_first > 0, f"prefill of {row['context']} > top-k {topk} ran no indexer scoring")
+    ev.expect(idx.mqa_calls > 0, f"the #52512 guard watched no sparse-MQA call: backend {row['backend']} is not "
+                                 "FlashMLASparseImpl, or the path never ran; it proves nothing here")  # fmt: skip
     ev.expect(not idx.all_minus_one_reads, f"#52512: sparse MQA read all -1 top-k rows {idx.all_minus_one_reads[:3]}")
     ev.tolerance(err, "attn_output_rel_err")
     ev.graph_replay(graphs.captures if graphs.available else None)
