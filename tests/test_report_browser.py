@@ -73,6 +73,8 @@ def test_the_page_in_a_real_browser(failing_run: Path, width: int, height: int) 
         box = target.bounding_box()
         assert box is not None and -1 <= box["y"] < height  # scrolled to it
         assert "exceeds 1e-30" in target.inner_text()
+        target.locator("summary").click()  # opened: the whole message, the log and the re-run line
+        assert "Log:" in target.inner_text() and "--stackgate-row" in target.inner_text()
         browser.close()
 
 

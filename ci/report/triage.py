@@ -48,8 +48,9 @@ def failing(report: Report, verdict: Verdict) -> list[Failing]:
             continue
         bad = next((c for c in r.cases if c.status != "pass"), r.cases[0] if r.cases else None)
         details = bad.details if bad else ""
-        log = _LOG.search(details)
-        out.append(Failing(row=r, message=r.message or r.note, details=details, log=log.group(1) if log else "",
+        named = _LOG.search(details)
+        log = (bad.log if bad else "") or (named.group(1) if named else "")
+        out.append(Failing(row=r, message=r.message or r.note, details=details, log=log,
                            seconds=sum(c.time or 0.0 for c in r.cases), how=rerun(r)))  # fmt: skip
     return out
 

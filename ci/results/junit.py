@@ -74,6 +74,7 @@ class Case:
     status: CaseStatus
     message: str
     details: str  # the failure's, error's or skip's full text ("" for a pass)
+    log: str  # the row's full log, where the harness named it (<system-out>full log: PATH)
     time: float | None
     jit_compiles: int | None
     jit_kernels: tuple[str, ...]
@@ -186,6 +187,7 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         status=status,
         message=message,
         details=details,
+        log=_log(tc),
         time=_time(tc, problems),
         jit_compiles=_int(props, PREFIX + "jit.compiles", problems),
         jit_kernels=tuple(k.strip() for k in kernels.split(",") if k.strip()),
@@ -194,6 +196,12 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         problems=tuple(problems),
         aot=props.get(PREFIX + "aot") or scope.aot,
     )
+
+
+def _log(tc: _Case) -> str:
+    out = tc._elem.find("system-out")
+    text = (out.text or "") if out is not None else ""
+    return text.split("full log: ", 1)[1].strip().splitlines()[0] if "full log: " in text else ""
 
 
 def _time(tc: _Case, problems: list[str]) -> float | None:
