@@ -66,3 +66,17 @@ def test_a_first_request_slower_than_the_bound_fails_cold_warm(tmp_path: Path) -
     slow = metric("cold_warm_ratio", 13.6, "ratio", "none")
     crit = _criterion(tmp_path, criteria.COLD_WARM, lambda r, c: with_metric(c, slow))
     assert crit.status == "fail" and "cold first request over 1.2x warm" in crit.evidence and "13.60x" in crit.evidence
+
+
+def test_one_targets_rows_from_two_vllm_builds_are_flagged(tmp_path: Path) -> None:
+    selected = rows("selftest")
+    [junit] = write_rows(tmp_path, selected)
+    text = junit.read_text()
+    first = selected[0].id
+    marker = f'<property name="stackgate.row" value="{first}"/>'
+    text = text.replace(marker, marker + '<property name="stackgate.vllm_version" value="0.26.0"/>', 1)
+    second = selected[1].id
+    marker = f'<property name="stackgate.row" value="{second}"/>'
+    junit.write_text(text.replace(marker, marker + '<property name="stackgate.vllm_version" value="0.27.0"/>', 1))
+    lines = report.banner(report.build(STACK.root, [junit], None))
+    assert "cpu: results from 2 vLLM versions (0.26.0, 0.27.0)" in lines

@@ -53,6 +53,7 @@ def banner(report: Report) -> list[str]:
                     if s.stack_digest and s.stack_digest != report.stack.digest})  # fmt: skip
     lines += [f"input {path} was made with another stack ({digest[:19]}…); this report judges with "
               f"{report.stack.digest[:19]}… ({report.stack.root})" for path, digest in other]  # fmt: skip
+    lines += _mixed_builds(res)
     why_not: dict[str, int] = {}
     for r in res.rows:
         if r.status == "not run" and r.note:
@@ -61,6 +62,19 @@ def banner(report: Report) -> list[str]:
     if not why_not and not any(r.cases for r in res.rows) and not res.unkeyed:
         lines.append("no testcase was read from the inputs: every row is reported as not run")
     return lines
+
+
+def _mixed_builds(res: Results) -> list[str]:
+    """One target's rows measured on different images or vLLM versions are not one measurement: say so."""
+    seen: dict[tuple[str, str], set[str]] = {}
+    for r in res.rows:
+        for c in r.cases:
+            if c.image_digest and c.image_digest != "none":
+                seen.setdefault((r.target, "images"), set()).add(c.image_digest)
+            if c.vllm_version:
+                seen.setdefault((r.target, "vLLM versions"), set()).add(c.vllm_version)
+    return [f"{target}: results from {len(values)} {what} ({', '.join(sorted(v[:19] for v in values))})"
+            for (target, what), values in seen.items() if len(values) > 1]  # fmt: skip
 
 
 def repro(row_id: str, rows_json: Path | None = None) -> str:

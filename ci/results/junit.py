@@ -75,6 +75,7 @@ class Case:
     message: str
     details: str  # the failure's, error's or skip's full text ("" for a pass)
     log: str  # the row's full log, where the harness named it (<system-out>full log: PATH)
+    vllm_version: str | None = None  # stackgate.vllm_version, where the test recorded which vLLM it ran
     time: float | None
     jit_compiles: int | None
     jit_kernels: tuple[str, ...]
@@ -195,6 +196,7 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         metrics=tuple(metrics),
         problems=tuple(problems),
         aot=props.get(PREFIX + "aot") or scope.aot,
+        vllm_version=props.get(PREFIX + "vllm_version"),
     )
 
 
