@@ -9,6 +9,7 @@ exit code of a process that vLLM or NCCL can os._exit(0) proves nothing.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import subprocess
 import sys
@@ -159,6 +160,10 @@ def host_bake(target: Target, env: dict[str, str]) -> dict[str, str]:
     aot = Path(os.environ.get("STACKGATE_HOST_AOT") or Path.home() / ".cache" / "stackgate" / "host-aot") / target.id
     baked = {"TRITON_CACHE_DIR": str(aot / "triton"), "STACKGATE_KERNEL_LIST": str(aot / "manifest.json")}
     lists = [str(options.REPO / "containers" / "kernels" / name) for name in target.kernel_lists]
+    key = _bake_key(target, lists, env)
+    stamp = aot / "key"
+    if stamp.is_file() and stamp.read_text() == key and (aot / "manifest.json").is_file():
+        return baked  # baked from the same lists by the same triton and Python: nothing to do
     cmd = [sys.executable, "-m", "harness.aot", "bake", *lists, "--targets", ",".join(target.triton_targets),
            "--manifest", baked["STACKGATE_KERNEL_LIST"]]  # fmt: skip
     done = subprocess.run(cmd, env={**env, **baked}, capture_output=True, text=True, check=False)
@@ -166,7 +171,23 @@ def host_bake(target: Target, env: dict[str, str]) -> dict[str, str]:
         print(f"host AOT bake of {target.id} failed (exit {done.returncode}); rows run unbaked:\n"
               f"{done.stderr.strip()[-1500:]}", flush=True)  # fmt: skip
         return {}
+    stamp.write_text(key)
     return baked
+
+
+def _bake_key(target: Target, lists: list[str], env: Mapping[str, str]) -> str:
+    """What the baked cache depends on: the lists, the triton targets, triton's version and this Python."""
+    from importlib import metadata
+
+    try:
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton = "absent"
+    h = hashlib.sha256(f"{sys.version}|{triton}|{','.join(target.triton_targets)}|{env.get('PYTHONPATH')}".encode())
+    for path in lists:
+        h.update(Path(path).read_bytes())
+    h.update((DEFAULT_SUITES / "harness" / "aot.py").read_bytes())
+    return h.hexdigest()
 
 
 def run_host(spec: RunSpec) -> int:
