@@ -10,7 +10,7 @@ from pathlib import Path
 
 from junitparser import Error, Failure, Skipped, xunit2
 
-from ci.results.junit import Metric, Phase
+from ci.results.metrics import Metric, Phase
 from ci.results.node_ids import test_module
 from ci.stack.change import Change
 from ci.stack.plan import Row

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ci.errors import ReportError
-from ci.results.junit import Metric, metric_from_json
+from ci.results.metrics import Metric, metric_from_json
 from ci.results.stats import mann_whitney_greater, sign_test_greater
 
 

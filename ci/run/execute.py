@@ -9,7 +9,6 @@ exit code of a process that vLLM or NCCL can os._exit(0) proves nothing.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from ci import engine as container
 from ci import options, revision, signals
 from ci.errors import NOTHING_RAN, RunError, UsageError
 from ci.images import build as images
-from ci.run import guard
+from ci.run import guard, host_aot
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
@@ -151,50 +150,11 @@ def host_env(spec: RunSpec) -> dict[str, str]:
     return env
 
 
-def host_bake(target: Target, env: dict[str, str]) -> dict[str, str]:
-    """The image's AOT layer, on this host: the target's kernel lists compiled into a Triton cache that the
-    rows then read at the same path (cache entries hold absolute paths). Cached across runs, so a second
-    run compiles nothing. Returns the env the rows need, or {} (saying why) where the bake failed."""
-    if not target.kernel_lists:
-        return {}
-    aot = Path(os.environ.get("STACKGATE_HOST_AOT") or Path.home() / ".cache" / "stackgate" / "host-aot") / target.id
-    baked = {"TRITON_CACHE_DIR": str(aot / "triton"), "STACKGATE_KERNEL_LIST": str(aot / "manifest.json")}
-    lists = [str(options.REPO / "containers" / "kernels" / name) for name in target.kernel_lists]
-    key = _bake_key(target, lists, env)
-    stamp = aot / "key"
-    if stamp.is_file() and stamp.read_text() == key and (aot / "manifest.json").is_file():
-        return baked  # baked from the same lists by the same triton and Python: nothing to do
-    cmd = [sys.executable, "-m", "harness.aot", "bake", *lists, "--targets", ",".join(target.triton_targets),
-           "--manifest", baked["STACKGATE_KERNEL_LIST"]]  # fmt: skip
-    done = subprocess.run(cmd, env={**env, **baked}, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        print(f"host AOT bake of {target.id} failed (exit {done.returncode}); rows run unbaked:\n"
-              f"{done.stderr.strip()[-1500:]}", flush=True)  # fmt: skip
-        return {}
-    stamp.write_text(key)
-    return baked
-
-
-def _bake_key(target: Target, lists: list[str], env: Mapping[str, str]) -> str:
-    """What the baked cache depends on: the lists, the triton targets, triton's version and this Python."""
-    from importlib import metadata
-
-    try:
-        triton = metadata.version("triton")
-    except metadata.PackageNotFoundError:
-        triton = "absent"
-    h = hashlib.sha256(f"{sys.version}|{triton}|{','.join(target.triton_targets)}|{env.get('PYTHONPATH')}".encode())
-    for path in lists:
-        h.update(Path(path).read_bytes())
-    h.update((DEFAULT_SUITES / "harness" / "aot.py").read_bytes())
-    return h.hexdigest()
-
-
 def run_host(spec: RunSpec) -> int:
     suites_root = spec.suites_dir or DEFAULT_SUITES
     cmd = pytest_command(sys.executable, str(suites_root), spec.suite, str(spec.junit), *_pytest_options(spec))
     env = host_env(spec)
-    env.update(host_bake(spec.target, env))
+    env.update(host_aot.bake(spec.target, env, DEFAULT_SUITES))
     proc = subprocess.Popen(cmd, env=env, cwd=suites_root, preexec_fn=signals.die_with_parent)
     with signals.forwarding(proc.send_signal) as received:
         code = proc.wait()

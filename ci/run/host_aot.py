@@ -1,0 +1,54 @@
+"""The image's AOT layer, on this host (`ci run --host`): the target's kernel lists compiled into a Triton
+cache under ~/.cache/stackgate/host-aot/<target>/ (or $STACKGATE_HOST_AOT), which the rows then read at
+the same path, so a host run is judged with a baked cache like an image run."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from ci import options
+from ci.stack.model import Target
+
+
+def bake(target: Target, env: Mapping[str, str], suites: Path) -> dict[str, str]:
+    """The image's AOT layer, on this host: the target's kernel lists compiled into a Triton cache that the
+    rows then read at the same path (cache entries hold absolute paths). Cached across runs, so a second
+    run compiles nothing. Returns the env the rows need, or {} (saying why) where the bake failed."""
+    if not target.kernel_lists:
+        return {}
+    aot = Path(os.environ.get("STACKGATE_HOST_AOT") or Path.home() / ".cache" / "stackgate" / "host-aot") / target.id
+    baked = {"TRITON_CACHE_DIR": str(aot / "triton"), "STACKGATE_KERNEL_LIST": str(aot / "manifest.json")}
+    lists = [str(options.REPO / "containers" / "kernels" / name) for name in target.kernel_lists]
+    key = _key(target, lists, env, suites)
+    stamp = aot / "key"
+    if stamp.is_file() and stamp.read_text() == key and (aot / "manifest.json").is_file():
+        return baked  # baked from the same lists by the same triton and Python: nothing to do
+    cmd = [sys.executable, "-m", "harness.aot", "bake", *lists, "--targets", ",".join(target.triton_targets),
+           "--manifest", baked["STACKGATE_KERNEL_LIST"]]  # fmt: skip
+    done = subprocess.run(cmd, env={**env, **baked}, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(f"host AOT bake of {target.id} failed (exit {done.returncode}); rows run unbaked:\n"
+              f"{done.stderr.strip()[-1500:]}", flush=True)  # fmt: skip
+        return {}
+    stamp.write_text(key)
+    return baked
+
+
+def _key(target: Target, lists: list[str], env: Mapping[str, str], suites: Path) -> str:
+    """What the baked cache depends on: the lists, the triton targets, triton's version and this Python."""
+    from importlib import metadata
+
+    try:
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton = "absent"
+    h = hashlib.sha256(f"{sys.version}|{triton}|{','.join(target.triton_targets)}|{env.get('PYTHONPATH')}".encode())
+    for path in lists:
+        h.update(Path(path).read_bytes())
+    h.update((suites / "harness" / "aot.py").read_bytes())
+    return h.hexdigest()
