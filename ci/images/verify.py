@@ -103,10 +103,19 @@ def check_cuda_objects(target: Target, probe: dict[str, Any]) -> list[Check]:
     wanted = _sass_names(target.arch_list)
     out = []
     for obj in probe["cuda_objects"]:
+        name = Path(obj["path"]).name
         elf = {m.group(0) for line in obj["elf"] for m in [re.search(r"sm_\d+[af]?", line)] if m}
+        if not elf and not obj["ptx"]:
+            continue  # a fatbin section with no kernel in it (nvJitLink, cutlass's IR bindings): no device code
         ok = bool(elf & wanted)
-        detail = f"SASS {', '.join(sorted(elf)) or 'none'}" + ("" if ok else f"; PTX only? ({len(obj['ptx'])} PTX)")
-        out.append(Check(what="CUDA SASS", item=Path(obj["path"]).name, ok=ok, detail=detail))
+        detail = f"SASS {', '.join(sorted(elf))}" + ("" if ok else f"; no {'/'.join(sorted(wanted)[:2])}…")
+        if not ok and obj["ptx"]:
+            detail += f", {len(obj['ptx'])} PTX (refused at run time: CUDA_DISABLE_PTX_JIT)"
+        why = target.sass_exempt.get(name)
+        if not ok and why:
+            out.append(Check(what="CUDA SASS", item=name, ok=True, detail=f"exempt: {why} ({detail})"))
+            continue
+        out.append(Check(what="CUDA SASS", item=name, ok=ok, detail=detail))
     if not probe["cuda_objects"]:
         out.append(Check(what="CUDA SASS", item="shared objects", ok=False, detail="no .so with device code found"))
     return out

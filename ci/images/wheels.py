@@ -20,7 +20,17 @@ from pathlib import Path
 from ci.errors import BuildError
 from ci.stack.model import Target
 
-_PLATFORM_TAG = {"linux/amd64": "manylinux_2_28_x86_64", "linux/arm64": "manylinux_2_28_aarch64"}
+_MACHINE = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+GLIBC_MINOR = 36  # the bases' glibc: Debian bookworm has 2.36 (the locks list every file; some are manylinux_2_31)
+
+
+def platform_tags(platform: str) -> list[str]:
+    """Every wheel tag the image's glibc accepts, newest first: pip matches --platform tags exactly, so a
+    wheel published as manylinux2014 (manylinux_2_17) is found only when that tag is named too."""
+    machine = _MACHINE[platform]
+    tags = [f"manylinux_2_{minor}_{machine}" for minor in range(GLIBC_MINOR, 16, -1)]
+    return [*tags, f"manylinux2014_{machine}"] + ([f"manylinux2010_{machine}", f"manylinux1_{machine}"]
+                                                  if machine == "x86_64" else [])  # fmt: skip
 
 
 def cache_root() -> Path:
@@ -66,8 +76,7 @@ def fetch(target: Target, lock: Path, cache: Path | None = None) -> list[Path]:
             target.python,
             "--implementation",
             "cp",
-            "--platform",
-            _PLATFORM_TAG[target.platform],
+            *(arg for tag in platform_tags(target.platform) for arg in ("--platform", tag)),
         ]
         # A site-wide pip config (constraints, another index) can only contradict a lock that pins
         # every file by hash; ignore it.

@@ -71,6 +71,8 @@ class Target:
     session: str | None = None  # nox session prefix: <session>_<suite> (default: the id, "-" as "_")
     session_aliases: tuple[str, ...] = ()  # further prefixes for the same sessions
     required: bool = False  # named by the tracking issue: every change must cover it, or say why not
+    # shared objects whose device code need not include this arch, each with the reason (ci verify shows it)
+    sass_exempt: dict[str, str] = field(default_factory=dict)
     notes: str = ""
 
     @property
