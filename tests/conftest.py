@@ -31,6 +31,26 @@ def edit() -> Callable[[Path, str, str], None]:
 
 
 @pytest.fixture(scope="session")
+def committed_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A committed copy of this checkout's tracked and unignored files, for builds that must not touch it."""
+    import subprocess
+
+    src = Path(__file__).resolve().parent.parent
+    root = tmp_path_factory.mktemp("repo")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=src,
+                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    for name in files:
+        if (src / name).is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / name, root / name)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "copy"], check=True)
+    return root
+
+
+@pytest.fixture(scope="session")
 def docker_client():
     """The docker engine's client. Tests that need it skip where none answers, unless
     STACKGATE_REQUIRE_DOCKER=1 (CI) turns that into a failure."""

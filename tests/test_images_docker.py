@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import subprocess
 import time
 import uuid
@@ -32,20 +31,8 @@ def client(docker_client):
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory, client) -> Path:
-    """A committed copy of this checkout's tracked and unignored files."""
-    root = tmp_path_factory.mktemp("repo")
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=images.REPO_ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
-    for name in files:
-        if (images.REPO_ROOT / name).is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(images.REPO_ROOT / name, root / name)
-    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "copy"], check=True)
-    return root
+def repo(committed_repo, client) -> Path:
+    return committed_repo
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 Standard library only: it must run in any of our images without importing ci/ or the image's harness.
 """
 
+import importlib.util
 import json
 import mmap
 import os
@@ -114,6 +115,7 @@ def main(scan_so):
         "manifest": _read_json(manifest_path),
         "entries": cache_entries(os.environ.get("TRITON_CACHE_DIR", ""), cuobjdump),
         "cuda_objects": cuda_objects(purelib, cuobjdump) if scan_so else [],
+        "torch": importlib.util.find_spec("torch") is not None,
     }
     json.dump(report, sys.stdout)
 
