@@ -17,6 +17,7 @@ from ci import flow, options
 from ci.bench import commands as bench
 from ci.errors import EXIT_CODES, StackgateError, UsageError
 from ci.images import commands as images
+from ci.images import kernels
 from ci.report import commands as report
 from ci.run import execute, repro
 from ci.stack import commands as stack_commands
@@ -36,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     stack_commands.add_parser(sub)
     flow.add_parser(sub)
     images.add_parsers(sub)
+    kernels.add_parser(sub)
     execute.add_parser(sub)
     repro.add_parser(sub)
     report.add_parser(sub)

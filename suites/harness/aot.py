@@ -132,7 +132,8 @@ def compile_list(kernels: list[dict], targets: Sequence[str]) -> list[dict]:
             for values in kernel.get("specialisations") or [{}]:
                 args, constexprs = _args(kernel, values)
                 t0 = time.perf_counter()
-                compiled = fn.warmup(*args, grid=(1,), num_warps=kernel.get("num_warps", 4), **constexprs)
+                stages = {"num_stages": kernel["num_stages"]} if "num_stages" in kernel else {}
+                compiled = fn.warmup(*args, grid=(1,), num_warps=kernel.get("num_warps", 4), **stages, **constexprs)
                 out.append(
                     {
                         "kernel": compiled.name,

@@ -70,6 +70,32 @@ def _record(event: dict[str, Any]) -> None:
         os.close(fd)
 
 
+def _key_inputs(src: Any, metadata: dict) -> dict[str, Any]:
+    """What reproduces the compile's cache key (`ci kernels record` turns it into a kernel list): the
+    function, every argument's type, the constexpr values, the specialisation attributes (divisibility
+    by 16 per argument; ints equal to 1 become constexprs), warps and stages. Empty where the source is
+    not a @triton.jit function (IR given directly, inductor's generated modules still have one)."""
+    try:
+        fn = src.fn
+        names = list(fn.arg_names)
+        return {
+            "function": f"{fn.fn.__module__}:{fn.fn.__qualname__}",
+            "signature": [[k, str(v)] for k, v in src.signature.items()],  # in argument order
+            "declared_constexprs": [names[i] for i in fn.constexprs],
+            "constants": {names[k[0]]: _plain(v) for k, v in src.constants.items() if len(k) == 1},
+            "divisible_by_16": sorted(names[k[0]] for k, v in src.attrs.items()
+                                      if len(k) == 1 and ["tt.divisibility", 16] in [list(a) for a in v]),
+            "num_warps": metadata.get("num_warps"),
+            "num_stages": metadata.get("num_stages"),
+        }  # fmt: skip
+    except Exception:  # never break the program being watched: the event is still recorded, without these
+        return {}
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (bool, int, float, str)) or value is None else repr(value)
+
+
 def _make_listener(previous: Any) -> Any:
     def listener(*, src: Any, metadata: dict, metadata_group: dict, times: Any, cache_hit: bool) -> None:
         if not cache_hit:
@@ -82,6 +108,8 @@ def _make_listener(previous: Any) -> Any:
                     "cache_hit": False,
                     "time_s": round(getattr(times, "total", 0) / 1e6, 6),  # CompileTimes are microseconds
                     "wall": time.time(),
+                    "row": os.environ.get("STACKGATE_ROW_ID", ""),
+                    **_key_inputs(src, metadata),
                 }
             )
         if previous is not None:  # keep a listener someone else set (vLLM's jit monitor, a test)

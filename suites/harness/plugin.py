@@ -315,7 +315,9 @@ class _Parent:
         ]
         if cfg.inipath:
             argv += ["-c", str(cfg.inipath)]
+        row = item_row(item)
         env = dict(os.environ, **{ENV_CHILD: "1", "STACKGATE_HW_CHECKED": "1"})
+        env["STACKGATE_ROW_ID"] = row.id if row else ""  # the JIT sentinel names the row that compiled
         harness_root = str(Path(harness.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (harness_root, env.get("PYTHONPATH", "")) if p)
         outcome = isolate.run_child(argv, cwd=cfg.rootpath, result=result, log=log, timeout_s=self.timeout, env=env)

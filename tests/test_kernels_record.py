@@ -1,0 +1,57 @@
+"""`ci kernels record`: the sentinel's compile events become a kernel list whose bake reproduces the very
+same cache keys; the same events always give the same bytes; what cannot be re-made is listed, not lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci.images import kernels
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data" / "kernels"
+TARGETS = "cuda:90,hip:gfx1151"
+
+
+def _compile(kernel_list: Path, cache: Path, log: Path) -> list[dict]:
+    """Compile a kernel list in a fresh process with the sentinel installed; its events."""
+    pytest.importorskip("triton")
+    code = ("import sys, harness.jit_sentinel as s; s.install(); from harness import aot; "
+            "aot.compile_list(aot.load_list(sys.argv[1]), sys.argv[2].split(','))")  # fmt: skip
+    env = {**os.environ, "TRITON_CACHE_DIR": str(cache), "STACKGATE_JIT_LOG": str(log),
+           "PYTHONPATH": str(REPO / "suites")}  # fmt: skip
+    subprocess.run([sys.executable, "-c", code, str(kernel_list), TARGETS], env=env, check=True,
+                   capture_output=True, timeout=600)  # fmt: skip
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_a_recorded_list_bakes_the_same_cache_keys(tmp_path: Path) -> None:
+    seen = _compile(REPO / "containers" / "kernels" / "selftest.yaml", tmp_path / "c1", tmp_path / "run.jsonl")
+    recorded = tmp_path / "recorded.yaml"
+    recorded.write_text(kernels.record(seen))
+    baked = _compile(recorded, tmp_path / "c2", tmp_path / "bake.jsonl")
+    keys = {(e["kernel"], e["target"], e["hash"]) for e in seen}
+    assert len(keys) == 10 and {(e["kernel"], e["target"], e["hash"]) for e in baked} == keys
+
+
+def test_the_same_events_give_the_same_bytes() -> None:
+    events = kernels.events([DATA / "jit-events.jsonl"])
+    assert kernels.record(events) == (DATA / "recorded.yaml").read_text()
+    assert kernels.record(list(reversed(events))) == (DATA / "recorded.yaml").read_text()  # order-free
+
+
+def test_what_cannot_be_remade_is_listed_with_the_reason() -> None:
+    [good, *_] = kernels.events([DATA / "jit-events.jsonl"])
+    inductor = {**good, "kernel": "triton_poi_fused_add_0", "function": "torchinductor_root.ab:triton_poi_fused_add_0"}
+    unaligned = {**good, "divisible_by_16": [n for n in good["divisible_by_16"] if n != "x_ptr"]}
+    old = {k: v for k, v in good.items() if k not in ("function", "signature")}
+    text = kernels.record([inductor, unaligned, old])
+    assert "generated at run time, not importable; the warm-run bake covers it" in text
+    assert "pointer(s) x_ptr not 16-byte aligned" in text
+    assert "no @triton.jit function recorded" in text
+    assert "kernels:\nnot_baked:" in text  # nothing bakeable among them
