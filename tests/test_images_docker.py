@@ -149,7 +149,8 @@ def test_baked_kernels_compile_nothing_and_an_unlisted_one_is_recorded(built, cl
     assert lines[0] == "baked=0", out
     events = [json.loads(line) for line in lines[1:]]
     assert [(e["kernel"], e["target"], e["cache_hit"]) for e in events] == [("relu_kernel", "cuda:121", False)]
-    assert set(events[0]) == {"pid", "kernel", "target", "hash", "cache_hit", "time_s", "wall"}
+    assert {"pid", "kernel", "target", "hash", "cache_hit", "time_s", "wall", "row"} <= set(events[0])
+    assert events[0]["function"] == "harness.sample_kernels:relu_kernel" and events[0]["num_warps"] == 4
 
 
 def test_bake_commits_the_warm_run_as_one_layer(built, target, client, repo, tmp_path):

@@ -55,3 +55,12 @@ def test_what_cannot_be_remade_is_listed_with_the_reason() -> None:
     assert "pointer(s) x_ptr not 16-byte aligned" in text
     assert "no @triton.jit function recorded" in text
     assert "kernels:\nnot_baked:" in text  # nothing bakeable among them
+
+
+def test_the_h200_list_is_what_its_run_recorded() -> None:
+    """containers/kernels/vllm-0.26.0-h200.yaml comes, byte for byte, from the events under evidence/."""
+    listed = REPO / "containers" / "kernels" / "vllm-0.26.0-h200.yaml"
+    head = listed.read_text().split("\nkernels:", 1)[0].splitlines()[1:]
+    note = "\n".join(line.removeprefix("# ") for line in head)
+    run = REPO / "evidence" / "h200-record"
+    assert kernels.record(kernels.events([run / "spec", run / "sparse"]), note) == listed.read_text()

@@ -68,8 +68,8 @@ def _spec(e: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     for name, typ in e["signature"]:
         if name in declared:
             continue
-        if typ == "constexpr":  # an int specialised to the constant 1
-            signature[name], values[name] = "i32", e["constants"][name]
+        if typ == "constexpr":  # an int specialised to the constant 1, or None given for an optional pointer
+            signature[name], values[name] = "constexpr", e["constants"][name]
         else:
             signature[name] = typ
             if not typ.startswith("*"):
@@ -77,7 +77,7 @@ def _spec(e: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return signature, values
 
 
-def record(evts: list[dict[str, Any]]) -> str:
+def record(evts: list[dict[str, Any]], note: str = "") -> str:
     entries: dict[tuple, dict[str, Any]] = {}
     skipped: dict[tuple[str, str], set[str]] = {}
     for e in evts:
@@ -103,6 +103,7 @@ def record(evts: list[dict[str, Any]]) -> str:
             entry["_rows"].add(str(e["row"]))
     lines = [
         "# Recorded by `python -m ci kernels record` from the JIT sentinel's events: do not edit by hand.",
+        *(f"# {line}" for line in note.splitlines()),
         "kernels:",
     ]
     for key in sorted(entries):
@@ -122,7 +123,7 @@ def record(evts: list[dict[str, Any]]) -> str:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    text = record(events(args.results))
+    text = record(events(args.results), args.note)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     n = text.count("\n  - name: ")
@@ -137,4 +138,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                          description="a kernel list from the JIT sentinel's events of runs")  # fmt: skip
     r.add_argument("results", nargs="+", type=Path, help=f"results folders (every {EVENTS} below) or event files")
     r.add_argument("--out", type=Path, required=True, help="the kernel list to write, e.g. containers/kernels/x.yaml")
+    r.add_argument("--note", default="", help="a comment for the file's head: the run it was recorded from")
     r.set_defaults(func=cmd_record)

@@ -42,6 +42,8 @@ _DTYPES = {
     "u32": "uint32",
     "u64": "uint64",
     "i1": "int1",
+    "u1": "int1",  # Triton 3.6 names bool pointers *u1
+    "u16": "uint16",
     "fp8e4nv": "float8e4nv",
     "fp8e5": "float8e5",
 }
@@ -98,7 +100,8 @@ def _stub_torch_if_absent() -> None:
         sys.modules["torch"] = types.SimpleNamespace(Tensor=type("Tensor", (), {}))  # type: ignore[assignment]
 
 
-def _args(kernel: dict, values: dict) -> tuple[list[Any], dict[str, Any]]:
+def _args(kernel: dict, values: dict) -> dict[str, Any]:
+    """Every argument by name: a kernel's constexprs may sit between its runtime arguments."""
     import triton.language as tl
     from triton.runtime.jit import MockTensor
 
@@ -106,15 +109,23 @@ def _args(kernel: dict, values: dict) -> tuple[list[Any], dict[str, Any]]:
         def ptr_range(self) -> int:
             return 1 << 20
 
-    args = []
+    args: dict[str, Any] = {}
     for name, typ in kernel["signature"].items():
         if typ.startswith("*"):
-            args.append(Tensor(getattr(tl, _DTYPES.get(typ[1:], typ[1:]))))
+            args[name] = Tensor(getattr(tl, _DTYPES.get(typ[1:], typ[1:])))
         elif name in values:
-            args.append(values[name])
+            args[name] = values[name]
         else:
             raise SystemExit(f"kernel {kernel['name']}: specialisation {values} gives no value for {name} ({typ})")
-    return args, dict(kernel.get("constexprs") or {})
+    constexprs = {k: _value(tl, v) for k, v in (kernel.get("constexprs") or {}).items()}
+    return {**args, **constexprs}
+
+
+def _value(tl: Any, value: Any) -> Any:
+    """A recorded constexpr: dtypes are written as their name ("triton.language.bfloat16")."""
+    if isinstance(value, str) and value.startswith("triton.language."):
+        return getattr(tl, value.removeprefix("triton.language."))
+    return value
 
 
 def compile_list(kernels: list[dict], targets: Sequence[str]) -> list[dict]:
@@ -130,10 +141,10 @@ def compile_list(kernels: list[dict], targets: Sequence[str]) -> list[dict]:
             module, _, attr = kernel["function"].partition(":")
             fn = getattr(importlib.import_module(module), attr)
             for values in kernel.get("specialisations") or [{}]:
-                args, constexprs = _args(kernel, values)
+                args = _args(kernel, values)
                 t0 = time.perf_counter()
                 stages = {"num_stages": kernel["num_stages"]} if "num_stages" in kernel else {}
-                compiled = fn.warmup(*args, grid=(1,), num_warps=kernel.get("num_warps", 4), **stages, **constexprs)
+                compiled = fn.warmup(grid=(1,), num_warps=kernel.get("num_warps", 4), **stages, **args)
                 out.append(
                     {
                         "kernel": compiled.name,
