@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from ci import options, revision
@@ -42,6 +43,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_lock(args: argparse.Namespace) -> int:
     target = build.target_for(args)
+    if args.index_url:
+        target = replace(target, package_indexes=(*target.package_indexes, *args.index_url))
     print(f"wrote {lock.lock(target)}")
     return 0
 
@@ -73,4 +76,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     lk = options.verb(sub, "lock", help="resolve a target's hashed lock (containers/locks/<target>.txt) with uv",
                       codes=(0, 2, 3, 6))  # fmt: skip
     lk.add_argument("target", help="a target id, e.g. rocm-gfx1151")
+    lk.add_argument("--index-url", action="append", default=[], metavar="URL",
+                    help="one more extra index to resolve against (repeatable), beside package_indexes")  # fmt: skip
     lk.set_defaults(func=cmd_lock)

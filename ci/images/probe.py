@@ -98,7 +98,7 @@ def _read_json(path):
         return json.load(fh)
 
 
-def main(scan_so):
+def main(scan_so, env_keys=()):
     purelib = sysconfig.get_paths()["purelib"]
     cuobjdump = _cuobjdump()
     manifest_path = "/opt/stackgate/aot/manifest.json"
@@ -116,9 +116,11 @@ def main(scan_so):
         "entries": cache_entries(os.environ.get("TRITON_CACHE_DIR", ""), cuobjdump),
         "cuda_objects": cuda_objects(purelib, cuobjdump) if scan_so else [],
         "torch": importlib.util.find_spec("torch") is not None,
+        "env": {k: os.environ.get(k) for k in env_keys},
     }
     json.dump(report, sys.stdout)
 
 
 if __name__ == "__main__":
-    main(scan_so="--scan-so" in sys.argv)
+    keys = sys.argv[sys.argv.index("--env") + 1].split(",") if "--env" in sys.argv else []
+    main(scan_so="--scan-so" in sys.argv, env_keys=[k for k in keys if k])

@@ -150,7 +150,20 @@ def checks(target: Target, labels: dict[str, str], probe: dict[str, Any], root: 
             f"triton imported at start: {s['triton_imported_at_start']}, log {s['log'] or 'unset'}",
         )
     )
-    return out + check_kernels(target, probe, root) + check_cuda_objects(target, probe)
+    return out + check_env(target, probe) + check_kernels(target, probe, root) + check_cuda_objects(target, probe)
+
+
+def check_env(target: Target, probe: dict[str, Any]) -> list[Check]:
+    """The target's runtime env (the switches that refuse JIT: CUDA_DISABLE_PTX_JIT, FLASHINFER_DISABLE_JIT)
+    is what a process in the image sees."""
+    seen = probe.get("env") or {}
+    out = []
+    for key, want in target.env.items():
+        got = seen.get(key)
+        out.append(
+            Check(what="env", item=key, ok=got == want, detail=repr(got) + ("" if got == want else f", want {want!r}"))
+        )
+    return out
 
 
 def inspect_labels(ref: str, target: Target) -> tuple[dict[str, str], str]:
@@ -163,8 +176,9 @@ def inspect_labels(ref: str, target: Target) -> tuple[dict[str, str], str]:
     return dict(image.labels or {}), image.id
 
 
-def run_probe(image_id: str, scan_so: bool) -> dict[str, Any]:
-    ran = container.capture(image_id, ["python", "-c", PROBE.read_text(), *(["--scan-so"] if scan_so else [])])
+def run_probe(image_id: str, scan_so: bool, env_keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    argv = ["python", "-c", PROBE.read_text(), *(["--scan-so"] if scan_so else []), "--env", ",".join(env_keys)]
+    ran = container.capture(image_id, argv)
     if ran.code != 0:
         raise BuildError(
             f"image {image_id}: the probe failed inside it (exit {ran.code}):\n{ran.stderr[-2000:]}",
@@ -180,7 +194,7 @@ def main(st: Stack, target: Target, ref: str, *, root: Path) -> int:
             f"image {ref}: label stackgate.target is {labels.get('stackgate.target')!r}, not {target.id!r}",
             hint=f"python -m ci build {target.id}, or pass the image built for {target.id} with --image",
         )
-    probe = run_probe(image_id, scan_so=target.family == "cuda")
+    probe = run_probe(image_id, scan_so=target.family == "cuda", env_keys=tuple(target.env))
     result = checks(target, labels, probe, root)
     rows = [("ok" if c.ok else "MISSING", c.what, c.item, c.detail) for c in result]
     sys.stdout.write(tables.text(("", "check", "item", "detail"), rows))
