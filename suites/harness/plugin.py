@@ -28,6 +28,7 @@ from harness.rows import ENV_ROWS, Row, RowsDoc, RowsFileError
 from harness.rows import load as load_rows
 
 ENV_CHILD = "STACKGATE_CHILD"
+ENV_REFUSE_JIT = "STACKGATE_REFUSE_JIT"  # "1": a row that compiles anything errors (the images set it)
 _rows_key = pytest.StashKey[RowsDoc | None]()
 
 
@@ -50,6 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "track(*ids): the tracks whose rows this test serves, one item per row")
+    config.addinivalue_line("markers", f"jit_expected: this test compiles on purpose; ${ENV_REFUSE_JIT} spares it")
     path = config.getoption("stackgate_rows") or os.environ.get(ENV_ROWS)
     doc = None
     if path:
@@ -291,6 +293,8 @@ class _Parent:
         if seen.available:
             props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.kernels))]
         props.append(("stackgate.jit.cache_new_files", str(len(seen.cache_new_files))))
+        if os.environ.get(ENV_REFUSE_JIT) == "1" and not item.get_closest_marker("jit_expected"):
+            outcome = _refuse_jit(outcome, seen)
         return junit.Case(nodeid=item.nodeid, properties=(*props, *outcome.properties), outcome=outcome)
 
     def _spawn(self, item: pytest.Item) -> Outcome:
@@ -389,6 +393,24 @@ def aot_cache() -> str:
     if listed and Path(listed).is_file():
         return "image" if listed.startswith("/opt/stackgate/") else f"host:{listed}"
     return "image" if Path("/opt/stackgate/aot/manifest.json").is_file() else "none"
+
+
+def _refuse_jit(outcome: Outcome, seen: jit.Seen) -> Outcome:
+    """With JIT refused, a row that compiled anything (a Triton kernel, or files new in a JIT cache:
+    inductor, vLLM's compile cache, DeepGEMM, FlashInfer, CUDA's) errors, naming what compiled where."""
+    found = []
+    if seen.compiles:
+        cache = os.environ.get("TRITON_CACHE_DIR", "~/.triton/cache")
+        found.append(f"{seen.compiles} Triton compile(s) into {cache}: {', '.join(seen.kernels[:8])}")
+    if seen.cache_new_files:
+        dirs = sorted({str(Path(f).parent) for f in seen.cache_new_files})
+        found.append(f"{len(seen.cache_new_files)} new JIT cache file(s) under {', '.join(dirs[:3])}")
+    if not found:
+        return outcome
+    what = f"JIT refused (${ENV_REFUSE_JIT}=1): " + "; ".join(found)
+    if outcome.status in ("passed", "skipped"):
+        return replace(outcome, status="error", message=what)
+    return replace(outcome, message=f"{outcome.message}; {what}")
 
 
 def _left_behind(outcome: Outcome, left: list[str]) -> Outcome:
