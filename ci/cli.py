@@ -37,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     stack_commands.add_parser(sub)
     flow.add_parser(sub)
     images.add_parsers(sub)
+    sub.choices["bake"].set_defaults(func=flow.bake)  # --host packs an artefact; without it, the image route
     kernels.add_parser(sub)
     execute.add_parser(sub)
     repro.add_parser(sub)

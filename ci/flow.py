@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci import engine, options
-from ci.errors import NOTHING_RAN, StackgateError
+from ci.errors import NOTHING_RAN, StackgateError, UsageError
 from ci.images import build, verify
 from ci.results.merge import NOT_RUN
 from ci.run import execute, host
@@ -115,6 +115,42 @@ def main(args: argparse.Namespace) -> int:
     if failing:
         return max(failing)
     return NOTHING_RAN if codes and all(c == NOTHING_RAN for c in codes) else 0
+
+
+def bake(args: argparse.Namespace) -> int:
+    """`ci bake`: in the image (images.commands), or with --host on this host's GPU into a portable artefact."""
+    if not args.host:
+        from ci.images import commands
+
+        return commands.cmd_bake(args)
+    if args.out is None:
+        raise UsageError("ci bake --host needs --out DIR", hint="python -m ci bake TARGET --host --out DIR")
+    import tempfile
+    import time
+
+    from ci import revision
+    from ci.run import caches, host_aot
+    from ci.stack import rows_json
+
+    st = loader.load(args.stack)
+    target = st.targets[args.target]
+    start = time.monotonic()
+    rows = plan.build(st).select(targets=[target.id]).rows
+    with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
+        doc = rows_json.document(st, target, "*", rows, image={"ref": "host", "digest": None},
+                                 git_revision=revision.git_revision(), timeout_s=options.DEFAULT_TIMEOUT_S)  # fmt: skip
+        path = rows_json.write(Path(tmp) / "rows.json", doc)
+        spec = execute.RunSpec(target=target, suite="*", rows=rows, out=Path(tmp), suites_dir=None,
+                               timeout_s=options.DEFAULT_TIMEOUT_S)  # fmt: skip
+        env = execute.host_env(spec)
+        env.update(host_aot.bake(target, env, execute.DEFAULT_SUITES))
+        code = caches.warm(target, path, env, execute.DEFAULT_SUITES)
+    if code != 0:
+        raise StackgateError(f"the warm-up of {target.id} exited {code}: no artefact written",
+                             hint="see its output above")  # fmt: skip
+    artefact = caches.pack(target, args.out)
+    print(f"artefact {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {time.monotonic() - start:.1f} s)")
+    return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

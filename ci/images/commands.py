@@ -65,6 +65,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--command", nargs=argparse.REMAINDER,
                    help="warm-up command instead of `python -m harness.warmup` (must be last)")  # fmt: skip
     k.add_argument("--tag", help="tag of the baked image (default: <image repo>:baked)")
+    k.add_argument("--host", action="store_true",
+                   help="no docker: warm this host's caches for the target's rows, pack them into --out")  # fmt: skip
+    k.add_argument("--out", type=Path, help="with --host: the folder for the caches artefact")
     k.set_defaults(func=cmd_bake)
 
     v = options.verb(sub, "verify", help="check a target's image without a GPU: labels, pinned base, baked kernels, "

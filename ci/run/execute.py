@@ -21,7 +21,7 @@ from ci import engine as container
 from ci import options, revision, signals
 from ci.errors import NOTHING_RAN, RunError, UsageError
 from ci.images import build as images
-from ci.run import guard, host_aot
+from ci.run import caches, guard, host_aot
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
@@ -39,6 +39,7 @@ class RunSpec:
     suites_dir: Path | None  # None: the image's suites (docker) or this checkout's (host)
     timeout_s: float
     shard: int = 0
+    caches: Path | None = None  # a bake artefact to install first (--host only)
 
     @property
     def junit(self) -> Path:
@@ -138,6 +139,7 @@ STARTUP = DEFAULT_SUITES / "harness" / "startup"
 def host_env(spec: RunSpec) -> dict[str, str]:
     env = dict(os.environ)
     env.update(spec.target.env)
+    env.update(caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
     path = [str(STARTUP), str(DEFAULT_SUITES), env.get("PYTHONPATH", "")]
     env.update({
         "PYTHONPATH": os.pathsep.join(p for p in path if p),
@@ -154,6 +156,8 @@ def run_host(spec: RunSpec) -> int:
     suites_root = spec.suites_dir or DEFAULT_SUITES
     cmd = pytest_command(sys.executable, str(suites_root), spec.suite, str(spec.junit), *_pytest_options(spec))
     env = host_env(spec)
+    if spec.caches is not None:
+        env.update(caches.install(spec.target, spec.caches))
     env.update(host_aot.bake(spec.target, env, DEFAULT_SUITES))
     proc = subprocess.Popen(cmd, env=env, cwd=suites_root, preexec_fn=signals.die_with_parent)
     with signals.forwarding(proc.send_signal) as received:
@@ -248,8 +252,12 @@ def main(args: argparse.Namespace) -> int:
     spec = RunSpec(
         target=st.targets[args.target], suite=args.suite, rows=select_rows(st, args.target, args.suite, args.rows),
         out=args.out.resolve(), suites_dir=args.suites_dir.resolve() if args.suites_dir else None,
-        timeout_s=args.timeout, shard=args.shard,
+        timeout_s=args.timeout, shard=args.shard, caches=args.caches,
     )  # fmt: skip
+    if args.caches is not None and not args.host:
+        raise UsageError(
+            "--caches installs a bake artefact on this host", hint="add --host (an image carries its caches)"
+        )
     return run_rows(st, spec, host=args.host, image=args.image)
 
 
@@ -265,5 +273,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=options.seconds, default=options.DEFAULT_TIMEOUT_S,
                    help="seconds per test item (default: %(default)s)")  # fmt: skip
     p.add_argument("--shard", type=int, default=0, help="shard index, part of the JUnit file and suite name")
+    p.add_argument("--caches", type=Path, metavar="ARTEFACT",
+                   help="with --host: install a bake artefact (ci bake TARGET --host --out DIR) first; refused "
+                   "where it was made for another host")  # fmt: skip
     p.add_argument("--out", type=Path, required=True, help="results folder: rows.json, JUnit, logs")
     p.set_defaults(func=main)

@@ -1,17 +1,18 @@
 """The image's AOT layer, on this host (`ci run --host`): the target's kernel lists compiled into a Triton
 cache under ~/.cache/stackgate/host-aot/<target>/ (or $STACKGATE_HOST_AOT), which the rows then read at
-the same path, so a host run is judged with a baked cache like an image run."""
+the same path, so a host run is judged with a baked cache like an image run. The cache sits in the
+target's runtime root (`ci.run.caches`), which `ci bake --host` packs."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from ci import options
+from ci.run import caches
 from ci.stack.model import Target
 
 
@@ -21,16 +22,16 @@ def bake(target: Target, env: Mapping[str, str], suites: Path) -> dict[str, str]
     run compiles nothing. Returns the env the rows need, or {} (saying why) where the bake failed."""
     if not target.kernel_lists:
         return {}
-    aot = Path(os.environ.get("STACKGATE_HOST_AOT") or Path.home() / ".cache" / "stackgate" / "host-aot") / target.id
-    baked = {"TRITON_CACHE_DIR": str(aot / "triton"), "STACKGATE_KERNEL_LIST": str(aot / "manifest.json")}
+    aot = caches.root(target)  # the runtime caches' root: the bake artefact carries this cache too
+    baked = {"TRITON_CACHE_DIR": str(aot / "triton"), "STACKGATE_KERNEL_LIST": str(aot / "aot-manifest.json")}
     lists = [str(options.REPO / "containers" / "kernels" / name) for name in target.kernel_lists]
     key = _key(target, lists, env, suites)
-    stamp = aot / "key"
-    if stamp.is_file() and stamp.read_text() == key and (aot / "manifest.json").is_file():
+    stamp = aot / "aot-key"
+    if stamp.is_file() and stamp.read_text() == key and (aot / "aot-manifest.json").is_file():
         return baked  # baked from the same lists by the same triton and Python: nothing to do
     cmd = [sys.executable, "-m", "harness.aot", "bake", *lists, "--targets", ",".join(target.triton_targets),
            "--manifest", baked["STACKGATE_KERNEL_LIST"]]  # fmt: skip
-    own_log = {"STACKGATE_JIT_LOG": str(aot / "bake-jit.jsonl")}  # the bake's compiles are not the rows'
+    own_log = {"STACKGATE_JIT_LOG": str(aot / "aot-bake-jit.jsonl")}  # the bake's compiles are not the rows'
     done = subprocess.run(cmd, env={**env, **baked, **own_log}, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         print(f"host AOT bake of {target.id} failed (exit {done.returncode}); rows run unbaked:\n"

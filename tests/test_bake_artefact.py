@@ -1,0 +1,74 @@
+"""The bake as a portable artefact: `ci bake TARGET --host --out DIR` packs every JIT cache of the
+target's root; `ci run --host --caches ARTEFACT` installs it at the same paths, or refuses one made for
+another host, naming what differs."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from junitparser.xunit2 import JUnitXml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _ci(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ci", *args], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+
+
+@pytest.fixture
+def artefact(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    pytest.importorskip("triton")
+    env = {**os.environ, "STACKGATE_RUNTIME_CACHES": str(tmp_path / "runtime"), "DOCKER_HOST": "unix:///nonexistent"}
+    done = _ci(env, "bake", "cpu", "--host", "--out", str(tmp_path / "art"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    [path] = (tmp_path / "art").glob("caches-cpu-*.tar.gz")
+    return path, env
+
+
+def test_a_fresh_host_runs_baked_from_the_artefact(artefact, tmp_path: Path) -> None:
+    path, env = artefact
+    shutil.rmtree(tmp_path / "runtime")  # a host that has run nothing: only the artefact
+    done = _ci({**env, "STACKGATE_REFUSE_JIT": "1"}, "run", "cpu", "selftest", "--host", "--caches", str(path),
+               "--out", str(tmp_path / "out"))  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:]
+    cases = [c for s in JUnitXml.fromfile(str(tmp_path / "out" / "junit-cpu-selftest-0.xml")) for c in s]
+    rows = [c for c in cases if c.name.startswith("test_selftest_row")]
+    assert len(rows) == 4 and all(not c.result for c in rows)  # passed, with JIT refused
+    props = [{p.name: p.value for p in c.properties()} for c in rows]
+    assert {p["stackgate.jit.compiles"] for p in props} == {"0"}
+    with tarfile.open(path, "r:gz") as tar:  # the bake's log came back from the artefact: nothing was re-baked here
+        packed = tar.extractfile("root/aot-bake-jit.jsonl").read()
+    assert (tmp_path / "runtime" / "cpu" / "aot-bake-jit.jsonl").read_bytes() == packed
+
+
+def test_an_artefact_for_another_host_is_refused_naming_the_difference(artefact, tmp_path: Path) -> None:
+    path, env = artefact
+    forged = tmp_path / "forged.tar.gz"
+    with tarfile.open(path, "r:gz") as src, tarfile.open(forged, "w:gz") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read() if member.isfile() else None
+            if member.name == "stackgate-caches.json":
+                doc = json.loads(data)
+                doc["key"]["triton"] = "9.9.9"
+                data = json.dumps(doc).encode()
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+    done = _ci(env, "run", "cpu", "selftest", "--host", "--caches", str(forged), "--out", str(tmp_path / "o"))
+    assert done.returncode == 2
+    assert "made for another host: triton '9.9.9' in the artefact" in done.stderr
+    assert "python -m ci bake cpu --host --out DIR" in done.stderr
+
+
+def test_caches_are_for_host_runs(tmp_path: Path) -> None:
+    done = _ci({**os.environ, "DOCKER_HOST": "unix:///nonexistent"}, "run", "cpu", "selftest", "--caches", "x.tar.gz",
+               "--out", str(tmp_path))  # fmt: skip
+    assert done.returncode == 2 and "add --host" in done.stderr
