@@ -1,5 +1,5 @@
 """The image's AOT layer, on this host (`ci run --host`): the target's kernel lists compiled into a Triton
-cache under ~/.cache/stackgate/host-aot/<target>/ (or $STACKGATE_HOST_AOT), which the rows then read at
+cache in the target's runtime root (~/.cache/stackgate/runtime/<target>/triton), which the rows then read at
 the same path, so a host run is judged with a baked cache like an image run. The cache sits in the
 target's runtime root (`ci.run.caches`), which `ci bake --host` packs."""
 
@@ -42,14 +42,20 @@ def bake(target: Target, env: Mapping[str, str], suites: Path) -> dict[str, str]
 
 
 def _key(target: Target, lists: list[str], env: Mapping[str, str], suites: Path) -> str:
-    """What the baked cache depends on: the lists, the triton targets, triton's version and this Python."""
+    """What the baked cache depends on: the lists, the triton targets, this interpreter, and which triton
+    install (its version, and its path: the HIP backend's keys hash paths inside the install, so two venvs
+    with the same triton bake different keys)."""
+    import importlib.util
     from importlib import metadata
 
     try:
         triton = metadata.version("triton")
     except metadata.PackageNotFoundError:
         triton = "absent"
-    h = hashlib.sha256(f"{sys.version}|{triton}|{','.join(target.triton_targets)}|{env.get('PYTHONPATH')}".encode())
+    spec = importlib.util.find_spec("triton")
+    where = spec.origin if spec is not None else "none"
+    parts = [sys.version, sys.executable, triton, str(where), ",".join(target.triton_targets), env.get("PYTHONPATH")]
+    h = hashlib.sha256("|".join(map(str, parts)).encode())
     for path in lists:
         h.update(Path(path).read_bytes())
     h.update((suites / "harness" / "aot.py").read_bytes())
