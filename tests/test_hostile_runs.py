@@ -60,15 +60,20 @@ def _wait_for(predicate, seconds: float = 60) -> None:
     pytest.fail("timed out waiting")
 
 
+def _sleeper(tmp_path: Path, secs: str) -> Path:
+    """A suites tree whose one test sleeps `secs` seconds in a child process."""
+    return _tree(
+        tmp_path / "suites", f"import subprocess\n\ndef test_slow():\n    subprocess.run(['sleep', '{secs}'])\n"
+    )
+
+
 def _secs() -> str:
     return f"{3000 + uuid.uuid4().int % 997}"  # a sleep length no other process uses: the marker
 
 
 def test_a_second_run_on_the_same_folder_is_refused(tmp_path: Path) -> None:
     secs = _secs()
-    tree = _tree(
-        tmp_path / "suites", f"import subprocess\n\ndef test_slow():\n    subprocess.run(['sleep', '{secs}'])\n"
-    )
+    tree = _sleeper(tmp_path, secs)
     out = tmp_path / "out"
     first = subprocess.Popen(_ci("run", "cpu", "hostile", "--host", "--suites-dir", str(tree), "--out", str(out)),
                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -110,9 +115,7 @@ def test_a_signal_stops_the_row_in_flight_and_leaves_a_valid_junit(tmp_path: Pat
 
 def test_a_killed_ci_takes_the_harness_with_it(tmp_path: Path) -> None:
     secs = _secs()
-    tree = _tree(
-        tmp_path / "suites", f"import subprocess\n\ndef test_slow():\n    subprocess.run(['sleep', '{secs}'])\n"
-    )
+    tree = _sleeper(tmp_path, secs)
     out = tmp_path / "out"
     proc = subprocess.Popen(_ci("run", "cpu", "hostile", "--host", "--suites-dir", str(tree), "--out", str(out)),
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip

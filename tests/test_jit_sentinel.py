@@ -67,3 +67,14 @@ def test_install_defers_until_triton_is_imported(sentinel, monkeypatch):
     sentinel.install()
     hooks = [f for f in sys.meta_path if isinstance(f, sentinel._TritonImportHook)]
     assert len(hooks) == 1 and "triton" not in sys.modules
+
+
+def test_the_sentinel_watches_every_cache_the_runtime_root_holds() -> None:
+    """Two sides of the boundary name the JIT caches: the sentinel (in the images, watching them) and
+    ci.run.caches (on the host, pointing them into the bake root). They must name the same ones."""
+    from ci.run import caches
+
+    spec = importlib.util.spec_from_file_location("sentinel_names", _PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert set(mod.CACHE_ENV) == set(caches.CACHE_ENV)

@@ -13,7 +13,6 @@ from ci.results.acceptance import Verdict
 from ci.results.junit import Metric
 from ci.results.merge import RowResult
 
-_LOG = re.compile(r"\(full log: ([^)]+)\)")
 _NUMBER = re.compile(r"\d[\d.]*(?:e[+-]?\d+)?")
 
 
@@ -48,8 +47,7 @@ def failing(report: Report, verdict: Verdict) -> list[Failing]:
             continue
         bad = next((c for c in r.cases if c.status != "pass"), r.cases[0] if r.cases else None)
         details = bad.details if bad else ""
-        named = _LOG.search(details)
-        log = (bad.log if bad else "") or (named.group(1) if named else "")
+        log = bad.log if bad else ""
         out.append(Failing(row=r, message=r.message or r.note, details=details, log=log,
                            seconds=sum(c.time or 0.0 for c in r.cases), how=rerun(r)))  # fmt: skip
     return out

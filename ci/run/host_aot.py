@@ -1,7 +1,6 @@
-"""The image's AOT layer, on this host (`ci run --host`): the target's kernel lists compiled into a Triton
-cache in the target's runtime root (~/.cache/stackgate/runtime/<target>/triton), which the rows then read at
-the same path, so a host run is judged with a baked cache like an image run. The cache sits in the
-target's runtime root (`ci.run.caches`), which `ci bake --host` packs."""
+"""The image's AOT layer, on this host (`ci run --host`): the target's kernel lists compiled into the
+Triton cache of the target's runtime root (`ci.run.caches`, which `ci bake --host` packs), read by the rows
+at the same path, so a host run is judged with a baked cache like an image run."""
 
 from __future__ import annotations
 

@@ -38,6 +38,7 @@ CACHE_ENV = {
     "AITER_JIT_DIR": "~/.aiter",
     "MIOPEN_USER_DB_PATH": "~/.cache/miopen",
     "CUDA_CACHE_PATH": "~/.nv/ComputeCache",
+    "NUMBA_CACHE_DIR": "~/.cache/numba",
 }
 
 _MARK = "_stackgate_jit_sentinel"

@@ -16,7 +16,6 @@ import signal
 import time
 from types import FrameType
 
-_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -41,11 +40,6 @@ def _prctl(option: int, value: int) -> bool:
 
 def become_subreaper() -> bool:
     return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-
-
-def die_with_parent(signum: int = signal.SIGTERM) -> None:
-    """For a child's preexec_fn: the kernel sends `signum` when the process that started it dies."""
-    _prctl(_PR_SET_PDEATHSIG, signum)
 
 
 def install_handlers() -> None:
