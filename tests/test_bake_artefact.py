@@ -72,3 +72,59 @@ def test_caches_are_for_host_runs(tmp_path: Path) -> None:
     done = _ci({**os.environ, "DOCKER_HOST": "unix:///nonexistent"}, "run", "cpu", "selftest", "--caches", "x.tar.gz",
                "--out", str(tmp_path))  # fmt: skip
     assert done.returncode == 2 and "add --host" in done.stderr
+
+
+def test_a_bake_warms_only_the_rows_asked_for(tmp_path: Path) -> None:
+    pytest.importorskip("triton")
+    env = {**os.environ, "STACKGATE_RUNTIME_CACHES": str(tmp_path / "runtime"), "DOCKER_HOST": "unix:///nonexistent"}
+    ids = [r["id"] for r in json.loads(_ci(env, "plan", "--target", "cpu", "--format", "json").stdout)["rows"]]
+    done = _ci(env, "bake", "cpu", "--host", "--out", str(tmp_path / "art"), "--rows", ids[1])
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"[1/1] {ids[1]}" in done.stdout and ids[0] not in done.stdout
+    done = _ci(env, "bake", "cpu", "--host", "--out", str(tmp_path / "art"), "--rows", "48804.cpu.nope")
+    assert done.returncode == 2 and "row(s) not planned for cpu/*: 48804.cpu.nope" in done.stderr
+
+
+def test_unbaked_runs_from_empty_caches_and_says_so(tmp_path: Path) -> None:
+    pytest.importorskip("triton")
+    env = {**os.environ, "STACKGATE_RUNTIME_CACHES": str(tmp_path / "runtime"), "DOCKER_HOST": "unix:///nonexistent",
+           "STACKGATE_REFUSE_JIT": "1"}  # fmt: skip
+    done = _ci(env, "run", "cpu", "selftest", "--host", "--unbaked", "--out", str(tmp_path / "a"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    xml = JUnitXml.fromfile(str(tmp_path / "a" / "junit-cpu-selftest-0.xml"))
+    assert {p.name: p.value for s in xml for p in s.properties()}["stackgate.caches"] == "empty"
+    rows = [c for s in xml for c in s if c.name.startswith("test_selftest_row")]
+    assert rows and all("nothing was baked" in (c.result[0].message or "") for c in rows)  # skipped, saying why
+    assert not (tmp_path / "runtime" / "cpu" / "aot-manifest.json").exists()
+
+    (tmp_path / "runtime" / "cpu" / "triton").mkdir(parents=True)
+    (tmp_path / "runtime" / "cpu" / "triton" / "leftover.cubin").write_bytes(b"x")
+    again = _ci(env, "run", "cpu", "selftest", "--host", "--unbaked", "--out", str(tmp_path / "b"))
+    assert again.returncode == 2 and "already holds 1 cache file(s), e.g. triton/leftover.cubin" in again.stderr
+    both = _ci(
+        env, "run", "cpu", "selftest", "--host", "--unbaked", "--caches", "x.tar.gz", "--out", str(tmp_path / "c")
+    )
+    assert both.returncode == 2 and "contradict" in both.stderr
+
+
+def test_the_aot_bake_alone_is_an_artefact_with_no_gpu_in_its_key(tmp_path: Path) -> None:
+    pytest.importorskip("triton")
+    env = {**os.environ, "STACKGATE_RUNTIME_CACHES": str(tmp_path / "runtime"), "DOCKER_HOST": "unix:///nonexistent"}
+    (tmp_path / "runtime" / "cpu" / "inductor").mkdir(parents=True)
+    (tmp_path / "runtime" / "cpu" / "inductor" / "from-an-earlier-run.py").write_text("")
+    done = _ci(env, "bake", "cpu", "--host", "--aot-only", "--out", str(tmp_path / "art"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    [path] = (tmp_path / "art").glob("caches-cpu-aot-*.tar.gz")
+    with tarfile.open(path, "r:gz") as tar:
+        doc = json.loads(tar.extractfile("stackgate-caches.json").read())
+        names = tar.getnames()
+    assert doc["key"]["kind"] == "aot" and "driver" not in doc["key"] and "gpu" not in doc["key"]
+    assert any(n.startswith("root/triton/") for n in names) and not any("inductor" in n for n in names)
+    shutil.rmtree(tmp_path / "runtime")
+    ran = _ci({**env, "STACKGATE_REFUSE_JIT": "1"}, "run", "cpu", "selftest", "--host", "--caches", str(path),
+              "--out", str(tmp_path / "out"))  # fmt: skip
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    xml = JUnitXml.fromfile(str(tmp_path / "out" / "junit-cpu-selftest-0.xml"))
+    assert {p.name: p.value for s in xml for p in s.properties()}["stackgate.caches"] == f"artefact:{path.name}"
+    refused = _ci(env, "bake", "cpu", "--aot-only")
+    assert refused.returncode == 2 and "--aot-only packs a host bake" in refused.stderr

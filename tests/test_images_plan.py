@@ -35,7 +35,7 @@ def test_cuda_sm121a_plan_is_arm64_with_its_arch_and_env(st):
     assert p.build_args["BASE_IMAGE"].startswith("nvidia/cuda:13.0.1-devel-ubuntu24.04@sha256:")
     assert p.build_args["ARCH_LIST"] == "12.1a"
     assert p.build_args["TRITON_TARGETS"] == "cuda:121"
-    assert p.build_args["KERNEL_LISTS"] == "vllm-spec-decode.yaml"
+    assert p.build_args["KERNEL_LISTS"] == "vllm-0.26.0-h200.yaml"
     assert p.build_args["CUDA_DISABLE_PTX_JIT"] == "1" and p.build_args["FLASHINFER_DISABLE_JIT"] == "1"
     assert p.build_args["SOURCE_DATE_EPOCH"] == "1700000000"
     assert set(LABELS) <= set(p.labels)

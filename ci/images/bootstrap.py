@@ -1,6 +1,9 @@
 """An offline base image from Debian packages, for builders that cannot pull the pinned base.
 
-`mmdebstrap <suite> - | docker import -`, tagged by its recipe so it is made once and reused. BuildKit
+mmdebstrap writes the root filesystem as a tar, and a `FROM scratch` + `ADD rootfs.tar /` build with
+`--platform` makes it an image of the target's platform (`docker import` labels every image with the
+host's platform, so an arm64 base would be taken for amd64). Tagged by its recipe so it is made once
+and reused; a foreign architecture is bootstrapped under QEMU user emulation (binfmt). BuildKit
 in the engine cannot resolve `name@sha256:<id>` for an imported image (it has no repository digest and
 BuildKit then asks a registry), so the base is referred to by a tag that embeds its full image id, and
 `ci.images` checks that the tag still resolves to that id before every build.
@@ -11,14 +14,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 from ci.engine import DockerCli, image_id
 from ci.errors import BuildError
 from ci.stack.model import Target
 
 REPO = "localhost/stackgate-base-{suite}"
+_HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 
 
 def recipe_tag(target: Target) -> str:
@@ -55,26 +62,27 @@ def _make(target: Target, cli: DockerCli, tag: str, epoch: int) -> str:
             hint="apt-get install mmdebstrap   (or docker load the pinned base image)",
         )
     arch = target.platform.split("/")[1]
-    argv = [
-        "mmdebstrap",
-        "--quiet",
-        f"--variant={b.variant}",
-        f"--architectures={arch}",
-        f"--include={','.join(b.include)}",
-        b.suite,
-        "-",
-        b.mirror,
-    ]
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}  # mmdebstrap then writes reproducible timestamps
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as strap:
-        imp = subprocess.run([cli.path, "import", "-", tag], stdin=strap.stdout, capture_output=True, text=True)
-        err = strap.stderr.read().decode(errors="replace") if strap.stderr else ""
-    if strap.returncode != 0 or imp.returncode != 0:
-        raise BuildError(
-            f"bootstrapping {tag} failed: {' '.join(argv)}\n{err[-1500:]}{imp.stderr[-500:]}",
-            hint=f"check that {b.mirror} is reachable and mmdebstrap runs as root",
-        )
+    with tempfile.TemporaryDirectory(prefix="stackgate-base-") as tmp:
+        context = Path(tmp)
+        argv = ["mmdebstrap", "--quiet", f"--variant={b.variant}", f"--architectures={arch}",
+                f"--include={','.join(b.include)}", b.suite, str(context / "rootfs.tar"), b.mirror]  # fmt: skip
+        strap = subprocess.run(argv, capture_output=True, env=env)
+        if strap.returncode != 0:
+            err = strap.stderr.decode(errors="replace")
+            raise BuildError(
+                f"bootstrapping {tag} failed: {' '.join(argv)}\n{err[-1500:]}",
+                hint=f"check that {b.mirror} is reachable and mmdebstrap runs as root"
+                + ("" if arch == _HOST_ARCH else f"; an {arch} root needs QEMU (apt-get install qemu-user-static)"),
+            )
+        (context / "Dockerfile").write_text('FROM scratch\nADD rootfs.tar /\nCMD ["bash"]\n')
+        done = subprocess.run(
+            [cli.path, "build", "--network", "none", "--platform", target.platform, "-t", tag, str(context)],
+            capture_output=True, text=True, env=cli.env(),
+        )  # fmt: skip
+    if done.returncode != 0:
+        raise BuildError(f"making {tag} from the bootstrapped root failed:\n{done.stderr[-1500:]}")
     made = image_id(cli, tag)
     if made is None:
-        raise BuildError(f"docker import reported success but {tag} is not there")
+        raise BuildError(f"docker build reported success but {tag} is not there")
     return made

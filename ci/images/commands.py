@@ -10,6 +10,7 @@ from pathlib import Path
 from ci import options, revision
 from ci.images import bake, build, lock, verify
 from ci.stack import loader, plan, rows_json
+from ci.stack.model import Stack
 
 BAKE_TIMEOUT_S = 1800.0  # the warm-up starts every row's engine once: far longer than one test item
 
@@ -25,7 +26,7 @@ def cmd_bake(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     target = st.targets[args.target]
     image = args.image or f"{build.image_name(target)}:latest"
-    rows = plan.build(st).select(targets=[target.id]).rows
+    rows = bake_rows(st, target.id, args)
     with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
         doc = rows_json.document(st, target, "*", rows, image={"ref": image}, git_revision=revision.git_revision(),
                                  timeout_s=BAKE_TIMEOUT_S)  # fmt: skip
@@ -33,6 +34,12 @@ def cmd_bake(args: argparse.Namespace) -> int:
         baked = bake.bake(target, image, command=args.command, tag=args.tag, rows=path)
     print(f"image {baked.tag}\nid    {baked.image_id}")
     return 0
+
+
+def bake_rows(st: Stack, target: str, args: argparse.Namespace) -> tuple[plan.Row, ...]:
+    """The rows a bake warms: the target's, narrowed by --suite, --change and --rows."""
+    chosen = plan.build(st).select(targets=[target], suites=args.suite, changes=args.change)
+    return chosen.pick(args.rows, where=f"{target}/{','.join(args.suite) or '*'}")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -68,6 +75,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--host", action="store_true",
                    help="no docker: warm this host's caches for the target's rows, pack them into --out")  # fmt: skip
     k.add_argument("--out", type=Path, help="with --host: the folder for the caches artefact")
+    k.add_argument("--aot-only", action="store_true",
+                   help="with --host: pack only the AOT bake of the target's kernel lists (no warm-up, no GPU "
+                   "used; its key names no driver or GPU)")  # fmt: skip
+    options.add_filters(k, "suite", "change", "rows")
     k.set_defaults(func=cmd_bake)
 
     v = options.verb(sub, "verify", help="check a target's image without a GPU: labels, pinned base, baked kernels, "

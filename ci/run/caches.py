@@ -70,9 +70,19 @@ def _driver() -> str:
         return "none"
 
 
-def key(target: Target) -> dict[str, str]:
-    """What invalidates the caches on this host."""
+AOT_FILES = ("triton", "aot-manifest.json", "aot-key", "aot-bake-jit.jsonl")  # what the AOT bake writes
+
+
+def key(target: Target, kind: str = "warm") -> dict[str, str]:
+    """What invalidates the caches on this host. A warm-run bake ("warm") holds inductor's and vLLM's caches,
+    made on this GPU and driver; the AOT bake alone ("aot") is Triton's cache for the target's triton
+    targets, made with a stand-in driver, so no GPU or driver is part of its key."""
+    if kind == "aot":
+        return {"kind": kind, "target": target.id, "root": str(root(target)), "python": platform.python_version(),
+                "machine": platform.machine(), "vllm": _version("vllm"), "torch": _version("torch"),
+                "triton": _version("triton"), "triton_targets": ",".join(target.triton_targets)}  # fmt: skip
     return {
+        "kind": kind,
         "target": target.id,
         "root": str(root(target)),
         "python": platform.python_version(),
@@ -85,17 +95,20 @@ def key(target: Target) -> dict[str, str]:
     }
 
 
-def pack(target: Target, out: Path) -> Path:
-    """The root as one tarball; its name carries the key's hash and the content's."""
+def pack(target: Target, out: Path, kind: str = "warm") -> Path:
+    """The root as one tarball (for "aot", only what the AOT bake wrote); its name carries the kind, the
+    key's hash and the content's."""
     top = root(target)
     files = sorted(p for p in top.rglob("*") if p.is_file())
+    if kind == "aot":
+        files = [p for p in files if p.relative_to(top).parts[0] in AOT_FILES]
     entries = [{"path": str(p.relative_to(top)), "sha256": _sha256(p), "bytes": p.stat().st_size} for p in files]
-    doc = {"schema": 1, "key": key(target), "files": entries}
+    doc = {"schema": 1, "key": key(target, kind), "files": entries}
     blob = json.dumps(doc, indent=1, sort_keys=True).encode()
     key_hash = hashlib.sha256(json.dumps(doc["key"], sort_keys=True).encode()).hexdigest()[:12]
     content_hash = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:12]
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"caches-{target.id}-{key_hash}-{content_hash}.tar.gz"
+    path = out / f"caches-{target.id}-{kind}-{key_hash}-{content_hash}.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
         info = tarfile.TarInfo(MANIFEST)
         info.size = len(blob)
@@ -113,7 +126,7 @@ def install(target: Target, artefact: Path) -> dict[str, str]:
             if member is None:
                 raise KeyError(MANIFEST)
             doc = json.loads(member.read())
-            mismatch = _differences(doc["key"], key(target))
+            mismatch = _differences(doc["key"], key(target, doc["key"].get("kind", "warm")))
             if mismatch:
                 raise UsageError(f"{artefact}: made for another host: {'; '.join(mismatch)}",
                                  hint=f"bake one here: python -m ci bake {target.id} --host --out DIR")  # fmt: skip
@@ -127,6 +140,16 @@ def install(target: Target, artefact: Path) -> dict[str, str]:
         raise UsageError(f"{artefact}: not a caches artefact ({type(exc).__name__}: {exc})",
                          hint=f"make one with: python -m ci bake {target.id} --host --out DIR") from None  # fmt: skip
     return env(target)
+
+
+def unbaked(target: Target) -> str:
+    """The condition name of a run from empty JIT caches, refusing a root that already holds files."""
+    top = root(target)
+    held = [p for p in top.rglob("*") if p.is_file()] if top.is_dir() else []
+    if held:
+        raise UsageError(f"--unbaked: {top} already holds {len(held)} cache file(s), e.g. {held[0].relative_to(top)}",
+                         hint="remove it, or point $STACKGATE_RUNTIME_CACHES at an empty folder")  # fmt: skip
+    return "empty"
 
 
 def _differences(made: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:

@@ -40,6 +40,7 @@ class RunSpec:
     timeout_s: float
     shard: int = 0
     caches: Path | None = None  # a bake artefact to install first (--host only)
+    unbaked: bool = False  # --host only: no AOT bake, the rows start from empty JIT caches
 
     @property
     def junit(self) -> Path:
@@ -51,17 +52,7 @@ class RunSpec:
 
 
 def select_rows(st: Stack, target: str, suite: str, ids: list[str]) -> tuple[plan.Row, ...]:
-    rows = plan.build(st).select(targets=[target], suites=[suite]).rows
-    if not ids:
-        return rows
-    by_id = {r.id: r for r in rows}
-    unknown = [i for i in ids if i not in by_id]
-    if unknown:
-        raise UsageError(
-            f"row(s) not planned for {target}/{suite}: {', '.join(unknown)}",
-            hint=f"python -m ci plan --target {target} --suite {suite} lists the row ids",
-        )
-    return tuple(by_id[i] for i in ids)
+    return plan.build(st).select(targets=[target], suites=[suite]).pick(ids, where=f"{target}/{suite}")
 
 
 def model_cache() -> Path | None:
@@ -156,9 +147,13 @@ def run_host(spec: RunSpec) -> int:
     suites_root = spec.suites_dir or DEFAULT_SUITES
     cmd = pytest_command(sys.executable, str(suites_root), spec.suite, str(spec.junit), *_pytest_options(spec))
     env = host_env(spec)
-    if spec.caches is not None:
-        env.update(caches.install(spec.target, spec.caches))
-    env.update(host_aot.bake(spec.target, env, DEFAULT_SUITES))
+    if spec.unbaked:
+        env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target)
+    else:
+        if spec.caches is not None:
+            env.update(caches.install(spec.target, spec.caches))
+        env.update(host_aot.bake(spec.target, env, DEFAULT_SUITES))
+        env["STACKGATE_CACHES_FROM"] = f"artefact:{spec.caches.name}" if spec.caches is not None else "aot"
     proc = subprocess.Popen(cmd, env=env, cwd=suites_root, preexec_fn=signals.die_with_parent)
     with signals.forwarding(proc.send_signal) as received:
         code = proc.wait()
@@ -252,12 +247,13 @@ def main(args: argparse.Namespace) -> int:
     spec = RunSpec(
         target=st.targets[args.target], suite=args.suite, rows=select_rows(st, args.target, args.suite, args.rows),
         out=args.out.resolve(), suites_dir=args.suites_dir.resolve() if args.suites_dir else None,
-        timeout_s=args.timeout, shard=args.shard, caches=args.caches,
+        timeout_s=args.timeout, shard=args.shard, caches=args.caches, unbaked=args.unbaked,
     )  # fmt: skip
-    if args.caches is not None and not args.host:
-        raise UsageError(
-            "--caches installs a bake artefact on this host", hint="add --host (an image carries its caches)"
-        )
+    for flag, given in (("--caches", args.caches is not None), ("--unbaked", args.unbaked)):
+        if given and not args.host:
+            raise UsageError(f"{flag} is about this host's JIT caches", hint="add --host (an image carries its caches)")
+    if args.caches is not None and args.unbaked:
+        raise UsageError("--caches and --unbaked contradict each other", hint="give one: the artefact, or none")
     return run_rows(st, spec, host=args.host, image=args.image)
 
 
@@ -276,5 +272,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--caches", type=Path, metavar="ARTEFACT",
                    help="with --host: install a bake artefact (ci bake TARGET --host --out DIR) first; refused "
                    "where it was made for another host")  # fmt: skip
+    p.add_argument("--unbaked", action="store_true",
+                   help="with --host: no AOT bake and no artefact; refused unless the target's runtime caches "
+                   "root ($STACKGATE_RUNTIME_CACHES/<target>) is empty (the control of a bake A/B)")  # fmt: skip
     p.add_argument("--out", type=Path, required=True, help="results folder: rows.json, JUnit, logs")
     p.set_defaults(func=main)

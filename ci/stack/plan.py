@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 
-from ci.errors import StackError
+from ci.errors import StackError, UsageError
 from ci.stack.change import Change, Combo, Matrix
 from ci.stack.eligibility import kv_supported, pending_proof, row_backends, target_mismatch, trait_mismatch
 from ci.stack.model import HistoryRow, Model, Stack, Target
@@ -86,6 +86,19 @@ class Plan:
             return (not t or r.target in t) and (not c or r.change in c) and suite_ok
 
         return Plan(tuple(r for r in self.rows if keep(r)), tuple(e for e in self.excluded if keep(e)))
+
+    def pick(self, ids: Iterable[str], *, where: str) -> tuple[Row, ...]:
+        """These rows, in the order given (every row where `ids` is empty); an id not in this plan is an
+        error naming it and `where` the plan was narrowed to."""
+        wanted = list(ids)
+        if not wanted:
+            return self.rows
+        by_id = {r.id: r for r in self.rows}
+        unknown = [i for i in wanted if i not in by_id]
+        if unknown:
+            raise UsageError(f"row(s) not planned for {where}: {', '.join(unknown)}",
+                             hint=f"python -m ci plan {where_flags(where)} lists the row ids")  # fmt: skip
+        return tuple(by_id[i] for i in wanted)
 
 
 def build(stack: Stack) -> Plan:
@@ -218,3 +231,9 @@ def history_for(stack: Stack, row: Row) -> HistoryRow | None:
         ):
             return h
     return None
+
+
+def where_flags(where: str) -> str:
+    """`cuda-sm90/sparse_mla` as the plan command's flags."""
+    target, _, suite = where.partition("/")
+    return f"--target {target}" + (f" --suite {suite}" if suite and suite != "*" else "")

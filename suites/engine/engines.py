@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness import profile as profiling
+
 
 @dataclass
 class Engine:
@@ -67,12 +69,17 @@ def cuda_sync() -> None:
     torch.cuda.synchronize()
 
 
-def timed_ms(engine: Engine, prompts: Sequence[dict[str, Any]], params: Any) -> tuple[float, list[Any]]:
+def timed_ms(
+    engine: Engine, prompts: Sequence[dict[str, Any]], params: Any, *, profile: str | None = None
+) -> tuple[float, list[Any]]:
+    """One request's wall time; `profile` names it ("cold", "warm") for harness.profile where that is on."""
     cuda_sync()
-    t0 = time.perf_counter()
-    out = generate(engine, prompts, params)
-    cuda_sync()
-    return (time.perf_counter() - t0) * 1000.0, out
+    with profiling.phase(profile):
+        t0 = time.perf_counter()
+        out = generate(engine, prompts, params)
+        cuda_sync()
+        ms = (time.perf_counter() - t0) * 1000.0
+    return ms, out
 
 
 def spec_stats(engine: Engine) -> dict[str, float]:

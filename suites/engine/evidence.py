@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from harness import profile as profiling
 from harness.measure import Measurement, of_samples
 from harness.measure import record as record_measurement
 
@@ -33,6 +34,8 @@ class Evidence:
                         "this row needs the multi-GPU probes", pytrace=False)  # fmt: skip
         ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
         ev.prop("vllm_version", presence.vllm_version())
+        if profiling.enabled():  # a diagnosis: the profilers slow the timed requests
+            ev.prop("profiled", profiling.folder().as_posix())
         ev.presence(check())
         return ev
 

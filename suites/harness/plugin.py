@@ -28,6 +28,7 @@ from harness.rows import ENV_ROWS, Row, RowsDoc, RowsFileError
 from harness.rows import load as load_rows
 
 ENV_CHILD = "STACKGATE_CHILD"
+ENV_CACHES_FROM = "STACKGATE_CACHES_FROM"
 ENV_REFUSE_JIT = "STACKGATE_REFUSE_JIT"  # "1": a row that compiles anything errors (the images set it)
 _rows_key = pytest.StashKey[RowsDoc | None]()
 
@@ -343,6 +344,8 @@ class _Parent:
             "stackgate.host": os.uname().nodename,
             "stackgate.stack_digest": d.stack_digest if d else "",
             "stackgate.aot": aot_cache(),
+            # what the JIT caches held at the start: empty, the AOT bake only, or a bake artefact (ci run --host)
+            "stackgate.caches": os.environ.get(ENV_CACHES_FROM) or ("image" if aot_cache() == "image" else "unknown"),
         }
         junit.write(self.junit, name, suite_props, self.cases, owner=self.owner)
         self._own(Path(os.environ[jit.ENV_LOG]))

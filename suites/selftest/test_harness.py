@@ -49,6 +49,8 @@ def _load_baked() -> tuple[list | None, str]:
     path = os.environ.get(ENV_KERNEL_LIST) or getattr(aot, "DEFAULT_KERNEL_LIST", None)
     if not path:
         return None, f"no kernel list: set ${ENV_KERNEL_LIST}"
+    if not os.path.isfile(path):
+        return None, f"nothing was baked ({path} does not exist; ci run --host --unbaked runs so)"
     return list(aot.load_baked(path)), ""
 
 

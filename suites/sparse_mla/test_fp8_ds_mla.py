@@ -13,6 +13,7 @@ import itertools
 import pytest
 from engine import config, engines, presence, probes
 from engine.evidence import Evidence
+from harness import profile as profiling
 
 _ids = itertools.count()
 DECODE_PROMPT = 64
@@ -35,10 +36,11 @@ def mixed_workload(engine, row):
     return [o for o in outputs if o.finished]
 
 
-def run_mixed(engine, row):
+def run_mixed(engine, row, profile=None):
     engines.cuda_sync()
-    ms, out = probes.wall_ms(lambda: mixed_workload(engine, row))
-    engines.cuda_sync()
+    with profiling.phase(profile):
+        ms, out = probes.wall_ms(lambda: mixed_workload(engine, row))
+        engines.cuda_sync()
     return ms, out
 
 
@@ -49,9 +51,9 @@ def test_fp8_ds_mla(row, request):
     engine = engines.start(config.llm_kwargs(row))
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
     with probes.dispatches(engines.runner(engine)) as disp, probes.mla_layer0_output(probes.mixed_prefill_rows) as cap:
-        cold_ms, _ = run_mixed(engine, row)
+        cold_ms, _ = run_mixed(engine, row, profile="cold")
         run_mixed(engine, row)  # settles: warm samples start after the first repeat (a 967 ms one was seen)
-        warm_ms = [run_mixed(engine, row)[0] for _ in range(3)]
+        warm_ms = [run_mixed(engine, row, profile="warm" if i == 2 else None)[0] for i in range(3)]
         decode_prompts = config.prompts(row, length=DECODE_PROMPT, salt="throughput")
         engines.generate(engine, decode_prompts, engines.greedy(64))  # same shapes once, off the clock
         tput = []

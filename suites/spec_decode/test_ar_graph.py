@@ -16,12 +16,16 @@ from engine.evidence import Evidence
 WARM_REPEATS = 5
 
 
+def last_warm(i: int) -> str | None:
+    return "warm" if i == WARM_REPEATS - 1 else None  # profiled beside the cold request (harness.profile)
+
+
 def _measure(engine, prompts, params):
     """Cold request, warm requests, and the draft-loop record for the warm ones."""
     with probes.draft_loop(engines.runner(engine)) as loop:
-        cold_ms, out = engines.timed_ms(engine, prompts, params)
+        cold_ms, out = engines.timed_ms(engine, prompts, params, profile="cold")
         first_warm = len(loop.loop_ms)
-        warm_ms = [engines.timed_ms(engine, prompts, params)[0] for _ in range(WARM_REPEATS)]
+        warm_ms = [engines.timed_ms(engine, prompts, params, profile=last_warm(i))[0] for i in range(WARM_REPEATS)]
         warm_steps = loop.draft_step_ms[first_warm:]
     return cold_ms, warm_ms, out, loop, warm_steps
 

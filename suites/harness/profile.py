@@ -1,0 +1,125 @@
+"""What only the first request pays for: the cold request and a warm one of the same workload, each under
+cProfile (where Python spends it: lazy imports, first calls, numba, allocator growth) and the torch
+profiler (which ops and CUDA runtime calls), summarised side by side.
+
+Off unless $STACKGATE_PROFILE_DIR is set: profiling slows every request, so a profiled run is a diagnosis
+and its timings are not evidence (the row says `stackgate.profiled`). Each phase writes
+`<dir>/<row>/<phase>.json`; once both `cold` and `warm` exist, `first-only.txt` lists what the cold
+request spent beyond the warm one, largest first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import json
+import os
+import pstats
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+ENV_PROFILE = "STACKGATE_PROFILE_DIR"
+TOP = 60
+
+
+def enabled() -> bool:
+    return bool(os.environ.get(ENV_PROFILE))
+
+
+def folder() -> Path:
+    row = os.environ.get("STACKGATE_ROW_ID") or "row"
+    return Path(os.environ[ENV_PROFILE]) / row
+
+
+@contextlib.contextmanager
+def phase(name: str | None) -> Iterator[None]:
+    """Profile the block as `name` ("cold" or "warm") where profiling is on; otherwise do nothing."""
+    if not name or not enabled():
+        yield
+        return
+    torch_prof = _torch_profiler()
+    py = cProfile.Profile()
+    t0 = time.perf_counter()
+    with torch_prof if torch_prof is not None else contextlib.nullcontext():
+        py.enable()
+        try:
+            yield
+        finally:
+            py.disable()
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    doc = {"phase": name, "wall_ms": wall_ms, "python": python_summary(py), "ops": ops_summary(torch_prof)}
+    out = folder()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+    if (out / "cold.json").is_file() and (out / "warm.json").is_file():
+        cold, warm = (json.loads((out / f"{p}.json").read_text()) for p in ("cold", "warm"))
+        (out / "first-only.txt").write_text(first_only(cold, warm))
+
+
+def _torch_profiler() -> Any:
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        return None
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    return profile(activities=activities, record_shapes=False, with_stack=False)
+
+
+def python_summary(prof: cProfile.Profile) -> list[dict[str, Any]]:
+    """Functions by own time and by cumulative time (the union of both tops), milliseconds."""
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    rows = [
+        {"fn": f"{Path(file).name}:{line}:{func}", "calls": nc, "own_ms": tt * 1e3, "cum_ms": ct * 1e3}
+        for (file, line, func), (_cc, nc, tt, ct, _callers) in stats.items()
+    ]
+    keep = {r["fn"] for r in sorted(rows, key=lambda r: -r["own_ms"])[:TOP]}
+    keep |= {r["fn"] for r in sorted(rows, key=lambda r: -r["cum_ms"])[:TOP]}
+    return sorted((r for r in rows if r["fn"] in keep), key=lambda r: -r["cum_ms"])
+
+
+def ops_summary(prof: Any) -> list[dict[str, Any]]:
+    """torch ops and CUDA runtime calls by self CPU time, with their device time, milliseconds."""
+    if prof is None:
+        return []
+    rows = []
+    for e in prof.key_averages():
+        device_us = getattr(e, "self_device_time_total", None)
+        if device_us is None:
+            device_us = getattr(e, "self_cuda_time_total", 0.0)
+        cpu_ms = e.self_cpu_time_total / 1e3
+        rows.append({"op": e.key, "calls": e.count, "cpu_ms": cpu_ms, "device_ms": device_us / 1e3})
+    keep = {r["op"] for r in sorted(rows, key=lambda r: -r["cpu_ms"])[:TOP]}
+    keep |= {r["op"] for r in sorted(rows, key=lambda r: -r["device_ms"])[:TOP]}
+    return sorted((r for r in rows if r["op"] in keep), key=lambda r: -r["cpu_ms"])
+
+
+def _excess(cold: list[Mapping[str, Any]], warm: list[Mapping[str, Any]], key: str, value: str) -> list[tuple]:
+    seen = {r[key]: r for r in warm}
+    out = []
+    for r in cold:
+        w = seen.get(r[key])
+        extra = r[value] - (w[value] if w else 0.0)
+        if extra > 0:
+            out.append((extra, r[key], r["calls"], w["calls"] if w else 0))
+    return sorted(out, reverse=True)
+
+
+def first_only(cold: Mapping[str, Any], warm: Mapping[str, Any], *, limit: int = 25) -> str:
+    """A plain-text account of where the cold request's extra time went, largest first."""
+    lines = [f"cold {cold['wall_ms']:.1f} ms, warm {warm['wall_ms']:.1f} ms (both under the profilers)", ""]
+    lines.append("Python, cumulative ms beyond the warm request (calls cold / warm):")
+    for extra, fn, nc, nw in _excess(cold["python"], warm["python"], "fn", "cum_ms")[:limit]:
+        lines.append(f"  {extra:10.1f}  {fn}  ({nc} / {nw})")
+    lines.append("Python, own ms beyond the warm request:")
+    for extra, fn, nc, nw in _excess(cold["python"], warm["python"], "fn", "own_ms")[:limit]:
+        lines.append(f"  {extra:10.1f}  {fn}  ({nc} / {nw})")
+    lines.append("torch ops and CUDA runtime calls, self CPU ms beyond the warm request:")
+    for extra, op, nc, nw in _excess(cold["ops"], warm["ops"], "op", "cpu_ms")[:limit]:
+        lines.append(f"  {extra:10.1f}  {op}  ({nc} / {nw})")
+    lines.append("device ms beyond the warm request:")
+    for extra, op, nc, nw in _excess(cold["ops"], warm["ops"], "op", "device_ms")[:limit]:
+        lines.append(f"  {extra:10.1f}  {op}  ({nc} / {nw})")
+    return "\n".join(lines) + "\n"

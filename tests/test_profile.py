@@ -1,0 +1,53 @@
+"""harness.profile: what only the first request pays for, named from the cold and warm profiles."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SUITES = Path(__file__).resolve().parents[1] / "suites"
+sys.path.insert(0, str(SUITES))
+
+from harness import profile  # noqa: E402
+
+_done: set[str] = set()
+
+
+def _first_use_only() -> None:
+    if "x" not in _done:  # the cold request's one-time cost: a lazy set-up
+        time.sleep(0.2)
+        _done.add("x")
+
+
+def _request() -> None:
+    _first_use_only()
+    sum(range(10_000))
+
+
+def test_off_unless_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(profile.ENV_PROFILE, raising=False)
+    with profile.phase("cold"):
+        _request()
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_cold_requests_extra_time_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(profile.ENV_PROFILE, str(tmp_path))
+    monkeypatch.setenv("STACKGATE_ROW_ID", "48804.cpu.r1")
+    _done.clear()
+    for phase in ("cold", "warm"):
+        with profile.phase(phase):
+            _request()
+    out = tmp_path / "48804.cpu.r1"
+    cold = json.loads((out / "cold.json").read_text())
+    warm = json.loads((out / "warm.json").read_text())
+    assert cold["wall_ms"] >= 200 > warm["wall_ms"]
+    report = (out / "first-only.txt").read_text()
+    cumulative = report.split("Python, own ms")[0]
+    top = cumulative.splitlines()[3]  # the largest excess of cumulative time
+    assert "_request" in top or "_first_use_only" in top, report
+    assert "_first_use_only" in cumulative and float(top.split()[0]) >= 190
