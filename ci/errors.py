@@ -8,7 +8,8 @@ from pathlib import Path
 EXIT_CODES = {
     0: "success: every row that ran passed or was skipped; a report, where one was asked for, was written",
     1: "rows ran and at least one failed or errored (the report says which)",
-    2: "bad input: an unknown target, suite, change or row, a bad option, or malformed stack data",
+    2: "bad input: an unknown target, suite, change or row, a bad option, malformed stack data, "
+    "or a compared side holding one row under two vLLM versions",
     3: "an image could not be built, baked or verified",
     4: "rows could not be started (no engine, no JUnit written)",
     5: "the report could not be written (the previous one stays in place)",
@@ -51,6 +52,12 @@ class StackError(StackgateError):
 
 class UsageError(StackgateError):
     """The command line asked for something that does not exist (an unknown target, row, suite)."""
+
+    exit_code = 2
+
+
+class ResultsError(StackgateError):
+    """Results that cannot be used as given (a side of a comparison holding one row under two vLLM builds)."""
 
     exit_code = 2
 

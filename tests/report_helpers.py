@@ -25,6 +25,7 @@ def write_rows(
     selected: list[Row],
     edit: Callable[[Row, FakeCase], FakeCase] = lambda r, c: c,
     prefix: str = "",
+    caches: str = "",
 ) -> list[Path]:
     """One file per (target, suite), named as the contract's suite, every row passing unless `edit` says otherwise."""
     groups: dict[tuple[str, str], list[FakeCase]] = {}
@@ -32,5 +33,6 @@ def write_rows(
         case = edit(r, synthetic.for_row(r, STACK.changes[r.change]))
         groups.setdefault((r.target, r.suite), []).append(case)
     return [
-        synthetic.write(folder / f"{prefix}stackgate.{t}.{s}.0.xml", t, s, cases) for (t, s), cases in groups.items()
+        synthetic.write(folder / f"{prefix}stackgate.{t}.{s}.0.xml", t, s, cases, caches=caches)
+        for (t, s), cases in groups.items()
     ]

@@ -29,6 +29,7 @@ class FakeCase:
     jit_compiles: int = 0
     jit_kernels: tuple[str, ...] = ()
     aot: str = "image"  # the ahead-of-time cache the row ran with, as the harness says it
+    vllm_version: str = ""  # stackgate.vllm_version, where given
     metrics: tuple[Metric, ...] = ()
 
 
@@ -81,11 +82,13 @@ def without_metric(case: FakeCase, name: str) -> FakeCase:
     return replace(case, metrics=tuple(x for x in case.metrics if x.name != name))
 
 
-def write(path: Path, target: str, suite: str, cases: Sequence[FakeCase], shard: int = 0) -> Path:
+def write(path: Path, target: str, suite: str, cases: Sequence[FakeCase], shard: int = 0, caches: str = "") -> Path:
     ts = xunit2.TestSuite(f"stackgate.{target}.{suite}.{shard}")
     for key, value in (("target", target), ("suite", suite), ("image_digest", "sha256:" + "0" * 64),
                        ("git_revision", "0" * 40), ("host", "synthetic")):  # fmt: skip
         ts.add_property(f"stackgate.{key}", value)
+    if caches:
+        ts.add_property("stackgate.caches", caches)
     for c in cases:
         tc = xunit2.TestCase(name=f"{c.test}[{c.row}]" if c.row else c.test, classname=c.classname, time=1.0)
         if c.row:
@@ -94,6 +97,8 @@ def write(path: Path, target: str, suite: str, cases: Sequence[FakeCase], shard:
                                ("jit.compiles", str(c.jit_compiles)), ("jit.kernels", ",".join(c.jit_kernels)),
                                ("jit.cache_new_files", "0"), ("aot", c.aot)):  # fmt: skip
                 tc.add_property(f"stackgate.{key}", value)
+            if c.vllm_version:
+                tc.add_property("stackgate.vllm_version", c.vllm_version)
             for m in c.metrics:
                 tc.add_property(f"stackgate.metric.{m.name}", json.dumps(m.to_json()))
         result = {"failure": Failure, "error": Error, "skipped": Skipped}.get(c.status)

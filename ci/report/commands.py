@@ -6,17 +6,20 @@ import argparse
 from pathlib import Path
 
 from ci import options
-from ci.errors import STRICT_INPUTS
+from ci.errors import STRICT_INPUTS, UsageError
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ci.report.write import build, render, summary, write_atomic
+    from ci.report.write import build, problems, render, summary, write_atomic
 
+    if args.label and not args.compare:
+        raise UsageError("--label names the sides of a comparison, and no --compare was given",
+                         hint="python -m ci report A --compare B --label A --label B --out DIR")  # fmt: skip
     report = build(args.stack, args.inputs, args.baseline, targets=args.target, suites=args.suite,
-                   changes=args.change)  # fmt: skip
+                   changes=args.change, compare_paths=args.compare, labels=args.label)  # fmt: skip
     write_atomic(args.out, render(report))  # rendered whole before anything is written
     print(summary(report, args.out))
-    return STRICT_INPUTS if args.strict and report.results.problems() else 0
+    return STRICT_INPUTS if args.strict and problems(report) else 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +33,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--strict",
         action="store_true",
         help=f"exit {STRICT_INPUTS} when an input is missing, empty or unreadable (report still written)",
+    )
+    r.add_argument("--compare", action="append", type=Path, default=[], metavar="RESULTS",
+                   help="another side to set against the inputs (side A): a results folder or JUnit file; repeat "
+                   "for more sides. Runs of one row within a side are pooled; a side holding a row under two vLLM "
+                   "versions is refused (exit 2)")  # fmt: skip
+    r.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a side's name in the comparison, once per side, A first (default: each side's folder name)",
     )
     options.add_filters(r, "target", "suite", "change")
     r.set_defaults(func=cmd_report)

@@ -12,7 +12,7 @@ from functools import cache
 
 import jinja2
 
-from ci.report import plot, triage
+from ci.report import comparison, plot, triage
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -87,7 +87,12 @@ def render(report: Report) -> str:
         ("Rows run more than once (kept side by side, never merged)", duplicates_table(report.results)),
         ("Results outside the plan", unplanned_table(report.results)),
     ]
+    c = report.comparison
+    compared = None
+    if c is not None:
+        compared = {"title": comparison.title(c), "intro": comparison.intro(c), "tables": comparison.tables(c)}
     return _template().render(
+        comparison=compared,
         ready=sum(v.ready for v in report.verdicts),
         verdicts=verdicts,
         tally=_tally(counts(report.results)),

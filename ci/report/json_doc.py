@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ci.report import comparison
 from ci.report.view import FAILING, Report, rerun
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
@@ -19,6 +20,13 @@ def _rerun(r: RowResult) -> dict[str, object]:
 
 
 def to_json(report: Report) -> dict[str, object]:
+    doc = _report(report)
+    if report.comparison:
+        doc["comparison"] = comparison.to_json(report.comparison)
+    return doc
+
+
+def _report(report: Report) -> dict[str, object]:
     res = report.results
     inputs = [{"path": f.path, "status": f.status, "problem": f.problem, "role": "junit", "testcases": len(f.cases)}
               for f in res.inputs]  # fmt: skip

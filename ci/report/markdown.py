@@ -8,6 +8,7 @@ so every table that remains is whole, and a note says what was left out and wher
 from __future__ import annotations
 
 from ci import tables
+from ci.report import comparison
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -56,6 +57,11 @@ def _document(report: Report, only_failing: bool) -> str:
     if warnings:
         out += ["", "> [!WARNING]", *(f"> {md(w)}  " for w in warnings)]
     out.append("")
+    if report.comparison:
+        c = report.comparison
+        out += [f"## {md(comparison.title(c))}", "", md(comparison.intro(c)), ""]
+        for heading, t in comparison.tables(c):
+            out += [f"### {md(heading)}", "", *_table(t), ""]
     out += ["## Verdicts", "", *_table(_verdicts(report)), ""]
     for v in report.verdicts:
         title, state = change_heading(v)

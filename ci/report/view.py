@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.results.acceptance import Verdict
+from ci.results.compare import Comparison
 from ci.results.junit import FileRead, Metric
 from ci.results.merge import Results, RowResult
 from ci.stack.model import Stack
@@ -40,6 +41,7 @@ class Report:
     results: Results
     verdicts: tuple[Verdict, ...]
     baseline: FileRead | None  # the --baseline file and whether it could be used
+    comparison: Comparison | None = None  # --compare: the other sides, this report's results being side A
 
 
 def banner(report: Report) -> list[str]:
@@ -54,6 +56,10 @@ def banner(report: Report) -> list[str]:
     lines += [f"input {path} was made with another stack ({digest[:19]}…); this report judges with "
               f"{report.stack.digest[:19]}… ({report.stack.root})" for path, digest in other]  # fmt: skip
     lines += _mixed_builds(res)
+    for side in report.comparison.sides[1:] if report.comparison else ():
+        lines += [f"side {side.label}: input {f.path}: {f.status} ({f.problem})" for f in side.results.problems()]
+        if not side.rows:
+            lines.append(f"side {side.label}: no testcase of a row was read from its inputs")
     why_not: dict[str, int] = {}
     for r in res.rows:
         if r.status == "not run" and r.note:

@@ -18,7 +18,7 @@ from pathlib import Path
 from ci.errors import ReportError
 from ci.report import html, json_doc, markdown
 from ci.report.view import Report, banner, counts
-from ci.results import acceptance, baseline, merge
+from ci.results import baseline, compare, merge
 from ci.results.junit import FileRead
 from ci.stack import loader, plan
 
@@ -33,8 +33,11 @@ def build(
     targets: Sequence[str] = (),
     suites: Sequence[str] = (),
     changes: Sequence[str] = (),
+    compare_paths: Sequence[Path] = (),
+    labels: Sequence[str] = (),
 ) -> Report:
-    """The report over the planned rows the filters keep (all of them by default)."""
+    """The report over the planned rows the filters keep (all of them by default). With `compare_paths`, one results
+    folder or JUnit file per further side, the report is side A's (`inputs`) with the comparison added."""
     st = loader.load(stack_dir)
     p = plan.build(st).select(targets=targets, suites=suites, changes=changes)
     res = merge.collect(inputs, p)
@@ -48,8 +51,17 @@ def build(
         except ReportError as exc:
             base_read = FileRead(path=str(baseline_path), status="unreadable", problem=exc.message)
     in_scope = {r.change for r in p.rows} if (targets or suites or changes) else set(st.changes)
-    verdicts = tuple(v for v in acceptance.evaluate(st, res, base) if v.change.id in in_scope)
-    return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read)
+    verdicts = compare.judge(st, res, base, in_scope)
+    if not compare_paths:
+        return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read)
+    names = compare.labels([inputs, *([c] for c in compare_paths)], labels)
+    filtered = bool(targets or suites or changes)
+    sides = [compare.side(names[0], inputs, res, verdicts, filtered)]
+    for name, path in zip(names[1:], compare_paths, strict=True):
+        other = merge.collect([path], p)  # each side judged as side A is, against the same baseline
+        sides.append(compare.side(name, [path], other, compare.judge(st, other, base, in_scope), filtered))
+    return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read,
+                  comparison=compare.compare(sides))  # fmt: skip
 
 
 def render(report: Report) -> dict[str, bytes]:
@@ -96,5 +108,16 @@ def summary(report: Report, out: Path) -> str:
     res = report.results
     ready = sum(v.ready for v in report.verdicts)
     tally = ", ".join(f"{n} {status}" for status, n in counts(res).items())
-    return (f"wrote {', '.join(OUTPUTS)} to {out}: {len(res.rows)} rows ({tally}), {len(res.inputs)} inputs "
+    line = (f"wrote {', '.join(OUTPUTS)} to {out}: {len(res.rows)} rows ({tally}), {len(res.inputs)} inputs "
             f"({len(res.problems())} with problems); {ready} of {len(report.verdicts)} changes ready")  # fmt: skip
+    c = report.comparison
+    if c:
+        line += (f"; compared {' vs '.join(c.labels)}: {len(c.lines)} row metrics, "
+                 f"{len(c.partial)} rows missing from a side")  # fmt: skip
+    return line
+
+
+def problems(report: Report) -> bool:
+    """Whether any input, of any side, was missing, empty or unreadable (--strict)."""
+    sides = report.comparison.sides[1:] if report.comparison else ()
+    return bool(report.results.problems()) or any(s.results.problems() for s in sides)

@@ -74,6 +74,7 @@ class Scope:
     suite: str | None
     stack_digest: str = ""
     aot: str | None = None  # the AOT cache the rows ran with ("image", "host:<manifest>", "none"); None: not said
+    caches: str | None = None  # what the JIT caches started from ("empty", "aot", "artefact:<file>", "image")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,7 +113,7 @@ def _scope(suite_name: str, props: dict[str, str]) -> Scope:
         head, named_suite, _shard = suite_name.rsplit(".", 2)
         target, suite = target or head[len(PREFIX) :], suite or named_suite
     return Scope(target=target, suite=suite, stack_digest=props.get(PREFIX + "stack_digest", ""),
-                 aot=props.get(PREFIX + "aot"))  # fmt: skip
+                 aot=props.get(PREFIX + "aot"), caches=props.get(PREFIX + "caches"))  # fmt: skip
 
 
 def row_from_name(name: str) -> str | None:

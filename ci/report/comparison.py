@@ -1,0 +1,158 @@
+"""The comparison section (`python -m ci report A --compare B`): its tables for report.md and report.html,
+and its object in report.json. Side A is the reference; the rest of the report is side A's own."""
+
+from __future__ import annotations
+
+from ci.report.view import CRITERION_MARK, STATUS_MARK, Table
+from ci.results.compare import Comparison, Line, Summary, Versus
+from ci.results.stats import Shift
+
+TOO_FEW = "n too small"
+INTRO = (
+    "Side {a} is the reference. For each row and metric: each side's median, n (samples, every run of the row on "
+    "that side pooled) and min–max; for each other side, its median minus {a}'s, the ratio of the two, and the "
+    "Hodges–Lehmann shift (the median of every pairwise difference, side − {a}) with its distribution-free "
+    "interval at the confidence achieved: the largest at or below 95% that the samples allow (exact from the "
+    "Mann-Whitney distribution up to 20 samples a side, else its normal approximation; nominal where samples "
+    "tie). The sections after the comparison are side {a}'s report."
+)
+
+
+def title(c: Comparison) -> str:
+    return "Comparison: " + " vs ".join(c.labels)
+
+
+def intro(c: Comparison) -> str:
+    return INTRO.format(a=c.labels[0])
+
+
+def tables(c: Comparison) -> list[tuple[str, Table]]:
+    """The section's tables in order, each with its heading."""
+    return [
+        ("Sides", sides_table(c)),
+        ("Verdict per side", verdicts_table(c)),
+        ("Measurements", measurements_table(c)),
+        ("Rows missing from a side", partial_table(c)),
+    ]
+
+
+def sides_table(c: Comparison) -> Table:
+    rows = []
+    for s in c.sides:
+        problems = s.results.problems()
+        rows.append((s.label, ", ".join(s.paths), ", ".join(s.vllm_versions) or "not recorded",
+                     ", ".join(s.caches) or "not recorded", str(len(s.rows)), str(s.cases),
+                     "; ".join(f"{f.path}: {f.status}" for f in problems) or "none"))  # fmt: skip
+    return Table(headers=("Side", "Inputs", "vLLM", "Caches at start", "Rows", "Runs", "Input problems"),
+                 rows=tuple(rows))  # fmt: skip
+
+
+def verdicts_table(c: Comparison) -> Table:
+    """Per change, its verdict on each side, then each criterion's status on each side."""
+    by_side = [{v.change.id: v for v in s.verdicts} for s in c.sides]
+    rows = []
+    for change in dict.fromkeys(change for side in by_side for change in side):
+        verdicts = [side.get(change) for side in by_side]
+        rows.append((f"#{change}", "verdict", *("—" if v is None else "✅ ready" if v.ready else "❌ not ready"
+                                                for v in verdicts)))  # fmt: skip
+        names = dict.fromkeys(k.name for v in verdicts if v for k in v.criteria)
+        for name in names:
+            cells = []
+            for v in verdicts:
+                status = next((k.status for k in v.criteria if k.name == name), None) if v else None
+                cells.append("—" if status is None else CRITERION_MARK[status])
+            rows.append((f"#{change}", name, *cells))
+    return Table(headers=("Change", "Verdict or criterion", *c.labels), rows=tuple(rows))
+
+
+def num(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _with_unit(text: str, unit: str) -> str:
+    return f"{text} {unit}" if unit else text
+
+
+def interval(s: Shift) -> str:
+    return TOO_FEW if s.interval is None else f"[{num(s.interval[0])}, {num(s.interval[1])}]"
+
+
+def confidence(s: Shift) -> str:
+    return "—" if s.confidence is None else f"{100 * s.confidence:.1f}%"
+
+
+def _cells(line: Line, i: int) -> tuple[str, ...]:
+    mine: Summary | None = line.sides[i]
+    if mine is None:
+        head: tuple[str, ...] = ("—", "0", "—")
+    else:
+        head = (_with_unit(num(mine.median), line.unit), str(mine.n), f"{num(mine.low)}–{num(mine.high)}")
+    vs: Versus | None = line.versus[i]
+    if i == 0:
+        return (*head, "reference", "", "", "", "")
+    if vs is None:
+        return (*head, "—", "—", "—", "—", "—")
+    ratio = "—" if vs.ratio is None else f"{vs.ratio:.3f}"
+    shift = f"{vs.shift.estimate:+.6g}"
+    return (*head, _with_unit(f"{vs.delta:+.6g}", line.unit), ratio, shift, interval(vs.shift), confidence(vs.shift))
+
+
+def measurements_table(c: Comparison) -> Table:
+    rows = []
+    for line in c.lines:
+        for i, label in enumerate(c.labels):
+            rows.append((line.row, line.metric, label, *_cells(line, i)))
+    a = c.labels[0]
+    headers = ("Row", "Metric", "Side", "Median", "n", "Min–max", f"Δ median vs {a}", f"Ratio vs {a}",
+               f"HL shift vs {a}", "Interval", "Confidence")  # fmt: skip
+    return Table(headers=headers, rows=tuple(rows))
+
+
+def partial_table(c: Comparison) -> Table:
+    rows = []
+    for row, present in c.partial:
+        statuses = []
+        for s, here in zip(c.sides, present, strict=True):
+            statuses.append(STATUS_MARK[s.rows[row].status] if here else "absent")
+        rows.append((row, *statuses))
+    return Table(headers=("Row", *c.labels), rows=tuple(rows))
+
+
+def _summary_json(s: Summary | None) -> dict[str, object] | None:
+    if s is None:
+        return None
+    return {"n": s.n, "runs": s.runs, "median": s.median, "min": s.low, "max": s.high, "samples": list(s.samples)}
+
+
+def _versus_json(v: Versus | None) -> dict[str, object] | None:
+    if v is None:
+        return None
+    sh = v.shift
+    return {"delta": v.delta, "ratio": v.ratio, "hodges_lehmann": sh.estimate,
+            "interval": list(sh.interval) if sh.interval else None, "confidence": sh.confidence,
+            "method": sh.method, "ties": sh.ties}  # fmt: skip
+
+
+def to_json(c: Comparison) -> dict[str, object]:
+    return {
+        "reference": c.labels[0],
+        "sides": [
+            {"label": s.label, "inputs": list(s.paths), "vllm_versions": list(s.vllm_versions),
+             "caches": list(s.caches), "rows": len(s.rows), "runs": s.cases,
+             "problems": [{"path": f.path, "status": f.status, "problem": f.problem} for f in s.results.problems()],
+             "verdicts": [{"id": v.change.id, "verdict": v.text, "ready": v.ready,
+                           "blocked_by": [k.name for k in v.blocking]} for v in s.verdicts]}
+            for s in c.sides
+        ],
+        "metrics": [
+            {"row": ln.row, "metric": ln.metric, "unit": ln.unit,
+             "sides": {label: _summary_json(s) for label, s in zip(c.labels, ln.sides, strict=True)},
+             "versus_reference": {label: _versus_json(v) for label, v in zip(c.labels[1:], ln.versus[1:], strict=True)}}
+            for ln in c.lines
+        ],
+        "missing": [
+            {"row": row, "on": [lb for lb, here in zip(c.labels, present, strict=True) if here],
+             "absent_from": [lb for lb, here in zip(c.labels, present, strict=True) if not here]}
+            for row, present in c.partial
+        ],
+    }  # fmt: skip
