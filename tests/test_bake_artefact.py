@@ -128,3 +128,22 @@ def test_the_aot_bake_alone_is_an_artefact_with_no_gpu_in_its_key(tmp_path: Path
     assert {p.name: p.value for s in xml for p in s.properties()}["stackgate.caches"] == f"artefact:{path.name}"
     refused = _ci(env, "bake", "cpu", "--aot-only")
     assert refused.returncode == 2 and "--aot-only packs a host bake" in refused.stderr
+
+
+def test_a_warm_run_runs_the_rows_own_test_off_the_record(tmp_path: Path) -> None:
+    pytest.importorskip("triton")
+    env = {**os.environ, "STACKGATE_RUNTIME_CACHES": str(tmp_path / "runtime"), "DOCKER_HOST": "unix:///nonexistent"}
+    first = json.loads(_ci(env, "plan", "--target", "cpu", "--format", "json").stdout)["rows"][0]["id"]
+    assert _ci(env, "run", "cpu", "selftest", "--host", "--rows", first, "--out", str(tmp_path / "r")).returncode == 0
+    own_log = tmp_path / "the-callers-jit.jsonl"
+    code = ("import os, sys; from harness.rows import load; from harness.warmup import run_row_test; "
+            "row = load(os.environ['STACKGATE_ROWS']).rows[0]; sys.exit(run_row_test(row))")  # fmt: skip
+    suites = REPO / "suites"
+    done = subprocess.run([sys.executable, "-c", code], cwd=suites, capture_output=True, text=True, timeout=600,
+                          env={**env, "PYTHONPATH": str(suites), "STACKGATE_ROWS": str(tmp_path / "r" / "rows.json"),
+                               "STACKGATE_JIT_LOG": str(own_log), "TRITON_CACHE_DIR": str(tmp_path / "cold"),
+                               "STACKGATE_KERNEL_LIST": str(tmp_path / "runtime" / "cpu" / "aot-manifest.json")})  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{first}: warm run of its test ran (pytest exit" in done.stdout
+    # the test loaded the baked kernels from an empty cache: it compiled them there, logging elsewhere
+    assert any((tmp_path / "cold").rglob("*.json")) and not own_log.exists()

@@ -64,3 +64,19 @@ def test_the_h200_list_is_what_its_run_recorded() -> None:
     note = "\n".join(line.removeprefix("# ") for line in head)
     run = REPO / "evidence" / "h200-record"
     assert kernels.record(kernels.events([run / "spec", run / "sparse"]), note) == listed.read_text()
+
+
+def test_each_compile_names_the_parts_of_its_cache_key(tmp_path: Path) -> None:
+    """Two compiles of one specialisation under different keys must be told apart by the event alone."""
+    seen = _compile(REPO / "containers" / "kernels" / "selftest.yaml", tmp_path / "c", tmp_path / "run.jsonl")
+    for e in seen:
+        parts = e["key_parts"]
+        assert len(parts["fn"]) == 16 and len(parts["src"]) == 16
+        assert parts["options"]["num_warps"] == e["num_warps"] and "debug" in parts["options"]
+        assert "hash" not in parts["options"] and "shared" not in parts["options"]
+    by_kernel = {}
+    for e in seen:
+        by_kernel.setdefault(e["kernel"], set()).add(e["key_parts"]["fn"])
+    assert all(len(fns) == 1 for fns in by_kernel.values())  # one function, one function key, on any target
+    archs = {e["target"]: e["key_parts"]["options"].get("arch") for e in seen}
+    assert len(set(archs.values())) == 2, archs  # the two targets' keys differ through the options

@@ -47,7 +47,35 @@ def test_the_cold_requests_extra_time_is_named(tmp_path: Path, monkeypatch: pyte
     warm = json.loads((out / "warm.json").read_text())
     assert cold["wall_ms"] >= 200 > warm["wall_ms"]
     report = (out / "first-only.txt").read_text()
-    cumulative = report.split("Python, own ms")[0]
-    top = cumulative.splitlines()[3]  # the largest excess of cumulative time
+    cumulative = report.split("Python, cumulative ms")[1].split("Python, own ms")[0]
+    top = cumulative.splitlines()[1]  # the largest excess of cumulative time
     assert "_request" in top or "_first_use_only" in top, report
     assert "_first_use_only" in cumulative and float(top.split()[0]) >= 190
+
+
+def test_frames_torch_compile_traced_during_the_request_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.compile's metrics say which function was traced on first use (a stand-in for torch here)."""
+    import types
+
+    metrics: list[object] = [types.SimpleNamespace(co_filename="/x/startup.py", co_firstlineno=1, co_name="warm")]
+    fake = types.ModuleType("torch._dynamo.utils")
+    fake.get_compilation_metrics = lambda: list(metrics)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", fake)
+    monkeypatch.setenv(profile.ENV_PROFILE, str(tmp_path))
+    monkeypatch.setenv("STACKGATE_ROW_ID", "r")
+    with profile.phase("cold"):
+        metrics.append(
+            types.SimpleNamespace(
+                co_filename="/v/spec_decode/utils.py",
+                co_firstlineno=565,
+                co_name="update_num_computed_tokens",
+                entire_frame_compile_time_s=0.4,
+            )
+        )
+    with profile.phase("warm"):
+        pass
+    report = (tmp_path / "r" / "first-only.txt").read_text()
+    assert "cold: utils.py:565:update_num_computed_tokens (0.4 s)" in report
+    assert "startup.py" not in report and "warm:" not in report

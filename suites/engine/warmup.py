@@ -1,16 +1,12 @@
-"""Warm one GPU row: its engine configuration started once, one request served, engine stopped."""
+"""Warm one GPU row: its own test, run once off the record (harness.warmup.run_row_test), so the caches hold
+every engine configuration and shape the test reaches, a reference engine's and a mixed batch's included."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine import config, engines
+from harness.warmup import run_row_test
 
 
-def warm(row: Any) -> None:
-    config.set_engine_env(runner=config.runner_for(row))
-    engine = engines.start(config.llm_kwargs(row))
-    try:
-        engines.generate(engine, config.prompts(row), engines.greedy(config.MAX_TOKENS))
-    finally:
-        engines.stop(engine)
+def warm(row: Any) -> int:
+    return run_row_test(row)

@@ -93,6 +93,36 @@ def _key_inputs(src: Any, metadata: dict) -> dict[str, Any]:
         return {}
 
 
+def _key_parts(src: Any, metadata: dict) -> dict[str, Any]:
+    """The parts Triton hashes into the cache key besides the specialisation: the function's own key (its
+    source and what it depends on), the source's key, and every compile option and cache-invalidating
+    environment variable (the metadata carries both). Two compiles of one specialisation under different
+    keys differ in one of these."""
+    try:
+        options = {k: _plain(v) for k, v in sorted(metadata.items())
+                   if k not in _NOT_OPTIONS and not isinstance(v, (bytes, bytearray))}  # fmt: skip
+        return {"fn": str(src.fn.cache_key)[:16], "src": str(src.hash())[:16], "options": options}
+    except Exception:  # never break the program being watched
+        return {}
+
+
+# what the compiled kernel's metadata holds beyond the options: results of the compile, not its inputs
+_NOT_OPTIONS = {
+    "hash",
+    "name",
+    "target",
+    "shared",
+    "tmem_size",
+    "global_scratch_size",
+    "global_scratch_align",
+    "profile_scratch_size",
+    "profile_scratch_align",
+    "num_ctas_used",
+    "tensordesc_meta",
+    "triton_version",
+}
+
+
 def _plain(value: Any) -> Any:
     return value if isinstance(value, (bool, int, float, str)) or value is None else repr(value)
 
@@ -111,6 +141,7 @@ def _make_listener(previous: Any) -> Any:
                     "wall": time.time(),
                     "row": os.environ.get("STACKGATE_ROW_ID", ""),
                     **_key_inputs(src, metadata),
+                    "key_parts": _key_parts(src, metadata),
                 }
             )
         if previous is not None:  # keep a listener someone else set (vLLM's jit monitor, a test)

@@ -40,6 +40,7 @@ def phase(name: str | None) -> Iterator[None]:
         yield
         return
     torch_prof = _torch_profiler()
+    frames_before = {id(m) for m in _dynamo_metrics()}
     py = cProfile.Profile()
     t0 = time.perf_counter()
     with torch_prof if torch_prof is not None else contextlib.nullcontext():
@@ -49,13 +50,30 @@ def phase(name: str | None) -> Iterator[None]:
         finally:
             py.disable()
     wall_ms = (time.perf_counter() - t0) * 1000.0
-    doc = {"phase": name, "wall_ms": wall_ms, "python": python_summary(py), "ops": ops_summary(torch_prof)}
+    traced = [m for m in _dynamo_metrics() if id(m) not in frames_before]
+    doc = {"phase": name, "wall_ms": wall_ms, "python": python_summary(py), "ops": ops_summary(torch_prof),
+           "traced": [_frame(m) for m in traced]}  # fmt: skip
     out = folder()
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
     if (out / "cold.json").is_file() and (out / "warm.json").is_file():
         cold, warm = (json.loads((out / f"{p}.json").read_text()) for p in ("cold", "warm"))
         (out / "first-only.txt").write_text(first_only(cold, warm))
+
+
+def _dynamo_metrics() -> list[Any]:
+    """torch.compile's record of every frame it traced in this process (empty without torch)."""
+    try:
+        from torch._dynamo.utils import get_compilation_metrics
+
+        return list(get_compilation_metrics())
+    except Exception:  # no torch, or an API that moved: the profile goes on without it
+        return []
+
+
+def _frame(m: Any) -> dict[str, Any]:
+    where = f"{Path(str(getattr(m, 'co_filename', '') or '?')).name}:{getattr(m, 'co_firstlineno', '?')}"
+    return {"frame": f"{where}:{getattr(m, 'co_name', '?')}", "s": getattr(m, "entire_frame_compile_time_s", None)}
 
 
 def _torch_profiler() -> Any:
@@ -110,6 +128,10 @@ def _excess(cold: list[Mapping[str, Any]], warm: list[Mapping[str, Any]], key: s
 def first_only(cold: Mapping[str, Any], warm: Mapping[str, Any], *, limit: int = 25) -> str:
     """A plain-text account of where the cold request's extra time went, largest first."""
     lines = [f"cold {cold['wall_ms']:.1f} ms, warm {warm['wall_ms']:.1f} ms (both under the profilers)", ""]
+    lines.append("frames torch.compile traced during the request (cold / warm):")
+    for phase, doc in (("cold", cold), ("warm", warm)):
+        for f in doc.get("traced", []):
+            lines.append(f"  {phase}: {f['frame']} ({f['s']} s)")
     lines.append("Python, cumulative ms beyond the warm request (calls cold / warm):")
     for extra, fn, nc, nw in _excess(cold["python"], warm["python"], "fn", "cum_ms")[:limit]:
         lines.append(f"  {extra:10.1f}  {fn}  ({nc} / {nw})")
