@@ -139,10 +139,11 @@ def test_a_warm_run_runs_the_rows_own_test_off_the_record(tmp_path: Path) -> Non
     code = ("import os, sys; from harness.rows import load; from harness.warmup import run_row_test; "
             "row = load(os.environ['STACKGATE_ROWS']).rows[0]; sys.exit(run_row_test(row))")  # fmt: skip
     suites = REPO / "suites"
+    env.update({"PYTHONPATH": str(suites), "STACKGATE_ROWS": str(tmp_path / "r" / "rows.json"),
+                "STACKGATE_JIT_LOG": str(own_log), "TRITON_CACHE_DIR": str(tmp_path / "cold"),
+                "STACKGATE_KERNEL_LIST": str(tmp_path / "runtime" / "cpu" / "aot-manifest.json")})  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], cwd=suites, capture_output=True, text=True, timeout=600,
-                          env={**env, "PYTHONPATH": str(suites), "STACKGATE_ROWS": str(tmp_path / "r" / "rows.json"),
-                               "STACKGATE_JIT_LOG": str(own_log), "TRITON_CACHE_DIR": str(tmp_path / "cold"),
-                               "STACKGATE_KERNEL_LIST": str(tmp_path / "runtime" / "cpu" / "aot-manifest.json")})  # fmt: skip
+                          env=env)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{first}: warm run of its test ran (pytest exit" in done.stdout
     # the test loaded the baked kernels from an empty cache: it compiled them there, logging elsewhere

@@ -173,3 +173,16 @@ def test_evidence_applies_the_rows_tolerance_and_graph_replay(engine_pkg):
     ok.metric("draft_step_ms", [0.3, 0.4], "ms", "warm")
     ok.finish()
     assert ok.node.user_properties[0][0] == "stackgate.metric.draft_step_ms"
+
+
+def test_the_vllm_build_names_its_commit_where_it_recorded_one(engine_pkg, tmp_path, monkeypatch):
+    from engine import presence
+
+    vllm = tmp_path / "vllm"
+    vllm.mkdir()
+    monkeypatch.setattr(presence, "vllm_root", lambda: vllm)
+    assert presence.vllm_commit() is None  # a source tree without a build's _version.py
+    (vllm / "_version.py").write_text("__version__ = version = '0.26.0'\n__commit_id__ = commit_id = 'gffd46bfab'\n")
+    assert presence.vllm_commit() == "gffd46bfab"
+    (vllm / "_version.py").write_text("__commit_id__ = commit_id = None\n")
+    assert presence.vllm_commit() is None

@@ -80,3 +80,17 @@ def test_one_targets_rows_from_two_vllm_builds_are_flagged(tmp_path: Path) -> No
     junit.write_text(text.replace(marker, marker + '<property name="stackgate.vllm_version" value="0.27.0"/>', 1))
     lines = report.banner(report.build(STACK.root, [junit], None))
     assert "cpu: results from 2 vLLM versions (0.26.0, 0.27.0)" in lines
+
+
+def test_one_release_from_two_builds_is_two_builds(tmp_path: Path) -> None:
+    """A fork's wheel and upstream's can share a version string; the recorded commit tells them apart."""
+    selected = rows("selftest")
+    [junit] = write_rows(tmp_path, selected)
+    text = junit.read_text()
+    for row, commit in ((selected[0].id, "gffd46bfab"), (selected[1].id, "g1234567")):
+        marker = f'<property name="stackgate.row" value="{row}"/>'
+        text = text.replace(marker, marker + '<property name="stackgate.vllm_version" value="0.26.0"/>'
+                            f'<property name="stackgate.vllm_commit" value="{commit}"/>', 1)  # fmt: skip
+    junit.write_text(text)
+    lines = report.banner(report.build(STACK.root, [junit], None))
+    assert "cpu: results from 2 vLLM versions (0.26.0 (g1234567), 0.26.0 (gffd46bfab))" in lines

@@ -79,7 +79,8 @@ def _mixed_builds(res: Results) -> list[str]:
                 seen.setdefault((r.target, "images"), set()).add(c.image_digest)
             if c.vllm_version:
                 seen.setdefault((r.target, "vLLM versions"), set()).add(c.vllm_version)
-    return [f"{target}: results from {len(values)} {what} ({', '.join(sorted(v[:19] for v in values))})"
+    cut = {"images": 19, "vLLM versions": None}  # image digests shortened; a vLLM build whole
+    return [f"{target}: results from {len(values)} {what} ({', '.join(sorted(v[: cut[what]] for v in values))})"
             for (target, what), values in seen.items() if len(values) > 1]  # fmt: skip
 
 

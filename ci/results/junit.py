@@ -42,7 +42,7 @@ class Case:
     message: str
     details: str  # the failure's, error's or skip's full text ("" for a pass)
     log: str  # the row's full log, where the harness named it (<system-out>full log: PATH)
-    vllm_version: str | None = None  # stackgate.vllm_version, where the test recorded which vLLM it ran
+    vllm_version: str | None = None  # stackgate.vllm_version (+ vllm_commit): the vLLM build the test ran on
     time: float | None
     jit_compiles: int | None
     jit_kernels: tuple[str, ...]
@@ -164,8 +164,14 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         metrics=tuple(metrics),
         problems=tuple(problems),
         aot=props.get(PREFIX + "aot") or scope.aot,
-        vllm_version=props.get(PREFIX + "vllm_version"),
+        vllm_version=_vllm_build(props),
     )
+
+
+def _vllm_build(props: dict[str, str]) -> str | None:
+    """The vLLM a case ran on: its version, and the commit of its build where the test recorded one."""
+    version, commit = props.get(PREFIX + "vllm_version"), props.get(PREFIX + "vllm_commit")
+    return f"{version} ({commit})" if version and commit else version
 
 
 def _log(tc: _Case) -> str:

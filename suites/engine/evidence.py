@@ -34,6 +34,9 @@ class Evidence:
                         "this row needs the multi-GPU probes", pytrace=False)  # fmt: skip
         ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
         ev.prop("vllm_version", presence.vllm_version())
+        commit = presence.vllm_commit()
+        if commit:  # the build, not only the release: a fork's wheel and upstream's differ here
+            ev.prop("vllm_commit", commit)
         if profiling.enabled():  # a diagnosis: the profilers slow the timed requests
             ev.prop("profiled", profiling.folder().as_posix())
         ev.presence(check())

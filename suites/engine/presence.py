@@ -40,6 +40,18 @@ def vllm_version() -> str:
         return f"(unversioned, at {root})" if root else "(not installed)"
 
 
+def vllm_commit() -> str | None:
+    """The git commit the vLLM build was made from, where its build recorded one (vcs-versioning writes
+    `vllm/_version.py` with `commit_id`, e.g. "gffd46bfab" for 0.26.0; a fork's wheel names the fork's)."""
+    root = vllm_root()
+    if root is None or not (root / "_version.py").is_file():
+        return None
+    import re
+
+    found = re.search(r"""commit_id\s*=\s*['"]([^'"]+)['"]""", (root / "_version.py").read_text())
+    return found.group(1) if found else None
+
+
 def _source(rel: str) -> str:
     root = vllm_root()
     path = root / rel if root else None
