@@ -119,3 +119,12 @@ def test_no_engine_is_named_as_such_not_blamed_on_the_client(monkeypatch):
             docker_cli.find()
     finally:
         docker_cli.find.cache_clear()
+
+
+def test_sass_that_runs_on_the_target_is_accepted_by_cudas_compatibility_rules() -> None:
+    from ci.images.verify import _sass_names
+
+    gb10 = _sass_names(("12.1a",))
+    assert {"sm_121a", "sm_121", "sm_120", "sm_120f", "sm_121f"} <= gb10  # 12.0 SASS runs on 12.1
+    assert not {"sm_120a", "sm_100", "sm_90", "sm_122"} & gb10  # arch-specific 12.0a, other majors, newer minors
+    assert _sass_names(("9.0a",)) == {"sm_90a", "sm_90", "sm_90f"}

@@ -56,11 +56,15 @@ def _arch_of(triton_target: str) -> str:
 
 
 def _sass_names(arch_list: tuple[str, ...]) -> set[str]:
-    """ELF names that run on the target: '12.1a' -> sm_121a, sm_121; a family cubin (sm_120f) too."""
+    """ELF names whose SASS runs on the target, by CUDA's binary compatibility: a cubin for X.y runs on X.z
+    for every z >= y, so '12.1a' takes sm_121a (arch-specific: that exact chip), sm_121 and sm_120, and the
+    family cubins sm_120f and sm_121f; never another major version."""
     names = set()
     for a in arch_list:
         major, _, minor = a.rstrip("af").partition(".")
-        names |= {f"sm_{major}{minor}a", f"sm_{major}{minor}", f"sm_{major}0f", f"sm_{major}{minor}f"}
+        names.add(f"sm_{major}{minor}a")
+        for m in range(int(minor or 0) + 1):
+            names |= {f"sm_{major}{m}", f"sm_{major}{m}f"}
     return names
 
 
