@@ -2,7 +2,6 @@
 
 import json
 import statistics
-import sys
 from pathlib import Path
 
 from junitparser.xunit2 import JUnitXml
@@ -28,15 +27,19 @@ def spread(xs, fmt="{:.0f}"):
     if not xs:
         return "–"
     med = statistics.median(xs)
-    return fmt.format(med) + (f" ({fmt.format(min(xs))}–{fmt.format(max(xs))}, n={len(xs)})" if len(xs) > 1 else " (n=1)")
+    return fmt.format(med) + (
+        f" ({fmt.format(min(xs))}–{fmt.format(max(xs))}, n={len(xs)})" if len(xs) > 1 else " (n=1)"
+    )
 
 
 rows = {}
 for cond in CONDITIONS:
     for row, c in cases(HERE / cond):
         p = {x.name: x.value for x in c.properties()}
-        d = rows.setdefault(row, {}).setdefault(cond, {"ready": [], "cold": [], "warm": [], "ratio": [], "jit": [], "new": [],
-                                                         "kernels": set(), "refused": 0})
+        d = rows.setdefault(row, {}).setdefault(
+            cond,
+            {"ready": [], "cold": [], "warm": [], "ratio": [], "jit": [], "new": [], "kernels": set(), "refused": 0},
+        )
         cold, warm = metric(p, "cold_first_request_ms"), metric(p, "warm_request_ms")
         d["ready"] += metric(p, "engine_ready_s")
         d["cold"] += cold
@@ -49,7 +52,18 @@ for cond in CONDITIONS:
         msg = " ".join((r.message or "") for r in c.result)
         d["refused"] += "JIT refused" in msg
 
-print("| row | condition | engine ready s | first request ms | warm ms (median) | first / warm | Triton compiles (row) | new JIT cache files | JIT refused |")
+HEAD = (
+    "row",
+    "condition",
+    "engine ready s",
+    "first request ms",
+    "warm ms (median)",
+    "first / warm",
+    "Triton compiles (row)",
+    "new JIT cache files",
+    "JIT refused",
+)
+print("| " + " | ".join(HEAD) + " |")
 print("|---|---|---|---|---|---|---|---|---|")
 for row in sorted(rows):
     for cond, label in CONDITIONS.items():
@@ -57,6 +71,8 @@ for row in sorted(rows):
         if not d:
             continue
         runs = len(d["jit"])
-        print(f"| {row} | {label} | {spread(d['ready'], '{:.1f}')} | {spread(d['cold'])} | "
-              f"{statistics.median(d['warm']):.0f} | {spread(d['ratio'], '{:.2f}x')} | "
-              f"{'/'.join(map(str, d['jit']))} | {'/'.join(map(str, d['new']))} | {d['refused']} of {runs} |")
+        print(
+            f"| {row} | {label} | {spread(d['ready'], '{:.1f}')} | {spread(d['cold'])} | "
+            f"{statistics.median(d['warm']):.0f} | {spread(d['ratio'], '{:.2f}x')} | "
+            f"{'/'.join(map(str, d['jit']))} | {'/'.join(map(str, d['new']))} | {d['refused']} of {runs} |"
+        )
