@@ -76,8 +76,29 @@ def test_row_becomes_engine_arguments(engine_pkg):
     assert ref["attention_config"] == {"backend": "FLASHMLA_SPARSE", "sparse_mla_force_mqa": True}
     assert "speculative_config" not in ref
     for model in ("tiny-llama", "tiny-llama-eagle-draft", "tiny-llama-eagle3-draft", "tiny-deepseek-v3",
-                  "tiny-deepseek-v32"):  # fmt: skip
+                  "tiny-deepseek-v32", "tiny-qwen3", "tiny-qwen3-dflash-draft", "tiny-qwen3-dspark-draft"):  # fmt: skip
         assert (SUITES / "models" / model / "config.json").is_file()
+
+
+def test_shrunk_and_drafter_rows_become_engine_arguments(engine_pkg):
+    from engine import config
+
+    st = stack.load()
+    glm = _row(st, "48407", "glm-5.2-shrunk", target="cuda-sm90", context=512, batch=1)
+    kw = config.llm_kwargs(glm)
+    assert kw["model"].endswith("suites/models/shrunk-glm-5.2") and kw["load_format"] == "dummy"
+    assert "language_model_only" not in kw and glm.model_info["shrunk_of"] == "glm-5.2"
+    assert config.model_config(glm)["architectures"] == ["GlmMoeDsaForCausalLM"]
+    qwen = _row(st, "48804", "qwen3.6-shrunk", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    kw = config.llm_kwargs(qwen)  # a vision-language architecture: its language model only
+    assert kw["language_model_only"] is True
+    assert kw["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 3}
+    dspark = _row(st, "48804", "tiny-qwen3-dspark", target="cuda-sm90", batch=1)
+    spec = config.llm_kwargs(dspark)["speculative_config"]
+    assert spec["method"] == "dspark" and spec["model"].endswith("suites/models/tiny-qwen3-dspark-draft")
+    assert config.runner_for(dspark) == "v2"  # DSpark is model runner v2's alone, whatever the track's runner
+    dflash = _row(st, "48804", "tiny-qwen3-dflash", target="cuda-sm90", batch=1)
+    assert config.runner_for(dflash) == "v1" and config.llm_kwargs(dflash)["speculative_config"]["method"] == "dflash"
 
 
 def test_hub_rows_without_weights_are_skipped_with_the_reason(engine_pkg, tmp_path, monkeypatch):

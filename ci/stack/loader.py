@@ -14,6 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ci import options
 from ci.errors import StackError
+from ci.stack import shrunk
 from ci.stack import yaml_lines as yamlsrc
 from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch
@@ -36,7 +37,7 @@ def load(root: Path | str | None = None) -> Stack:
         raise StackError(root, None, "", "stack directory not found", hint="pass --stack DIR pointing at a stack/")
     backends = _collection(root / "backends.yaml", "backends", Backend)
     targets = _collection(root / "targets.yaml", "targets", Target)
-    models = _collection(root / "models.yaml", "models", Model)
+    models = _models(root / "models.yaml")
     tracks = _collection(root / "tracks.yaml", "tracks", Track)
     changes = _changes(root / "changes")
     history_src = yamlsrc.load(root / "history.yaml")
@@ -98,6 +99,17 @@ def _collection(path: Path, key: str, cls: type[T]) -> dict[str, _Entry]:
         raise src.error((key,), "expected a list")
     objs = _validate(src, items, (key,), tuple[cls, ...])  # type: ignore[valid-type]
     return _index(((obj, src, (key, i)) for i, obj in enumerate(objs)), noun=key[:-1])
+
+
+def _models(path: Path) -> dict[str, _Entry]:
+    """models.yaml: real models, and shrunk ones (`shrunk_of`) that take their real model's traits."""
+    src = yamlsrc.load(path)
+    items = _mapping(src, ("models",))["models"]
+    if not isinstance(items, list):
+        raise src.error(("models",), "expected a list")
+    kinds = [shrunk.Shrunk if isinstance(item, dict) and "shrunk_of" in item else Model for item in items]
+    objs = [_validate(src, item, ("models", i), kind) for i, (item, kind) in enumerate(zip(items, kinds, strict=True))]
+    return shrunk.resolve(_index(((obj, src, ("models", i)) for i, obj in enumerate(objs)), noun="model"))
 
 
 def _changes(folder: Path) -> dict[str, _Entry]:
@@ -229,6 +241,9 @@ def _check_changes(
                 raise _unknown(src, ("models", i), "model", m, models)
             if m in seen:
                 raise src.error(("models", i), f"model {m!r} listed twice")
+            if real := models[m][0].shrunk_of:
+                raise src.error(("models", i), f"model {m!r} shrinks {real!r}: it is planned wherever {real!r} is",
+                                hint=f"list {real!r} instead")  # fmt: skip
             seen.add(m)
             why = trait_mismatch(models[m][0], track)
             if why:

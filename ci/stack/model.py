@@ -121,6 +121,9 @@ class Model:
     backends: tuple[str, ...]
     tp: Positive = 1  # the fewest GPUs (tensor parallel) its weights need
     notes: str = ""
+    # The real model whose architecture this one shrinks (random weights): its traits, and so its eligibility,
+    # are that model's, copied by the loader (ci.stack.shrunk); a models.yaml entry never sets it by hand.
+    shrunk_of: str | None = None
 
 
 # --- capability tracks -----------------------------------------------------------------------

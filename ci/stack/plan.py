@@ -102,13 +102,15 @@ class Plan:
 
 
 def build(stack: Stack) -> Plan:
+    """Rows in change, target and listed-model order; a shrunk model's rows follow its real model's."""
     rows: list[Row] = []
     excluded: list[Excluded] = []
+    shrunk = {m.shrunk_of: m for m in stack.models.values() if m.shrunk_of}
     for change in stack.changes.values():
         track = stack.tracks[change.track]
         for target in stack.targets.values():
-            for model_id in change.models:
-                model = stack.models[model_id]
+            listed = [stack.models[m] for m in change.models]
+            for model in (m for real in listed for m in (real, shrunk.get(real.id)) if m is not None):
                 why = (
                     trait_mismatch(model, track) or pending_proof(model, track) or target_mismatch(model, track, target)
                 )

@@ -30,6 +30,7 @@ def row_document(st: Stack, row: Row) -> dict[str, Any]:
         "quantization": model.quantization,
         "attention": model.attention.layout,
         "drafter": asdict(model.drafter) if model.drafter else None,
+        "shrunk_of": model.shrunk_of,
     }
     return {**row.to_json(), "model_info": info, "acceptance": asdict(change.acceptance)}
 

@@ -34,6 +34,8 @@ class Evidence:
                         "this row needs the multi-GPU probes", pytrace=False)  # fmt: skip
         ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
         ev.prop("vllm_version", presence.vllm_version())
+        if row.model_info.get("shrunk_of"):  # the real model's architecture, shrunk, with random weights
+            ev.prop("shrunk_of", row.model_info["shrunk_of"])
         commit = presence.vllm_commit()
         if commit:  # the build, not only the release: a fork's wheel and upstream's differ here
             ev.prop("vllm_commit", commit)

@@ -2,7 +2,7 @@
 
 Each probe patches one well-named vLLM method while it is active and restores it on exit. They read
 what the acceptance criteria ask for: graph replays per draft step, eager decode steps, the attention
-output of the first layer on a chosen step, indexer scoring calls, and all -1 top-k rows.
+output of the first layer on a chosen step, indexer scoring calls.
 """
 
 from __future__ import annotations
@@ -241,24 +241,20 @@ def rel_err(a: Any, b: Any) -> float:
     return torch.linalg.vector_norm(a - b).item() / denom if denom else float("nan")
 
 
-# --- sparse indexer: scoring calls and all -1 top-k rows (#48407, #52512) -------------------------------
+# --- sparse indexer: scoring calls (#48407; the #52512 guard is engine.topk_guard) ---------------------
 
 
 @dataclass
 class Indexer:
     scoring_calls: int = 0
     topk_calls: int = 0
-    all_minus_one_reads: list[tuple[int, int, int]] = field(default_factory=list)
-    mqa_calls: int = 0
 
 
 @contextmanager
 def indexer() -> Iterator[Indexer]:
-    """Count prefill top-k scoring (fp8_fp4_mqa_logits, top_k_per_row_prefill) and flag any sparse-MQA read
-    of a top-k row that is all -1: a real token always attends at least to itself (#52512)."""
+    """Count prefill top-k scoring (fp8_fp4_mqa_logits, top_k_per_row_prefill)."""
     import vllm._custom_ops as vops
     from vllm.model_executor.layers import sparse_attn_indexer as sai
-    from vllm.v1.attention.backends.mla import flashmla_sparse as fms
 
     rec = Indexer()
 
@@ -272,21 +268,9 @@ def indexer() -> Iterator[Indexer]:
 
         return make
 
-    def guard(orig: Any) -> Any:
-        def forward_mqa(self: Any, q: Any, kv_cache: Any, md: Any, layer: Any) -> Any:
-            rec.mqa_calls += 1
-            n = (q[0] if isinstance(q, tuple) else q).shape[0]
-            buf = getattr(self, "topk_indices_buffer", None)
-            if n > 0 and buf is not None and bool((buf[:n] == -1).all(dim=-1).any().item()):
-                rec.all_minus_one_reads.append((int(md.num_decode_tokens), int(md.num_prefills), int(n)))
-            return orig(self, q, kv_cache, md, layer)
-
-        return forward_mqa
-
     with ExitStack() as stack:
         stack.enter_context(patched(sai, "fp8_fp4_mqa_logits", counting("scoring_calls")))
         stack.enter_context(patched(vops, "top_k_per_row_prefill", counting("topk_calls")))
-        stack.enter_context(patched(fms.FlashMLASparseImpl, "forward_mqa", guard))
         yield rec
 
 

@@ -3,13 +3,16 @@
 Convergence check that the vLLM under test carries the change; for a prefill of the row's length, the
 indexer's scoring calls are counted (zero expected at or under the top-k, some above it); the layer-0
 attention output is compared with the scored path (sparse_mla_force_mqa) on the same prefill; and the
-#52512 regression: no sparse-MQA read may consume a top-k row that is all -1.
+#52512 regression (engine.topk_guard), on the model's own layer schedule (GLM-5.2's shared-indexer layers
+in its shrunk rows): the same prompts again with every top-k buffer forced to all -1 at each step, where no
+sparse read may consume an all -1 row and the output may not degenerate into repeated tokens where the
+unforced output did not.
 """
 
 from __future__ import annotations
 
 import pytest
-from engine import config, engines, presence, probes
+from engine import config, degeneration, engines, presence, probes, topk_guard
 from engine.evidence import Evidence
 from harness.graphs import GraphCounter
 
@@ -25,6 +28,10 @@ def test_indexer_skip(row, request):
     ev.prop("prefill", {"tokens": int(row["context"]), "index_topk": topk, "dense_expected": short})
 
     prompts = config.prompts(row)
+    try:  # a backend the guard cannot watch fails here, before any engine starts
+        topk_guard.impl_class(row["backend"])
+    except topk_guard.CannotWatch as exc:
+        pytest.fail(f"#52512 guard: {exc}", pytrace=False)
     engine = engines.start(config.llm_kwargs(row))
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
     with GraphCounter() as graphs, probes.indexer() as idx, probes.mla_layer0_output(probes.pure_prefill) as cap:
@@ -34,16 +41,23 @@ def test_indexer_skip(row, request):
         prefill_ms = [engines.timed_ms(engine, prompts, engines.greedy(1))[0] for _ in range(WARM_REPEATS)]
         full = engines.greedy(OUTPUT_TOKENS)  # the last warm one is profiled beside the cold one (harness.profile)
         warm_ms = [engines.timed_ms(engine, prompts, full, profile="warm" if i == 2 else None)[0] for i in range(3)]
+    try:  # the #52512 condition forced, after the timed requests: the forcing costs a fill per step
+        with topk_guard.watch(row["backend"], engines.runner(engine)) as guard:
+            forced = engines.generate(engine, prompts, engines.greedy(OUTPUT_TOKENS))
+    except topk_guard.CannotWatch as exc:
+        engines.stop(engine)
+        pytest.fail(f"#52512 guard: {exc}", pytrace=False)
     engines.stop(engine)
+    repeated = degeneration.judge(engines.token_ids(forced), engines.token_ids(out))
     ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
     ev.metric("prefill_ms", prefill_ms, "ms", "warm")
     ev.metric("warm_request_ms", warm_ms, "ms", "warm")
     ev.metric("indexer_scoring_calls_first_request", scoring_first, "count", "cold")
     ev.metric("graph_captures_after_ready", graphs.captures, "count", "warm")
-    ev.metric("all_minus_one_topk_reads", len(idx.all_minus_one_reads), "count", "none")
-    ev.prop("sparse_mqa_calls", idx.mqa_calls)
-    if row.model_info.get("weights") == "dummy":
-        ev.prop("degeneration_note", "random weights repeat tokens by themselves: the all -1 guard is the check")
+    ev.metric("all_minus_one_topk_reads", len(guard.minus_one), "count", "none")
+    ev.metric("degenerated_requests", len(repeated.degenerated), "count", "none")
+    ev.prop("topk_guard", guard.to_json())
+    ev.prop("degeneration", repeated.to_json())
 
     reference = engines.start(config.llm_kwargs(row, attention_config={"sparse_mla_force_mqa": True}))
     with probes.mla_layer0_output(probes.pure_prefill) as ref_cap:
@@ -60,9 +74,10 @@ def test_indexer_skip(row, request):
                                       f"({scoring_first} calls)")  # fmt: skip
     else:
         ev.expect(scoring_first > 0, f"prefill of {row['context']} > top-k {topk} ran no indexer scoring")
-    ev.expect(idx.mqa_calls > 0, f"the #52512 guard watched no sparse-MQA call: backend {row['backend']} is not "
-                                 "FlashMLASparseImpl, or the path never ran; it proves nothing here")  # fmt: skip
-    ev.expect(not idx.all_minus_one_reads, f"#52512: sparse MQA read all -1 top-k rows {idx.all_minus_one_reads[:3]}")
+    ev.expect(guard.forced_steps > 0, "#52512 guard: no engine step ran with the condition forced")
+    ev.expect(not guard.minus_one, f"#52512: sparse attention read all -1 top-k rows {guard.minus_one[:3]}")
+    ev.expect(not repeated.degenerated, f"#52512: degenerated into repeated tokens with the all -1 top-k condition "
+                                        f"forced: {'; '.join(repeated.degenerated[:3])}")  # fmt: skip
     ev.tolerance(err, "attn_output_rel_err")
     ev.graph_replay(graphs.captures if graphs.available else None)
     ev.finish()
