@@ -37,7 +37,7 @@ def _report(report: Report) -> dict[str, object]:
         "schema": 1,
         "changes": [
             {"id": v.change.id, "title": v.change.title, "track": v.change.track, "verdict": v.text,
-             "ready": v.ready, "blocked_by": [c.name for c in v.blocking],
+             "ready": v.ready, "gating": v.change.gating, "blocked_by": [c.name for c in v.blocking],
              "upstream": _upstream(v.change.upstream),
              "criteria": [{"name": c.name, "status": c.status, "evidence": c.evidence} for c in v.criteria]}
             for v in report.verdicts
