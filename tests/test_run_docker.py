@@ -126,3 +126,38 @@ def test_a_process_escaped_with_setsid_fails_its_row_in_docker(tmp_path: Path, t
     cases = {c.name: c for s in JUnitXml.fromfile(str(tmp_path / "o" / "junit-cpu-hostile-0.xml")) for c in s}
     assert "left 1 process(es) running after the test, killed: sleep" in cases["test_escapes"].result[0].message
     assert not cases["test_after"].result
+
+
+def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_image: str, docker_client) -> None:
+    """The run's report is all `ci repro --report` reads: its one docker line names the image by content and
+    the row, and running that line fails the row again, with the same message."""
+    import json
+    import shlex
+
+    from test_repro_report import failing_tree
+
+    tree = failing_tree(tmp_path / "suites")
+    argv = ["run", "cpu", "selftest", "--image", test_image, "--suites-dir", str(tree)]
+    assert cli.main([*argv, "--out", str(tmp_path / "results" / "cpu-selftest-0")]) == 1
+    assert cli.main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "report")]) == 0
+    report = tmp_path / "report" / "report.json"
+    row = next(r for r in json.loads(report.read_text())["rows"] if r["status"] == "failure")
+
+    cmd = [sys.executable, "-m", "ci", "repro", row["id"], "--report", str(report), "--print"]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert "\n" not in line and line.startswith("docker run ")
+    image_id = docker_client.images.get(test_image).id
+    assert image_id.startswith("sha256:") and image_id in shlex.split(line)  # never pushed: the local image id
+    assert f"test_context_fits[{row['id']}]" in line
+
+    again = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
+    junit = tmp_path / "report" / f"repro-{row['id']}" / f"junit-repro-{row['id']}.xml"
+    cases = [c for s in JUnitXml.fromfile(str(junit)) for c in s]
+    assert [c.name for c in cases] == [f"test_context_fits[{row['id']}]"]
+    assert cases[0].result[0].message.splitlines()[0] == row["message"].splitlines()[0]
+    # and `ci repro` runs the line itself without --print, exiting with its status
+    rerun = subprocess.run(cmd[:-1], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert rerun.returncode == 1 and rerun.stdout.startswith(line), rerun.stderr[-2000:]
