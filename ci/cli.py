@@ -19,7 +19,7 @@ from ci.errors import EXIT_CODES, StackgateError, UsageError
 from ci.images import commands as images
 from ci.images import kernels
 from ci.report import commands as report
-from ci.run import execute, repro
+from ci.run import execute, reproduce
 from ci.stack import commands as stack_commands
 from ci.stack import loader
 
@@ -40,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
     sub.choices["bake"].set_defaults(func=flow.bake)  # --host packs an artefact; without it, the image route
     kernels.add_parser(sub)
     execute.add_parser(sub)
-    repro.add_parser(sub)
+    reproduce.add_parser(sub)
     report.add_parser(sub)
     bench.add_parser(sub)
     return ap

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci import cli
-from ci.run import repro_report
+from ci.run import reproduce
 
 REPO = Path(__file__).resolve().parent.parent
 # serves every cpu self-test row; fails the two whose context is over 4096
@@ -106,6 +106,6 @@ def test_bad_report_input_exits_2(host_report: Path, tmp_path: Path, capsys) -> 
 def test_node_ids_come_from_the_failing_runs() -> None:
     entry = {"runs": [{"test": "sel.test_a::test_x[r1]", "status": "pass"},
                       {"test": "sel.test_a.TestK::test_y[r1]", "status": "failure"}]}  # fmt: skip
-    assert repro_report.node_ids(entry, "sel") == ("sel/test_a.py::TestK::test_y[r1]",)
+    assert reproduce.node_ids(entry, "sel") == ("sel/test_a.py::TestK::test_y[r1]",)
     # the harness's "no test serves this row" case names no test module: the suite's folder is run
-    assert repro_report.node_ids({"runs": [{"test": "sel::r1", "status": "error"}]}, "sel") == ()
+    assert reproduce.node_ids({"runs": [{"test": "sel::r1", "status": "error"}]}, "sel") == ()

@@ -1,14 +1,11 @@
-"""`python -m ci repro <row id>`: the exact command that re-runs one row.
+"""The exact command that re-runs one row, from a rows.json (`python -m ci repro`, in `ci.run.reproduce`).
 
-From a results folder's rows.json (`--rows-json`: prints the docker line and the host line), or from a report
-alone (`--report report.json`: the report carries, per row that ran, the rows.json of its run narrowed to that
-row; the docker line is printed, then run unless `--print`). `commands()` and `row_document()` are what the
-report calls.
+`commands()` makes the docker line and the host line from a results folder's rows.json; `row_document()`
+narrows that rows.json to one row, which the report carries so that a report alone re-runs it.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import functools
 import json
@@ -18,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci import options
 from ci.errors import UsageError
 from ci.run import execute as run
 
@@ -128,41 +124,3 @@ def _document(rows_json: Path) -> dict[str, Any]:
 def _read(path: Path) -> Any:
     """One parse per rows.json: the report asks for every failing row of a run."""
     return json.loads(path.read_text())
-
-
-def main(args: argparse.Namespace) -> int:
-    if args.report is not None:
-        if args.rows_json is not None:
-            raise UsageError("--report and --rows-json both name the run", hint="give one of them")
-        from ci.run import repro_report
-
-        return repro_report.main(args)
-    rows_json = args.rows_json or Path("results/rows.json")
-    if not rows_json.exists():
-        raise UsageError(f"{rows_json} not found", hint="point --rows-json at a results folder's rows.json")
-    r = commands(rows_json, args.row, image=args.image, out=args.out)
-    print(f"# docker\n{r.docker}\n# host (--host equivalent)\n{r.host}")
-    return 0
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = options.verb(sub, "repro", help="re-run one row as it ran: from a report (the docker line, run unless "
-                     "--print), or print its docker and host lines from a results folder's rows.json",
-                     codes=(0, 1, 2, 4, 6))  # fmt: skip
-    p.add_argument("row", help="a row id, as the report or rows.json names it")
-    p.add_argument("--report", type=Path, metavar="REPORT_JSON",
-                   help="a report.json (ci report): re-run the row from it alone, printing the docker line first; "
-                   "exit with the line's status")  # fmt: skip
-    p.add_argument("--print", dest="print_only", action="store_true",
-                   help="with --report: print the line (and write its rows.json), run nothing")  # fmt: skip
-    p.add_argument("--rows-json", type=Path, default=None,
-                   help="the rows.json of the run that held the row; prints both lines, runs nothing "
-                   "(default without --report: results/rows.json)")  # fmt: skip
-    p.add_argument("--image", help="another image than the one the run recorded")
-    p.add_argument(
-        "--suites-dir", type=Path, help="with --report: the suites tree to mount, where the run's lies elsewhere here"
-    )
-    p.add_argument(
-        "--out", type=Path, help="results folder for the re-run (default: repro-<row> beside rows.json or report.json)"
-    )
-    p.set_defaults(func=main)

@@ -1,4 +1,5 @@
-"""`python -m ci repro <row id> --report report.json`: re-run one row from a report alone.
+"""`python -m ci repro <row id>`: re-run one row from a report alone (`--report report.json`), or print its
+docker and host lines from a results folder's rows.json (`--rows-json`).
 
 report.json carries, per row that ran, the rows.json of its run narrowed to that row (`rows[].rows_json`):
 the image by content, the target's platform, devices and env, the suites tree it ran from, and the row.
@@ -18,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ci import options
 from ci.errors import NotHere, RunError, UsageError
 from ci.run import host, repro
 from ci.stack import rows_json
@@ -81,7 +83,7 @@ def _check_here(target: dict[str, Any], row_id: str) -> None:
               "refuses it", file=sys.stderr)  # fmt: skip
 
 
-def main(args: argparse.Namespace) -> int:
+def from_report(args: argparse.Namespace) -> int:
     repro.check_row_id(args.row)
     report = args.report.resolve()
     entry = report_row(report, args.row)
@@ -110,3 +112,39 @@ def main(args: argparse.Namespace) -> int:
     if not shutil.which("docker"):
         raise RunError("no docker client on PATH", hint="install docker, or add --print and run the line elsewhere")
     return subprocess.run(spec.argv(), check=False).returncode
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.report is not None:
+        if args.rows_json is not None:
+            raise UsageError("--report and --rows-json both name the run", hint="give one of them")
+        return from_report(args)
+    rows_json = args.rows_json or Path("results/rows.json")
+    if not rows_json.exists():
+        raise UsageError(f"{rows_json} not found", hint="point --rows-json at a results folder's rows.json")
+    r = repro.commands(rows_json, args.row, image=args.image, out=args.out)
+    print(f"# docker\n{r.docker}\n# host (--host equivalent)\n{r.host}")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = options.verb(sub, "repro", help="re-run one row as it ran: from a report (the docker line, run unless "
+                     "--print), or print its docker and host lines from a results folder's rows.json",
+                     codes=(0, 1, 2, 4, 6))  # fmt: skip
+    p.add_argument("row", help="a row id, as the report or rows.json names it")
+    p.add_argument("--report", type=Path, metavar="REPORT_JSON",
+                   help="a report.json (ci report): re-run the row from it alone, printing the docker line first; "
+                   "exit with the line's status")  # fmt: skip
+    p.add_argument("--print", dest="print_only", action="store_true",
+                   help="with --report: print the line (and write its rows.json), run nothing")  # fmt: skip
+    p.add_argument("--rows-json", type=Path, default=None,
+                   help="the rows.json of the run that held the row; prints both lines, runs nothing "
+                   "(default without --report: results/rows.json)")  # fmt: skip
+    p.add_argument("--image", help="another image than the one the run recorded")
+    p.add_argument(
+        "--suites-dir", type=Path, help="with --report: the suites tree to mount, where the run's lies elsewhere here"
+    )
+    p.add_argument(
+        "--out", type=Path, help="results folder for the re-run (default: repro-<row> beside rows.json or report.json)"
+    )
+    p.set_defaults(func=main)
