@@ -15,6 +15,7 @@ from pathlib import Path
 import ci
 from ci import flow, options
 from ci.bench import commands as bench
+from ci.buildkite import commands as buildkite
 from ci.errors import EXIT_CODES, StackgateError, UsageError
 from ci.images import commands as images
 from ci.images import kernels
@@ -43,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     reproduce.add_parser(sub)
     report.add_parser(sub)
     bench.add_parser(sub)
+    buildkite.add_parsers(sub)
     return ap
 
 
