@@ -161,3 +161,35 @@ def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_ima
     # and `ci repro` runs the line itself without --print, exiting with its status
     rerun = subprocess.run(cmd[:-1], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert rerun.returncode == 1 and rerun.stdout.startswith(line), rerun.stderr[-2000:]
+
+
+def test_a_bake_of_an_earlier_build_is_not_run(test_image: str, docker_client, capsys) -> None:
+    """`ci run` takes the baked image only while it was baked from the current build: an agent that built a
+    newer image since its last bake runs the new build, unbaked, and says so."""
+    from dataclasses import replace
+
+    from ci.images import build
+    from ci.images.bake import BAKED_FROM
+    from ci.stack import loader
+
+    target = replace(loader.load().targets["cpu"], id=f"bakecheck-{os.getpid()}")
+    name = build.image_name(target)
+    img = docker_client.images.get(test_image)
+    img.tag(name, "latest")
+
+    def commit(tag: str, labels: dict[str, str]) -> None:
+        box = docker_client.containers.create(img.id, ["true"])
+        try:
+            box.commit(repository=name, tag=tag, conf={"Labels": labels})
+        finally:
+            box.remove(force=True)
+
+    try:
+        commit("baked", {**(img.labels or {}), BAKED_FROM: img.id})
+        assert build.image_ref(target) == f"{name}:baked"
+        commit("latest", {"stackgate.test": "a newer build"})
+        assert build.image_ref(target) == f"{name}:latest"
+        assert f"{name}:baked was baked from another build" in capsys.readouterr().err
+    finally:
+        for tag in ("latest", "baked"):
+            docker_client.images.remove(f"{name}:{tag}", force=True)
