@@ -53,8 +53,9 @@ def report(session: nox.Session) -> None:
 
 @nox.session(name="run")
 def run_rows(session: nox.Session) -> None:
-    """Run a target's rows of one suite in its image, JUnit out (-- TARGET SUITE --out DIR [--rows ...] [--shard N]);
-    what each Buildkite run step calls. With --host, the suites' requirements are installed as well."""
+    """Run a target's rows of one suite in its image, JUnit out (-- TARGET SUITE --out DIR [--rows ...] [--shard N]).
+    With --host, the suites' requirements are installed as well. A Buildkite run step makes this venv
+    (--install-only) and calls its python, so that `ci run`'s exit status reaches the agent."""
     _ci(session, "run", host_suites="--host" in session.posargs)
 
 

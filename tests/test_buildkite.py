@@ -41,9 +41,10 @@ def _runs(steps: list[dict]) -> list[dict]:
 
 
 def _rows_of(step: dict) -> tuple[str, str, int, list[str], str]:
-    """target, suite, shard, rows and --out of a run step's `nox -s run -- ...` command."""
-    words = shlex.split(next(c for c in step["commands"] if c.startswith("nox -s run ")))
-    args = words[words.index("--") + 1 :]
+    """target, suite, shard, rows and --out of a run step's `python -m ci run ...` command."""
+    words = shlex.split(next(c for c in step["commands"] if " -m ci run " in c))
+    args = words[words.index("run") + 1 :]
+    args = args[2:] if args[0] == "--stack" else args
     return (args[0], args[1], int(args[args.index("--shard") + 1]), args[args.index("--rows") + 1].split(","),
             args[args.index("--out") + 1])  # fmt: skip
 

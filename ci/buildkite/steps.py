@@ -21,6 +21,7 @@ from ci.stack.plan import Plan, Row
 
 TOOLS = "source .buildkite/tools.sh"  # the pinned nox and uv on PATH (.buildkite/tools.txt, hashed)
 RESULTS, REPORT = "results", "report"
+VENV_PYTHON = ".nox/run/bin/python"  # nox's venv of the `run` session: nox itself reports every failure as 1
 AGENT_LOST = {"automatic": [{"exit_status": -1, "limit": 2}]}  # the agent vanished mid-job: never a test's exit
 _KEY = re.compile(r"[^A-Za-z0-9_\-:]")
 
@@ -115,15 +116,16 @@ def build_step(target: Target, opts: Options) -> Step:
 
 def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, soft_fail: str, opts: Options) -> Step:
     out = f"{RESULTS}/{target.id}-{suite}-{shard}"
-    run = ["run", *opts.stack_args(), target.id, suite, "--shard", str(shard),
+    run = [VENV_PYTHON, "-m", "ci", "run", *opts.stack_args(), target.id, suite, "--shard", str(shard),
            "--rows", ",".join(r.id for r in rows), "--out", out]  # fmt: skip
     return Step(
         key=key("run", target.id, suite, shard),
         label=f":pytest: {target.id} {suite} #{shard} ({len(rows)} rows)",
         queue=target.queue,
         depends_on=(key("build", target.id),),
-        # the build is a no-op where this agent's engine holds the current image, and builds it where not
-        commands=(nox("build", *opts.stack_args(), target.id), nox(*run)),
+        # the build is a no-op where this agent's engine holds the current image, and builds it where not;
+        # `ci run` itself runs the rows, from nox's venv: its exit status (1: a row failed) reaches the agent
+        commands=(nox("build", *opts.stack_args(), target.id), "nox -s run --install-only", shlex.join(run)),
         artifact_paths=(f"{out}/junit-{target.id}-{suite}-{shard}.xml", f"{out}/rows.json", f"{out}/logs/**/*"),
         soft_fail=soft_fail,
     )
