@@ -9,10 +9,11 @@ is a result, and a retry would hide it.
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,20 +64,17 @@ class Step:
     depends_on: tuple[str, ...] = ()
     artifact_paths: tuple[str, ...] = ()
     soft_fail: str = ""  # why this step's test failures (exit 1) do not fail the build; "" where they do
-    env: dict[str, str] = field(default_factory=dict)
 
     def to_yaml(self) -> dict[str, Any]:
         out: dict[str, Any] = {"key": self.key, "label": self.label, "agents": {"queue": self.queue}}
         if self.depends_on:
             out["depends_on"] = list(self.depends_on)
         out["commands"] = [TOOLS, *self.commands]
-        if self.env:
-            out["env"] = dict(self.env)
         if self.artifact_paths:
             out["artifact_paths"] = list(self.artifact_paths)
         if self.soft_fail:
             out["soft_fail"] = [{"exit_status": 1}]
-        out["retry"] = AGENT_LOST
+        out["retry"] = copy.deepcopy(AGENT_LOST)
         return out
 
 
