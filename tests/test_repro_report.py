@@ -109,3 +109,10 @@ def test_node_ids_come_from_the_failing_runs() -> None:
     assert reproduce.node_ids(entry, "sel") == ("sel/test_a.py::TestK::test_y[r1]",)
     # the harness's "no test serves this row" case names no test module: the suite's folder is run
     assert reproduce.node_ids({"runs": [{"test": "sel::r1", "status": "error"}]}, "sel") == ()
+
+
+def test_without_a_report_here_it_says_where_it_looked(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["repro", "a.b.c.d", "--print"]) == 2
+    err = capsys.readouterr().err
+    assert "no report here (report/report.json or out/report/report.json)" in err and "--report" in err

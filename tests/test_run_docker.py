@@ -143,8 +143,10 @@ def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_ima
     report = tmp_path / "report" / "report.json"
     row = next(r for r in json.loads(report.read_text())["rows"] if r["status"] == "failure")
 
-    cmd = [sys.executable, "-m", "ci", "repro", row["id"], "--report", str(report), "--print"]
-    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    # from the folder holding report/report.json, the default --report
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "ci", "repro", row["id"], "--print"]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     line = done.stdout.strip()
     assert "\n" not in line and line.startswith("docker run ")
@@ -159,7 +161,8 @@ def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_ima
     assert [c.name for c in cases] == [f"test_context_fits[{row['id']}]"]
     assert cases[0].result[0].message.splitlines()[0] == row["message"].splitlines()[0]
     # and `ci repro` runs the line itself without --print, exiting with its status
-    rerun = subprocess.run(cmd[:-1], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    rerun = subprocess.run([*cmd[:-1], "--report", str(report)], cwd=REPO, capture_output=True, text=True,
+                           timeout=300, check=False)  # fmt: skip
     assert rerun.returncode == 1 and rerun.stdout.startswith(line), rerun.stderr[-2000:]
 
 

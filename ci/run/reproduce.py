@@ -25,6 +25,8 @@ from ci.run import host, repro
 from ci.stack import rows_json
 
 _TEST_MODULE = re.compile(r"^(test_.*|.*_test)$")  # pytest's default python_files
+# where `nox -s report` (and the pipeline's report step) and `ci main` write it
+DEFAULT_REPORTS = (Path("report/report.json"), Path("out/report/report.json"))
 _MACHINES = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
 
 
@@ -83,9 +85,9 @@ def _check_here(target: dict[str, Any], row_id: str) -> None:
               "refuses it", file=sys.stderr)  # fmt: skip
 
 
-def from_report(args: argparse.Namespace) -> int:
+def from_report(args: argparse.Namespace, report: Path) -> int:
     repro.check_row_id(args.row)
-    report = args.report.resolve()
+    report = report.resolve()
     entry = report_row(report, args.row)
     doc = entry["rows_json"]
     out = (args.out or report.parent / f"repro-{args.row}").resolve()
@@ -115,11 +117,17 @@ def from_report(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.report is not None:
-        if args.rows_json is not None:
-            raise UsageError("--report and --rows-json both name the run", hint="give one of them")
-        return from_report(args)
-    rows_json = args.rows_json or Path("results/rows.json")
+    if args.report is not None and args.rows_json is not None:
+        raise UsageError("--report and --rows-json both name the run", hint="give one of them")
+    if args.rows_json is None:
+        report = args.report or next((p for p in DEFAULT_REPORTS if p.is_file()), None)
+        if report is None:
+            raise UsageError(
+                f"no report here ({' or '.join(map(str, DEFAULT_REPORTS))})",
+                hint="add --report REPORT_JSON, or --rows-json DIR/rows.json from a results folder",
+            )
+        return from_report(args, report)
+    rows_json = args.rows_json
     if not rows_json.exists():
         raise UsageError(f"{rows_json} not found", hint="point --rows-json at a results folder's rows.json")
     r = repro.commands(rows_json, args.row, image=args.image, out=args.out)
@@ -134,12 +142,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("row", help="a row id, as the report or rows.json names it")
     p.add_argument("--report", type=Path, metavar="REPORT_JSON",
                    help="a report.json (ci report): re-run the row from it alone, printing the docker line first; "
-                   "exit with the line's status")  # fmt: skip
+                   "exit with its status (default: report/report.json, else out/report/report.json)")  # fmt: skip
     p.add_argument("--print", dest="print_only", action="store_true",
-                   help="with --report: print the line (and write its rows.json), run nothing")  # fmt: skip
+                   help="print the line (and write its rows.json), run nothing")  # fmt: skip
     p.add_argument("--rows-json", type=Path, default=None,
-                   help="the rows.json of the run that held the row; prints both lines, runs nothing "
-                   "(default without --report: results/rows.json)")  # fmt: skip
+                   help="instead of a report: the rows.json of the run that held the row; prints its docker and "
+                   "host lines, runs nothing")  # fmt: skip
     p.add_argument("--image", help="another image than the one the run recorded")
     p.add_argument(
         "--suites-dir", type=Path, help="with --report: the suites tree to mount, where the run's lies elsewhere here"
