@@ -116,3 +116,29 @@ def test_without_a_report_here_it_says_where_it_looked(tmp_path: Path, monkeypat
     assert cli.main(["repro", "a.b.c.d", "--print"]) == 2
     err = capsys.readouterr().err
     assert "no report here (report/report.json or out/report/report.json)" in err and "--report" in err
+
+
+@pytest.mark.parametrize("target", ["cuda-sm121a", "rocm-gfx1151", "cuda-sm90", "cpu"])
+def test_every_target_gets_its_platform_devices_and_env(target: str, tmp_path: Path, capsys) -> None:
+    from ci.stack import loader, plan, rows_json
+
+    st = loader.load()
+    row = next(r for r in plan.build(st).rows if r.target == target)
+    t = st.targets[target]
+    image = {
+        "ref": f"registry.example/stackgate/{target}:abc",
+        "digest": "sha256:" + "d" * 64,
+        "id": "sha256:" + "e" * 64,
+    }
+    doc = rows_json.document(st, t, row.suite, [row], image=image, git_revision="x", timeout_s=900)
+    entry = {"id": row.id, "status": "failure", "rows_json": doc,
+             "runs": [{"test": f"{row.suite}.test_x::test_y[{row.id}]", "status": "failure"}]}  # fmt: skip
+    (tmp_path / "report.json").write_text(json.dumps({"rows": [entry]}))
+    assert cli.main(["repro", row.id, "--report", str(tmp_path / "report.json"), "--print"]) == 0
+    words = shlex.split(capsys.readouterr().out)
+    assert f"registry.example/stackgate/{target}@sha256:{'d' * 64}" in words  # the registry digest, not the tag
+    assert words[words.index("--platform") + 1] == t.platform
+    assert ("--gpus" in words) == (t.devices.gpus == "all")
+    assert [words[i + 1] for i, w in enumerate(words) if w == "--device"] == list(t.devices.paths)
+    assert all(f"{k}={v}" in words for k, v in t.env.items())
+    assert f"/opt/stackgate/suites/{row.suite}/test_x.py::test_y[{row.id}]" in words
