@@ -51,6 +51,27 @@ def report(session: nox.Session) -> None:
     session.run("python", "-m", "ci", "report", *(session.posargs or ["junit", "--out", "report"]))
 
 
+@nox.session(name="run")
+def run_rows(session: nox.Session) -> None:
+    """Run a target's rows of one suite in its image, JUnit out (-- TARGET SUITE --out DIR [--rows ...] [--shard N]).
+    With --host, the suites' requirements are installed as well. A Buildkite run step makes this venv
+    (--install-only) and calls its python, so that `ci run`'s exit status reaches the agent."""
+    _ci(session, "run", host_suites="--host" in session.posargs)
+
+
+@nox.session
+def pipeline(session: nox.Session) -> None:
+    """Print the Buildkite pipeline made from the plan, only YAML on stdout: `nox -s pipeline | buildkite-agent
+    pipeline upload` (-- --target T --change C --shard-size N --part N)."""
+    _ci(session, "pipeline")
+
+
+@nox.session
+def gate(session: nox.Session) -> None:
+    """Fail (exit 8) when a change the stack marks as gating is not ready (-- report/report.json [--style])."""
+    _ci(session, "gate")
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks: planning; merging and rendering 50 JUnit files (10,000 testcases); per-row overhead of `ci run`

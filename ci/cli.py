@@ -15,11 +15,12 @@ from pathlib import Path
 import ci
 from ci import flow, options
 from ci.bench import commands as bench
+from ci.buildkite import commands as buildkite
 from ci.errors import EXIT_CODES, StackgateError, UsageError
 from ci.images import commands as images
 from ci.images import kernels
 from ci.report import commands as report
-from ci.run import execute, repro
+from ci.run import execute, reproduce
 from ci.stack import commands as stack_commands
 from ci.stack import loader
 
@@ -40,9 +41,10 @@ def parser() -> argparse.ArgumentParser:
     sub.choices["bake"].set_defaults(func=flow.bake)  # --host packs an artefact; without it, the image route
     kernels.add_parser(sub)
     execute.add_parser(sub)
-    repro.add_parser(sub)
+    reproduce.add_parser(sub)
     report.add_parser(sub)
     bench.add_parser(sub)
+    buildkite.add_parsers(sub)
     return ap
 
 

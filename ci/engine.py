@@ -118,11 +118,18 @@ class ContainerSpec:
     devices: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
     workdir: str = ROOT
+    platform: str | None = None  # the target's (linux/arm64): the engine refuses an image of another
     name: str = field(default_factory=lambda: f"{NAME_PREFIX}{uuid.uuid4().hex[:12]}")
 
     def cli(self) -> str:
         """The equivalent `docker run` line, one line, shell-quoted."""
+        return shlex.join(self.argv())
+
+    def argv(self) -> list[str]:
+        """The equivalent `docker run` command as arguments."""
         args = ["docker", "run", "--rm", "--network", "none", "-w", self.workdir]
+        if self.platform:
+            args += ["--platform", self.platform]
         if self.gpus_all:
             args += ["--gpus", "all", "--ipc", "host"]
         for d in self.devices:
@@ -133,7 +140,7 @@ class ContainerSpec:
             args += ["-v", f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}"]
         for k, v in self.env.items():
             args += ["-e", f"{k}={v}"]
-        return shlex.join([*args, self.image, *self.command])
+        return [*args, self.image, *self.command]
 
     def sdk_kwargs(self) -> dict[str, Any]:
         import docker.types
@@ -147,6 +154,8 @@ class ContainerSpec:
             "name": self.name,
             "detach": True,
         }
+        if self.platform:
+            kw["platform"] = self.platform
         kw.update(device_options(self.gpus_all, self.devices, self.groups))
         if self.gpus_all:
             kw["ipc_mode"] = "host"  # NCCL and vLLM's multiprocess executor share memory through /dev/shm

@@ -15,11 +15,13 @@ EXIT_CODES = {
     5: "the report could not be written (the previous one stays in place)",
     6: "nothing could run here: the target's image cannot be built or its hardware is absent (report written)",
     7: "--strict report: an input was missing, empty or unreadable (report written)",
+    8: "gate: a change the stack marks as gating is not ready (report.json's verdicts name it)",
     130: "stopped by SIGINT (128 + 2): the JUnit holds the rows that finished and the one interrupted",
     143: "stopped by SIGTERM (128 + 15; SIGHUP gives 129): the JUnit holds the rows finished and the one interrupted",
 }
 NOTHING_RAN = 6
 STRICT_INPUTS = 7
+GATE_CLOSED = 8
 
 
 class StackgateError(Exception):

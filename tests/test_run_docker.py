@@ -126,3 +126,73 @@ def test_a_process_escaped_with_setsid_fails_its_row_in_docker(tmp_path: Path, t
     cases = {c.name: c for s in JUnitXml.fromfile(str(tmp_path / "o" / "junit-cpu-hostile-0.xml")) for c in s}
     assert "left 1 process(es) running after the test, killed: sleep" in cases["test_escapes"].result[0].message
     assert not cases["test_after"].result
+
+
+def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_image: str, docker_client) -> None:
+    """The run's report is all `ci repro --report` reads: its one docker line names the image by content and
+    the row, and running that line fails the row again, with the same message."""
+    import json
+    import shlex
+
+    from test_repro_report import failing_tree
+
+    tree = failing_tree(tmp_path / "suites")
+    argv = ["run", "cpu", "selftest", "--image", test_image, "--suites-dir", str(tree)]
+    assert cli.main([*argv, "--out", str(tmp_path / "results" / "cpu-selftest-0")]) == 1
+    assert cli.main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "report")]) == 0
+    report = tmp_path / "report" / "report.json"
+    row = next(r for r in json.loads(report.read_text())["rows"] if r["status"] == "failure")
+
+    # from the folder holding report/report.json, the default --report
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "ci", "repro", row["id"], "--print"]
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert "\n" not in line and line.startswith("docker run ")
+    image_id = docker_client.images.get(test_image).id
+    assert image_id.startswith("sha256:") and image_id in shlex.split(line)  # never pushed: the local image id
+    assert f"test_context_fits[{row['id']}]" in line
+
+    again = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
+    junit = tmp_path / "report" / f"repro-{row['id']}" / f"junit-repro-{row['id']}.xml"
+    cases = [c for s in JUnitXml.fromfile(str(junit)) for c in s]
+    assert [c.name for c in cases] == [f"test_context_fits[{row['id']}]"]
+    assert cases[0].result[0].message.splitlines()[0] == row["message"].splitlines()[0]
+    # and `ci repro` runs the line itself without --print, exiting with its status
+    rerun = subprocess.run([*cmd[:-1], "--report", str(report)], cwd=REPO, capture_output=True, text=True,
+                           timeout=300, check=False)  # fmt: skip
+    assert rerun.returncode == 1 and rerun.stdout.startswith(line), rerun.stderr[-2000:]
+
+
+def test_a_bake_of_an_earlier_build_is_not_run(test_image: str, docker_client, capsys) -> None:
+    """`ci run` takes the baked image only while it was baked from the current build: an agent that built a
+    newer image since its last bake runs the new build, unbaked, and says so."""
+    from dataclasses import replace
+
+    from ci.images import build
+    from ci.images.bake import BAKED_FROM
+    from ci.stack import loader
+
+    target = replace(loader.load().targets["cpu"], id=f"bakecheck-{os.getpid()}")
+    name = build.image_name(target)
+    img = docker_client.images.get(test_image)
+    img.tag(name, "latest")
+
+    def commit(tag: str, labels: dict[str, str]) -> None:
+        box = docker_client.containers.create(img.id, ["true"])
+        try:
+            box.commit(repository=name, tag=tag, conf={"Labels": labels})
+        finally:
+            box.remove(force=True)
+
+    try:
+        commit("baked", {**(img.labels or {}), BAKED_FROM: img.id})
+        assert build.image_ref(target) == f"{name}:baked"
+        commit("latest", {"stackgate.test": "a newer build"})
+        assert build.image_ref(target) == f"{name}:latest"
+        assert f"{name}:baked was baked from another build" in capsys.readouterr().err
+    finally:
+        for tag in ("latest", "baked"):
+            docker_client.images.remove(f"{name}:{tag}", force=True)

@@ -15,6 +15,7 @@ from ci.errors import BuildError
 from ci.stack.model import Target
 
 WARMUP = ("python", "-m", "harness.warmup")
+BAKED_FROM = "stackgate.baked_from"  # the id of the image the bake ran in: a later build makes the bake stale
 _TMPFS = {"/tmp": "rw,exec", "/var/log/stackgate": "rw"}
 
 
@@ -68,7 +69,7 @@ def bake(
         repo, _, _ = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
         final = tag or f"{repo}:baked"
         name, _, version = final.rpartition(":")
-        labels = {**(img.labels or {}), "stackgate.baked": " ".join(argv)}
+        labels = {**(img.labels or {}), "stackgate.baked": " ".join(argv), BAKED_FROM: img.id}
         committed = container.commit(
             repository=name, tag=version, conf={"Labels": labels}, message=f"stackgate bake: {' '.join(argv)}"
         )

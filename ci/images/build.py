@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import platform
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,10 +86,24 @@ def image_name(target: Target) -> str:
 
 
 def image_ref(target: Target) -> str:
-    """The image `ci run` uses for a target: the baked one where `ci bake` made it, else the built one."""
+    """The image `ci run` uses for a target: the baked one where `ci bake` made it from the current build, else
+    the built one (a bake of an earlier build is stale: it would run old code)."""
+    from ci.images.bake import BAKED_FROM
+
     cli = engine.find()
-    baked = f"{image_name(target)}:baked"
-    return baked if _present(cli, baked) else f"{image_name(target)}:latest"
+    built, baked = f"{image_name(target)}:latest", f"{image_name(target)}:baked"
+    done = subprocess.run([cli.path, "image", "inspect", "--format", "{{json .Config.Labels}}|{{.Parent}}", baked],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        return built
+    labels, _, parent = done.stdout.strip().rpartition("|")
+    source = (json.loads(labels or "null") or {}).get(BAKED_FROM) or parent  # an older bake: the committed parent
+    current = engine.image_id(cli, built)
+    if current is None or source == current:
+        return baked
+    print(f"{baked} was baked from another build ({source[:19] or 'unknown'}); running {built} "
+          f"({current[:19]}) unbaked: python -m ci bake {target.id} bakes it", file=sys.stderr)  # fmt: skip
+    return built
 
 
 def lock_path(target: Target, root: Path = REPO_ROOT) -> Path:

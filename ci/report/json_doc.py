@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ci.report import comparison
 from ci.report.view import FAILING, Report, rerun
 from ci.results.merge import RowResult
@@ -17,6 +19,16 @@ def _rerun(r: RowResult) -> dict[str, object]:
         return {"repro": None, "repro_command": None}
     how = rerun(r)
     return {"repro": how.hint, "repro_command": how.command or None, "repro_missing": how.why_not or None}
+
+
+def _run_document(r: RowResult) -> dict[str, object] | None:
+    """The rows.json of the run that holds the row's result (its first failing one, else its first), narrowed to
+    the row: what `ci repro --report` re-runs it from. None where no rows.json lies beside that JUnit file."""
+    from ci.run import repro  # the run stage reads its own file; the report only carries it
+
+    case = next((c for c in r.cases if c.status != "pass"), r.cases[0] if r.cases else None)
+    path = Path(case.file).resolve().parent / "rows.json" if case else None
+    return repro.row_document(path, r.id) if path is not None and path.is_file() else None
 
 
 def to_json(report: Report) -> dict[str, object]:
@@ -37,7 +49,7 @@ def _report(report: Report) -> dict[str, object]:
         "schema": 1,
         "changes": [
             {"id": v.change.id, "title": v.change.title, "track": v.change.track, "verdict": v.text,
-             "ready": v.ready, "blocked_by": [c.name for c in v.blocking],
+             "ready": v.ready, "gating": v.change.gating, "blocked_by": [c.name for c in v.blocking],
              "upstream": _upstream(v.change.upstream),
              "criteria": [{"name": c.name, "status": c.status, "evidence": c.evidence} for c in v.criteria]}
             for v in report.verdicts
@@ -45,7 +57,7 @@ def _report(report: Report) -> dict[str, object]:
         "rows": [
             {"id": r.id, "status": r.status, "target": r.target, "suite": r.suite, "change": r.change,
              "planned": r.planned is not None, "message": r.message, "note": r.note,
-             **_rerun(r),
+             **_rerun(r), "rows_json": _run_document(r),
              "metrics": {name: m.to_json() for name, m in r.metrics.items()},
              "duplicates": list(r.duplicates),
              "runs": [{"file": c.file, "junit_suite": c.junit_suite, "test": f"{c.classname}::{c.name}",

@@ -12,7 +12,7 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -60,9 +60,13 @@ def model_cache() -> Path | None:
     return path if path.is_dir() else None
 
 
-def pytest_command(python: str, suites_root: str, suite: str, junit: str, *extra: str) -> list[str]:
+def pytest_command(
+    python: str, suites_root: str, suite: str, junit: str, *extra: str, tests: Sequence[str] = ()
+) -> list[str]:
+    """`tests`: pytest node ids relative to the suites root (a re-run of one test); default the suite's folder."""
+    chosen = [f"{suites_root}/{t}" for t in tests] or [f"{suites_root}/{suite}"]
     # no cache provider: a suites tree may be mounted read-only
-    return [python, "-m", "pytest", f"{suites_root}/{suite}", "--rootdir", suites_root, "-p", "harness.plugin",
+    return [python, "-m", "pytest", *chosen, "--rootdir", suites_root, "-p", "harness.plugin",
             "-p", "no:cacheprovider", "--stackgate-junit", junit, *extra]  # fmt: skip
 
 
@@ -74,7 +78,7 @@ def container_spec(spec: RunSpec, image: str) -> container.ContainerSpec:
     return make_container_spec(
         image=image, devices=asdict(spec.target.devices), target_env=spec.target.env, rows_json=spec.rows_json,
         out=spec.out, suites_dir=spec.suites_dir, suite=spec.suite, junit_name=spec.junit.name,
-        extra=_pytest_options(spec),
+        extra=_pytest_options(spec), platform=spec.target.platform,
     )  # fmt: skip
 
 
@@ -89,6 +93,8 @@ def make_container_spec(
     suite: str,
     junit_name: str,
     extra: tuple[str, ...] = (),
+    platform: str | None = None,
+    tests: Sequence[str] = (),
 ) -> container.ContainerSpec:
     """Built from rows.json's data alone, so `ci.repro` makes the very same container from a results folder."""
     mounts = [
@@ -113,12 +119,13 @@ def make_container_spec(
     junit = f"{container.RESULTS}/{junit_name}"
     return container.ContainerSpec(
         image=image,
-        command=tuple(pytest_command("python3", suites_root, suite, junit, *extra)),
+        command=tuple(pytest_command("python3", suites_root, suite, junit, *extra, tests=tests)),
         env=env,
         mounts=tuple(mounts),
         gpus_all=devices.get("gpus") == "all",
         devices=tuple(devices.get("paths") or ()),
         groups=tuple(devices.get("groups") or ()),
+        platform=platform,
     )
 
 
@@ -232,7 +239,8 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
         ref = image or images.image_ref(spec.target)
         image_doc = container.image_identity(container.client(), ref)
     doc = rows_json.document(st, spec.target, spec.suite, spec.rows, image=image_doc,
-                             git_revision=revision.git_revision(), timeout_s=spec.timeout_s)  # fmt: skip
+                             git_revision=revision.git_revision(), timeout_s=spec.timeout_s,
+                             suites_dir=str(spec.suites_dir) if spec.suites_dir else None)  # fmt: skip
     rows_json.write(spec.rows_json, doc)
     print(f"{len(spec.rows)} rows of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
     status = run_host(spec) if host else run_docker(spec, str(image_doc["ref"]))

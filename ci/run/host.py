@@ -64,9 +64,14 @@ def detect(stack: Stack) -> Target:
 def present(target: Target) -> bool:
     """Whether this host has the target's accelerator (the fallback target, the CPU, is always present)."""
     d = target.detect
-    if d.fallback:
+    return d.fallback or has(d.nvidia_compute_capability, d.amdgpu_gfx)
+
+
+def has(nvidia_compute_capability: str | None, amdgpu_gfx: str | None) -> bool:
+    """Whether this host has that accelerator (neither named: a CPU target, always here)."""
+    if nvidia_compute_capability is None and amdgpu_gfx is None:
         return True
-    return (d.nvidia_compute_capability in nvidia_compute_capabilities()) or (d.amdgpu_gfx in amdgpu_gfx_names())
+    return nvidia_compute_capability in nvidia_compute_capabilities() or amdgpu_gfx in amdgpu_gfx_names()
 
 
 def describe() -> str:

@@ -7,7 +7,7 @@ import datetime as dt
 from dataclasses import field
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, StrictBool
 
 from ci.stack.schema import Count, Finite, GraphMode, NonNegative, Positive, frozen
 
@@ -164,4 +164,8 @@ class Change:
     # A target the tracking issue names (targets.yaml `required`) on which this change has no row, and why
     # that is right; without an entry here, such a target leaves the matrix criterion missing.
     waived_targets: dict[str, str] = field(default_factory=dict)
+    # Whether a build fails while this change is not ready (the gate reads report.json's `changes[].gating` and
+    # `ready`). Off unless the file says `gating: true`: a change gates once the fork enables it by default; until
+    # then its verdict is evidence, and a new change file does not fail every build before its rows first ran.
+    gating: StrictBool = False
     notes: str = ""

@@ -167,6 +167,8 @@ def _hint(err: dict[str, Any]) -> str:
         return "check the spelling; ci/model.py lists the keys each entry accepts"
     if err["type"] in ("missing", "missing_keyword_argument"):
         return "add it; ci/model.py documents each field"
+    if err["type"] == "bool_type":
+        return "write true or false"
     return ""
 
 

@@ -39,6 +39,7 @@ def target_document(t: Target) -> dict[str, Any]:
     return {
         "id": t.id,
         "family": t.family,
+        "platform": t.platform,
         "arch_list": list(t.arch_list),
         "gpus": t.gpus,
         "triton_targets": list(t.triton_targets),
@@ -58,8 +59,10 @@ def document(
     image: dict[str, str | None],
     git_revision: str,
     timeout_s: float,
+    suites_dir: str | None = None,
 ) -> dict[str, Any]:
-    """`suite` is "*" for a document spanning every suite (the bake's warm-up)."""
+    """`suite` is "*" for a document spanning every suite (the bake's warm-up). `suites_dir`: the host folder
+    `ci run --suites-dir` mounted as the suites tree (None: the image's own), for `ci repro` to mount again."""
     return {
         "schema": SCHEMA,
         "stack_digest": st.digest,
@@ -68,6 +71,7 @@ def document(
         "image": image,
         "git_revision": git_revision,
         "timeout_s": timeout_s,
+        "suites_dir": suites_dir,
         "rows": [row_document(st, r) for r in rows],
     }
 

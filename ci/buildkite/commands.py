@@ -1,0 +1,51 @@
+"""`python -m ci pipeline`: the Buildkite pipeline made from the plan, as YAML on stdout (only the YAML:
+`nox -s pipeline | buildkite-agent pipeline upload` reads it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ci import options
+from ci.buildkite import gate, render, steps
+from ci.errors import UsageError
+from ci.stack import loader, plan
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
+    return value
+
+
+def cmd_pipeline(args: argparse.Namespace) -> int:
+    st = loader.load(args.stack)
+    given_stack = args.stack if args.stack != options.default_stack() else None
+    opts = steps.Options(targets=tuple(args.target), suites=tuple(args.suite), changes=tuple(args.change),
+                         shard_size=args.shard_size, baseline=args.baseline, stack=given_stack)  # fmt: skip
+    p = plan.build(st)
+    if not p.select(targets=opts.targets, suites=opts.suites, changes=opts.changes).rows:
+        raise UsageError("no planned row matches these filters: the pipeline would run nothing",
+                         hint="python -m ci plan with the same --target/--suite/--change lists the rows")  # fmt: skip
+    queue = next(t.queue for t in st.targets.values() if t.detect.fallback)
+    sys.stdout.write(render.render(steps.steps(st, p, opts), opts, args.part, queue))
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = options.verb(sub, "pipeline", help="print the Buildkite pipeline (YAML) made from the plan: builds on each "
+                     "target's queue, sharded runs, the report and the gate", codes=(0, 2))  # fmt: skip
+    options.add_filters(p, "target", "suite", "change")
+    p.add_argument("--shard-size", type=positive, default=steps.Options.shard_size, metavar="ROWS",
+                   help="rows per run step (default: %(default)s)")  # fmt: skip
+    p.add_argument("--baseline", metavar="REPORT_JSON",
+                   help="a previous report.json on the report step's agent, to judge regressions against")  # fmt: skip
+    p.add_argument("--part", type=positive, default=1,
+                   help="which upload of a pipeline over 500 jobs (each part's last step uploads the next; "
+                   "default: %(default)s)")  # fmt: skip
+    p.set_defaults(func=cmd_pipeline)
+    gate.add_parser(sub)

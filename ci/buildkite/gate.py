@@ -1,0 +1,85 @@
+"""`python -m ci gate report.json`: fail when a change the stack marks as gating is not ready.
+
+It reads the verdicts the report wrote (`changes[].ready`, `changes[].gating`) and never judges again: the
+report is the one judge. `--style` prints the annotation style the verdicts call for instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ci import options
+from ci.errors import GATE_CLOSED, UsageError
+
+Style = Literal["success", "warning", "error"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangeState:
+    id: str
+    ready: bool
+    gating: bool
+    verdict: str
+
+
+def read(report: Path) -> tuple[ChangeState, ...]:
+    """Each change's verdict as report.json states it; a usage error names what the file lacks."""
+    try:
+        doc = json.loads(report.read_text())
+        changes = doc["changes"]
+    except FileNotFoundError:
+        raise UsageError(
+            f"{report} not found", hint="python -m ci report RESULTS --out DIR writes DIR/report.json"
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
+                         hint="point it at the report.json of a report folder") from None  # fmt: skip
+    out = []
+    for i, c in enumerate(changes):
+        missing = [k for k in ("id", "ready", "gating", "verdict") if k not in c]
+        if missing:
+            raise UsageError(
+                f"{report}: changes[{i}] has no {', '.join(missing)}",
+                hint="write the report again with this version: python -m ci report RESULTS --out DIR",
+            )
+        out.append(ChangeState(id=str(c["id"]), ready=c["ready"] is True, gating=c["gating"] is True,
+                               verdict=str(c["verdict"])))  # fmt: skip
+    return tuple(out)
+
+
+def style(changes: tuple[ChangeState, ...]) -> Style:
+    """error: a gating change is not ready; success: every change is; warning: otherwise."""
+    if any(c.gating and not c.ready for c in changes):
+        return "error"
+    return "success" if changes and all(c.ready for c in changes) else "warning"
+
+
+def main(args: argparse.Namespace) -> int:
+    changes = read(args.report)
+    if args.style:
+        print(style(changes))
+        return 0
+    gating = [c for c in changes if c.gating]
+    for c in gating:
+        print(f"{'ready' if c.ready else 'NOT READY'}: change {c.id} (gating): {c.verdict}")
+    if not gating:
+        print(f"no change in {args.report} is marked gating (gating: true in stack/changes/<id>.yaml): gate open")
+    closed = [c.id for c in gating if not c.ready]
+    if closed:
+        print(f"gate closed: {len(closed)} gating change(s) not ready: {', '.join(closed)}")
+        return GATE_CLOSED
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = options.verb(sub, "gate", help="fail when a change the stack marks as gating is not ready, reading a "
+                     "report.json's verdicts", codes=(0, 2, GATE_CLOSED))  # fmt: skip
+    p.add_argument("report", type=Path, metavar="REPORT_JSON", help="the report.json of `python -m ci report`")
+    p.add_argument("--style", action="store_true",
+                   help="print the annotation style the verdicts call for (error: a gating change is not ready; "
+                   "success: every change is; warning: otherwise) and exit 0")  # fmt: skip
+    p.set_defaults(func=main)

@@ -1,0 +1,84 @@
+"""The pipeline as the YAML `buildkite-agent pipeline upload` reads, split into uploads of at most 500 jobs.
+
+Buildkite interpolates `$NAME` in a pipeline when it is uploaded; every `$` here is meant for the step's
+shell at run time, so each is written `$$`. Buildkite refuses an upload of more than 500 jobs: a longer
+pipeline is cut into parts, each ending in a step that uploads the next (`--part N`); the wait, the report
+and the gate come in the last part, after every run step of every part.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from ci.buildkite.steps import TOOLS, Options, Step, Wait, key, nox
+from ci.errors import UsageError
+
+MAX_JOBS = 500  # per upload: Buildkite rejects more ("exceeds your organization limit of 500")
+
+
+def escape(value: Any) -> Any:
+    """Every string with `$` written `$$`, so Buildkite leaves it to the step's shell."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, dict):
+        return {k: escape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape(v) for v in value]
+    return value
+
+
+def parts(steps: Sequence[Step | Wait], max_jobs: int = MAX_JOBS) -> list[list[Step | Wait]]:
+    """The steps cut into uploads: each non-final part leaves one job for the step that uploads the next one, and
+    the final part holds the wait and everything after it whole."""
+    cut = max(i for i, s in enumerate(steps) if isinstance(s, Wait))
+    head, tail = list(steps[:cut]), list(steps[cut:])
+    tail_jobs = sum(isinstance(s, Step) for s in tail)
+    out: list[list[Step | Wait]] = []
+    while len(head) + tail_jobs > max_jobs:
+        out.append(head[: max_jobs - 1])
+        head = head[max_jobs - 1 :]
+    return [*out, head + tail]
+
+
+def uploader(opts: Options, part: int, total: int, queue: str) -> Step:
+    args = ["pipeline", *opts.argv(), "--part", str(part)]
+    return Step(key=key("pipeline-part", part), label=f":pipeline: upload part {part} of {total}", queue=queue,
+                commands=(f"set -o pipefail && {nox(*args)} | buildkite-agent pipeline upload",))  # fmt: skip
+
+
+def render(steps: Sequence[Step | Wait], opts: Options, part: int, queue: str, *, max_jobs: int = MAX_JOBS) -> str:
+    """Part `part` (1-based) of the pipeline as YAML text, comments saying what it holds and why a step
+    soft-fails."""
+    cut = parts(steps, max_jobs)
+    if not 1 <= part <= len(cut):
+        raise UsageError(f"--part {part}: this pipeline has {len(cut)} part(s)", hint="give --part 1 to 1")
+    chosen: list[Step | Wait] = list(cut[part - 1])
+    if part < len(cut):
+        chosen.append(uploader(opts, part + 1, len(cut), queue))
+    jobs = sum(isinstance(s, Step) for s in chosen)
+    lines = [
+        f"# Generated from the stack by: python -m ci pipeline {shlex.join(opts.argv())}"
+        + (f" --part {part}" if part > 1 else ""),
+        f"# Part {part} of {len(cut)}: {jobs} jobs (Buildkite takes at most {max_jobs} per upload).",
+        f"# Each step starts with `{TOOLS}` (the pinned nox and uv); every $ is written $$ so that the step's",
+        "# shell, not the upload, expands it. Steps retry only where the agent was lost (exit status -1).",
+        "steps:",
+    ]
+    for step in chosen:
+        if isinstance(step, Step) and step.soft_fail:
+            lines.append(f"  # soft_fail: the upstream PR of these rows' change is still open ({step.soft_fail}):")
+            lines.append("  # their test failures (exit 1) are reported without failing the build")
+        if isinstance(step, Wait):
+            lines.append("  # the report runs whatever failed above: failing rows are what it reports")
+        lines += _item(escape(step.to_yaml()))
+    return "\n".join(lines) + "\n"
+
+
+def _item(data: dict[str, Any]) -> list[str]:
+    text = yaml.safe_dump(data, sort_keys=False, width=2**31 - 1, default_flow_style=False)
+    body = text.rstrip("\n").split("\n")
+    return ["  - " + body[0], *("    " + line for line in body[1:])]

@@ -1,0 +1,178 @@
+"""The pipeline's steps, made from the plan: per target a build step on its queue, per target x suite the run
+steps (shards of rows, each uploading its JUnit under its own name), a wait that lets the report run whatever
+failed, the report (annotating the build), and the gate.
+
+Every command goes through the nox sessions a person runs locally, with the pinned tools that
+`.buildkite/tools.sh` installs. Steps retry only where the agent was lost (exit status -1): a test failure
+is a result, and a retry would hide it.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ci.stack.model import Stack, Target
+from ci.stack.plan import Plan, Row
+
+TOOLS = "source .buildkite/tools.sh"  # the pinned nox and uv on PATH (.buildkite/tools.txt, hashed)
+RESULTS, REPORT = "results", "report"
+VENV_PYTHON = ".nox/run/bin/python"  # nox's venv of the `run` session: nox itself reports every failure as 1
+AGENT_LOST = {"automatic": [{"exit_status": -1, "limit": 2}]}  # the agent vanished mid-job: never a test's exit
+_KEY = re.compile(r"[^A-Za-z0-9_\-:]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """What `python -m ci pipeline` was asked for; the later uploads repeat it."""
+
+    targets: tuple[str, ...] = ()
+    suites: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
+    shard_size: int = 16  # rows per run step
+    baseline: str | None = None  # a report.json on the report's agent to judge regressions against
+    stack: Path | None = None  # another stack directory (relative to the checkout)
+
+    def filters(self) -> list[str]:
+        out: list[str] = []
+        for flag, values in (("--target", self.targets), ("--suite", self.suites), ("--change", self.changes)):
+            out += [flag, ",".join(values)] if values else []
+        return out
+
+    def stack_args(self) -> list[str]:
+        return ["--stack", str(self.stack)] if self.stack else []
+
+    def argv(self) -> list[str]:
+        """These options as `python -m ci pipeline` arguments."""
+        out = [*self.stack_args(), *self.filters(), "--shard-size", str(self.shard_size)]
+        return out + (["--baseline", self.baseline] if self.baseline else [])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One command step, one job."""
+
+    key: str
+    label: str
+    queue: str
+    commands: tuple[str, ...]
+    depends_on: tuple[str, ...] = ()
+    artifact_paths: tuple[str, ...] = ()
+    soft_fail: str = ""  # why this step's test failures (exit 1) do not fail the build; "" where they do
+
+    def to_yaml(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "label": self.label, "agents": {"queue": self.queue}}
+        if self.depends_on:
+            out["depends_on"] = list(self.depends_on)
+        out["commands"] = [TOOLS, *self.commands]
+        if self.artifact_paths:
+            out["artifact_paths"] = list(self.artifact_paths)
+        if self.soft_fail:
+            out["soft_fail"] = [{"exit_status": 1}]
+        out["retry"] = copy.deepcopy(AGENT_LOST)
+        return out
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Waits for every step above it; with continue_on_failure, runs what follows even when they failed."""
+
+    continue_on_failure: bool = True
+
+    def to_yaml(self) -> dict[str, Any]:
+        return {"wait": None, "continue_on_failure": self.continue_on_failure}
+
+
+def key(*parts: object) -> str:
+    return _KEY.sub("-", "-".join(str(p) for p in parts))[:100]
+
+
+def nox(session: str, *args: str) -> str:
+    return shlex.join(["nox", "-s", session, *(["--", *args] if args else [])])
+
+
+def shards(rows: Sequence[Row], size: int) -> list[tuple[Row, ...]]:
+    return [tuple(rows[i : i + size]) for i in range(0, len(rows), size)]
+
+
+def open_upstream(st: Stack, rows: Sequence[Row]) -> str:
+    """Why rows of these changes may fail without failing the build: their upstream PR is still open."""
+    prs = [c.upstream for c in (st.changes[i] for i in dict.fromkeys(r.change for r in rows)) if c.upstream]
+    return ", ".join(f"{u.repo}#{u.pr} as of {u.as_of}" for u in prs if u.state == "open")
+
+
+def build_step(target: Target, opts: Options) -> Step:
+    verbs = ("build", "verify", "bake") if target.gpus else ("build", "verify")  # bake: the warm-up on its GPUs
+    return Step(key=key("build", target.id), label=f":docker: build {target.id}", queue=target.queue,
+                commands=tuple(nox(v, *opts.stack_args(), target.id) for v in verbs))  # fmt: skip
+
+
+def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, soft_fail: str, opts: Options) -> Step:
+    out = f"{RESULTS}/{target.id}-{suite}-{shard}"
+    run = [VENV_PYTHON, "-m", "ci", "run", *opts.stack_args(), target.id, suite, "--shard", str(shard),
+           "--rows", ",".join(r.id for r in rows), "--out", out]  # fmt: skip
+    return Step(
+        key=key("run", target.id, suite, shard),
+        label=f":pytest: {target.id} {suite} #{shard} ({len(rows)} rows)",
+        queue=target.queue,
+        depends_on=(key("build", target.id),),
+        # the build is a no-op where this agent's engine holds the current image, and builds it where not;
+        # `ci run` itself runs the rows, from nox's venv: its exit status (1: a row failed) reaches the agent
+        commands=(nox("build", *opts.stack_args(), target.id), "nox -s run --install-only", shlex.join(run)),
+        artifact_paths=(f"{out}/junit-{target.id}-{suite}-{shard}.xml", f"{out}/rows.json", f"{out}/logs/**/*"),
+        soft_fail=soft_fail,
+    )
+
+
+def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options) -> list[Step]:
+    """A suite's rows in shards of `size`; rows of changes whose upstream PR is open shard apart, soft-failing."""
+    rows = plan.select(targets=[target.id], suites=[suite]).rows
+    firm = [r for r in rows if not open_upstream(st, [r])]
+    soft = [r for r in rows if open_upstream(st, [r])]
+    size = opts.shard_size
+    groups = [(g, "") for g in shards(firm, size)] + [(g, open_upstream(st, g)) for g in shards(soft, size)]
+    return [run_step(target, suite, n, g, soft_fail=why, opts=opts) for n, (g, why) in enumerate(groups)]
+
+
+def report_step(opts: Options, queue: str) -> Step:
+    report = ["report", *opts.stack_args(), RESULTS, "--out", REPORT, *opts.filters()]
+    report += ["--baseline", opts.baseline] if opts.baseline else []
+    json_path = f"{REPORT}/report.json"
+    return Step(
+        key="report",
+        label=":bar_chart: acceptance report",
+        queue=queue,
+        commands=(
+            f"mkdir -p {RESULTS}",
+            f'buildkite-agent artifact download "{RESULTS}/*/junit-*.xml" . || echo "no JUnit was uploaded"',
+            f'buildkite-agent artifact download "{RESULTS}/*/rows.json" . || echo "no rows.json was uploaded"',
+            nox(*report),
+            f"style=$({nox('gate', json_path, '--style')})",
+            f'buildkite-agent annotate --context acceptance --style "$style" < {REPORT}/report.md',
+        ),
+        artifact_paths=tuple(f"{REPORT}/{name}" for name in ("report.md", "report.html", "report.json")),
+    )
+
+
+def gate_step(queue: str) -> Step:
+    json_path = f"{REPORT}/report.json"
+    return Step(key="gate", label=":vertical_traffic_light: gate: gating changes ready", queue=queue,
+                depends_on=("report",),
+                commands=(f"buildkite-agent artifact download {json_path} .", nox("gate", json_path)))  # fmt: skip
+
+
+def steps(st: Stack, plan: Plan, opts: Options) -> list[Step | Wait]:
+    """Every step of the pipeline, in order: builds, runs, the wait, the report, the gate."""
+    chosen = plan.select(targets=opts.targets, suites=opts.suites, changes=opts.changes)
+    targets = [t for t in st.targets.values() if any(r.target == t.id for r in chosen.rows)]
+    out: list[Step | Wait] = [build_step(t, opts) for t in targets]
+    for t in targets:
+        for suite in sorted({r.suite for r in chosen.rows if r.target == t.id}):
+            out += run_steps(st, chosen, t, suite, opts)
+    queue = next(t.queue for t in st.targets.values() if t.detect.fallback)  # no GPU needed to report
+    return [*out, Wait(continue_on_failure=True), report_step(opts, queue), gate_step(queue)]

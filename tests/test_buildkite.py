@@ -1,0 +1,300 @@
+"""`python -m ci pipeline`: Buildkite's own schema, a step per (target, suite) on the target's queue, distinct
+JUnit artifacts, the report after a wait that continues on failure, retries only for a lost agent, soft-fail
+for open upstream PRs, `$$`, and uploads of at most 500 jobs. The bootstrap file passes the same schema."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ci import cli
+from ci.stack import loader, plan
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def check_schema(path: Path) -> None:
+    """Buildkite's schema, as check-jsonschema bundles it (no network)."""
+    argv = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.buildkite", str(path)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def pipeline(tmp_path: Path, *args: str, name: str = "pipeline.yml") -> tuple[Path, list[dict]]:
+    done = subprocess.run([sys.executable, "-m", "ci", "pipeline", *args], cwd=REPO, capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / name
+    path.write_text(done.stdout)
+    return path, yaml.safe_load(done.stdout)["steps"]
+
+
+def _runs(steps: list[dict]) -> list[dict]:
+    return [s for s in steps if str(s.get("key", "")).startswith("run-")]
+
+
+def _rows_of(step: dict) -> tuple[str, str, int, list[str], str]:
+    """target, suite, shard, rows and --out of a run step's `python -m ci run ...` command."""
+    words = shlex.split(next(c for c in step["commands"] if " -m ci run " in c))
+    args = words[words.index("run") + 1 :]
+    args = args[2:] if args[0] == "--stack" else args
+    return (args[0], args[1], int(args[args.index("--shard") + 1]), args[args.index("--rows") + 1].split(","),
+            args[args.index("--out") + 1])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def default(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
+    return pipeline(tmp_path_factory.mktemp("bk"))
+
+
+def test_the_pipeline_and_the_bootstrap_pass_buildkites_schema(default) -> None:
+    check_schema(default[0])
+    check_schema(REPO / ".buildkite" / "pipeline.yml")
+
+
+def test_every_target_and_suite_runs_its_rows_once_on_the_targets_queue(default) -> None:
+    st = loader.load()
+    steps = default[1]
+    planned: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for r in plan.build(st).rows:
+        planned[(r.target, r.suite)].append(r.id)
+    ran: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for step in _runs(steps):
+        target, suite, _, rows, _ = _rows_of(step)
+        assert step["agents"] == {"queue": st.targets[target].queue}
+        assert step["depends_on"] == [f"build-{target}"]
+        ran[(target, suite)] += rows
+    assert {k: sorted(v) for k, v in ran.items()} == {k: sorted(v) for k, v in planned.items()}
+    builds = {s["key"]: s for s in steps if s.get("key", "").startswith("build-")}
+    assert {k: b["agents"]["queue"] for k, b in builds.items()} == {f"build-{t.id}": t.queue for t in
+                                                                   st.targets.values()}  # fmt: skip
+
+
+def test_each_shard_uploads_its_junit_under_its_own_name(default) -> None:
+    names = []
+    for step in _runs(default[1]):
+        target, suite, shard, _, out = _rows_of(step)
+        junit = f"{out}/junit-{target}-{suite}-{shard}.xml"  # the name `ci run --shard` gives it
+        assert junit in step["artifact_paths"] and f"{out}/rows.json" in step["artifact_paths"]
+        names.append(Path(junit).name)
+    assert len(names) == len(set(names)) > 4
+
+
+def test_the_report_follows_a_wait_that_continues_on_failure(default) -> None:
+    steps = default[1]
+    wait = next(i for i, s in enumerate(steps) if "wait" in s)
+    assert steps[wait] == {"wait": None, "continue_on_failure": True}
+    keys = [s.get("key") for s in steps]
+    assert max(keys.index(s["key"]) for s in _runs(steps)) < wait < keys.index("report") < keys.index("gate")
+    report = steps[keys.index("report")]
+    assert any("artifact download" in c and "junit-" in c for c in report["commands"])
+    assert any("buildkite-agent annotate --context acceptance --style" in c for c in report["commands"])
+    assert steps[keys.index("gate")]["depends_on"] == ["report"]
+
+
+def test_retries_only_where_the_agent_was_lost(default) -> None:
+    for step in default[1]:
+        if "wait" in step:
+            continue
+        assert step["retry"] == {"automatic": [{"exit_status": -1, "limit": 2}]}, step["key"]
+        assert "soft_fail" not in step  # no change of the stack is open upstream today
+
+
+def test_every_dollar_is_left_to_the_steps_shell(default) -> None:
+    text = default[0].read_text()
+    body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    assert "$$(nox -s gate -- report/report.json --style)" in body and '"$$style"' in body
+    assert re.findall(r"(?<!\$)\$(?!\$)", body.replace("$$", "")) == []
+
+
+def test_rows_of_a_change_open_upstream_soft_fail_and_say_why(tmp_path: Path, stack_copy, edit) -> None:
+    edit(stack_copy / "changes" / "48804.yaml", "  state: closed\n", "  state: open\n")
+    path, steps = pipeline(tmp_path, "--stack", str(stack_copy), "--target", "cpu,cuda-sm90")
+    check_schema(path)
+    text = path.read_text()
+    for step in _runs(steps):
+        rows = _rows_of(step)[3]
+        if any(r.startswith("48804.") for r in rows):
+            assert all(r.startswith("48804.") for r in rows)  # open-upstream rows shard apart
+            assert step["soft_fail"] == [{"exit_status": 1}]
+            before = text[: text.index(f"key: {step['key']}\n")].rstrip().splitlines()
+            assert "is still open (vllm-project/vllm#48804 as of 2026-11-29)" in before[-3] + before[-2]
+        else:
+            assert "soft_fail" not in step
+
+
+def test_more_than_500_jobs_are_uploaded_in_parts(tmp_path: Path, stack_copy, edit) -> None:
+    edit(stack_copy / "changes" / "48804.yaml", "  batch: [1, 8]\n", "  batch: [1, 8, 32, 64]\n")
+    rows = plan.build(loader.load(stack_copy)).rows
+    assert len(rows) > 500
+    args = ["--stack", str(stack_copy), "--shard-size", "1"]
+    seen: list[str] = []
+    part, parts = 1, []
+    while True:
+        path, steps = pipeline(tmp_path, *args, "--part", str(part), name=f"part{part}.yml")
+        check_schema(path)
+        jobs = [s for s in steps if "wait" not in s]
+        assert len(jobs) <= 500
+        parts.append(steps)
+        seen += [r for s in _runs(steps) for r in _rows_of(s)[3]]
+        last = jobs[-1]
+        if last["key"] != f"pipeline-part-{part + 1}":
+            break
+        assert f"--part {part + 1} | buildkite-agent pipeline upload" in last["commands"][-1]
+        part += 1
+    assert len(parts) >= 2 and sorted(seen) == sorted(r.id for r in rows)
+    assert [any("wait" in s for s in p) for p in parts] == [False] * (len(parts) - 1) + [True]
+    assert cli.main(["--stack", str(stack_copy), "pipeline", *args[2:], "--part", str(len(parts) + 1)]) == 2
+
+
+def test_filters_narrow_the_pipeline_and_its_report(tmp_path: Path) -> None:
+    _, steps = pipeline(tmp_path, "--target", "cpu", "--change", "selftest")
+    assert [s.get("key") for s in steps] == ["build-cpu", "run-cpu-selftest-0", None, "report", "gate"]
+    report = next(c for c in steps[3]["commands"] if c.startswith("nox -s report"))
+    assert report.endswith("-- results --out report --target cpu --change selftest")
+
+
+def test_no_row_to_run_is_a_usage_error(capsys) -> None:
+    assert cli.main(["pipeline", "--target", "cpu", "--change", "48804"]) == 2
+    assert "no planned row matches these filters" in capsys.readouterr().err
+
+
+def test_the_bootstrap_uploads_the_generated_pipeline_from_the_report_queue() -> None:
+    boot = yaml.safe_load((REPO / ".buildkite" / "pipeline.yml").read_text())["steps"]
+    fallback = next(t for t in loader.load().targets.values() if t.detect.fallback)
+    assert boot[0]["agents"] == {"queue": fallback.queue}
+    assert boot[0]["commands"] == ["source .buildkite/tools.sh",
+                                   "set -o pipefail && nox -s pipeline | buildkite-agent pipeline upload"]  # fmt: skip
+    assert subprocess.run(["bash", "-n", str(REPO / ".buildkite" / "tools.sh")], check=False).returncode == 0
+
+
+# Stand-ins for what an agent has, so that the steps' own commands run here: `buildkite-agent` serves artifacts
+# from a folder and records annotations; `nox -s S -- ARGS` calls the noxfile's session S on this interpreter,
+# installs skipped, failing (exit 1) where a command failed, as nox does.
+FAKE_AGENT = """\
+import glob, json, os, shutil, sys
+args = sys.argv[1:]
+store = os.environ["FAKE_ARTIFACTS"]
+if args[:2] == ["artifact", "download"]:
+    found = [p for p in glob.glob(args[2], root_dir=store) if os.path.isfile(os.path.join(store, p))]
+    if not found:
+        sys.exit(f"no artifact matches {args[2]}")
+    for p in found:
+        os.makedirs(os.path.join(args[3], os.path.dirname(p)), exist_ok=True)
+        shutil.copy(os.path.join(store, p), os.path.join(args[3], p))
+elif args[0] == "annotate":
+    with open(os.environ["FAKE_ANNOTATIONS"], "a") as f:
+        f.write(json.dumps({"args": args[1:], "body": sys.stdin.read()}) + "\\n")
+else:
+    sys.exit(f"unexpected: {args}")
+"""
+FAKE_NOX = """\
+import os, runpy, subprocess, sys
+import nox.registry
+repo = os.environ["STACKGATE_REPO"]
+args = sys.argv[1:]
+assert args[0] == "-s", args
+posargs = args[3:] if args[2:3] == ["--"] else []
+runpy.run_path(os.path.join(repo, "noxfile.py"))
+
+class Session:
+    def __init__(self):
+        self.posargs = posargs
+    def install(self, *args, **kwargs):
+        pass
+    def run(self, *cmd, **kwargs):
+        cmd = [sys.executable if c == "python" else c for c in cmd]
+        if subprocess.run(cmd, env={**os.environ, "PYTHONPATH": repo}).returncode:
+            sys.exit(1)
+
+nox.registry.get()[args[1]](Session())
+"""
+
+
+@pytest.fixture(scope="module")
+def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cpu self-test run on this host's Python, as the pipeline's cpu run step names its artefacts; its JIT
+    caches in a root of its own, so that no other process's compiles land in its rows' evidence."""
+    store = tmp_path_factory.mktemp("artifacts")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("STACKGATE_RUNTIME_CACHES", str(tmp_path_factory.mktemp("runtime-caches")))
+        argv = ["run", "cpu", "selftest", "--host", "--out", str(store / "results" / "cpu-selftest-0")]
+        assert cli.main(argv) == 0
+    return store
+
+
+def _agent(tmp_path: Path, store: Path) -> tuple[Path, dict[str, str]]:
+    """A checkout-like working folder whose .buildkite/tools.sh puts the stand-ins on PATH."""
+    work, fakes = tmp_path / "checkout", tmp_path / "bin"
+    (work / ".buildkite").mkdir(parents=True)
+    fakes.mkdir()
+    for name, text in (("buildkite-agent", FAKE_AGENT), ("nox", FAKE_NOX)):
+        (fakes / name).write_text(f"#!{sys.executable}\n{text}")
+        (fakes / name).chmod(0o755)
+    (work / ".buildkite" / "tools.sh").write_text(f'export PATH="{fakes}:$PATH"\n')
+    env = {"PATH": f"{fakes}:/usr/bin:/bin", "HOME": str(tmp_path), "STACKGATE_REPO": str(REPO),
+           "FAKE_ARTIFACTS": str(store), "FAKE_ANNOTATIONS": str(tmp_path / "annotations.jsonl")}  # fmt: skip
+    return work, env
+
+
+def _run_step(step: dict, work: Path, env: dict[str, str], store: Path) -> int:
+    """The step's commands as an agent runs them: `$$` interpolated to `$`, one `bash -e` script; its
+    artifact_paths then uploaded to the store."""
+    script = "\n".join(c.replace("$$", "$") for c in step["commands"])
+    code = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=env, check=False).returncode
+    for pattern in step.get("artifact_paths", []):
+        for path in work.glob(pattern):
+            (store / path.relative_to(work)).parent.mkdir(parents=True, exist_ok=True)
+            (store / path.relative_to(work)).write_bytes(path.read_bytes())
+    return code
+
+
+@pytest.mark.parametrize(
+    ("gating", "baseline", "gate_passes", "style"),
+    [(True, False, False, "error"), (True, True, True, "success"), (False, False, True, "warning")],
+    ids=["gating-not-ready", "gating-ready", "nothing-gating"],
+)
+def test_the_report_and_gate_steps_run_here_on_cpu_results(
+    tmp_path: Path, stack_copy, edit, cpu_results: Path, gating: bool, baseline: bool, gate_passes: bool, style: str
+) -> None:
+    import json
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(cpu_results, store)
+    if gating:
+        edit(
+            stack_copy / "changes" / "selftest.yaml",
+            "track: harness-selftest\n",
+            "track: harness-selftest\ngating: true\n",
+        )
+    args = ["--stack", str(stack_copy), "--target", "cpu"]
+    if baseline:  # the same results as the baseline: the regression criterion can pass, and the change be ready
+        assert (
+            cli.main(["--stack", str(stack_copy), "report", str(store / "results"), "--out", str(tmp_path / "b")]) == 0
+        )
+        args += ["--baseline", str(tmp_path / "b" / "report.json")]
+    _, steps = pipeline(tmp_path, *args)
+    by_key = {s.get("key"): s for s in steps}
+    run = by_key["run-cpu-selftest-0"]
+    assert all((store / p).is_file() for p in run["artifact_paths"][:2])  # the run step's JUnit and rows.json
+
+    work, env = _agent(tmp_path, store)
+    assert _run_step(by_key["report"], work, env, store) == 0
+    annotations = [json.loads(line) for line in (tmp_path / "annotations.jsonl").read_text().splitlines()]
+    change = json.loads((store / "report" / "report.json").read_text())["changes"]
+    why = [(c["name"], c["status"], c["evidence"]) for c in change[0]["criteria"] if c["status"] != "pass"]
+    assert [(c["id"], c["gating"], c["ready"]) for c in change] == [("selftest", gating, baseline)], why
+    assert [a["args"] for a in annotations] == [["--context", "acceptance", "--style", style]]
+    assert annotations[0]["body"] == (work / "report" / "report.md").read_text()
+
+    gate_work = tmp_path / "gate"
+    shutil.copytree(work / ".buildkite", gate_work / ".buildkite")  # a fresh checkout: only report.json downloaded
+    assert (_run_step(by_key["gate"], gate_work, env, store) == 0) is gate_passes

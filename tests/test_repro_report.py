@@ -1,0 +1,144 @@
+"""`ci repro <row> --report report.json`: one docker line from a report alone; a GPU row refused plainly where
+this host lacks the GPU. The line is run for real in tests/test_run_docker.py."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci import cli
+from ci.run import reproduce
+
+REPO = Path(__file__).resolve().parent.parent
+# serves every cpu self-test row; fails the two whose context is over 4096
+FAILING_TEST = """\
+import pytest
+
+
+@pytest.mark.track("harness-selftest")
+def test_context_fits(row):
+    assert row.data["context"] <= 4096, f"context {row.data['context']} is over 4096"
+"""
+
+
+def failing_tree(root: Path) -> Path:
+    (root / "selftest").mkdir(parents=True)
+    (root / "selftest" / "test_fits.py").write_text(FAILING_TEST)
+    return root
+
+
+@pytest.fixture(scope="module")
+def host_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report of the failing tree run on this host's Python (the rows.json of the run beside its JUnit)."""
+    tmp = tmp_path_factory.mktemp("repro")
+    tree = failing_tree(tmp / "suites")
+    argv = ["run", "cpu", "selftest", "--host", "--suites-dir", str(tree), "--out", str(tmp / "results" / "r0")]
+    assert cli.main(argv) == 1
+    assert cli.main(["report", str(tmp / "results"), "--out", str(tmp / "report")]) == 0
+    return tmp / "report" / "report.json"
+
+
+def _failing(report: Path) -> dict:
+    return next(r for r in json.loads(report.read_text())["rows"] if r["status"] == "failure")
+
+
+def test_the_report_carries_each_run_rows_document(host_report: Path) -> None:
+    rows = {r["id"]: r for r in json.loads(host_report.read_text())["rows"]}
+    ran = [r for r in rows.values() if r["target"] == "cpu"]
+    assert ran and all(r["rows_json"] and [x["id"] for x in r["rows_json"]["rows"]] == [r["id"]] for r in ran)
+    doc = ran[0]["rows_json"]
+    assert doc["target"]["platform"] == "linux/amd64" and doc["target"]["devices"] == {"gpus": None, "paths": [],
+                                                                                       "groups": []}  # fmt: skip
+    assert doc["suites_dir"].endswith("suites") and doc["image"]["ref"] == "host"
+    assert all(r["rows_json"] is None for r in rows.values() if r["status"] == "not run")
+
+
+def test_print_gives_one_docker_line_for_the_row(host_report: Path, tmp_path: Path) -> None:
+    row = _failing(host_report)
+    argv = [sys.executable, "-m", "ci", "repro", row["id"], "--report", str(host_report), "--print",
+            "--image", "stackgate/cpu@sha256:" + "a" * 64, "--out", str(tmp_path / "re")]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 and done.stdout.startswith("docker run "), done.stdout
+    words = shlex.split(done.stdout)
+    assert "stackgate/cpu@sha256:" + "a" * 64 in words and words[words.index("--platform") + 1] == "linux/amd64"
+    assert f"/opt/stackgate/user-suites/selftest/test_fits.py::test_context_fits[{row['id']}]" in words
+    assert words[words.index("--stackgate-row") + 1] == row["id"]
+    written = json.loads((tmp_path / "re" / "rows.json").read_text())
+    assert [r["id"] for r in written["rows"]] == [row["id"]]
+
+
+def test_a_host_run_names_no_image(host_report: Path, capsys) -> None:
+    assert cli.main(["repro", _failing(host_report)["id"], "--report", str(host_report), "--print"]) == 2
+    assert "no image to re-run it in" in capsys.readouterr().err
+
+
+def test_a_gpu_row_says_this_host_lacks_the_gpu_before_trying(host_report: Path, tmp_path: Path, capsys) -> None:
+    doc = json.loads(host_report.read_text())
+    row = next(r for r in doc["rows"] if r["status"] == "failure")
+    row["rows_json"]["target"].update(id="rocm-gfx1151", amdgpu_gfx="gfx9999", nvidia_compute_capability=None,
+                                      devices={"gpus": None, "paths": ["/dev/kfd"], "groups": ["video"]})  # fmt: skip
+    gpu_report = tmp_path / "report.json"
+    gpu_report.write_text(json.dumps(doc))
+    argv = ["repro", row["id"], "--report", str(gpu_report), "--image", "img@sha256:" + "b" * 64]
+    assert cli.main(argv) == 6
+    out, err = capsys.readouterr()
+    assert "runs on rocm-gfx1151 (AMD gfx9999); this host has" in err and "--print" in err
+    assert "--device /dev/kfd --group-add video" in out  # the line is still shown, before the refusal
+    assert cli.main([*argv, "--print"]) == 0
+
+
+def test_bad_report_input_exits_2(host_report: Path, tmp_path: Path, capsys) -> None:
+    assert cli.main(["repro", "selftest.cpu.nope.12345678", "--report", str(host_report), "--print"]) == 2
+    assert "its failing rows: selftest.cpu." in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{")
+    assert cli.main(["repro", "a.b.c.d", "--report", str(tmp_path / "bad.json")]) == 2
+    assert "not a report.json written by ci report" in capsys.readouterr().err
+    argv = ["repro", "a.b.c.d", "--report", str(host_report), "--rows-json", "x"]
+    assert cli.main(argv) == 2
+
+
+def test_node_ids_come_from_the_failing_runs() -> None:
+    entry = {"runs": [{"test": "sel.test_a::test_x[r1]", "status": "pass"},
+                      {"test": "sel.test_a.TestK::test_y[r1]", "status": "failure"}]}  # fmt: skip
+    assert reproduce.node_ids(entry, "sel") == ("sel/test_a.py::TestK::test_y[r1]",)
+    # the harness's "no test serves this row" case names no test module: the suite's folder is run
+    assert reproduce.node_ids({"runs": [{"test": "sel::r1", "status": "error"}]}, "sel") == ()
+
+
+def test_without_a_report_here_it_says_where_it_looked(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["repro", "a.b.c.d", "--print"]) == 2
+    err = capsys.readouterr().err
+    assert "no report here (report/report.json or out/report/report.json)" in err and "--report" in err
+
+
+@pytest.mark.parametrize("target", ["cuda-sm121a", "rocm-gfx1151", "cuda-sm90", "cpu"])
+def test_every_target_gets_its_platform_devices_and_env(target: str, tmp_path: Path, capsys) -> None:
+    from ci.stack import loader, plan, rows_json
+
+    st = loader.load()
+    row = next(r for r in plan.build(st).rows if r.target == target)
+    t = st.targets[target]
+    image = {
+        "ref": f"registry.example/stackgate/{target}:abc",
+        "digest": "sha256:" + "d" * 64,
+        "id": "sha256:" + "e" * 64,
+    }
+    doc = rows_json.document(st, t, row.suite, [row], image=image, git_revision="x", timeout_s=900)
+    entry = {"id": row.id, "status": "failure", "rows_json": doc,
+             "runs": [{"test": f"{row.suite}.test_x::test_y[{row.id}]", "status": "failure"}]}  # fmt: skip
+    (tmp_path / "report.json").write_text(json.dumps({"rows": [entry]}))
+    assert cli.main(["repro", row.id, "--report", str(tmp_path / "report.json"), "--print"]) == 0
+    words = shlex.split(capsys.readouterr().out)
+    assert f"registry.example/stackgate/{target}@sha256:{'d' * 64}" in words  # the registry digest, not the tag
+    assert words[words.index("--platform") + 1] == t.platform
+    assert ("--gpus" in words) == (t.devices.gpus == "all")
+    assert [words[i + 1] for i, w in enumerate(words) if w == "--device"] == list(t.devices.paths)
+    assert all(f"{k}={v}" in words for k, v in t.env.items())
+    assert f"/opt/stackgate/suites/{row.suite}/test_x.py::test_y[{row.id}]" in words
