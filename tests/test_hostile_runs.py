@@ -183,9 +183,11 @@ def test_repro_refuses_malformed_input(tmp_path: Path) -> None:
 
 
 def test_a_run_leaves_no_temporary_folder(tmp_path: Path) -> None:
-    before = {p.name for p in Path("/tmp").glob("stackgate-items-*")}
+    scratch = tmp_path / "tmp"  # the run's own temporary root: other runs on this machine cannot blur it
+    scratch.mkdir()
     tree = _tree(tmp_path / "suites", "def test_ok():\n    pass\n")
     argv = _ci("run", "cpu", "hostile", "--host", "--suites-dir", str(tree), "--out", str(tmp_path / "o"))
-    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(scratch)})  # fmt: skip
     assert done.returncode == 0
-    assert {p.name for p in Path("/tmp").glob("stackgate-items-*")} <= before
+    assert not list(scratch.iterdir())
