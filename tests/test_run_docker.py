@@ -104,12 +104,14 @@ def test_sigterm_in_docker_stops_the_row_and_the_container(tmp_path: Path, test_
     while time.monotonic() < deadline and not (junit.exists() and "test_1" in junit.read_text()):
         time.sleep(0.2)
     time.sleep(1.0)  # test_2 is under way
+    mine = {"volume": str(out.resolve())}  # this run's container (the results folder is mounted), not another run's
+    assert docker_client.containers.list(all=True, filters=mine)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 143, proc.stdout.read() if proc.stdout else ""
     cases = {c.name: c for s in JUnitXml.fromfile(str(junit)) for c in s}
     assert not cases["test_1"].result
     assert "interrupted by SIGTERM" in cases["test_2"].result[0].message
-    assert not docker_client.containers.list(all=True, filters={"name": "stackgate-run-"})
+    assert not docker_client.containers.list(all=True, filters=mine)
 
 
 def test_a_process_escaped_with_setsid_fails_its_row_in_docker(tmp_path: Path, test_image: str) -> None:
