@@ -68,7 +68,9 @@ def test_image(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Itera
     digest = hashlib.sha256(dockerfile.encode())
     for p in sorted(f for f in ctx.rglob("*") if f.is_file()):  # the tag follows the content, not the temp path
         digest.update(str(p.relative_to(ctx)).encode() + p.read_bytes())
-    tag = f"stackgate-run-test:{digest.hexdigest()[:12]}"
+    # the tag follows the content; its suffix is this session's, so a test session running beside this one
+    # (another checkout on the same engine) never removes the image this one uses
+    tag = f"stackgate-run-test:{digest.hexdigest()[:12]}-{os.getpid()}"
     client.images.build(path=str(ctx), tag=tag, network_mode="none", rm=True, forcerm=True)
     yield tag
     if not os.environ.get("STACKGATE_KEEP_TEST_IMAGE"):
