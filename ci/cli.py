@@ -22,6 +22,7 @@ from ci.report import commands as report
 from ci.run import execute, repro
 from ci.stack import commands as stack_commands
 from ci.stack import loader
+from ci.upstream import commands as upstream
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,6 +43,7 @@ def parser() -> argparse.ArgumentParser:
     execute.add_parser(sub)
     repro.add_parser(sub)
     report.add_parser(sub)
+    upstream.add_parser(sub)
     bench.add_parser(sub)
     return ap
 
