@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ci.report import comparison
+from ci.report import comparison, rebase
 from ci.report.view import FAILING, Report, rerun
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
@@ -23,6 +23,8 @@ def to_json(report: Report) -> dict[str, object]:
     doc = _report(report)
     if report.comparison:
         doc["comparison"] = comparison.to_json(report.comparison)
+    if report.upstream:
+        doc["upstream"] = rebase.document(report)
     return doc
 
 
@@ -30,15 +32,16 @@ def _report(report: Report) -> dict[str, object]:
     res = report.results
     inputs = [{"path": f.path, "status": f.status, "problem": f.problem, "role": "junit", "testcases": len(f.cases)}
               for f in res.inputs]  # fmt: skip
-    if report.baseline:
-        b = report.baseline
-        inputs.append({"path": b.path, "status": b.status, "problem": b.problem, "role": "baseline", "testcases": 0})
+    for role, b in (("baseline", report.baseline), ("upstream", report.upstream_read)):
+        if b:
+            inputs.append({"path": b.path, "status": b.status, "problem": b.problem, "role": role, "testcases": 0})
     return {
         "schema": 1,
         "changes": [
             {"id": v.change.id, "title": v.change.title, "track": v.change.track, "verdict": v.text,
              "ready": v.ready, "blocked_by": [c.name for c in v.blocking],
              "upstream": _upstream(v.change.upstream),
+             **({"rebase": rebase.to_json(report, v.change.id)} if report.upstream else {}),
              "criteria": [{"name": c.name, "status": c.status, "evidence": c.evidence} for c in v.criteria]}
             for v in report.verdicts
         ],
