@@ -270,3 +270,20 @@ def test_a_shallow_clone_missing_history_is_refused_with_the_fetch_that_fixes_it
     assert info.value.hint == f"fetch more history: git -C {shallow.path} fetch --unshallow"
     shallow.git("fetch", "-q", "--unshallow")
     assert survey(stack_copy, shallow.path).merge_base == repo.git("rev-parse", "base")
+
+
+def test_the_benchmarks_history_gives_each_state(stack_copy, tmp_path):
+    """The 20,000-commit benchmark's history, small: the states it reports are the ones it was built to give."""
+    from ci.bench import upstream as bench
+
+    for own_only, port in ((False, "diverged"), (True, "ported")):
+        root = tmp_path / f"own-{own_only}"
+        ids = bench.build(root, own_only, commits=400, fork_own=60)
+        stack = tmp_path / f"stack-{own_only}"
+        bench.stack_for(stack_copy, stack, ids)
+        snap = survey(stack, root, "upstream/main")
+        assert {c.change: c.state for c in snap.changes} == {
+            "46514": "partially ported", "46849": "absent", "48407": "converged", "48804": port,
+            "selftest": "not imported",
+        }  # fmt: skip
+        assert int(Repo(root, init=False).git("rev-list", "--all", "--count")) == 400
