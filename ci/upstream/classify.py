@@ -142,6 +142,8 @@ def _found(facts: Facts, ch: Change) -> Found:
             patchless.append(s)
         elif patch_id in facts.in_fork:
             present.append((s, facts.in_fork[patch_id]))
+        elif commit and facts.co.is_ancestor(commit, facts.co.head):  # reached by HEAD through REF itself
+            present.append((s, commit))
         else:
             missing.append(s)
             if commit and (twin := facts.titled.get(facts.source_titles.get(commit, ""))):

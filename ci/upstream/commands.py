@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ci import options, tables
@@ -41,7 +42,7 @@ def cmd_upstream(args: argparse.Namespace) -> int:
         return 0
     snap = classify.survey(st, co, args.upstream_ref)
     if args.change:
-        snap = Snapshot(**{**snap.__dict__, "changes": tuple(c for c in snap.changes if c.change in args.change)})
+        snap = replace(snap, changes=tuple(c for c in snap.changes if c.change in args.change))
     if args.format == "json":
         print(json.dumps(snap.to_json(), indent=2))
         return 0
