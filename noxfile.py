@@ -74,9 +74,16 @@ def gate(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks: planning; merging and rendering 50 JUnit files (10,000 testcases); per-row overhead of `ci run`
-    on the cpu target (-- --image REF for docker)."""
+    """Benchmarks: planning; merging and rendering 50 JUnit files (10,000 testcases); `ci upstream` on a 20,000-commit
+    history (-- --only upstream for that alone); per-row overhead of `ci run` on the cpu target (-- --image REF)."""
     _ci(session, "bench", host_suites=True)
+
+
+@nox.session
+def upstream(session: nox.Session) -> None:
+    """Each imported change's state in a fork checkout, from git alone: -- --fork PATH [--upstream-ref REF]
+    [--format json|markdown] (--record writes the port commits' patch-ids into stack/changes/)."""
+    _ci(session, "upstream")
 
 
 @nox.session

@@ -23,6 +23,7 @@ from ci.report import commands as report
 from ci.run import execute, reproduce
 from ci.stack import commands as stack_commands
 from ci.stack import loader
+from ci.upstream import commands as upstream
 
 
 def parser() -> argparse.ArgumentParser:
@@ -43,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     execute.add_parser(sub)
     reproduce.add_parser(sub)
     report.add_parser(sub)
+    upstream.add_parser(sub)
     bench.add_parser(sub)
     buildkite.add_parsers(sub)
     return ap

@@ -153,3 +153,47 @@ def test_merged_on_only_for_a_merged_change(stack_copy, edit):
     edit(change, "  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  merged_on: 2026-07-01\n")
     err = _error(stack_copy)
     assert "merged_on given but state is 'closed'" in str(err) and err.key == "upstream.merged_on"
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "says"),
+    [
+        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, 2A6C161FF]", "fork.commits[1]",
+         "'2A6C161FF' is not a commit id"),
+        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, 1234567]", "fork.commits[1]",
+         "quote it: YAML read it as a number"),
+        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, a9b1ee711]", "fork.commits[1]",
+         "commit a9b1ee711 listed twice"),
+        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, 2a6c161ff]\n  patch_ids: {abcdef1: " + "a" * 40 + "}",
+         "fork.patch_ids.abcdef1", "patch-id recorded for abcdef1, which fork.commits lacks"),
+        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, 2a6c161ff]\n  patch_ids: {a9b1ee711: abc}",
+         "fork.patch_ids.a9b1ee711", "'abc' is not a patch-id"),
+        ("  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  merge_commit: 0123abcd\n", "upstream.merge_commit",
+         "merge_commit given but state is 'closed'"),
+        ("  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  stacked_on: [48804]\n", "upstream.stacked_on[0]",
+         "#48804 cannot be stacked on itself"),
+        ("  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  commits: [0123abcd, 0123abc]\n  stacked_on: [1, 1]\n",
+         "upstream.stacked_on[1]", "PR 1 listed twice"),
+    ],
+    ids=["upper-case", "a-number", "twice", "patch-id-of-no-port-commit", "bad-patch-id", "merge-commit-unmerged",
+         "stacked-on-itself", "stacked-twice"],
+)  # fmt: skip
+def test_commit_ids_of_a_change_are_checked(stack_copy, edit, old, new, key, says):
+    path = stack_copy / "changes" / "48804.yaml"
+    edit(path, old, new)
+    err = _error(stack_copy)
+    assert err.path == path and err.key == key and says in str(err)
+    assert err.line == _line_of(path, key.split(".")[-1].split("[")[0] + ":")
+
+
+def test_a_merged_change_records_its_merge_commit_and_the_prs_commits(stack_copy, edit):
+    path = stack_copy / "changes" / "48407.yaml"
+    recorded = "  merged_on: 2026-07-28\n  merge_commit: 0123abcd\n  commits: [4567cdef]\n"
+    edit(path, "  merged_on: 2026-07-28\n", recorded)
+    change = stack.load(stack_copy).changes["48407"]
+    assert change.upstream is not None and change.upstream.merge_commit == "0123abcd"
+    assert change.upstream.commits == ("4567cdef",)

@@ -5,21 +5,28 @@ from __future__ import annotations
 import argparse
 
 from ci import options
-from ci.bench import planning, runs
+from ci.bench import planning, runs, upstream
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.only == "upstream":
+        return upstream.main(args.stack, args.repeats // 4 or 1)
     rc = planning.main(args.stack, args.repeats)
+    print()
+    rc = upstream.main(args.stack, args.repeats // 4 or 1) or rc
     print()
     return rc or runs.main(args.stack, args.run_repeats, args.image)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    b = options.verb(sub, "bench", help="benchmarks: planning, report merge and render, per-row overhead of `ci run`",
-                     codes=(0, 1, 2))  # fmt: skip
-    b.add_argument("--repeats", type=int, default=20, help="repeats of each planning figure (default: %(default)s)")
+    what = "benchmarks: planning, report merge and render, ci upstream, per-row overhead of `ci run`"
+    b = options.verb(sub, "bench", help=what, codes=(0, 1, 2))
+    repeats = "repeats of each planning figure, a quarter of them for ci upstream's (default: %(default)s)"
+    b.add_argument("--repeats", type=int, default=20, help=repeats)
     b.add_argument(
         "--run-repeats", type=int, default=5, help="repeats of each run-overhead figure (default: %(default)s)"
     )
     b.add_argument("--image", help="the cpu image for the docker figures (default: this checkout's, built if needed)")
+    b.add_argument("--only", choices=("upstream",),
+                   help="only this benchmark: upstream (ci upstream on a 20,000-commit history)")  # fmt: skip
     b.set_defaults(func=cmd_bench)

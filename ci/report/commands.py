@@ -16,7 +16,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError("--label names the sides of a comparison, and no --compare was given",
                          hint="python -m ci report A --compare B --label A --label B --out DIR")  # fmt: skip
     report = build(args.stack, args.inputs, args.baseline, targets=args.target, suites=args.suite,
-                   changes=args.change, compare_paths=args.compare, labels=args.label)  # fmt: skip
+                   changes=args.change, compare_paths=args.compare, labels=args.label,
+                   upstream_path=args.upstream)  # fmt: skip
     write_atomic(args.out, render(report))  # rendered whole before anything is written
     print(summary(report, args.out))
     return STRICT_INPUTS if args.strict and problems(report) else 0
@@ -29,6 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="JUnit files or results folders (every *.xml and not-run.json below them)")  # fmt: skip
     r.add_argument("--out", type=Path, required=True, help="directory for report.md, report.html, report.json")
     r.add_argument("--baseline", type=Path, help="a previous report.json to judge regressions against")
+    r.add_argument("--upstream", type=Path, metavar="UPSTREAM.json",
+                   help="each change's rebase state, shown beside its verdict: the JSON of "
+                   "python -m ci upstream --fork CHECKOUT --format json")  # fmt: skip
     r.add_argument(
         "--strict",
         action="store_true",

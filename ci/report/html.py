@@ -12,7 +12,7 @@ from functools import cache
 
 import jinja2
 
-from ci.report import comparison, plot, triage
+from ci.report import comparison, plot, rebase, triage
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -80,6 +80,7 @@ def render(report: Report) -> str:
             "causes": triage.causes(report, v), "failing": triage.failing(report, v),
             "criteria": [(c.name, c.status, c.evidence) for c in v.criteria],
             "charts": [plot.chart(q, unit, ps) for (q, unit), ps in by_quantity.items()],
+            "rebase": rebase.cell(report, v.change.id), "rebase_line": rebase.line(report, v.change.id),
         })  # fmt: skip
     matrices = [m for t in targets(report) if (m := _matrix(report, t)) is not None]
     extra: list[tuple[str, Table]] = [
@@ -101,4 +102,6 @@ def render(report: Report) -> str:
         extra=extra,
         status_class=_STATUS_CLASS,
         failing_marks=set(FAILING),
+        rebase=rebase.where(report) if report.upstream else "",
+        rebase_given=report.upstream_read is not None,
     )

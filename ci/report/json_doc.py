@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ci.report import comparison
+from ci.report import comparison, rebase
 from ci.report.view import FAILING, Report, rerun
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
@@ -35,6 +35,8 @@ def to_json(report: Report) -> dict[str, object]:
     doc = _report(report)
     if report.comparison:
         doc["comparison"] = comparison.to_json(report.comparison)
+    if report.upstream:
+        doc["upstream"] = rebase.document(report)
     return doc
 
 
@@ -42,15 +44,16 @@ def _report(report: Report) -> dict[str, object]:
     res = report.results
     inputs = [{"path": f.path, "status": f.status, "problem": f.problem, "role": "junit", "testcases": len(f.cases)}
               for f in res.inputs]  # fmt: skip
-    if report.baseline:
-        b = report.baseline
-        inputs.append({"path": b.path, "status": b.status, "problem": b.problem, "role": "baseline", "testcases": 0})
+    for role, b in (("baseline", report.baseline), ("upstream", report.upstream_read)):
+        if b:
+            inputs.append({"path": b.path, "status": b.status, "problem": b.problem, "role": role, "testcases": 0})
     return {
         "schema": 1,
         "changes": [
             {"id": v.change.id, "title": v.change.title, "track": v.change.track, "verdict": v.text,
              "ready": v.ready, "gating": v.change.gating, "blocked_by": [c.name for c in v.blocking],
              "upstream": _upstream(v.change.upstream),
+             **({"rebase": rebase.to_json(report, v.change.id)} if report.upstream else {}),
              "criteria": [{"name": c.name, "status": c.status, "evidence": c.evidence} for c in v.criteria]}
             for v in report.verdicts
         ],

@@ -8,7 +8,7 @@ so every table that remains is whole, and a note says what was left out and wher
 from __future__ import annotations
 
 from ci import tables
-from ci.report import comparison
+from ci.report import comparison, rebase
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -62,10 +62,13 @@ def _document(report: Report, only_failing: bool) -> str:
         out += [f"## {md(comparison.title(c))}", "", md(comparison.intro(c)), ""]
         for heading, t in comparison.tables(c):
             out += [f"### {md(heading)}", "", *_table(t), ""]
-    out += ["## Verdicts", "", *_table(_verdicts(report)), ""]
+    out += ["## Verdicts", "", *([md(rebase.where(report)), ""] if report.upstream else [])]
+    out += [*_table(_verdicts(report)), ""]
     for v in report.verdicts:
         title, state = change_heading(v)
         out += [f"### {md(title)}", "", md(state), "", f"**Verdict: {md(v.text)}**", ""]
+        if report.upstream_read:
+            out += [md(rebase.line(report, v.change.id)), ""]
         out += [*_table(criteria_table(v)), ""]
     out += ["## Failing rows", "", *_table(failing_table(res)), ""]
     out += ["## Inputs", "", *_table(inputs_table(report)), ""]
@@ -102,8 +105,10 @@ def _verdicts(report: Report) -> Table:
     for v in report.verdicts:
         failing = sum(r.status in FAILING for r in report.results.rows if r.change == v.change.id)
         rows.append((f"#{v.change.id}", v.change.track, "✅ ready" if v.ready else "❌ not ready",
-                     ", ".join(c.name for c in v.blocking) or "nothing", str(failing)))  # fmt: skip
-    return Table(headers=("Change", "Track", "Verdict", "Blocked by", "Failing rows"), rows=tuple(rows))
+                     ", ".join(c.name for c in v.blocking) or "nothing", str(failing),
+                     *([rebase.cell(report, v.change.id)] if report.upstream_read else [])))  # fmt: skip
+    headers = ("Change", "Track", "Verdict", "Blocked by", "Failing rows")
+    return Table(headers=(*headers, *(["Rebase state"] if report.upstream_read else [])), rows=tuple(rows))
 
 
 def _cut(text: str, budget: int) -> str:

@@ -17,6 +17,7 @@ from ci.results.merge import Results, RowResult
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.table import PLAN_HEADERS, change_label, plan_table_rows
+from ci.upstream.state import Snapshot
 
 STATUS_MARK = {
     "pass": "✅ pass", "failure": "❌ failure", "error": "❌ error", "conflict": "⚠️ conflict",
@@ -42,6 +43,8 @@ class Report:
     verdicts: tuple[Verdict, ...]
     baseline: FileRead | None  # the --baseline file and whether it could be used
     comparison: Comparison | None = None  # --compare: the other sides, this report's results being side A
+    upstream: Snapshot | None = None  # --upstream: each change's rebase state in a fork checkout (ci upstream)
+    upstream_read: FileRead | None = None  # the --upstream file and whether it could be used
 
 
 def banner(report: Report) -> list[str]:
@@ -49,8 +52,9 @@ def banner(report: Report) -> list[str]:
     read no testcase at all (every row then reads "not run", which is no evidence of anything)."""
     res = report.results
     lines = [f"input {f.path}: {f.status} ({f.problem})" for f in res.problems()]
-    if report.baseline and report.baseline.status != "ok":
-        lines.append(f"baseline {report.baseline.path}: {report.baseline.status} ({report.baseline.problem})")
+    for role, read in (("baseline", report.baseline), ("upstream state", report.upstream_read)):
+        if read and read.status != "ok":
+            lines.append(f"{role} {read.path}: {read.status} ({read.problem})")
     other = sorted({(f.path, s.stack_digest) for f in res.inputs for s in f.scopes
                     if s.stack_digest and s.stack_digest != report.stack.digest})  # fmt: skip
     lines += [f"input {path} was made with another stack ({digest[:19]}…); this report judges with "
@@ -134,10 +138,10 @@ def counts(results: Results) -> dict[str, int]:
 
 
 def inputs_table(report: Report) -> Table:
-    reads = list(report.results.inputs) + ([report.baseline] if report.baseline else [])
+    reads = [*report.results.inputs, *(r for r in (report.baseline, report.upstream_read) if r)]
     rows = []
     for f in reads:
-        role = "baseline" if f is report.baseline else "junit"
+        role = "baseline" if f is report.baseline else "upstream" if f is report.upstream_read else "junit"
         rows.append((f.path, role, ("✅ " if f.status == "ok" else "❌ ") + f.status, f.problem, str(len(f.cases))))
     return Table(headers=("Input", "Role", "Status", "Problem", "Testcases"), rows=tuple(rows))
 

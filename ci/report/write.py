@@ -14,13 +14,15 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from ci.errors import ReportError
+from ci.errors import ReportError, UsageError
 from ci.report import html, json_doc, markdown
 from ci.report.view import Report, banner, counts
 from ci.results import baseline, compare, merge
 from ci.results.junit import FileRead
 from ci.stack import loader, plan
+from ci.upstream import state as upstream_state
 
 OUTPUTS = ("report.md", "report.html", "report.json")
 
@@ -35,6 +37,7 @@ def build(
     changes: Sequence[str] = (),
     compare_paths: Sequence[Path] = (),
     labels: Sequence[str] = (),
+    upstream_path: Path | None = None,
 ) -> Report:
     """The report over the planned rows the filters keep (all of them by default). With `compare_paths`, one results
     folder or JUnit file per further side, the report is side A's (`inputs`) with the comparison added."""
@@ -52,8 +55,9 @@ def build(
             base_read = FileRead(path=str(baseline_path), status="unreadable", problem=exc.message)
     in_scope = {r.change for r in p.rows} if (targets or suites or changes) else set(st.changes)
     verdicts = compare.judge(st, res, base, in_scope)
+    rebase = _upstream(upstream_path)
     if not compare_paths:
-        return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read)
+        return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read, **rebase)
     names = compare.labels([inputs, *([c] for c in compare_paths)], labels)
     filtered = bool(targets or suites or changes)
     sides = [compare.side(names[0], inputs, res, verdicts, filtered)]
@@ -61,7 +65,21 @@ def build(
         other = merge.collect([path], p)  # each side judged as side A is, against the same baseline
         sides.append(compare.side(name, [path], other, compare.judge(st, other, base, in_scope), filtered))
     return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read,
-                  comparison=compare.compare(sides))  # fmt: skip
+                  comparison=compare.compare(sides), **rebase)  # fmt: skip
+
+
+def _upstream(path: Path | None) -> dict[str, Any]:
+    """The --upstream document (ci upstream --format json), or the reason it cannot be used, shown in the report."""
+    if path is None:
+        return {}
+    try:
+        return {
+            "upstream": upstream_state.read(path),
+            "upstream_read": FileRead(path=str(path), status="ok", problem=""),
+        }
+    except UsageError as exc:
+        status = "unreadable" if path.exists() else "not found"
+        return {"upstream_read": FileRead(path=str(path), status=status, problem=exc.message)}
 
 
 def render(report: Report) -> dict[str, bytes]:
@@ -118,6 +136,7 @@ def summary(report: Report, out: Path) -> str:
 
 
 def problems(report: Report) -> bool:
-    """Whether any input, of any side, was missing, empty or unreadable (--strict)."""
+    """Whether any input, of any side, or the --upstream document was missing, empty or unreadable (--strict)."""
     sides = report.comparison.sides[1:] if report.comparison else ()
-    return bool(report.results.problems()) or any(s.results.problems() for s in sides)
+    rebase = report.upstream_read is not None and report.upstream_read.status != "ok"
+    return bool(report.results.problems()) or any(s.results.problems() for s in sides) or rebase

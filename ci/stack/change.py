@@ -9,7 +9,7 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import Field, StrictBool
 
-from ci.stack.schema import Count, Finite, GraphMode, NonNegative, Positive, frozen
+from ci.stack.schema import CommitId, Count, Finite, GraphMode, NonNegative, PatchId, Positive, frozen
 
 T = TypeVar("T")
 
@@ -19,10 +19,14 @@ class Upstream:
     repo: str
     pr: int
     title: str
-    state: Literal["open", "merged", "closed"]
+    state: Literal["open", "merged", "closed"]  # closed: closed without merging
     as_of: dt.date
     merged_on: dt.date | None = None
-    stacked_on: tuple[int, ...] = ()
+    # The commit that merged the PR into upstream's main (a merged PR only); absent where it is not known,
+    # and `ci upstream` then says "merge commit not recorded" rather than guess.
+    merge_commit: CommitId | None = None
+    commits: tuple[CommitId, ...] = ()  # the PR's own commits (pull/<pr>/head), where a port cherry-picks them
+    stacked_on: tuple[int, ...] = ()  # upstream PRs this one is stacked on
     related: tuple[int, ...] = ()
 
 
@@ -36,7 +40,10 @@ class FollowUp:
 @frozen
 class Fork:
     kind: Literal["port", "convergence", "pending", "selftest"]
-    commits: tuple[str, ...] = ()
+    commits: tuple[CommitId, ...] = ()  # the fork's own commits that carry the port
+    # `git patch-id --stable` of each port commit, recorded by `ci upstream --record` from a checkout holding them:
+    # after a rebase drops the commits themselves, their patches can still be found by these
+    patch_ids: dict[CommitId, PatchId] = field(default_factory=dict)
     tests: tuple[str, ...] = ()
     follow_ups: tuple[FollowUp, ...] = ()
 

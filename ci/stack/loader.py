@@ -14,11 +14,12 @@ from pydantic import TypeAdapter, ValidationError
 
 from ci import options
 from ci.errors import StackError
-from ci.stack import shrunk
+from ci.stack import provenance, shrunk
 from ci.stack import yaml_lines as yamlsrc
 from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch
 from ci.stack.model import Backend, HistoryRow, Model, Stack, Target, Track
+from ci.stack.schema import PATTERNS
 from ci.stack.yaml_lines import Loc, Source
 
 T = TypeVar("T")
@@ -159,6 +160,8 @@ def _describe(err: dict[str, Any]) -> str:
         return f"missing required key '{field}'"
     if kind in ("unexpected_keyword_argument", "extra_forbidden"):
         return f"unknown key '{field}'"
+    if kind == "string_pattern_mismatch" and err["ctx"]["pattern"] in PATTERNS:
+        return f"{err.get('input')!r} is not {PATTERNS[err['ctx']['pattern']]}"
     return f"{err['msg']}; got {err.get('input')!r}"
 
 
@@ -169,6 +172,8 @@ def _hint(err: dict[str, Any]) -> str:
         return "add it; ci/model.py documents each field"
     if err["type"] == "bool_type":
         return "write true or false"
+    if err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
+        return "quote it: YAML read it as a number"
     return ""
 
 
@@ -272,14 +277,7 @@ def _check_changes(
             raise src.error(("acceptance", "regression", "tests"), "no focused regression test named")
         if not (change.acceptance.measurements.cold and change.acceptance.measurements.warm):
             raise src.error(("acceptance", "measurements"), "cold and warm measurements must both be named")
-        up = change.upstream
-        if up is None:
-            if change.fork.kind != "selftest":
-                raise src.error(("upstream",), "an imported change names its upstream PR")
-        elif up.merged_on is not None and up.state != "merged":
-            raise src.error(("upstream", "merged_on"), f"merged_on given but state is {up.state!r}, not 'merged'")
-        if change.fork.kind == "port" and not change.fork.commits:
-            raise src.error(("fork", "commits"), "a port names the fork commits that carry it")
+        provenance.check(change, src)
 
 
 def _check_history(src: Source, rows: tuple[HistoryRow, ...], models: dict[str, _Entry], backends: dict[str, _Entry]):

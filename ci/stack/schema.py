@@ -19,6 +19,11 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(gt=0)]
+# A git commit id, whole or abbreviated to at least 7 hex digits (SHA-1 or SHA-256), lower case as git prints it.
+_COMMIT, _PATCH_ID = r"^[0-9a-f]{7,64}$", r"^([0-9a-f]{40}|[0-9a-f]{64})$"
+CommitId = Annotated[str, Field(pattern=_COMMIT)]
+PatchId = Annotated[str, Field(pattern=_PATCH_ID)]  # git patch-id's output
+PATTERNS = {_COMMIT: "a commit id (7 to 64 lower-case hex digits)", _PATCH_ID: "a patch-id (40 or 64 hex digits)"}
 
 _STRICT = ConfigDict(extra="forbid")
 

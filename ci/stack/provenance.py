@@ -1,0 +1,40 @@
+"""Where a change comes from, checked across its fields: its upstream PR (state, merge commit, the PR's commits,
+what it is stacked on) and the fork commits that carry it (with their recorded patch-ids)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ci.stack.change import Change
+from ci.stack.yaml_lines import Loc, Source
+
+
+def check(change: Change, src: Source) -> None:
+    up, fork = change.upstream, change.fork
+    if up is None:
+        if fork.kind != "selftest":
+            raise src.error(("upstream",), "an imported change names its upstream PR")
+    else:
+        if up.merged_on is not None and up.state != "merged":
+            raise src.error(("upstream", "merged_on"), f"merged_on given but state is {up.state!r}, not 'merged'")
+        if up.merge_commit is not None and up.state != "merged":
+            raise src.error(("upstream", "merge_commit"), f"merge_commit given but state is {up.state!r}, not 'merged'",
+                            hint="record the merge commit once the PR has merged (state: merged)")  # fmt: skip
+        _unique(src, ("upstream", "commits"), up.commits, "commit")
+        _unique(src, ("upstream", "stacked_on"), up.stacked_on, "PR")
+        if up.pr in up.stacked_on:
+            i = up.stacked_on.index(up.pr)
+            raise src.error(("upstream", "stacked_on", i), f"#{up.pr} cannot be stacked on itself")
+    if fork.kind == "port" and not fork.commits:
+        raise src.error(("fork", "commits"), "a port names the fork commits that carry it")
+    _unique(src, ("fork", "commits"), fork.commits, "commit")
+    for commit in fork.patch_ids:
+        if commit not in fork.commits:
+            raise src.error(("fork", "patch_ids", commit), f"patch-id recorded for {commit}, which fork.commits lacks",
+                            hint="record patch-ids with python -m ci upstream --fork CHECKOUT --record")  # fmt: skip
+
+
+def _unique(src: Source, loc: Loc, values: Sequence[object], noun: str) -> None:
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            raise src.error((*loc, i), f"{noun} {value} listed twice", hint="keep one")

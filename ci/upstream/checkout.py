@@ -1,0 +1,190 @@
+"""A fork checkout, read through git (subprocess, no network): refs, ancestry, patch-ids and the files commits touch.
+
+Each question over many commits is one git process (or one `git log -p | git patch-id` pair) over the whole
+range or list, never one process per commit, so a long history costs a few streams.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci.errors import UsageError
+
+# A user's git config must not change what is parsed, nor the patches hashed: patch-ids are recorded in the
+# stack (`ci upstream --record`) and compared with ones computed on another machine.
+_GIT = ("git", "-c", "color.ui=never", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
+        "-c", "log.showSignature=false", "-c", "core.quotePath=false", "-c", "log.showRoot=true")  # fmt: skip
+_PATCH = ("-p", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--diff-algorithm=myers",
+          "--indent-heuristic", "-U3", "--inter-hunk-context=0", "--format=commit %H")  # fmt: skip
+# variables that would point git at another repository than -C names (a hook's environment sets them)
+_REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
+             "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")  # fmt: skip
+_REC = "\x01"  # starts each commit in the streams parsed here
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
+    return {**env, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_PAGER": "cat"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Touch:
+    """An upstream commit and the files it changed (those asked about)."""
+
+    commit: str
+    subject: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Checkout:
+    path: Path
+    head: str  # the fork's HEAD commit
+    shallow: bool
+
+    @classmethod
+    def open(cls, path: Path) -> Checkout:
+        """The checkout at `path` itself (not a folder inside another repository), with a commit at HEAD."""
+        fix = "pass --fork the path of a git checkout of the fork (git clone URL DIR)"
+        if not path.is_dir():
+            raise UsageError(f"{path}: no such directory", hint=fix)
+        probe = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--is-bare-repository", "--show-toplevel"],
+                               capture_output=True, text=True, env=_env())  # fmt: skip
+        if probe.returncode != 0:
+            why = "" if "not a git repository" in probe.stderr else f" ({_last(probe.stderr)})"
+            raise UsageError(f"{path} is not a git repository{why}", hint=fix)
+        bare, *top = probe.stdout.splitlines()
+        if bare != "true" and top and Path(top[0]).resolve() != path.resolve():
+            raise UsageError(f"{path} is not a git repository: it is a folder inside the repository {top[0]}",
+                             hint=f"pass --fork {top[0]}, or the path of the fork's own checkout")  # fmt: skip
+        head = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+                              capture_output=True, text=True, env=_env())  # fmt: skip
+        if head.returncode != 0:
+            raise UsageError(f"{path}: HEAD names no commit (an empty repository?)", hint="check out the fork's branch")
+        shallow = cls(path, "", False).git("rev-parse", "--is-shallow-repository").strip() == "true"
+        return cls(path, head.stdout.strip(), shallow)
+
+    def git(self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)) -> str:
+        return self._run(*args, stdin=stdin, ok=ok).stdout
+
+    def _run(self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)) -> subprocess.CompletedProcess:
+        done = subprocess.run([*_GIT, "-C", str(self.path), *args], input=stdin, capture_output=True, text=True,
+                              env=_env(), errors="surrogateescape")  # fmt: skip
+        if done.returncode not in ok:
+            raise UsageError(f"git {' '.join(args[:3])} failed in {self.path}: {_last(done.stderr)}",
+                             hint=f"check the checkout: git -C {self.path} status")  # fmt: skip
+        return done
+
+    def commit(self, ref: str) -> str | None:
+        """The commit a ref names, or None where it names none."""
+        if ref.startswith("-"):
+            return None
+        out = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", ok=(0, 1))
+        return out.strip() or None
+
+    def refs(self) -> list[str]:
+        """Branches and remote-tracking branches, for a hint."""
+        out = self.git("for-each-ref", "--format=%(refname:short)", "refs/remotes", "refs/heads")
+        return [r for r in out.split() if not r.endswith("/HEAD")]
+
+    def resolve(self, ids: Iterable[str]) -> dict[str, str | None]:
+        """Each (abbreviated) commit id -> the full id, or None where the object database lacks it; one process.
+        An abbreviation that names several objects is an error: it must be given longer."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        out = self.git("cat-file", "--batch-check=%(objectname) %(objecttype)",
+                       stdin="".join(f"{i}^{{commit}}\n" for i in wanted))  # fmt: skip
+        found: dict[str, str | None] = {}
+        for want, line in zip(wanted, out.splitlines(), strict=True):
+            name, _, kind = line.rpartition(" ")
+            if kind == "ambiguous":
+                raise UsageError(f"commit id {want} is ambiguous in {self.path}",
+                                 hint="give more of its digits in the change file")  # fmt: skip
+            found[want] = name if kind == "commit" else None
+        return found
+
+    def is_ancestor(self, commit: str, of: str) -> bool:
+        return self._run("merge-base", "--is-ancestor", commit, of, ok=(0, 1)).returncode == 0
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        return self.git("merge-base", a, b, ok=(0, 1)).strip() or None
+
+    def patch_ids(self, *revs: str, walk: bool = True) -> dict[str, str]:
+        """commit -> `git patch-id --stable` of its patch, for every non-merge commit of the range `revs` (or of
+        exactly the commits `revs`, walk=False): one `git log -p` streamed into one `git patch-id`. Merges and
+        empty commits have no patch and no entry."""
+        if not revs:
+            return {}
+        args = ["log", *_PATCH, *(["--no-merges"] if walk else ["--no-walk=unsorted"]), *revs, "--"]
+        with tempfile.TemporaryFile() as errors:
+            log = subprocess.Popen([*_GIT, "-C", str(self.path), *args], stdout=subprocess.PIPE, stderr=errors,
+                                   env=_env())  # fmt: skip
+            assert log.stdout is not None
+            ids = subprocess.run([*_GIT, "-C", str(self.path), "patch-id", "--stable"], stdin=log.stdout,
+                                 capture_output=True, text=True, env=_env())  # fmt: skip
+            log.stdout.close()
+            if log.wait() != 0 or ids.returncode != 0:
+                errors.seek(0)
+                raise UsageError(f"git log -p failed in {self.path}: {_last(errors.read().decode() + ids.stderr)}",
+                                 hint=f"check the checkout: git -C {self.path} fsck")  # fmt: skip
+        out: dict[str, str] = {}
+        for line in ids.stdout.splitlines():
+            patch_id, _, commit = line.partition(" ")
+            out[commit] = patch_id
+        return out
+
+    def files(self, commits: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        """commit -> the paths its patch changes; one process."""
+        wanted = sorted(set(commits))
+        if not wanted:
+            return {}
+        out = self.git("log", "--no-walk=unsorted", "--no-renames", f"--format={_REC}%H", "--name-only", "-z",
+                       *wanted, "--")  # fmt: skip
+        return {t.commit: t.files for t in _touches(out)}
+
+    def touching(self, base: str, tip: str, paths: Iterable[str]) -> list[Touch]:
+        """The non-merge commits of base..tip that change any of `paths`, newest first; one process."""
+        wanted = sorted(set(paths))
+        if not wanted:
+            return []
+        out = self.git("log", "--no-merges", "--full-history", "--no-renames", f"--format={_REC}%H%x02%s",
+                       "--name-only", "-z", f"{base}..{tip}", "--", *(f":(literal){p}" for p in wanted))  # fmt: skip
+        return _touches(out)
+
+    def titles(self, *revs: str, walk: bool = True) -> dict[str, str]:
+        """commit -> subject, for the non-merge commits of the range `revs` (or exactly the commits, walk=False)."""
+        if not revs:
+            return {}
+        how = ["--no-merges"] if walk else ["--no-walk=unsorted"]
+        out = self.git("log", *how, f"--format=%H{_REC}%s", *revs, "--")
+        return dict(line.split(_REC, 1) for line in out.splitlines() if _REC in line)
+
+    def subjects(self, tip: str, patterns: Sequence[str]) -> list[tuple[str, str]]:
+        """(commit, subject) of the commits reachable from `tip` whose message matches any of the fixed strings
+        `patterns`; one process."""
+        if not patterns:
+            return []
+        greps = [f"--grep={p}" for p in patterns]
+        out = self.git("log", "--fixed-strings", f"--format=%H{_REC}%s", *greps, tip, "--")
+        return [(c, s) for c, _, s in (line.partition(_REC) for line in out.splitlines())]
+
+
+def _touches(out: str) -> list[Touch]:
+    found = []
+    for chunk in out.split(_REC)[1:]:
+        head, _, names = chunk.partition("\0")
+        commit, _, subject = head.partition("\x02")
+        found.append(Touch(commit=commit, subject=subject, files=tuple(n.strip("\n") for n in names.split("\0")
+                                                                      if n.strip("\n"))))  # fmt: skip
+    return found
+
+
+def _last(stderr: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "no message"

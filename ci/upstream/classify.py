@@ -1,0 +1,200 @@
+"""Every change of the stack against one fork checkout, from git alone (ci.upstream.state says what each state means).
+
+The fork's own commits are REF..HEAD (REF: `--upstream-ref`, by default upstream/main, else origin/main). One
+`git log -p | git patch-id --stable` stream gives their patch-ids, a second the port commits'; a port is present
+where a patch-id matches, so a cherry-pick or a rebase still matches. A port commit the checkout lacks (a rebase
+dropped it, and no ref or reflog keeps it) is compared by the patch-id its change file records (`--record`);
+with neither, the change is "unknown", never "absent".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ci.errors import UsageError
+from ci.stack.change import Change
+from ci.stack.model import Stack
+from ci.upstream import where
+from ci.upstream.checkout import Checkout
+from ci.upstream.judge import Found, judge, with_bases
+from ci.upstream.state import Snapshot, Upstreamed
+
+DEFAULT_REFS = ("upstream/main", "origin/main")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Facts:
+    """What git says about the checkout, shared by every change."""
+
+    co: Checkout
+    ref: str
+    tip: str  # the commit `ref` names
+    full: dict[str, str | None]  # each commit id the stack records -> its full id here, or None
+    in_fork: dict[str, str]  # patch-id -> a fork commit (REF..HEAD) with that patch
+    source_ids: dict[str, str]  # full id of each recorded port (or PR) commit -> its patch-id
+    titled: dict[str, str]  # subject -> a fork commit with it (to name a port commit whose patch changed)
+    source_titles: dict[str, str]  # full id of each recorded port (or PR) commit -> its subject
+    found: dict[str, Found] = field(default_factory=dict)
+
+
+def survey(st: Stack, co: Checkout, upstream_ref: str | None = None) -> Snapshot:
+    ref, tip = upstream_tip(co, upstream_ref)
+    base = co.merge_base(co.head, tip)
+    if base is None:
+        if co.shallow:
+            raise UsageError(f"{co.path} is a shallow clone: HEAD and {ref} share no commit in the history it holds",
+                             hint=f"fetch more history: git -C {co.path} fetch --unshallow")  # fmt: skip
+        raise UsageError(f"HEAD and {ref} share no history in {co.path}",
+                         hint="pass --upstream-ref the upstream branch the fork is based on")  # fmt: skip
+    changes = list(st.changes.values())
+    full = co.resolve(i for c in changes for i in _ids(c))
+    _require_upstream_commits(st, co, changes, full)
+    fork_ids = co.patch_ids(f"{tip}..{co.head}")
+    in_fork: dict[str, str] = {}
+    for commit, patch_id in fork_ids.items():
+        in_fork.setdefault(patch_id, commit)
+    sources = sorted({c for ch in changes for i in _sources(ch) if (c := full.get(i))})
+    titled = {subject: commit for commit, subject in reversed(co.titles(f"{tip}..{co.head}").items())}
+    facts = Facts(co=co, ref=ref, tip=tip, full=full, in_fork=in_fork, source_ids=co.patch_ids(*sources, walk=False),
+                  titled=titled, source_titles=co.titles(*sources, walk=False))  # fmt: skip
+    for ch in changes:
+        facts.found[ch.id] = _found(facts, ch)
+    touched = _divergence(facts, changes)
+    candidates = _merge_candidates(co, tip, changes)
+    states = [judge(ref, co, _file(st, ch.id), ch, facts.found[ch.id], touched.get(ch.id, ()), candidates)
+              for ch in changes]  # fmt: skip
+    by_id = {s.change: s for s in states}
+    by_pr = {ch.upstream.pr: ch.id for ch in changes if ch.upstream}
+    states = [with_bases(s, ch, by_pr, by_id) for s, ch in zip(states, changes, strict=True)]
+    return Snapshot(fork=str(co.path), head=co.head, upstream_ref=ref, upstream=tip, merge_base=base,
+                    shallow=co.shallow, fork_commits=len(fork_ids), changes=tuple(states))  # fmt: skip
+
+
+def upstream_tip(co: Checkout, ref: str | None) -> tuple[str, str]:
+    """The upstream ref and its commit: the one asked for, else the first of DEFAULT_REFS that exists."""
+    for name in (ref,) if ref else DEFAULT_REFS:
+        if tip := co.commit(name):
+            return name, tip
+    known = co.refs()
+    shown = ", ".join(known[:12]) + (", …" if len(known) > 12 else "") if known else "none"
+    add = (f"git -C {co.path} remote add upstream https://github.com/vllm-project/vllm.git && "
+           f"git -C {co.path} fetch upstream")  # fmt: skip
+    if ref:
+        raise UsageError(f"--upstream-ref {ref!r} names no commit in {co.path}",
+                         hint=f"fetch it ({add}), or pass a ref it has (branches here: {shown})")  # fmt: skip
+    raise UsageError(f"neither {' nor '.join(DEFAULT_REFS)} exists in {co.path}: no upstream to compare against",
+                     hint=f"{add}; or pass --upstream-ref REF (branches here: {shown})")  # fmt: skip
+
+
+def _file(st: Stack, change: str) -> str:
+    """The change file as the user named the stack (stack/changes/48407.yaml), for a fix line."""
+    path = st.root / "changes" / f"{change}.yaml"
+    return str(path if path.is_file() else st.root / "changes")
+
+
+def _ids(ch: Change) -> list[str]:
+    up = ch.upstream
+    return [*([up.merge_commit] if up and up.merge_commit else []), *(up.commits if up else ()), *ch.fork.commits]
+
+
+def _sources(ch: Change) -> tuple[str, ...]:
+    """The commits whose patches make the change: the fork's port commits, else the upstream PR's own."""
+    return ch.fork.commits or (ch.upstream.commits if ch.upstream else ())
+
+
+def _require_upstream_commits(st: Stack, co: Checkout, changes: list[Change], full: dict[str, str | None]) -> None:
+    """An upstream commit the stack names must be in the checkout: without it nothing can be said, and the fix is to
+    fetch. (A port commit may be gone after a rebase: that change is then unknown, not an error.)"""
+    for ch in changes:
+        up = ch.upstream
+        if up is None:
+            continue
+        named = [(("upstream", "merge_commit"), up.merge_commit)] if up.merge_commit else []
+        named += [(("upstream", "commits", i), c) for i, c in enumerate(up.commits)]
+        for loc, commit in named:
+            if full.get(commit) is not None:
+                continue
+            what = "main" if loc[1] == "merge_commit" else f"pull/{up.pr}/head"
+            fix = f"git -C {co.path} fetch https://github.com/{up.repo}.git {what} (or correct the id)"
+            if co.shallow:
+                fix = f"the checkout is shallow: fetch its history, git -C {co.path} fetch --unshallow; or {fix}"
+            raise where.change_source(st.root, ch.id).error(loc, f"commit {commit} is not in {co.path}", hint=fix)
+
+
+def _found(facts: Facts, ch: Change) -> Found:
+    up = ch.upstream
+    if up is None:
+        return Found()
+    present, missing, unchecked, patchless, by_record, mismatched, retitled = [], [], [], [], [], [], []
+    for s in _sources(ch):
+        commit = facts.full.get(s)
+        patch_id = facts.source_ids.get(commit) if commit else None
+        recorded = ch.fork.patch_ids.get(s)
+        if commit and recorded and patch_id and recorded != patch_id:
+            mismatched.append(s)
+        if commit is None:
+            if recorded is None:
+                unchecked.append(s)
+                continue
+            patch_id = recorded
+            by_record.append(s)
+        if patch_id is None:
+            patchless.append(s)
+        elif patch_id in facts.in_fork:
+            present.append((s, facts.in_fork[patch_id]))
+        elif commit and facts.co.is_ancestor(commit, facts.co.head):  # reached by HEAD through REF itself
+            present.append((s, commit))
+        else:
+            missing.append(s)
+            if commit and (twin := facts.titled.get(facts.source_titles.get(commit, ""))):
+                retitled.append((s, twin))
+    co, head = facts.co, facts.co.head
+    converged_by = ""
+    if up.merge_commit:
+        merge = facts.full[up.merge_commit]
+        if merge and co.is_ancestor(merge, head):
+            converged_by = f"merge commit {up.merge_commit} is an ancestor of HEAD"
+    elif up.commits and all((c := facts.full[x]) and co.is_ancestor(c, head) for x in up.commits):
+        converged_by = "every commit of the PR is an ancestor of HEAD (merge commit not recorded)"
+    return Found(from_pr=not ch.fork.commits, present=tuple(present), missing=tuple(missing),
+                 unchecked=tuple(unchecked), patchless=tuple(patchless), by_record=tuple(by_record),
+                 mismatched=tuple(mismatched), same_subject=tuple(retitled), converged_by=converged_by)  # fmt: skip
+
+
+def _divergence(facts: Facts, changes: list[Change]) -> dict[str, tuple[Upstreamed, ...]]:
+    """Per change with a port present: the upstream commits after each port commit's base (its merge base with the
+    upstream ref) that changed the same files, the change's own upstream commits (its PR's, its merge) left out.
+    One process for the files, one per distinct base for upstream."""
+    co = facts.co
+    carried = sorted({f for found in facts.found.values() for _, f in found.present})
+    files = co.files(carried)
+    bases = {f: co.merge_base(f, facts.tip) or "" for f in carried}
+    touches = {}
+    for base in sorted(set(bases.values()) - {""}):
+        paths = {p for f in carried if bases[f] == base for p in files.get(f, ())}
+        touches[base] = co.touching(base, facts.tip, paths)
+    out: dict[str, tuple[Upstreamed, ...]] = {}
+    for ch in changes:
+        found, own = facts.found[ch.id], {facts.full.get(i) for i in _ids(ch)}
+        hits: dict[str, tuple[str, set[str]]] = {}
+        for _, f in found.present:
+            mine = set(files.get(f, ()))
+            for t in touches.get(bases[f], ()):
+                if t.commit not in own and (common := mine & set(t.files)):
+                    hits.setdefault(t.commit, (t.subject, set()))[1].update(common)
+        if hits:
+            out[ch.id] = tuple(Upstreamed(commit=c, subject=s, files=tuple(sorted(fs))) for c, (s, fs) in hits.items())
+    return out
+
+
+def _merge_candidates(co: Checkout, tip: str, changes: list[Change]) -> dict[int, tuple[str, str]]:
+    """For a PR recorded as merged without its merge commit: the newest upstream commit whose subject ends in
+    "(#<pr>)", as upstream's squash merges are titled; offered in the fix line, never taken as the answer."""
+    prs = [ch.upstream.pr for ch in changes if ch.upstream and ch.upstream.state == "merged"
+           and not ch.upstream.merge_commit]  # fmt: skip
+    found: dict[int, tuple[str, str]] = {}
+    for commit, subject in co.subjects(tip, [f"(#{pr})" for pr in prs]):
+        for pr in prs:
+            if subject.rstrip().endswith(f"(#{pr})"):
+                found.setdefault(pr, (commit, subject))
+    return found

@@ -1,0 +1,125 @@
+"""What `ci upstream` answers for each change, and its JSON document (upstream.json), which `ci report --upstream`
+reads back to show each change's rebase state beside its verdict.
+
+States, one per change:
+- converged: the upstream merge commit (or, where none is recorded, every commit of the PR) is an ancestor of HEAD;
+- ported: a patch equal (`git patch-id --stable`) to each port commit is among the fork's own commits (REF..HEAD);
+- partially ported: some are, the others are named as missing;
+- diverged: ported, but upstream commits after the port's base changed the same files (listed);
+- absent: nothing of it is in the fork (checked: merge commit not reached, no port patch found);
+- unknown: it could not be checked (port commits not in this checkout, no merge commit recorded); `fix` says how;
+- not imported: the change imports nothing from upstream (the harness self-test).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from ci.errors import UsageError
+
+State = Literal["converged", "ported", "partially ported", "diverged", "absent", "unknown", "not imported"]
+STATES: tuple[str, ...] = get_args(State)
+SCHEMA = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Upstreamed:
+    """An upstream commit after the port's base that changed files the port changes."""
+
+    commit: str
+    subject: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChangeState:
+    change: str
+    state: State
+    detail: str  # what was found, in one line
+    recorded: str  # the upstream state the stack records, with its date: "merged on 2026-07-28 (as of 2026-11-29)"
+    pr: str = ""  # "vllm-project/vllm#48407"; "" for a change that imports nothing
+    present: tuple[tuple[str, str], ...] = ()  # (port commit as recorded, the fork commit carrying its patch)
+    missing: tuple[str, ...] = ()  # port commits whose patch is not in the fork
+    unchecked: tuple[str, ...] = ()  # port commits that could not be compared (not in the checkout, nothing recorded)
+    diverged: tuple[Upstreamed, ...] = ()
+    flags: tuple[str, ...] = ()  # what needs doing: convergence, a missing base, a port carried after convergence
+    fix: str = ""  # how to make an unknown state known
+
+    @property
+    def diverged_files(self) -> tuple[str, ...]:
+        return tuple(sorted({f for u in self.diverged for f in u.files}))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "change": self.change, "state": self.state, "detail": self.detail, "recorded": self.recorded,
+            "pr": self.pr, "present": [{"commit": c, "in_fork": f} for c, f in self.present],
+            "missing": list(self.missing), "unchecked": list(self.unchecked),
+            "diverged": {"files": list(self.diverged_files),
+                         "commits": [{"commit": u.commit, "subject": u.subject, "files": list(u.files)}
+                                     for u in self.diverged]},
+            "flags": list(self.flags), "fix": self.fix,
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ChangeState:
+        if doc["state"] not in STATES:
+            raise ValueError(f"unknown state {doc['state']!r}")
+        return cls(
+            change=str(doc["change"]), state=doc["state"], detail=str(doc["detail"]), recorded=str(doc["recorded"]),
+            pr=str(doc["pr"]), present=tuple((str(p["commit"]), str(p["in_fork"])) for p in doc["present"]),
+            missing=tuple(map(str, doc["missing"])), unchecked=tuple(map(str, doc["unchecked"])),
+            diverged=tuple(Upstreamed(commit=str(u["commit"]), subject=str(u["subject"]),
+                                      files=tuple(map(str, u["files"]))) for u in doc["diverged"]["commits"]),
+            flags=tuple(map(str, doc["flags"])), fix=str(doc["fix"]),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class Snapshot:
+    """Every change's state in one fork checkout, against one upstream ref."""
+
+    fork: str  # the checkout's path
+    head: str
+    upstream_ref: str
+    upstream: str  # the commit the ref named
+    merge_base: str  # where the fork's own commits (upstream_ref..HEAD) branch off
+    shallow: bool
+    fork_commits: int  # how many non-merge commits upstream_ref..HEAD holds
+    changes: tuple[ChangeState, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "kind": "stackgate.upstream", "fork": self.fork, "head": self.head,
+            "upstream_ref": self.upstream_ref, "upstream": self.upstream, "merge_base": self.merge_base,
+            "shallow": self.shallow, "fork_commits": self.fork_commits,
+            "changes": [c.to_json() for c in self.changes],
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Snapshot:
+        if doc.get("kind") != "stackgate.upstream" or doc.get("schema") != SCHEMA:
+            raise ValueError(f"not a stackgate.upstream document of schema {SCHEMA}")
+        return cls(
+            fork=str(doc["fork"]), head=str(doc["head"]), upstream_ref=str(doc["upstream_ref"]),
+            upstream=str(doc["upstream"]), merge_base=str(doc["merge_base"]), shallow=bool(doc["shallow"]),
+            fork_commits=int(doc["fork_commits"]), changes=tuple(ChangeState.from_json(c) for c in doc["changes"]),
+        )  # fmt: skip
+
+
+_MAKE = "python -m ci upstream --fork CHECKOUT --format json > upstream.json"
+
+
+def read(path: Path) -> Snapshot:
+    """upstream.json as `ci upstream --format json` wrote it; anything else is a UsageError naming the file."""
+    try:
+        return Snapshot.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}",
+                         hint=_MAKE) from None  # fmt: skip
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise UsageError(f"{path}: not an upstream.json written by python -m ci upstream ({problem})",
+                         hint=_MAKE) from None  # fmt: skip

@@ -1,0 +1,289 @@
+"""`ci upstream` on real git repositories, one history per case: converged, ported (cherry-picked and rebased),
+partially ported, diverged, a stacked change whose base is missing, port commits a rebase took away; and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from git_repos import Repo, clone, copy_change, set_change
+
+from ci.cli import main
+from ci.errors import StackError, UsageError
+from ci.stack import loader
+from ci.upstream import classify, record
+from ci.upstream.checkout import Checkout
+from ci.upstream.state import ChangeState, Snapshot
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def survey(stack: Path, fork: Path, ref: str | None = None) -> Snapshot:
+    return classify.survey(loader.load(stack), Checkout.open(fork), ref)
+
+
+def state(snap: Snapshot, change: str) -> ChangeState:
+    return next(c for c in snap.changes if c.change == change)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    """upstream main at `base` (tagged), the fork's branch checked out at it."""
+    r = Repo(tmp_path / "vllm")
+    r.commit("base", {"vllm/attention.py": "attention\n", "vllm/runner.py": "runner\n", "README": "vllm\n"})
+    r.git("tag", "base")
+    r.upstream()
+    r.git("checkout", "-q", "-b", "fork")
+    return r
+
+
+def pr_branch(r: Repo, name: str, commits: dict[str, dict[str, str]]) -> list[str]:
+    """An upstream PR's branch off `base`, its commits in order; the fork's branch is checked out again after."""
+    r.git("checkout", "-q", "-b", name, "base")
+    made = [r.commit(msg, files) for msg, files in commits.items()]
+    r.git("checkout", "-q", "fork")
+    return made
+
+
+WARMUP = {
+    "Warm spec-decode kernels at startup": {"vllm/warmup.py": "def warm():\n    pass\n"},
+    "Call the warm-up from the runner": {"vllm/runner.py": "runner\nwarm()\n"},
+}
+
+
+def test_a_change_merged_upstream_and_reached_by_the_forks_head_is_converged(repo, stack_copy):
+    (skip,) = pr_branch(repo, "pr-48407", {"Skip indexer scoring for short prefills": {"vllm/sparse.py": "dense\n"}})
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "-m", "Merge pull request #48407", "pr-48407")
+    merge = repo.git("rev-parse", "HEAD")
+    repo.upstream()
+    repo.git("checkout", "-q", "fork")
+    repo.commit("the fork's own fix", {"fork.txt": "ours\n"})
+    set_change(stack_copy, "48407", upstream={"merge_commit": merge[:10], "commits": [skip[:9]]})
+    before = state(survey(stack_copy, repo.path), "48407")
+    assert before.state == "absent" and "it is on upstream/main: the next rebase brings it" in before.detail
+    repo.git("merge", "-q", "-m", "Merge upstream/main", "upstream/main")
+    after = state(survey(stack_copy, repo.path), "48407")
+    assert after.state == "converged" and after.detail == f"merge commit {merge[:10]} is an ancestor of HEAD"
+    assert after.flags == ()
+
+
+def test_a_port_cherry_picked_then_rebased_is_still_ported(repo, stack_copy):
+    p1, p2 = pr_branch(repo, "pr-48804", WARMUP)
+    repo.git("cherry-pick", p1, p2)
+    f1, f2 = repo.git("rev-parse", "HEAD~1"), repo.git("rev-parse", "HEAD")
+    repo.git("checkout", "-q", "main")
+    repo.commit("unrelated upstream work", {"vllm/other.py": "other\n"})
+    repo.upstream()
+    repo.git("checkout", "-q", "fork")
+    repo.git("rebase", "-q", "upstream/main")
+    g1, g2 = repo.git("rev-parse", "HEAD~1"), repo.git("rev-parse", "HEAD")
+    assert {g1, g2}.isdisjoint({f1, f2})  # new commits; the old ones live on in the reflog
+    set_change(stack_copy, "48804", fork={"commits": [f1[:9], f2[:9]]})
+    s = state(survey(stack_copy, repo.path), "48804")
+    assert s.state == "ported" and s.present == ((f1[:9], g1), (f2[:9], g2))
+    assert s.recorded == "closed unmerged (as of 2026-11-29)" and s.flags == ()
+
+
+def test_a_port_with_one_of_its_two_commits_dropped_is_partially_ported(repo, stack_copy):
+    p1, p2 = pr_branch(repo, "pr-48804", WARMUP)
+    repo.git("cherry-pick", p1, p2)
+    f1, f2 = repo.git("rev-parse", "HEAD~1"), repo.git("rev-parse", "HEAD")
+    repo.git("reset", "-q", "--hard", "HEAD~1")  # a rebase that dropped the conflict repair
+    set_change(stack_copy, "48804", fork={"commits": [f1[:9], f2[:9]]})
+    s = state(survey(stack_copy, repo.path), "48804")
+    assert s.state == "partially ported" and s.missing == (f2[:9],) and s.present == ((f1[:9], f1),)
+    assert s.detail == f"present: {f1[:9]} as {f1[:12]}; missing: {f2[:9]}"
+
+
+def test_a_port_whose_files_upstream_changed_afterwards_is_diverged(repo, stack_copy):
+    p1, p2 = pr_branch(repo, "pr-48804", WARMUP)
+    repo.git("cherry-pick", p1, p2)
+    f1, f2 = repo.git("rev-parse", "HEAD~1"), repo.git("rev-parse", "HEAD")
+    repo.git("checkout", "-q", "main")
+    repo.commit("unrelated upstream work", {"vllm/other.py": "other\n"})
+    runner = repo.commit("Rework the model runner", {"vllm/runner.py": "runner v2\n", "vllm/attention.py": "v2\n"})
+    repo.upstream()
+    repo.git("checkout", "-q", "fork")
+    set_change(stack_copy, "48804", fork={"commits": [f1[:9], f2[:9]]})
+    s = state(survey(stack_copy, repo.path), "48804")
+    assert s.state == "diverged" and s.diverged_files == ("vllm/runner.py",)
+    assert [(u.commit, u.subject) for u in s.diverged] == [(runner, "Rework the model runner")]
+    assert any(f.startswith("upstream changed vllm/runner.py since the port's base: ") for f in s.flags)
+    # rebased onto that work through a conflict: the repaired commit's patch changed, so it no longer matches
+    repo.git("rebase", "-q", "upstream/main", "-X", "theirs")
+    again = state(survey(stack_copy, repo.path), "48804")
+    assert again.state == "partially ported" and again.missing == (f2[:9],) and again.diverged == ()
+    assert again.flags[0].startswith(f"{f2[:9]} is missing, but {repo.git('rev-parse', 'HEAD')[:12]} has its subject")
+
+
+def test_a_stacked_change_whose_base_is_missing_is_flagged(repo, stack_copy):
+    (base_port,) = pr_branch(repo, "pr-46076", {"DCP on the mixed batch": {"vllm/dcp.py": "dcp\n"}})
+    (port,) = pr_branch(repo, "pr-46514", {"fp8_ds_mla with MTP": {"vllm/fp8.py": "fp8\n"}})
+    repo.git("cherry-pick", port)
+    copy_change(stack_copy, "46514", "46076", "FlashMLA sparse: DCP (the base #46514 is stacked on)")
+    set_change(stack_copy, "46076", upstream={"state": "open", "merged_on": None}, fork={"kind": "port",
+               "commits": [base_port[:9]]})  # fmt: skip
+    set_change(stack_copy, "46514", upstream={"state": "open", "merged_on": None}, fork={"kind": "port",
+               "commits": [port[:9]]})  # fmt: skip
+    snap = survey(stack_copy, repo.path)
+    assert state(snap, "46076").state == "absent"
+    s = state(snap, "46514")
+    assert s.state == "ported" and s.flags == ("stacked on #46076, which is absent here",)
+
+
+def test_a_port_merged_upstream_but_only_carried_as_a_port_is_flagged_for_convergence(repo, stack_copy):
+    p1, p2 = pr_branch(repo, "pr-46849", WARMUP)
+    repo.git("cherry-pick", p1, p2)
+    repo.git("checkout", "-q", "main")
+    repo.git("merge", "-q", "--no-ff", "-m", "Merge pull request #46849", "pr-46849")
+    merge = repo.git("rev-parse", "HEAD")
+    repo.upstream()
+    repo.git("checkout", "-q", "fork")
+    set_change(stack_copy, "46849", upstream={"merge_commit": merge[:12], "commits": [p1[:9], p2[:9]]})
+    s = state(survey(stack_copy, repo.path), "46849")
+    assert s.state == "ported" and s.detail.startswith("the PR's commits present: ")
+    assert s.flags == ("merged upstream: converge, dropping the port at the next rebase onto upstream/main",)
+
+
+def test_port_commits_a_rebase_took_away_are_unknown_until_their_patch_ids_are_recorded(repo, stack_copy, tmp_path):
+    p1, p2 = pr_branch(repo, "pr-48804", WARMUP)
+    repo.git("cherry-pick", p1, p2)
+    f1, f2 = repo.git("rev-parse", "HEAD~1"), repo.git("rev-parse", "HEAD")
+    repo.git("checkout", "-q", "main")
+    repo.commit("unrelated upstream work", {"vllm/other.py": "other\n"})
+    repo.git("checkout", "-q", "fork")
+    repo.git("rebase", "-q", "main")
+    rebased = clone(repo, tmp_path / "rebased")  # its own clone: f1 and f2 never travelled
+    rebased.git("checkout", "-q", "fork")
+    set_change(stack_copy, "48804", fork={"commits": [f1[:9], f2[:9]]})
+    s = state(survey(stack_copy, rebased.path), "48804")  # origin/main: the default's second choice
+    assert s.state == "unknown" and s.detail == f"port commits not in this checkout: {f1[:9]}, {f2[:9]}"
+    assert s.unchecked == (f1[:9], f2[:9]) and "--record" in s.fix
+    said = record.record(loader.load(stack_copy), Checkout.open(repo.path))
+    assert said == [f"{stack_copy / 'changes' / '48804.yaml'}: recorded the patch-ids of {f1[:9]}, {f2[:9]}"]
+    assert loader.load(stack_copy).changes["48804"].fork.patch_ids.keys() == {f1[:9], f2[:9]}
+    again = state(survey(stack_copy, rebased.path), "48804")
+    assert again.state == "ported" and again.detail.endswith(f"(by recorded patch-id: {f1[:9]}, {f2[:9]})")
+    assert record.record(loader.load(stack_copy), Checkout.open(repo.path), ["48804"])[0].endswith(
+        f"already recorded the patch-ids of {f1[:9]}, {f2[:9]}"
+    )
+
+
+def test_record_keeps_the_change_files_comments_and_writes_a_block(repo, stack_copy):
+    p1, p2 = pr_branch(repo, "pr-48804", WARMUP)
+    repo.git("cherry-pick", p1, p2)
+    path = stack_copy / "changes" / "48804.yaml"
+    f1, f2 = repo.git("rev-parse", "HEAD~1")[:9], repo.git("rev-parse", "HEAD")[:9]
+    text = path.read_text().replace("commits: [a9b1ee711, 2a6c161ff]", f"commits: [{f1}, {f2}]  # the port")
+    path.write_text(text)
+    record.record(loader.load(stack_copy), Checkout.open(repo.path))
+    lines = path.read_text().splitlines()
+    at = lines.index(f"  commits: [{f1}, {f2}]  # the port")
+    assert lines[at + 1].startswith("  patch_ids:  # git patch-id --stable of each port commit")
+    assert lines[at + 2].startswith(f'    "{f1}": "') and lines[at + 3].startswith(f'    "{f2}": "')
+    assert lines[at - 1].startswith("  # the port: a9b1ee711 adds the warm-up")  # the file's comments stay
+    assert "\n".join(lines[: at + 1] + lines[at + 4 :]) + "\n" == text
+
+
+def test_the_real_stack_on_a_checkout_says_what_it_cannot_know(repo, stack_copy, capsys):
+    repo.git("checkout", "-q", "main")
+    squash = repo.commit("[Attention] Skip sparse indexer scoring for dense short prefills (#48407)", {"s.py": "x\n"})
+    repo.upstream()
+    repo.git("checkout", "-q", "fork")
+    assert main(["--stack", str(stack_copy), "upstream", "--fork", str(repo.path), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "stackgate.upstream" and doc["upstream_ref"] == "upstream/main"
+    got = {c["change"]: c for c in doc["changes"]}
+    assert {k: c["state"] for k, c in got.items()} == {
+        "46514": "unknown", "46849": "unknown", "48407": "unknown", "48804": "unknown", "selftest": "not imported"
+    }  # fmt: skip
+    assert got["48804"]["detail"] == "port commits not in this checkout: a9b1ee711, 2a6c161ff"
+    assert got["48407"]["detail"] == "merge commit not recorded, and no port commits to compare"
+    assert got["48407"]["fix"].startswith(f"upstream/main has {squash[:12]} '[Attention] Skip sparse indexer")
+    assert "stacked on #46076, which no change file tracks: its presence is not checked" in got["46514"]["flags"]
+    file = stack_copy / "changes" / "46849.yaml"
+    assert got["46849"]["fix"] == f"record upstream.merge_commit (the commit that merged #46849) in {file}"
+    assert Snapshot.from_json(doc).to_json() == doc
+
+
+def _ci(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ci", *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_lists_every_change_as_json_and_refuses_a_non_repository(repo, tmp_path):
+    done = _ci("upstream", "--fork", str(repo.path), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert [c["change"] for c in json.loads(done.stdout)["changes"]] == list(loader.load().changes)
+    plain = tmp_path / "not-a-repo"
+    plain.mkdir()
+    refused = _ci("upstream", "--fork", str(plain), "--format", "json")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith(f"error: {plain} is not a git repository\n  fix: pass --fork the path of a git")
+    table = _ci("upstream", "--fork", str(repo.path))
+    assert table.returncode == 0 and "\nChange    Upstream " in table.stdout
+    assert "fix #48804: fetch a ref holding them into" in table.stdout
+
+
+def test_a_folder_inside_a_repository_is_not_taken_for_the_repository(repo):
+    (repo.path / "vllm").mkdir(exist_ok=True)
+    with pytest.raises(UsageError, match="it is a folder inside the repository"):
+        Checkout.open(repo.path / "vllm")
+
+
+def test_an_upstream_ref_that_does_not_exist_is_refused(repo, stack_copy):
+    with pytest.raises(UsageError) as info:
+        survey(stack_copy, repo.path, "upstream/mian")
+    assert "--upstream-ref 'upstream/mian' names no commit" in str(info.value) and "upstream/main" in info.value.hint
+    repo.git("update-ref", "-d", "refs/remotes/upstream/main")
+    with pytest.raises(UsageError, match="neither upstream/main nor origin/main exists"):
+        survey(stack_copy, repo.path)
+
+
+def test_an_unknown_commit_id_names_the_file_line_and_key(repo, stack_copy):
+    set_change(stack_copy, "48407", upstream={"merge_commit": "0123abcd4"})
+    with pytest.raises(StackError) as info:
+        survey(stack_copy, repo.path)
+    err = info.value
+    path = stack_copy / "changes" / "48407.yaml"
+    assert err.path == path and err.key == "upstream.merge_commit" and err.exit_code == 2
+    assert err.line == path.read_text().splitlines().index("  merge_commit: 0123abcd4") + 1
+    assert f"commit 0123abcd4 is not in {repo.path}" in err.message
+    assert err.hint.startswith(f"git -C {repo.path} fetch https://github.com/vllm-project/vllm.git main")
+
+
+def test_a_shallow_clone_missing_history_is_refused_with_the_fetch_that_fixes_it(repo, stack_copy, tmp_path):
+    repo.commit("the fork's own work", {"fork.txt": "1\n"})
+    repo.commit("more of it", {"fork.txt": "2\n"})
+    repo.git("checkout", "-q", "main")
+    repo.commit("upstream moves on", {"vllm/other.py": "1\n"})
+    repo.commit("and on", {"vllm/other.py": "2\n"})
+    repo.git("checkout", "-q", "fork")
+    shallow = clone(repo, tmp_path / "shallow", "--depth", "1", "--no-single-branch")
+    shallow.git("checkout", "-q", "fork")
+    with pytest.raises(UsageError) as info:
+        survey(stack_copy, shallow.path)
+    assert "is a shallow clone: HEAD and origin/main share no commit in the history it holds" in info.value.message
+    assert info.value.hint == f"fetch more history: git -C {shallow.path} fetch --unshallow"
+    shallow.git("fetch", "-q", "--unshallow")
+    assert survey(stack_copy, shallow.path).merge_base == repo.git("rev-parse", "base")
+
+
+def test_the_benchmarks_history_gives_each_state(stack_copy, tmp_path):
+    """The 20,000-commit benchmark's history, small: the states it reports are the ones it was built to give."""
+    from ci.bench import upstream as bench
+
+    for own_only, port in ((False, "diverged"), (True, "ported")):
+        root = tmp_path / f"own-{own_only}"
+        ids = bench.build(root, own_only, commits=400, fork_own=60)
+        stack = tmp_path / f"stack-{own_only}"
+        bench.stack_for(stack_copy, stack, ids)
+        snap = survey(stack, root, "upstream/main")
+        assert {c.change: c.state for c in snap.changes} == {
+            "46514": "partially ported", "46849": "absent", "48407": "converged", "48804": port,
+            "selftest": "not imported",
+        }  # fmt: skip
+        assert int(Repo(root, init=False).git("rev-list", "--all", "--count")) == 400
