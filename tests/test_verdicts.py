@@ -92,5 +92,9 @@ def test_one_release_from_two_builds_is_two_builds(tmp_path: Path) -> None:
         text = text.replace(marker, marker + '<property name="stackgate.vllm_version" value="0.26.0"/>'
                             f'<property name="stackgate.vllm_commit" value="{commit}"/>', 1)  # fmt: skip
     junit.write_text(text)
-    lines = report.banner(report.build(STACK.root, [junit], None))
-    assert "cpu: results from 2 vLLM versions (0.26.0 (g1234567), 0.26.0 (gffd46bfab))" in lines
+    built = report.build(STACK.root, [junit], None)
+    assert "cpu: results from 2 vLLM versions (0.26.0 (g1234567), 0.26.0 (gffd46bfab))" in report.banner(built)
+    from ci.report.view import inputs_table
+
+    [(_, _, _, _, _, shown)] = inputs_table(built).rows  # the inputs table names the builds of every file
+    assert shown == "0.26.0 (g1234567), 0.26.0 (gffd46bfab)"

@@ -142,8 +142,10 @@ def inputs_table(report: Report) -> Table:
     rows = []
     for f in reads:
         role = "baseline" if f is report.baseline else "upstream" if f is report.upstream_read else "junit"
-        rows.append((f.path, role, ("✅ " if f.status == "ok" else "❌ ") + f.status, f.problem, str(len(f.cases))))
-    return Table(headers=("Input", "Role", "Status", "Problem", "Testcases"), rows=tuple(rows))
+        builds = sorted({v for c in f.cases if (v := getattr(c, "vllm_version", None))})  # the vLLM under test
+        rows.append((f.path, role, ("✅ " if f.status == "ok" else "❌ ") + f.status, f.problem, str(len(f.cases)),
+                     ", ".join(builds) or "–"))  # fmt: skip
+    return Table(headers=("Input", "Role", "Status", "Problem", "Testcases", "vLLM"), rows=tuple(rows))
 
 
 def criteria_table(verdict: Verdict) -> Table:
