@@ -33,6 +33,11 @@ def folder() -> Path:
     return Path(os.environ[ENV_PROFILE]) / row
 
 
+def last_warm(i: int, repeats: int) -> str | None:
+    """The phase name of warm sample `i` of `repeats`: the last one is profiled beside the cold request."""
+    return "warm" if i == repeats - 1 else None
+
+
 @contextlib.contextmanager
 def phase(name: str | None) -> Iterator[None]:
     """Profile the block as `name` ("cold" or "warm") where profiling is on; otherwise do nothing."""

@@ -53,7 +53,7 @@ def test_fp8_ds_mla(row, request):
     with probes.dispatches(engines.runner(engine)) as disp, probes.mla_layer0_output(probes.mixed_prefill_rows) as cap:
         cold_ms, _ = run_mixed(engine, row, profile="cold")
         run_mixed(engine, row)  # settles: warm samples start after the first repeat (a 967 ms one was seen)
-        warm_ms = [run_mixed(engine, row, profile="warm" if i == 2 else None)[0] for i in range(3)]
+        warm_ms = [run_mixed(engine, row, profile=profiling.last_warm(i, 3))[0] for i in range(3)]
         decode_prompts = config.prompts(row, length=DECODE_PROMPT, salt="throughput")
         engines.generate(engine, decode_prompts, engines.greedy(64))  # same shapes once, off the clock
         tput = []

@@ -15,6 +15,7 @@ import pytest
 from engine import config, degeneration, engines, presence, probes, topk_guard
 from engine.evidence import Evidence
 from harness.graphs import GraphCounter
+from harness.profile import last_warm
 
 WARM_REPEATS = 5
 OUTPUT_TOKENS = 16
@@ -40,7 +41,7 @@ def test_indexer_skip(row, request):
         engines.generate(engine, prompts, engines.greedy(1))  # settles the 1-token shape: not a warm sample
         prefill_ms = [engines.timed_ms(engine, prompts, engines.greedy(1))[0] for _ in range(WARM_REPEATS)]
         full = engines.greedy(OUTPUT_TOKENS)  # the last warm one is profiled beside the cold one (harness.profile)
-        warm_ms = [engines.timed_ms(engine, prompts, full, profile="warm" if i == 2 else None)[0] for i in range(3)]
+        warm_ms = [engines.timed_ms(engine, prompts, full, profile=last_warm(i, 3))[0] for i in range(3)]
     try:  # the #52512 condition forced, after the timed requests: the forcing costs a fill per step
         with topk_guard.watch(row["backend"], engines.runner(engine)) as guard:
             forced = engines.generate(engine, prompts, engines.greedy(OUTPUT_TOKENS))

@@ -12,12 +12,9 @@ import statistics
 import pytest
 from engine import config, engines, presence, probes
 from engine.evidence import Evidence
+from harness.profile import last_warm
 
 WARM_REPEATS = 5
-
-
-def last_warm(i: int) -> str | None:
-    return "warm" if i == WARM_REPEATS - 1 else None  # profiled beside the cold request (harness.profile)
 
 
 def _measure(engine, prompts, params):
@@ -25,7 +22,10 @@ def _measure(engine, prompts, params):
     with probes.draft_loop(engines.runner(engine)) as loop:
         cold_ms, out = engines.timed_ms(engine, prompts, params, profile="cold")
         first_warm = len(loop.loop_ms)
-        warm_ms = [engines.timed_ms(engine, prompts, params, profile=last_warm(i))[0] for i in range(WARM_REPEATS)]
+        warm_ms = [
+            engines.timed_ms(engine, prompts, params, profile=last_warm(i, WARM_REPEATS))[0]
+            for i in range(WARM_REPEATS)
+        ]
         warm_steps = loop.draft_step_ms[first_warm:]
     return cold_ms, warm_ms, out, loop, warm_steps
 

@@ -15,12 +15,9 @@ from engine import config, engines, presence
 from engine.evidence import Evidence
 from harness import jit
 from harness.graphs import GraphCounter
+from harness.profile import last_warm
 
 WARM_REPEATS = 5
-
-
-def last_warm(i: int) -> str | None:
-    return "warm" if i == WARM_REPEATS - 1 else None  # profiled beside the cold request (harness.profile)
 
 
 @pytest.mark.track("kernel-warmup")
@@ -41,7 +38,10 @@ def test_kernel_warmup(row, request, jit_window):
         before = engines.spec_stats(engine)
         cold_ms, out = engines.timed_ms(engine, prompts, params, profile="cold")
         engines.generate(engine, prompts, params)  # settles: warm samples start after the first repeat
-        warm_ms = [engines.timed_ms(engine, prompts, params, profile=last_warm(i))[0] for i in range(WARM_REPEATS)]
+        warm_ms = [
+            engines.timed_ms(engine, prompts, params, profile=last_warm(i, WARM_REPEATS))[0]
+            for i in range(WARM_REPEATS)
+        ]
         after = engines.spec_stats(engine)
     seen = after_ready.seen()
     tokens = engines.token_ids(out)
