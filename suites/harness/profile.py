@@ -137,16 +137,14 @@ def first_only(cold: Mapping[str, Any], warm: Mapping[str, Any], *, limit: int =
     for phase, doc in (("cold", cold), ("warm", warm)):
         for f in doc.get("traced", []):
             lines.append(f"  {phase}: {f['frame']} ({f['s']} s)")
-    lines.append("Python, cumulative ms beyond the warm request (calls cold / warm):")
-    for extra, fn, nc, nw in _excess(cold["python"], warm["python"], "fn", "cum_ms")[:limit]:
-        lines.append(f"  {extra:10.1f}  {fn}  ({nc} / {nw})")
-    lines.append("Python, own ms beyond the warm request:")
-    for extra, fn, nc, nw in _excess(cold["python"], warm["python"], "fn", "own_ms")[:limit]:
-        lines.append(f"  {extra:10.1f}  {fn}  ({nc} / {nw})")
-    lines.append("torch ops and CUDA runtime calls, self CPU ms beyond the warm request:")
-    for extra, op, nc, nw in _excess(cold["ops"], warm["ops"], "op", "cpu_ms")[:limit]:
-        lines.append(f"  {extra:10.1f}  {op}  ({nc} / {nw})")
-    lines.append("device ms beyond the warm request:")
-    for extra, op, nc, nw in _excess(cold["ops"], warm["ops"], "op", "device_ms")[:limit]:
-        lines.append(f"  {extra:10.1f}  {op}  ({nc} / {nw})")
+    sections = (
+        ("Python, cumulative ms beyond the warm request (calls cold / warm):", "python", "fn", "cum_ms"),
+        ("Python, own ms beyond the warm request:", "python", "fn", "own_ms"),
+        ("torch ops and CUDA runtime calls, self CPU ms beyond the warm request:", "ops", "op", "cpu_ms"),
+        ("device ms beyond the warm request:", "ops", "op", "device_ms"),
+    )
+    for heading, table, key, value in sections:
+        lines.append(heading)
+        for extra, name, nc, nw in _excess(cold[table], warm[table], key, value)[:limit]:
+            lines.append(f"  {extra:10.1f}  {name}  ({nc} / {nw})")
     return "\n".join(lines) + "\n"
