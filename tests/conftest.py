@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,3 +66,15 @@ def docker_client():
         if os.environ.get("STACKGATE_REQUIRE_DOCKER") == "1":
             pytest.fail(f"STACKGATE_REQUIRE_DOCKER=1 and no docker engine answers: {exc}")
         pytest.skip(f"no docker engine answers: {exc}")
+
+
+SUITES = Path(__file__).resolve().parent.parent / "suites"
+
+
+@pytest.fixture
+def engine_pkg(monkeypatch):
+    """suites/engine imported afresh from the suites tree (as the images import it), for one test."""
+    monkeypatch.syspath_prepend(str(SUITES))
+    for name in [m for m in sys.modules if m == "engine" or m.startswith("engine.")]:
+        monkeypatch.delitem(sys.modules, name)
+    return importlib.import_module("engine")

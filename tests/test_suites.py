@@ -5,8 +5,6 @@ presence checks against a vLLM source tree, the acceptance checks a row applies)
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import sys
 import types
 from pathlib import Path
 
@@ -38,14 +36,6 @@ def test_gpu_rows_collect_one_item_each_and_skip_here(target, suite, tmp_path):
     for case in cases:
         assert case.result and isinstance(case.result[0], Skipped), case.name
         assert "hardware absent" in case.result[0].message
-
-
-@pytest.fixture
-def engine_pkg(monkeypatch):
-    monkeypatch.syspath_prepend(str(SUITES))
-    for name in [m for m in sys.modules if m == "engine" or m.startswith("engine.")]:
-        monkeypatch.delitem(sys.modules, name)
-    return importlib.import_module("engine")
 
 
 def _row(st, change: str, model: str, **want):

@@ -5,7 +5,6 @@ degeneration against a reference. The engine side runs on a GPU; here plain obje
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,6 @@ import pytest
 from ci.stack import loader, plan
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"
-
-
-@pytest.fixture
-def engine_pkg(monkeypatch):
-    monkeypatch.syspath_prepend(str(SUITES))
-    for name in [m for m in sys.modules if m == "engine" or m.startswith("engine.")]:
-        monkeypatch.delitem(sys.modules, name)
-    return importlib.import_module("engine")
 
 
 class Buffer:

@@ -77,11 +77,7 @@ def key(target: Target, kind: str = "warm") -> dict[str, str]:
     """What invalidates the caches on this host. A warm-run bake ("warm") holds inductor's and vLLM's caches,
     made on this GPU and driver; the AOT bake alone ("aot") is Triton's cache for the target's triton
     targets, made with a stand-in driver, so no GPU or driver is part of its key."""
-    if kind == "aot":
-        return {"kind": kind, "target": target.id, "root": str(root(target)), "python": platform.python_version(),
-                "machine": platform.machine(), "vllm": _version("vllm"), "torch": _version("torch"),
-                "triton": _version("triton"), "triton_targets": ",".join(target.triton_targets)}  # fmt: skip
-    return {
+    common = {
         "kind": kind,
         "target": target.id,
         "root": str(root(target)),
@@ -90,9 +86,10 @@ def key(target: Target, kind: str = "warm") -> dict[str, str]:
         "vllm": _version("vllm"),
         "torch": _version("torch"),
         "triton": _version("triton"),
-        "driver": _driver(),
-        "gpu": host.describe(),
     }
+    if kind == "aot":
+        return {**common, "triton_targets": ",".join(target.triton_targets)}
+    return {**common, "driver": _driver(), "gpu": host.describe()}
 
 
 def pack(target: Target, out: Path, kind: str = "warm") -> Path:
