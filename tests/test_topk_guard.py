@@ -5,13 +5,10 @@ degeneration against a reference. The engine side runs on a GPU; here plain obje
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import pytest
 
 from ci.stack import loader, plan
-
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
 class Buffer:
