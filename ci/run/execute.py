@@ -159,8 +159,11 @@ def run_host(spec: RunSpec) -> int:
     else:
         if spec.caches is not None:
             env.update(caches.install(spec.target, spec.caches))
-        env.update(host_aot.bake(spec.target, env, DEFAULT_SUITES))
-        env["STACKGATE_CACHES_FROM"] = f"artefact:{spec.caches.name}" if spec.caches is not None else "aot"
+        baked = host_aot.bake(spec.target, env, DEFAULT_SUITES)
+        env.update(baked)
+        # "aot" only where the bake gave the rows a cache; else the root holds whatever earlier runs left
+        made = "aot" if baked else "as found (no AOT bake)"
+        env["STACKGATE_CACHES_FROM"] = f"artefact:{spec.caches.name}" if spec.caches is not None else made
     proc = subprocess.Popen(cmd, env=env, cwd=suites_root, preexec_fn=signals.die_with_parent)
     with signals.forwarding(proc.send_signal) as received:
         code = proc.wait()
