@@ -3,7 +3,9 @@ anything errors and names the kernel; a test that compiles on purpose says so wi
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -47,17 +49,18 @@ def test_compiles_nothing():
 """
 
 
-def _run(tmp_path: Path, refuse: bool) -> dict[str, tuple[str, str]]:
+def _run(tmp_path: Path, refuse: bool, name: str = "", out: str = "out") -> dict[str, tuple[str, str]]:
     pytest.importorskip("triton")
-    name = f"unbaked_{uuid.uuid4().hex[:8]}"
-    (tmp_path / "suites" / "jit").mkdir(parents=True)
+    name = name or f"unbaked_{uuid.uuid4().hex[:8]}"
+    (tmp_path / "suites" / "jit").mkdir(parents=True, exist_ok=True)
     (tmp_path / "suites" / "jit" / "test_jit.py").write_text(BODY.replace("NAME", name))
-    env = {**os.environ, "STACKGATE_REFUSE_JIT": "1" if refuse else "0"}
+    env = {**os.environ, "STACKGATE_REFUSE_JIT": "1" if refuse else "0",
+           "STACKGATE_RUNTIME_CACHES": str(tmp_path / "rt")}  # fmt: skip
     argv = [sys.executable, "-m", "ci", "run", "cpu", "jit", "--host", "--suites-dir", str(tmp_path / "suites"),
-            "--out", str(tmp_path / "out")]  # fmt: skip
+            "--out", str(tmp_path / out)]  # fmt: skip
     subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     cases = {}
-    for suite in JUnitXml.fromfile(str(tmp_path / "out" / "junit-cpu-jit-0.xml")):
+    for suite in JUnitXml.fromfile(str(tmp_path / out / "junit-cpu-jit-0.xml")):
         for case in suite:
             cases[case.name] = (case.result[0]._tag, case.result[0].message or "") if case.result else ("pass", "")
     return cases
@@ -73,3 +76,40 @@ def test_a_row_that_compiles_errors_naming_the_kernel(tmp_path: Path) -> None:
 
 def test_without_refusal_the_compile_is_counted_not_refused(tmp_path: Path) -> None:
     assert _run(tmp_path, refuse=False)["test_compiles"] == ("pass", "")
+
+
+def test_a_kernel_the_bake_made_under_another_key_is_named_with_the_part_that_differs(tmp_path: Path) -> None:
+    """The artefact did not serve a kernel its bake compiled: the refusal says which part of the key moved."""
+    name = f"unbaked_{uuid.uuid4().hex[:8]}"
+    _run(tmp_path, refuse=False, name=name, out="first")
+    events = [json.loads(line) for line in (tmp_path / "first" / "jit-events.jsonl").read_text().splitlines()]
+    baked = next(e for e in events if e["kernel"].endswith("_a"))
+    baked["hash"] = "0" * 64  # the bake's compile of the same specialisation, on a host whose option differed
+    baked["key_parts"]["options"]["debug"] = not baked["key_parts"]["options"]["debug"]
+    (tmp_path / "rt" / "cpu" / "warm-bake-jit.jsonl").write_text(json.dumps(baked) + "\n")
+    shutil.rmtree(tmp_path / "rt" / "cpu" / "triton", ignore_errors=True)
+    status, message = _run(tmp_path, refuse=True, name=name, out="second")["test_compiles"]
+    assert status == "error" and "the bake compiled 1 of their specialisations too" in message
+    flipped = baked["key_parts"]["options"]["debug"]
+    assert "baked under key 0000000000, compiled here under" in message
+    assert f"option debug {flipped!r} in the bake, {not flipped!r} here" in message
+
+
+def test_the_key_diff_names_each_moved_part_and_skips_what_the_bake_never_reached() -> None:
+    sys.path.insert(0, str(REPO / "suites"))
+    from harness import missed
+
+    spec = {"function": "m:k", "signature": [["x", "*i32"]], "constants": {}, "divisible_by_16": ["x"],
+            "num_warps": 4, "num_stages": 3, "target": "cuda:90"}  # fmt: skip
+    parts = {"triton": "t1", "backend": "12.8-90", "fn": "f1", "src": "s1", "options": {"debug": False}}
+    bake = [{**spec, "kernel": "k", "hash": "a" * 64, "key_parts": parts}]
+    moved = {**parts, "backend": "12.9-90", "options": {"debug": False, "TRITON_X": "1"}}
+    here = [{**spec, "kernel": "k", "hash": "b" * 64, "key_parts": moved},
+            {**spec, "kernel": "other", "num_warps": 8, "hash": "c" * 64, "key_parts": parts}]  # fmt: skip
+    (line,) = missed.explain(here, bake)
+    assert line.startswith("k: baked under key aaaaaaaaaa, compiled here under bbbbbbbbbb: ")
+    assert "backend '12.8-90' in the bake, '12.9-90' here" in line
+    assert "option TRITON_X None in the bake, '1' here" in line
+    assert missed.explain(here[:1], [{**bake[0], "hash": "b" * 64}]) == [
+        "k: the bake made key bbbbbbbbbb too, yet it was not in the cache here"
+    ]

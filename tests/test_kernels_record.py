@@ -74,6 +74,7 @@ def test_each_compile_names_the_parts_of_its_cache_key(tmp_path: Path) -> None:
         assert len(parts["fn"]) == 16 and len(parts["src"]) == 16
         assert parts["options"]["num_warps"] == e["num_warps"] and "debug" in parts["options"]
         assert "hash" not in parts["options"] and "shared" not in parts["options"]
+        assert len(parts["triton"]) == 16 and e["target"].split(":")[1] in parts["backend"]
     by_kernel = {}
     for e in seen:
         by_kernel.setdefault(e["kernel"], set()).add(e["key_parts"]["fn"])

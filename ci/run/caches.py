@@ -164,6 +164,7 @@ def _sha256(path: Path) -> str:
 
 def warm(target: Target, rows_json: Path, base_env: Mapping[str, str], suites: Path) -> int:
     """The suites' warm-up on this host, every cache pointed into the target's root."""
-    run_env = {**base_env, **env(target), "STACKGATE_ROWS": str(rows_json)}
+    run_env = {**base_env, **env(target), "STACKGATE_ROWS": str(rows_json),
+               "STACKGATE_WARM_JIT_LOG": str(root(target) / "warm-bake-jit.jsonl")}  # fmt: skip
     argv = [sys.executable, "-m", "harness.warmup", "--rows", str(rows_json)]
     return subprocess.run(argv, env=run_env, cwd=suites, check=False).returncode

@@ -67,6 +67,7 @@ class Seen:
     compiles: int | None
     kernels: tuple[str, ...]
     cache_new_files: tuple[str, ...]
+    events: tuple[dict, ...] = ()  # the compiles' own events, with their key parts
 
     @property
     def available(self) -> bool:
@@ -92,7 +93,7 @@ class Window:
         events, _ = self._mod.read_events(str(self._log), self._offset)
         real = list(self._mod.compiles(events))
         kernels = tuple(dict.fromkeys(str(e.get("kernel", "?")) for e in real))
-        return Seen(compiles=len(real), kernels=kernels, cache_new_files=new)
+        return Seen(compiles=len(real), kernels=kernels, cache_new_files=new, events=tuple(real))
 
 
 def expect_aot(seen: Seen, what: str = "this row") -> None:

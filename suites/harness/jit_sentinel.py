@@ -101,9 +101,31 @@ def _key_parts(src: Any, metadata: dict) -> dict[str, Any]:
     try:
         options = {k: _plain(v) for k, v in sorted(metadata.items())
                    if k not in _NOT_OPTIONS and not isinstance(v, (bytes, bytearray))}  # fmt: skip
-        return {"fn": str(src.fn.cache_key)[:16], "src": str(src.hash())[:16], "options": options}
+        parts = {"fn": str(src.fn.cache_key)[:16], "src": str(src.hash())[:16], "options": options}
     except Exception:  # never break the program being watched
         return {}
+    return {**parts, **_toolchain(metadata.get("target"))}
+
+
+_TOOLCHAINS: dict[str, dict[str, str]] = {}
+
+
+def _toolchain(target: Any) -> dict[str, str]:
+    """The key's two other parts, once per target and process: Triton's own key (its compiler, backends and
+    libtriton, hashed) and the backend's (the ptxas or LLVM version and the arch)."""
+    name = _target_name(target)
+    if name not in _TOOLCHAINS:
+        try:
+            import hashlib
+
+            from triton.compiler.compiler import make_backend
+            from triton.runtime.cache import triton_key
+
+            _TOOLCHAINS[name] = {"triton": hashlib.sha256(triton_key().encode()).hexdigest()[:16],
+                                 "backend": str(make_backend(target).hash())}  # fmt: skip
+        except Exception:  # an older triton, or a target it cannot make a backend for
+            _TOOLCHAINS[name] = {}
+    return _TOOLCHAINS[name]
 
 
 # what the compiled kernel's metadata holds beyond the options: results of the compile, not its inputs

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import harness
-from harness import hardware, isolate, jit, junit, progress, reaper
+from harness import hardware, isolate, jit, junit, missed, progress, reaper
 from harness.isolate import Outcome
 from harness.measure import Measurement
 from harness.measure import record as _record
@@ -405,6 +405,9 @@ def _refuse_jit(outcome: Outcome, seen: jit.Seen) -> Outcome:
     if seen.compiles:
         cache = os.environ.get("TRITON_CACHE_DIR", "~/.triton/cache")
         found.append(f"{seen.compiles} Triton compile(s) into {cache}: {', '.join(seen.kernels[:8])}")
+        why = missed.explain(seen.events, missed.baked())
+        if why:
+            found.append(f"the bake compiled {len(why)} of their specialisations too: {' | '.join(why[:3])}")
     if seen.cache_new_files:
         dirs = sorted({str(Path(f).parent) for f in seen.cache_new_files})
         found.append(f"{len(seen.cache_new_files)} new JIT cache file(s) under {', '.join(dirs[:3])}")

@@ -23,6 +23,10 @@ from typing import Any
 
 from harness.rows import ENV_ROWS, load
 
+# where the warm run's compiles are logged, with their key parts (`ci bake --host` keeps them beside the
+# caches, so that a row the artefact did not serve can say which part of a kernel's key differed)
+ENV_WARM_LOG = "STACKGATE_WARM_JIT_LOG"
+
 
 def _hook(suite: str):
     try:
@@ -51,7 +55,8 @@ def run_row_test(row: Any, *, suites: Path | None = None) -> int:
         junit = Path(tmp) / "warm.xml"
         argv = [sys.executable, "-m", "pytest", str(root / row.suite), "--rootdir", str(root), "-p", "harness.plugin",
                 "-p", "no:cacheprovider", "-q", "--stackgate-row", row.id, "--stackgate-junit", str(junit)]  # fmt: skip
-        env = {**os.environ, "STACKGATE_REFUSE_JIT": "0", "STACKGATE_JIT_LOG": str(Path(tmp) / "jit.jsonl")}
+        log = os.environ.get(ENV_WARM_LOG) or str(Path(tmp) / "jit.jsonl")  # kept where the bake asks
+        env = {**os.environ, "STACKGATE_REFUSE_JIT": "0", "STACKGATE_JIT_LOG": log}
         env.pop("STACKGATE_PROFILE_DIR", None)
         done = subprocess.run(argv, env=env, cwd=root, check=False, capture_output=True, text=True)
         ran = junit.is_file() and row.id in junit.read_text()

@@ -1,0 +1,73 @@
+"""Why a kernel the bake compiled was compiled again: the same specialisation under another cache key.
+
+The bakes log their compiles next to the caches they fill (`aot-bake-jit.jsonl` from the AOT bake,
+`warm-bake-jit.jsonl` from the warm run, in the caches root that holds `triton/`), each with the parts of
+its key (`jit_sentinel._key_parts`). A run's compile of a specialisation the bake compiled too, under
+another key, differs from it in one of those parts: this names which, so a refused row says why the
+artefact did not serve it rather than only that it did not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+BAKE_LOGS = ("aot-bake-jit.jsonl", "warm-bake-jit.jsonl")
+# what makes two compiles "the same specialisation": everything Triton keys on but the toolchain and options
+_SPEC = ("function", "signature", "constants", "divisible_by_16", "num_warps", "num_stages", "target")
+
+
+def caches_root() -> Path | None:
+    """The root the bake filled: the folder above Triton's cache, where the bake logs lie."""
+    triton = os.environ.get("TRITON_CACHE_DIR")
+    return Path(triton).parent if triton else None
+
+
+def baked(root: Path | None = None) -> list[dict]:
+    """Every compile the bakes of this root logged (none where no bake log is there)."""
+    top = root or caches_root()
+    events: list[dict] = []
+    for name in BAKE_LOGS if top else ():
+        path = top / name
+        if path.is_file():
+            events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return events
+
+
+def _spec(event: dict) -> str:
+    return json.dumps({k: event.get(k) for k in _SPEC}, sort_keys=True, default=str)
+
+
+def differing(here: dict, bake: dict) -> list[str]:
+    """The key parts in which a compile here differs from the bake's compile of the same specialisation."""
+    a, b = here.get("key_parts") or {}, bake.get("key_parts") or {}
+    if not a or not b:
+        return ["its key parts were not recorded on both sides"]
+    out = [f"{k} {b.get(k)!r} in the bake, {a.get(k)!r} here" for k in ("triton", "backend", "fn", "src")
+           if a.get(k) != b.get(k)]  # fmt: skip
+    oa, ob = a.get("options") or {}, b.get("options") or {}
+    out += [f"option {k} {ob.get(k)!r} in the bake, {oa.get(k)!r} here" for k in sorted({*oa, *ob})
+            if oa.get(k) != ob.get(k)]  # fmt: skip
+    return out or ["every recorded part is equal (the difference is in what Triton hashes and the log does not)"]
+
+
+def explain(compiles: Iterable[dict], bake: Iterable[dict]) -> list[str]:
+    """One line per kernel compiled here whose specialisation the bake also compiled."""
+    by_spec: dict[str, list[dict]] = {}
+    for event in bake:
+        by_spec.setdefault(_spec(event), []).append(event)
+    lines: dict[str, None] = {}
+    for event in compiles:
+        same = by_spec.get(_spec(event))
+        if not same:
+            continue  # a specialisation the bake never reached: nothing to compare
+        name, key = event.get("kernel", "?"), str(event.get("hash", ""))[:10]
+        if any(b.get("hash") == event.get("hash") for b in same):
+            lines[f"{name}: the bake made key {key} too, yet it was not in the cache here"] = None
+        else:
+            parts = "; ".join(differing(event, same[0]))
+            made = str(same[0].get("hash", ""))[:10]
+            lines[f"{name}: baked under key {made}, compiled here under {key}: {parts}"] = None
+    return list(lines)
