@@ -25,9 +25,14 @@ def caches_root() -> Path | None:
     return Path(triton).parent if triton else None
 
 
+# read when the harness loads, before vLLM runs in this process: vLLM's inductor adaptor points
+# $TRITON_CACHE_DIR into its own compile cache once an engine starts (compilation/compiler_interface.py)
+_ROOT_AT_START = caches_root()
+
+
 def baked(root: Path | None = None) -> list[dict]:
     """Every compile the bakes of this root logged (none where no bake log is there)."""
-    top = root or caches_root()
+    top = root or _ROOT_AT_START
     events: list[dict] = []
     for name in BAKE_LOGS if top else ():
         path = top / name

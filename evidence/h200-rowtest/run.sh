@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The no-JIT A/B, second round: the warm-run artefact now made by running each row's own test
+# (harness.warmup.run_row_test), its compiles logged with their key parts beside the caches
+# (warm-bake-jit.jsonl), so that a row the artefact does not serve names the part of the key that moved.
+#   host A (fresh): stage, `run.sh bake` (the artefacts come back here, in parts)
+#   host B (fresh): stage with the artefacts under art2/, `run.sh c 1 2 3`: (c) three times, each repeat
+#                   from a wiped root with the host-A artefact installed, JIT refused
+# Two H200s per host, one stream of rows per GPU; vLLM 0.26.0 staged as ../../../shared/gpu/README.md says.
+set -u
+export PYTHONPATH=/root/stage/site:/root/stage/extra:/tmp/pydeps CUDA_HOME=/usr/local/cuda VLLM_USE_FLASHINFER_SAMPLER=0
+export VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 STACKGATE_REFUSE_JIT=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl 2>/dev/null
+SPEC="48804.cuda-sm90.tiny-llama-eagle.54aa101d 46849.cuda-sm90.tiny-llama-eagle.cf3fb5bf"
+SPARSE="46514.cuda-sm90.tiny-deepseek-v32-mtp.6873e57f 48407.cuda-sm90.tiny-deepseek-v32-mtp.14e52503"
+R=/root/res2
+mkdir -p $R /root/art2
+
+row() {  # row GPU SUITE ROW OUTNAME [ci run flags...]: one row, one fresh process tree
+  local gpu=$1 suite=$2 id=$3 name=$4; shift 4
+  local t0=$SECONDS
+  CUDA_VISIBLE_DEVICES=$gpu python3 -m ci run cuda-sm90 "$suite" --host --rows "$id" --out "$R/$name" "$@" \
+    > "$R/$name.log" 2>&1
+  echo "$name exit $? in $((SECONDS - t0)) s"
+}
+summary() {  # one line per run: the timing metrics, then the verdict or refusal (with the key diff, if any)
+  python3 - "$@" <<'PY'
+import sys, glob, json
+from junitparser.xunit2 import JUnitXml
+for d in sys.argv[1:]:
+    for f in sorted(glob.glob(f"{d}/junit-*.xml")):
+        for s in JUnitXml.fromfile(f):
+            for c in s:
+                if "[" not in c.name: continue
+                p = {x.name: x.value for x in c.properties()}
+                m = {k.split(".")[2]: json.loads(v).get("samples", [None])[:3] for k, v in p.items()
+                     if k.startswith("stackgate.metric.") and k.split(".")[2] in
+                     ("engine_ready_s", "cold_first_request_ms", "warm_request_ms")}
+                msg = (c.result[0].message or "") if c.result else "pass"
+                i = msg.find("JIT refused")
+                print(d.split("/")[-1], m, "compiles", p.get("stackgate.jit.compiles"), "new", p.get("stackgate.jit.cache_new_files"))
+                print("   ", msg[i:i + 900] if i >= 0 else msg[:200])
+PY
+}
+pack() {  # this host's results so far, back as one file
+  rm -rf $R/*/logs/*.result.json
+  tar -C /root -czf "$OUT/res2-$1.tar.gz" res2 && ls -la "$OUT/res2-$1.tar.gz"
+}
+
+case "$1" in
+  bake)  # host A: the warm-run artefacts, one per GPU stream (the caches root is part of the key)
+    for pair in "0 spec $SPEC" "1 sparse $SPARSE"; do
+      set -- $pair; gpu=$1 s=$2; shift 2; ids="$*"
+      ( t0=$SECONDS; STACKGATE_RUNTIME_CACHES=/root/rt-c-$s CUDA_VISIBLE_DEVICES=$gpu python3 -m ci bake cuda-sm90 --host \
+          --rows "${ids// /,}" --out /root/art2/$s > $R/bake-$s.log 2>&1; echo "bake $s exit $? in $((SECONDS-t0)) s" ) &
+    done
+    wait; tail -n 4 $R/bake-*.log; ls -la /root/art2/*/
+    for s in spec sparse; do  # back in parts of at most 15 MiB (one file back is at most 16 MiB)
+      mkdir -p "$OUT/$s"; ( cd /root/art2/$s && for f in *.tar.gz; do split -b 15M -d "$f" "$OUT/$s/$f.part"; done )
+    done; pack bake; ls -la "$OUT"/* ;;
+  c)  # host B: (c) from a wiped root with the artefact installed, JIT refused; once per repeat given
+    shift
+    for s in spec sparse; do  # the artefacts came in parts (art2/<stream>/<name>.partNN): joined once
+      mkdir -p /root/art2/$s; for f in art2/$s/*.part00; do
+        [ -f "/root/art2/$s/$(basename "${f%.part00}")" ] || cat "${f%00}"?? > "/root/art2/$s/$(basename "${f%.part00}")"; done
+    done; ls -la /root/art2/*/
+    for rep in "$@"; do
+      ( for id in $SPEC; do rm -rf /root/rt-c-spec; STACKGATE_RUNTIME_CACHES=/root/rt-c-spec \
+          row 0 spec_decode $id c$rep-$id --caches /root/art2/spec/*.tar.gz; done ) &
+      ( for id in $SPARSE; do rm -rf /root/rt-c-sparse; STACKGATE_RUNTIME_CACHES=/root/rt-c-sparse \
+          row 1 sparse_mla $id c$rep-$id --caches /root/art2/sparse/*.tar.gz; done ) &
+      wait
+    done
+    summary $R/c*-*; pack "c$(echo $* | tr -d " ")" ;;
+esac
