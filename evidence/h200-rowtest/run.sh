@@ -5,14 +5,17 @@
 #   host A (fresh): stage, `run.sh bake` (the artefacts come back here, in parts)
 #   host B (fresh): stage with the artefacts under art2/, `run.sh c 1 2 3`: (c) three times, each repeat
 #                   from a wiped root with the host-A artefact installed, JIT refused
-# Two H200s per host, one stream of rows per GPU; vLLM 0.26.0 staged as ../../../shared/gpu/README.md says.
+# Two H200s per host, one stream of rows per GPU (x: #46514's and #48804's rows, y: #48407's and #46849's, so
+# that both take about as long); vLLM 0.26.0 staged as ../../../shared/gpu/README.md says.
 set -u
 export PYTHONPATH=/root/stage/site:/root/stage/extra:/tmp/pydeps CUDA_HOME=/usr/local/cuda VLLM_USE_FLASHINFER_SAMPLER=0
 export VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 STACKGATE_REFUSE_JIT=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl 2>/dev/null
-SPEC="48804.cuda-sm90.tiny-llama-eagle.54aa101d 46849.cuda-sm90.tiny-llama-eagle.cf3fb5bf"
-SPARSE="46514.cuda-sm90.tiny-deepseek-v32-mtp.6873e57f 48407.cuda-sm90.tiny-deepseek-v32-mtp.14e52503"
+# two streams of about equal length, one per GPU, each with its own caches root (the root is in the key)
+X="sparse_mla:46514.cuda-sm90.tiny-deepseek-v32-mtp.6873e57f spec_decode:48804.cuda-sm90.tiny-llama-eagle.54aa101d"
+Y="sparse_mla:48407.cuda-sm90.tiny-deepseek-v32-mtp.14e52503 spec_decode:46849.cuda-sm90.tiny-llama-eagle.cf3fb5bf"
+ids() { local out=; for sr in $1; do out+="${sr#*:},"; done; echo "${out%,}"; }
 R=/root/res2
 mkdir -p $R /root/art2
 
@@ -48,28 +51,29 @@ pack() {  # this host's results so far, back as one file
 }
 
 case "$1" in
-  bake)  # host A: the warm-run artefacts, one per GPU stream (the caches root is part of the key)
-    for pair in "0 spec $SPEC" "1 sparse $SPARSE"; do
-      set -- $pair; gpu=$1 s=$2; shift 2; ids="$*"
+  bake)  # host A: the warm-run artefacts, one per GPU stream
+    for pair in "0 x" "1 y"; do
+      set -- $pair; gpu=$1 s=$2; rows=$([ $s = x ] && echo "$X" || echo "$Y")
       ( t0=$SECONDS; STACKGATE_RUNTIME_CACHES=/root/rt-c-$s CUDA_VISIBLE_DEVICES=$gpu python3 -m ci bake cuda-sm90 --host \
-          --rows "${ids// /,}" --out /root/art2/$s > $R/bake-$s.log 2>&1; echo "bake $s exit $? in $((SECONDS-t0)) s" ) &
+          --rows "$(ids "$rows")" --out /root/art2/$s > $R/bake-$s.log 2>&1; echo "bake $s exit $? in $((SECONDS-t0)) s" ) &
     done
     wait; tail -n 4 $R/bake-*.log; ls -la /root/art2/*/
-    for s in spec sparse; do  # back in parts of at most 15 MiB (one file back is at most 16 MiB)
+    for s in x y; do  # back in parts of at most 15 MiB (one file back is at most 16 MiB)
       mkdir -p "$OUT/$s"; ( cd /root/art2/$s && for f in *.tar.gz; do split -b 15M -d "$f" "$OUT/$s/$f.part"; done )
     done; pack bake; ls -la "$OUT"/* ;;
   c)  # host B: (c) from a wiped root with the artefact installed, JIT refused; once per repeat given
-    shift
-    for s in spec sparse; do  # the artefacts came in parts (art2/<stream>/<name>.partNN): joined once
+    shift; reps="$*"
+    for s in x y; do  # the artefacts came in parts (art2/<stream>/<name>.partNN): joined once
       mkdir -p /root/art2/$s; for f in art2/$s/*.part00; do
         [ -f "/root/art2/$s/$(basename "${f%.part00}")" ] || cat "${f%00}"?? > "/root/art2/$s/$(basename "${f%.part00}")"; done
     done; ls -la /root/art2/*/
     for rep in "$@"; do
-      ( for id in $SPEC; do rm -rf /root/rt-c-spec; STACKGATE_RUNTIME_CACHES=/root/rt-c-spec \
-          row 0 spec_decode $id c$rep-$id --caches /root/art2/spec/*.tar.gz; done ) &
-      ( for id in $SPARSE; do rm -rf /root/rt-c-sparse; STACKGATE_RUNTIME_CACHES=/root/rt-c-sparse \
-          row 1 sparse_mla $id c$rep-$id --caches /root/art2/sparse/*.tar.gz; done ) &
+      for pair in "0 x" "1 y"; do
+        set -- $pair; gpu=$1 s=$2; rows=$([ $s = x ] && echo "$X" || echo "$Y")
+        ( for sr in $rows; do rm -rf /root/rt-c-$s; STACKGATE_RUNTIME_CACHES=/root/rt-c-$s \
+            row $gpu "${sr%%:*}" "${sr#*:}" c$rep-${sr#*:} --caches /root/art2/$s/*.tar.gz; done ) &
+      done
       wait
     done
-    summary $R/c*-*; pack "c$(echo $* | tr -d " ")" ;;
+    summary $R/c*-*; pack "c${reps// /}" ;;
 esac
