@@ -321,8 +321,10 @@ class _Parent:
         if cfg.inipath:
             argv += ["-c", str(cfg.inipath)]
         row = item_row(item)
-        env = dict(os.environ, **{ENV_CHILD: "1", "STACKGATE_HW_CHECKED": "1"})
+        env = dict(os.environ, **{ENV_CHILD: "1", "STACKGATE_HW_CHECKED": "1"}, **hardware.NO_MULTICAST)
         env["STACKGATE_ROW_ID"] = row.id if row else ""  # the JIT sentinel names the row that compiled
+        if row is not None and self.doc is not None:  # the row's own GPUs: tp x dp of them, the same first ones
+            env.update(hardware.assign(self.doc.target, row.gpus))
         harness_root = str(Path(harness.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (harness_root, env.get("PYTHONPATH", "")) if p)
         outcome = isolate.run_child(argv, cwd=cfg.rootpath, result=result, log=log, timeout_s=self.timeout, env=env)
