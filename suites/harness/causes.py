@@ -10,7 +10,7 @@ KINDS = (
     ("illegal memory access", re.compile(r"illegal memory access", re.I)),
     ("assertion", re.compile(r"\bAssertionError\b.*|^\s*assert .+", re.M)),
     ("CUDA error", re.compile(r"CUDA error:.*|cudaError\w*.*|CUBLAS_STATUS_\w+.*", re.I)),
-    ("NCCL error", re.compile(r"NCCL (?:error|WARN).*|ncclSystemError.*|ncclInternalError.*")),
+    ("NCCL error", re.compile(r"NCCL error.*|ncclSystemError.*|ncclInternalError.*|ncclUnhandledCudaError.*")),
     ("out of memory", re.compile(r"CUDA out of memory.*|OutOfMemoryError.*")),
     ("fatal signal", re.compile(r"Fatal Python error:.*|Segmentation fault.*|SIGSEGV.*|SIGABRT.*|core dumped")),
 )

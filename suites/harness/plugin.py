@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import harness
-from harness import hardware, isolate, jit, junit, progress, reaper
+from harness import causes, hardware, isolate, jit, junit, progress, reaper
 from harness.isolate import Outcome
 from harness.measure import Measurement
 from harness.measure import record as _record
@@ -290,6 +290,10 @@ class _Parent:
         left = [*outcome.left_behind, *reaper.sweep()]
         if left:
             outcome = _left_behind(outcome, left)
+        if outcome.status in ("failed", "error") and outcome.log:  # why it crashed, from every process's output
+            found = causes.cause(isolate.tail(Path(outcome.log), lines=100_000))
+            if found:
+                props.append(("stackgate.cause", found))
         seen = window.seen()
         if seen.available:
             props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.kernels))]
