@@ -56,6 +56,7 @@ def test_runs_crashes_hangs_and_rows_needing_more_gpus(tmp_path: Path):
     lines = {line.split(" | ")[0].lstrip("| "): line for line in section.splitlines() if line.startswith("| ")}
     assert "✅ runs" in lines[ok.id]
     assert "❌ crash" in lines[ima.id] and "illegal memory access was encountered" in lines[ima.id]
+    assert lines[ima.id].endswith("| ❌ IMA (L3-8B) |")  # the seed table's finding for the model it stands in for
     assert "❌ crash" in lines[assertion.id] and "should_attempt_dp_padding == should_dp_pad" in lines[assertion.id]
     assert "⏳ hang" in lines[hang.id] and "timeout after 240 s" in lines[hang.id]
     assert "⚠️ runs, wrong" in lines[wrong.id] and "greedy_token_mismatches" in lines[wrong.id]

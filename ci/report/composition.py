@@ -10,7 +10,7 @@ import re
 
 from ci.report.view import Report, Table, short
 from ci.results.merge import RowResult
-from ci.stack.plan import history_for
+from ci.stack.plan import Row, history_for
 
 TRACK = "composition"
 HEADERS = (
@@ -30,6 +30,8 @@ def outcome(r: RowResult) -> tuple[str, str]:
         return RUNS, ""
     if r.status in ("skipped", "not run"):
         why = r.message or r.note
+        if needs > 1 and f"needs {needs} GPUs" in why:
+            return NOT_RUN, short(why)
         if needs > 1 and (not why or "GPU" in why):
             return NOT_RUN, f"needs {needs} GPUs" + (f" ({short(why, 120)})" if why else "")
         return NOT_RUN, short(why)
@@ -69,8 +71,25 @@ def tally(t: Table) -> str:
 
 
 def _seed(report: Report, r: RowResult) -> str:
-    h = history_for(report.stack, r.planned) if r.planned is not None else None
-    return f"{_SEED[h.runs]} {h.notes}".strip() if h else ""
+    """What the seed table said of this combination: of the row's own model, or, for a tiny stand-in, of the
+    seed model whose row in this plan has the same axes (named, since it is another model's finding)."""
+    p = r.planned
+    if p is None:
+        return ""
+    h = history_for(report.stack, p)
+    if h:
+        return f"{_SEED[h.runs]} {h.notes}".strip()
+    axes = _axes(p)
+    for other in report.plan.rows:
+        if other.track == TRACK and other.model != p.model and _axes(other) == axes:
+            h = history_for(report.stack, other)
+            if h:
+                return f"{_SEED[h.runs]} {h.notes} ({h.model})".replace("  ", " ").strip()
+    return ""
+
+
+def _axes(p: Row) -> tuple[object, ...]:
+    return (p.target, p.backend, p.tp, p.dp, p.ep, p.cudagraph_mode, p.dcp, p.dbo, p.kv_cache_dtype, p.spec_method)
 
 
 def heading(report: Report) -> str:

@@ -122,6 +122,8 @@ def absent_reason(target: Mapping[str, Any], gpus_needed: int) -> str | None:
         found = ", ".join(amdgpu_gfx()) or "none"
     else:
         return f"unknown target family {family!r}"
+    if not have and gpus_needed > 1:
+        return f"hardware absent: row needs {gpus_needed} GPUs ({what}); found {found}"
     if not have:
         return f"hardware absent: {tid} needs an {what}; found {found}"
     if len(have) < gpus_needed:
