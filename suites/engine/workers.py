@@ -13,7 +13,7 @@ The counts live on torch.cuda.CUDAGraph in each worker process, so the callables
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,10 +65,6 @@ class WorkerGraphs:
         if not values or any(v is None for v in values):
             return None
         return sum(int(v) for v in values)
-
-    @classmethod
-    def merged(cls, parts: Sequence[WorkerGraphs]) -> WorkerGraphs:
-        return cls([w for p in parts for w in p.per_worker])
 
 
 @contextmanager
