@@ -75,8 +75,9 @@ def test_a_container_gets_as_many_gpus_as_its_largest_row(tmp_path: Path):
 def test_each_row_gets_its_own_first_gpus(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(hardware, "nvidia_gpus", lambda: hardware.parse_gpus(SMI))
     sm90 = {"id": "cuda-sm90", "family": "cuda", "nvidia_compute_capability": "9.0"}
-    assert hardware.assign(sm90, 2) == {"CUDA_VISIBLE_DEVICES": "GPU-aaaa-0,GPU-bbbb-1"}
-    assert hardware.assign(sm90, 1) == {"CUDA_VISIBLE_DEVICES": "GPU-aaaa-0"}
+    assert hardware.assign(sm90, 2) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert hardware.assign(sm90, 1) == {"CUDA_VISIBLE_DEVICES": "0"}
+    assert hardware.assign(sm90, 3) == {"CUDA_VISIBLE_DEVICES": "0,1,3"}  # the 8.0 GPU is not the target's
     assert hardware.assign({"id": "cpu", "family": "cpu"}, 1) == {}
     assert hardware.absent_reason(sm90, 3) is None
     assert "row needs 8 GPUs" in (hardware.absent_reason(sm90, 8) or "")
@@ -106,7 +107,7 @@ def test_a_two_gpu_row_runs_on_two_gpus_and_is_skipped_on_one(tmp_path, monkeypa
     tree = tmp_path / "suites"
     (tree / "composition").mkdir(parents=True)
     (tree / "composition" / "test_env.py").write_text(ENV_TEST)
-    csv = "".join(f"{i}, GPU-{i}{i}{i}{i}, 9.0\\n" for i in range(host_gpus))
+    csv = "".join(f"{i + 2}, GPU-{i}{i}{i}{i}, 9.0\\n" for i in range(host_gpus))  # a host's GPUs 2 and 3
     _fake_smi(tmp_path / "bin", csv)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("STACKGATE_RUNTIME_CACHES", str(tmp_path / "caches"))
@@ -122,4 +123,4 @@ def test_a_two_gpu_row_runs_on_two_gpus_and_is_skipped_on_one(tmp_path, monkeypa
     else:
         assert rc == 0, case.result
         env = json.loads(next(p.value for p in case.properties() if p.name == "stackgate.env"))
-        assert env == {"CUDA_VISIBLE_DEVICES": "GPU-0000,GPU-1111", **NVLS}
+        assert env == {"CUDA_VISIBLE_DEVICES": "2,3", **NVLS}

@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import sys
 import textwrap
 from pathlib import Path
 
-import cloudpickle
 import pytest
 from test_suites import _row
 
@@ -49,9 +49,7 @@ FAKE_TORCH = {
 
 
 def _worker_loop(conn, rank: int) -> None:
-    """One worker process: runs cloudpickled callables on its worker object, or replays graphs when told."""
-    import pickle
-
+    """One worker process: runs pickled callables on its worker object, or replays graphs when told."""
     import torch
 
     worker = type("Worker", (), {"rank": rank})()
@@ -70,7 +68,8 @@ def _worker_loop(conn, rank: int) -> None:
 
 
 class FakeLLM:
-    """collective_rpc as vLLM's multiproc executor: the callable cloudpickled, run in each worker process."""
+    """collective_rpc as vLLM's multiproc executor: the callable pickled, run in each worker process (vLLM uses
+    cloudpickle, which pickles a function of an importable module by reference, as pickle does)."""
 
     def __init__(self, workers: int) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -83,7 +82,7 @@ class FakeLLM:
             self.procs.append(proc)
 
     def collective_rpc(self, method):
-        blob = cloudpickle.dumps(method)
+        blob = pickle.dumps(method)
         for c in self.conns:
             c.send(("rpc", blob))
         return [c.recv() for c in self.conns]

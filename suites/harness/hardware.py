@@ -79,12 +79,13 @@ def nvidia_capabilities() -> tuple[str, ...]:
 
 def assign(target: Mapping[str, Any], gpus_needed: int) -> dict[str, str]:
     """The environment that gives one row its GPUs: the first `gpus_needed` (at least one) of this target's GPUs
-    here, by UUID in $CUDA_VISIBLE_DEVICES; rows run one at a time, so each takes the same first ones. Nothing
-    for a target other than NVIDIA's (the cpu self-test, ROCm's single-GPU boxes)."""
+    here, by nvidia-smi index in $CUDA_VISIBLE_DEVICES (vLLM reads an index there as NVML's, as nvidia-smi
+    numbers them); rows run one at a time, so each takes the same first ones. Nothing for a target other than
+    NVIDIA's (the cpu self-test, ROCm's single-GPU boxes)."""
     if target.get("family") != "cuda":
         return {}
     want = target.get("nvidia_compute_capability")
-    mine = [g.uuid for g in nvidia_gpus() if g.capability == want][: max(gpus_needed, 1)]
+    mine = [g.index for g in nvidia_gpus() if g.capability == want][: max(gpus_needed, 1)]
     return {"CUDA_VISIBLE_DEVICES": ",".join(mine)} if mine else {}
 
 
