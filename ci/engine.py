@@ -115,6 +115,7 @@ class ContainerSpec:
     env: Mapping[str, str]
     mounts: tuple[Mount, ...]
     gpus_all: bool = False
+    gpu_ids: tuple[str, ...] = ()  # with gpus_all: only these NVIDIA GPUs (UUIDs or indices), not every one
     devices: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
     workdir: str = ROOT
@@ -131,7 +132,7 @@ class ContainerSpec:
         if self.platform:
             args += ["--platform", self.platform]
         if self.gpus_all:
-            args += ["--gpus", "all", "--ipc", "host"]
+            args += ["--gpus", f'"device={",".join(self.gpu_ids)}"' if self.gpu_ids else "all", "--ipc", "host"]
         for d in self.devices:
             args += ["--device", d]
         for g in self.groups:
@@ -156,19 +157,22 @@ class ContainerSpec:
         }
         if self.platform:
             kw["platform"] = self.platform
-        kw.update(device_options(self.gpus_all, self.devices, self.groups))
+        kw.update(device_options(self.gpus_all, self.devices, self.groups, self.gpu_ids))
         if self.gpus_all:
             kw["ipc_mode"] = "host"  # NCCL and vLLM's multiprocess executor share memory through /dev/shm
         return kw
 
 
-def device_options(gpus_all: bool, devices: Sequence[str], groups: Sequence[str]) -> dict[str, Any]:
-    """The docker SDK's arguments for a target's devices: all NVIDIA GPUs, device nodes, groups."""
+def device_options(
+    gpus_all: bool, devices: Sequence[str], groups: Sequence[str], gpu_ids: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The docker SDK's arguments for a target's devices: NVIDIA GPUs (all, or those named), device nodes, groups."""
     opts: dict[str, Any] = {}
     if gpus_all:
         import docker.types
 
-        opts["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        which = {"device_ids": list(gpu_ids)} if gpu_ids else {"count": -1}
+        opts["device_requests"] = [docker.types.DeviceRequest(**which, capabilities=[["gpu"]])]
     if devices:
         opts["devices"] = [f"{d}:{d}:rwm" for d in devices]
     if groups:

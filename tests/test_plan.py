@@ -69,7 +69,8 @@ def test_rows_fit_their_target(full):
     st, p = full
     for r in p.rows:
         assert r.gpus <= max(st.targets[r.target].gpus, 1)
-        assert r.tp >= st.models[r.model].tp and r.tp % r.dcp == 0
+        # the weights' GPUs: TP's, or with EP the experts spread over every TP x DP rank
+        assert (r.gpus if r.ep else r.tp) >= st.models[r.model].tp and r.tp % r.dcp == 0
         assert (r.spec_method is None) == (r.num_speculative_tokens == 0)
 
 
@@ -147,7 +148,7 @@ def test_plan_json_shape_and_filters(capsys):
 def test_plan_markdown_is_one_table(capsys):
     assert main(["plan", "--format", "markdown", "--change", "48407", "--target", "cuda-sm90"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
-    assert lines[0].startswith("| Row | Model | Hardware | Spec Decode")
+    assert lines[0].startswith("| Row | Model | Hardware | GPUs | Spec Decode")
     assert len({line.count(" | ") for line in lines[2:]}) == 1
 
 

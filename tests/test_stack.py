@@ -15,8 +15,9 @@ from ci.stack import loader as stack
 def test_real_stack_loads_into_frozen_model():
     st = stack.load()
     assert {"cuda-sm121a", "rocm-gfx1151", "cuda-sm90", "cpu"} <= set(st.targets)
-    assert set(st.changes) == {"48804", "46514", "46849", "48407", "selftest"}
-    assert set(st.tracks) == {"kernel-warmup", "ar-graph", "fp8-ds-mla", "indexer-skip", "harness-selftest"}
+    assert set(st.changes) == {"48804", "46514", "46849", "48407", "selftest", "composition"}
+    assert set(st.tracks) == {"kernel-warmup", "ar-graph", "fp8-ds-mla", "indexer-skip", "harness-selftest",
+                              "composition"}  # fmt: skip
     model = st.models["step-3.7-flash"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         model.tp = 2  # type: ignore[misc]
@@ -128,7 +129,8 @@ def test_model_claimed_for_a_track_its_traits_do_not_match(stack_copy, edit):
 
 
 def test_dense_model_cannot_list_a_sparse_backend(stack_copy, edit):
-    edit(stack_copy / "models.yaml", "    backends: [FLASH_ATTN, TRITON_ATTN, ROCM_ATTN]\n\n  - id: tiny-llama-eagle3",
+    edit(stack_copy / "models.yaml",
+         "    backends: [FLASH_ATTN, TRITON_ATTN, FLASHINFER, ROCM_ATTN]\n\n  - id: tiny-llama-eagle3",
          "    backends: [FLASH_ATTN, FLASHMLA_SPARSE]\n\n  - id: tiny-llama-eagle3")  # fmt: skip
     assert "does not serve dense attention" in str(_error(stack_copy))
 

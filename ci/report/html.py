@@ -12,7 +12,7 @@ from functools import cache
 
 import jinja2
 
-from ci.report import comparison, plot, rebase, triage
+from ci.report import comparison, composition, plot, rebase, triage
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -83,7 +83,9 @@ def render(report: Report) -> str:
             "rebase": rebase.cell(report, v.change.id), "rebase_line": rebase.line(report, v.change.id),
         })  # fmt: skip
     matrices = [m for t in targets(report) if (m := _matrix(report, t)) is not None]
+    comp = composition.table(report)
     extra: list[tuple[str, Table]] = [
+        (f"{composition.heading(report)} ({composition.tally(comp)})", comp),
         ("Inputs", inputs_table(report)),
         ("Rows run more than once (kept side by side, never merged)", duplicates_table(report.results)),
         ("Results outside the plan", unplanned_table(report.results)),

@@ -8,7 +8,7 @@ so every table that remains is whole, and a note says what was left out and wher
 from __future__ import annotations
 
 from ci import tables
-from ci.report import comparison, rebase
+from ci.report import comparison, composition, rebase
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -70,6 +70,11 @@ def _document(report: Report, only_failing: bool) -> str:
         if report.upstream_read:
             out += [md(rebase.line(report, v.change.id)), ""]
         out += [*_table(criteria_table(v)), ""]
+    comp = composition.table(report)
+    if comp.rows:
+        out += [f"## {md(composition.heading(report))}", "",
+                md(f"The seed table's shape: {composition.tally(comp)}. A crash or hang is the row's outcome, "
+                   "with its cause."), "", *_table(comp), ""]  # fmt: skip
     out += ["## Failing rows", "", *_table(failing_table(res)), ""]
     out += ["## Inputs", "", *_table(inputs_table(report)), ""]
     dups = duplicates_table(res)

@@ -50,6 +50,7 @@ class Case:
     metrics: tuple[Metric, ...]
     problems: tuple[str, ...]  # properties that did not follow the contract
     aot: str | None = None  # from its <testsuite>: the ahead-of-time cache the row ran with
+    cause: str | None = None  # stackgate.cause: the harness's line from the row's log that says why it crashed
 
     @property
     def test(self) -> str:
@@ -165,6 +166,7 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         problems=tuple(problems),
         aot=props.get(PREFIX + "aot") or scope.aot,
         vllm_version=_vllm_build(props),
+        cause=props.get(PREFIX + "cause"),
     )
 
 

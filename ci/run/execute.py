@@ -21,7 +21,7 @@ from ci import engine as container
 from ci import options, revision, signals
 from ci.errors import NOTHING_RAN, RunError, UsageError
 from ci.images import build as images
-from ci.run import caches, guard, host_aot
+from ci.run import caches, gpus, guard, host_aot
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
@@ -74,11 +74,16 @@ def _pytest_options(spec: RunSpec) -> tuple[str, ...]:
     return ("--stackgate-timeout", f"{spec.timeout_s:g}", "--stackgate-shard", str(spec.shard))
 
 
-def container_spec(spec: RunSpec, image: str) -> container.ContainerSpec:
+def container_spec(spec: RunSpec, image: str, available: list[str] | None = None) -> container.ContainerSpec:
+    """`available`: this host's usable GPUs of the target (default: asked of nvidia-smi)."""
+    cap = spec.target.detect.nvidia_compute_capability
+    if available is None:
+        available = gpus.nvidia_uuids(cap) if cap else []
     return make_container_spec(
         image=image, devices=asdict(spec.target.devices), target_env=spec.target.env, rows_json=spec.rows_json,
         out=spec.out, suites_dir=spec.suites_dir, suite=spec.suite, junit_name=spec.junit.name,
         extra=_pytest_options(spec), platform=spec.target.platform,
+        gpu_ids=gpus.container_gpus(spec.target, (r.gpus for r in spec.rows), available),
     )  # fmt: skip
 
 
@@ -95,6 +100,7 @@ def make_container_spec(
     extra: tuple[str, ...] = (),
     platform: str | None = None,
     tests: Sequence[str] = (),
+    gpu_ids: Sequence[str] = (),
 ) -> container.ContainerSpec:
     """Built from rows.json's data alone, so `ci.repro` makes the very same container from a results folder."""
     mounts = [
@@ -107,6 +113,7 @@ def make_container_spec(
         suites_root = container.USER_SUITES
     env = {
         **target_env,
+        **gpus.ROW_ENV,
         "STACKGATE_ROWS": container.ROWS,
         "STACKGATE_JIT_LOG": f"{container.RESULTS}/jit-events.jsonl",
         "PYTHONPATH": container.SUITES,  # the harness always comes from the image
@@ -123,6 +130,7 @@ def make_container_spec(
         env=env,
         mounts=tuple(mounts),
         gpus_all=devices.get("gpus") == "all",
+        gpu_ids=tuple(gpu_ids),
         devices=tuple(devices.get("paths") or ()),
         groups=tuple(devices.get("groups") or ()),
         platform=platform,
@@ -137,6 +145,7 @@ STARTUP = DEFAULT_SUITES / "harness" / "startup"
 def host_env(spec: RunSpec) -> dict[str, str]:
     env = dict(os.environ)
     env.update(spec.target.env)
+    env.update(gpus.ROW_ENV)
     env.update(caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
     path = [str(STARTUP), str(DEFAULT_SUITES), env.get("PYTHONPATH", "")]
     env.update({

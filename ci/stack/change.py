@@ -39,7 +39,8 @@ class FollowUp:
 
 @frozen
 class Fork:
-    kind: Literal["port", "convergence", "pending", "selftest"]
+    # composition: no imported change of its own; rows that combine spec decode with other features (the seed table)
+    kind: Literal["port", "convergence", "pending", "selftest", "composition"]
     commits: tuple[CommitId, ...] = ()  # the fork's own commits that carry the port
     # `git patch-id --stable` of each port commit, recorded by `ci upstream --record` from a checkout holding them:
     # after a rebase drops the commits themselves, their patches can still be found by these
@@ -50,8 +51,14 @@ class Fork:
 
 @frozen
 class Combo:
-    """One partial assignment of axis values (matrix include/exclude entries)."""
+    """One partial assignment of axis values (matrix include/exclude entries).
 
+    `models` and `backend` pin an include entry: it applies to those models only (a real model's pin covers its
+    shrunk twin) and to that one of their backends only (a model or target without it gets no row from it).
+    """
+
+    models: tuple[str, ...] | None = None
+    backend: str | None = None
     context: Positive | None = None
     batch: Positive | None = None
     speculative: bool | None = None
@@ -73,11 +80,13 @@ Axis = Annotated[tuple[T, ...], Field(min_length=1)]
 class Matrix:
     """Axes are expanded as a cartesian product; `include` adds combos, `exclude` drops matches.
 
-    An omitted `tp` takes each model's own; every other omitted axis takes its first default.
+    An omitted `tp` takes each model's own; every other omitted axis takes its first default. A matrix without
+    `context` and `batch` has no product (as a GitHub matrix with `include` alone): its rows are its include
+    entries, each naming its own context and batch.
     """
 
-    context: Axis[Positive]
-    batch: Axis[Positive]
+    context: Axis[Positive] | None = None
+    batch: Axis[Positive] | None = None
     speculative: Axis[bool] = (True,)
     num_speculative_tokens: Axis[Count] = (1,)
     tp: Axis[Positive] | None = None

@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ci import options
 from ci.errors import StackError
-from ci.stack import provenance, shrunk
+from ci.stack import pins, provenance, shrunk
 from ci.stack import yaml_lines as yamlsrc
 from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch
@@ -277,6 +277,7 @@ def _check_changes(
             raise src.error(("acceptance", "regression", "tests"), "no focused regression test named")
         if not (change.acceptance.measurements.cold and change.acceptance.measurements.warm):
             raise src.error(("acceptance", "measurements"), "cold and warm measurements must both be named")
+        pins.check(change, src, backends)
         provenance.check(change, src)
 
 

@@ -18,7 +18,8 @@ from ci.stack.change import Change, Combo, Matrix
 from ci.stack.eligibility import kv_supported, pending_proof, row_backends, target_mismatch, trait_mismatch
 from ci.stack.model import HistoryRow, Model, Stack, Target
 
-AXES = tuple(f.name for f in fields(Combo))
+PINS = ("models", "backend")  # include/exclude entries only: which models and backend an entry applies to
+AXES = tuple(f.name for f in fields(Combo) if f.name not in PINS)
 # Axis values that are left out of a row's id hash: a new axis added later with its default keeps ids.
 ID_DEFAULTS: dict[str, object] = {
     "speculative": True,
@@ -54,10 +55,12 @@ class Row:
 
     @property
     def gpus(self) -> int:
+        """The GPUs the row takes: tp x dp (DCP splits the TP ranks' KV cache, EP spreads experts over the
+        TP x DP ranks: neither adds GPUs in vLLM)."""
         return self.tp * self.dp
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        return {**asdict(self), "gpus": self.gpus}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,8 +134,11 @@ def _expand(stack: Stack, change: Change, target: Target, model: Model) -> tuple
     rows: list[Row] = []
     reasons: dict[str, None] = {}
     for combo in _combos(change.matrix):
+        pinned_models, pinned_backend = combo.pop("models"), combo.pop("backend")
+        if pinned_models is not None and not {model.id, model.shrunk_of} & set(pinned_models):
+            continue  # an entry for other models: no refusal
         tp = combo["tp"] if combo["tp"] is not None else model.tp
-        if tp < model.tp:
+        if (tp * combo["dp"] if combo["ep"] else tp) < model.tp:  # with EP, the experts spread over tp x dp
             reasons[f"needs tp >= {model.tp}"] = None
             continue
         if tp % combo["dcp"]:
@@ -145,7 +151,12 @@ def _expand(stack: Stack, change: Change, target: Target, model: Model) -> tuple
         if combo["speculative"] and model.drafter is None:
             reasons["no drafter to speculate with"] = None
             continue
-        for backend in row_backends(model, track, target):
+        backends = row_backends(model, track, target)
+        if pinned_backend is not None:
+            backends = (pinned_backend,) if pinned_backend in backends else ()
+            if not backends:
+                reasons[f"{pinned_backend} is not a backend of {model.id} that {target.id} offers"] = None
+        for backend in backends:
             if not kv_supported(stack.backends[backend], combo["kv_cache_dtype"]):
                 reasons[f"{backend} does not accept kv_cache_dtype {combo['kv_cache_dtype']}"] = None
                 continue
@@ -160,13 +171,14 @@ def _combos(matrix: Matrix) -> Iterator[dict]:
     """Cartesian product of the axes, minus `exclude` matches, then `include` combos (GitHub-style)."""
     axes = {name: getattr(matrix, name) or (None,) for name in AXES}
     seen: set[tuple] = set()
-    for values in itertools.product(*axes.values()):
-        combo = dict(zip(axes, values, strict=True))
+    product = matrix.context is not None and matrix.batch is not None  # else: the include entries alone
+    for values in itertools.product(*axes.values()) if product else ():
+        combo = dict(zip(axes, values, strict=True), models=None, backend=None)
         if any(_matches(combo, ex) for ex in matrix.exclude):
             continue
         seen.add(tuple(combo.values()))
         yield combo
-    firsts = {name: values[0] for name, values in axes.items()}
+    firsts = {name: values[0] for name, values in axes.items()} | {"models": None, "backend": None}
     for inc in matrix.include:
         combo = dict(firsts, **{k: v for k, v in asdict(inc).items() if v is not None})
         if tuple(combo.values()) not in seen:

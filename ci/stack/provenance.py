@@ -12,7 +12,7 @@ from ci.stack.yaml_lines import Loc, Source
 def check(change: Change, src: Source) -> None:
     up, fork = change.upstream, change.fork
     if up is None:
-        if fork.kind != "selftest":
+        if fork.kind not in ("selftest", "composition"):
             raise src.error(("upstream",), "an imported change names its upstream PR")
     else:
         if up.merged_on is not None and up.state != "merged":

@@ -21,13 +21,16 @@ class Evidence:
         self.absent: str | None = None
 
     @classmethod
-    def start(cls, request: pytest.FixtureRequest, row: Any, check: Callable[[], Any]) -> Evidence:
+    def start(
+        cls, request: pytest.FixtureRequest, row: Any, check: Callable[[], Any], *, every_worker: bool = False
+    ) -> Evidence:
         """A row test's first steps: the engine env for the row's track (before vllm is imported), the vLLM
-        version, and whether the change is present (`check` may import vllm, so it runs after the env)."""
+        version, and whether the change is present (`check` may import vllm, so it runs after the env).
+        `every_worker`: the test's probes see every worker process (engine.workers), so TP/DP rows may run."""
         from engine import config, presence
 
         ev = cls(request, row)
-        if int(row["tp"]) * int(row["dp"]) > 1:
+        if int(row["tp"]) * int(row["dp"]) > 1 and not every_worker:
             # vLLM runs TP/DP workers in other processes; the probes (graph replays, layer-0 outputs,
             # indexer calls) watch this one. A row they cannot watch fails saying so, never "0 seen".
             pytest.fail(f"tp={row['tp']} dp={row['dp']}: the in-process probes cannot watch worker processes; "

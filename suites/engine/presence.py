@@ -103,3 +103,8 @@ def indexer_skip_48407() -> Presence:
         present,
         "MLACommonPrefillMetadata.use_dense_mha in vllm/model_executor/layers/attention/mla_attention.py",
     )
+
+
+def composition() -> Presence:
+    """The composition rows import no change: they ask whether features of the installed vLLM compose."""
+    return Presence("composition", True, f"no imported change: features of vLLM {vllm_version()} as installed")

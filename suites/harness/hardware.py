@@ -1,4 +1,5 @@
-"""Is this row's hardware here? A GPU row on a machine without that GPU is skipped with the reason.
+"""Is this row's hardware here, and which GPUs does it get? A GPU row on a machine without that GPU, or with
+fewer of them than the row's tp x dp, is skipped with the reason ("needs N GPUs").
 
 Detection asks the driver's tools and sysfs, never imports torch: it runs once per parent process
 before any row starts, and importing torch there would cost seconds and touch the GPU.
@@ -7,23 +8,38 @@ before any row starts, and importing torch there would cost seconds and touch th
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 _KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 
 
+# NVLink multicast off in every row (and so in every process a row starts): multicast objects can leave a
+# shared host's GPUs unusable for everyone. `ci run` passes the same switches (ci/run/execute.py, ROW_ENV).
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: str
+    uuid: str
+    capability: str
+
+
 @functools.cache
-def nvidia_capabilities() -> tuple[str, ...]:
-    """Compute capability of each visible NVIDIA GPU ("9.0", "12.1"), one entry per GPU."""
+def nvidia_gpus() -> tuple[Gpu, ...]:
+    """The NVIDIA GPUs this process may use: nvidia-smi's list (which ignores $CUDA_VISIBLE_DEVICES) narrowed to
+    the ones $CUDA_VISIBLE_DEVICES names, by index or UUID, in its order."""
     if not shutil.which("nvidia-smi"):
         return ()
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            ["nvidia-smi", "--query-gpu=index,uuid,compute_cap", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -31,7 +47,46 @@ def nvidia_capabilities() -> tuple[str, ...]:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return ()
-    return tuple(line.strip() for line in out.splitlines() if line.strip())
+    return visible(parse_gpus(out), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def parse_gpus(text: str) -> tuple[Gpu, ...]:
+    gpus = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3 and parts[0].isdigit():
+            gpus.append(Gpu(*parts))
+    return tuple(gpus)
+
+
+def visible(gpus: tuple[Gpu, ...], cuda_visible_devices: str | None) -> tuple[Gpu, ...]:
+    """CUDA's rule: the listed devices in the listed order, up to the first entry that names none."""
+    if cuda_visible_devices is None:
+        return gpus
+    out = []
+    for entry in (e.strip() for e in cuda_visible_devices.split(",")):
+        match = [g for g in gpus if entry and (g.index == entry or g.uuid == entry or g.uuid.startswith(entry))]
+        if not match or match[0] in out:
+            break
+        out.append(match[0])
+    return tuple(out)
+
+
+def nvidia_capabilities() -> tuple[str, ...]:
+    """Compute capability of each usable NVIDIA GPU ("9.0", "12.1"), one entry per GPU."""
+    return tuple(g.capability for g in nvidia_gpus())
+
+
+def assign(target: Mapping[str, Any], gpus_needed: int) -> dict[str, str]:
+    """The environment that gives one row its GPUs: the first `gpus_needed` (at least one) of this target's GPUs
+    here, by nvidia-smi index in $CUDA_VISIBLE_DEVICES (vLLM reads an index there as NVML's, as nvidia-smi
+    numbers them); rows run one at a time, so each takes the same first ones. Nothing for a target other than
+    NVIDIA's (the cpu self-test, ROCm's single-GPU boxes)."""
+    if target.get("family") != "cuda":
+        return {}
+    want = target.get("nvidia_compute_capability")
+    mine = [g.index for g in nvidia_gpus() if g.capability == want][: max(gpus_needed, 1)]
+    return {"CUDA_VISIBLE_DEVICES": ",".join(mine)} if mine else {}
 
 
 @functools.cache
@@ -68,6 +123,8 @@ def absent_reason(target: Mapping[str, Any], gpus_needed: int) -> str | None:
         found = ", ".join(amdgpu_gfx()) or "none"
     else:
         return f"unknown target family {family!r}"
+    if not have and gpus_needed > 1:
+        return f"hardware absent: row needs {gpus_needed} GPUs ({what}); found {found}"
     if not have:
         return f"hardware absent: {tid} needs an {what}; found {found}"
     if len(have) < gpus_needed:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import harness
-from harness import hardware, isolate, jit, junit, missed, progress, reaper
+from harness import causes, hardware, isolate, jit, junit, missed, progress, reaper
 from harness.isolate import Outcome
 from harness.measure import Measurement
 from harness.measure import record as _record
@@ -290,6 +290,10 @@ class _Parent:
         left = [*outcome.left_behind, *reaper.sweep()]
         if left:
             outcome = _left_behind(outcome, left)
+        if outcome.status in ("failed", "error") and outcome.log:  # why it crashed, from every process's output
+            found = causes.cause(isolate.tail(Path(outcome.log), lines=100_000))
+            if found:
+                props.append(("stackgate.cause", found))
         seen = window.seen()
         if seen.available:
             props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.kernels))]
@@ -321,8 +325,10 @@ class _Parent:
         if cfg.inipath:
             argv += ["-c", str(cfg.inipath)]
         row = item_row(item)
-        env = dict(os.environ, **{ENV_CHILD: "1", "STACKGATE_HW_CHECKED": "1"})
+        env = dict(os.environ, **{ENV_CHILD: "1", "STACKGATE_HW_CHECKED": "1"}, **hardware.NO_MULTICAST)
         env["STACKGATE_ROW_ID"] = row.id if row else ""  # the JIT sentinel names the row that compiled
+        if row is not None and self.doc is not None:  # the row's own GPUs: tp x dp of them, the same first ones
+            env.update(hardware.assign(self.doc.target, row.gpus))
         harness_root = str(Path(harness.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (harness_root, env.get("PYTHONPATH", "")) if p)
         outcome = isolate.run_child(argv, cwd=cfg.rootpath, result=result, log=log, timeout_s=self.timeout, env=env)
