@@ -22,7 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "suites"))  # th
 from harness import hardware
 
 SMI = "0, GPU-aaaa-0, 9.0\n1, GPU-bbbb-1, 9.0\n2, GPU-cccc-2, 8.0\n3, GPU-dddd-3, 9.0\n"
-NVLS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+NVLS = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",  # vLLM's default, mnnvl, allocates NVSwitch multicast memory
+}
 
 
 def _two_gpu_row() -> plan.Row:
@@ -89,7 +94,8 @@ import pytest
 
 @pytest.mark.track("composition")
 def test_env(row, record_property):
-    keys = ("CUDA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+    keys = ("CUDA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS",
+            "VLLM_FLASHINFER_ALLREDUCE_BACKEND")
     record_property("stackgate.env", json.dumps({k: os.environ.get(k) for k in keys}))
 """
 

@@ -37,6 +37,13 @@ def test_composition_rows_become_vllm_arguments(engine_pkg):
     # the 1-GPU rows of the other changes pass no DP arguments at all
     one = config.llm_kwargs(_row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1))
     assert "data_parallel_size" not in one and one["tensor_parallel_size"] == 1
+    # several GPUs: no FlashInfer all-reduce fusion (a JIT module; its default backend allocates multicast memory)
+    assert (
+        tp2["compilation_config"]["pass_config"]
+        == dp2["compilation_config"]["pass_config"]
+        == {"fuse_allreduce_rms": False}
+    )
+    assert "pass_config" not in one["compilation_config"]
 
 
 # --- graph counts from every worker, through a collective_rpc that works as vLLM's multiproc executor does ---

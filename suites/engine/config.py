@@ -79,6 +79,11 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
         kw["load_format"] = "dummy"
     if "vision_config" in json.loads((path / "config.json").read_text()):
         kw["language_model_only"] = True  # a vision-language checkpoint: the tracks exercise its language model
+    if int(row["tp"]) * int(row["dp"]) > 1:
+        # vLLM 0.26.0 fuses TP all-reduce with RMSNorm through FlashInfer's comm kernels by default: a JIT module
+        # that JIT refused (FLASHINFER_DISABLE_JIT) does not load, and whose default backend (mnnvl) allocates
+        # NVSwitch multicast memory, which stays off on a shared host. The rows run without that fusion.
+        kw["compilation_config"]["pass_config"] = {"fuse_allreduce_rms": False}
     if int(row["dp"]) > 1:
         # Offline DP in vLLM 0.26.0: LLM(data_parallel_size>1) is refused unless each DP rank is its own process
         # started torchrun-style (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT; engine.dp starts them), with the

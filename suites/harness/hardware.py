@@ -21,7 +21,12 @@ _KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 
 # NVLink multicast off in every row (and so in every process a row starts): multicast objects can leave a
 # shared host's GPUs unusable for everyone. `ci run` passes the same switches (ci/run/execute.py, ROW_ENV).
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+NO_MULTICAST = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",  # vLLM's default, mnnvl, allocates NVSwitch multicast memory
+}
 
 
 @dataclass(frozen=True)
