@@ -26,6 +26,7 @@ def standin(committed_repo: Path, docker_client):
     target = replace(st.targets["cuda-sm90"], id="cuda-standin", kernel_lists=("selftest.yaml",))
     locks = committed_repo / "containers" / "locks"
     shutil.copy(locks / "cpu.txt", locks / "cuda-standin.txt")  # pytest, junitparser, pyyaml, triton: py3.11
+    shutil.copy(locks / "cuda-sm90.debs.txt", locks / "cuda-standin.debs.txt")  # cuda-sm90's base, package for package
     made = [TAG]
     built = images.build(target, tag=TAG, root=committed_repo)
     yield st, target, built

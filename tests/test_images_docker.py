@@ -17,7 +17,7 @@ import pytest
 
 from ci import engine as container
 from ci.errors import BuildError
-from ci.images import bake, verify
+from ci.images import bake, debs, verify, wheels
 from ci.images import build as images
 from ci.stack import loader as stack
 
@@ -62,6 +62,12 @@ def test_labels_on_the_built_image(built, client, repo):
     assert labels["org.opencontainers.image.base.name"].endswith(labels["org.opencontainers.image.base.digest"][7:])
     assert labels["stackgate.target"] == "cpu"
     assert first.image_id == client.images.get(TAG).id
+    # what went in: the wheels' lock, and the base's Debian lock, which the base itself carries too
+    assert labels["stackgate.lock"] == "sha256:" + wheels.file_digest(repo / "containers" / "locks" / "cpu.txt")
+    lock = debs.read(stack.load().targets["cpu"], repo)
+    assert labels["stackgate.base_lock"] == lock.digest
+    base = client.images.get(labels["org.opencontainers.image.base.digest"])
+    assert base.labels["stackgate.base_lock"] == lock.digest
 
 
 def test_second_build_is_fast_and_identical(built, repo, target):
@@ -95,9 +101,10 @@ def test_verify_fails_on_a_tag_only_base(built, repo, target, client):
     from ci.images import bootstrap
 
     tag = f"{TAG}-unpinned"
-    images.build(target, base=bootstrap.recipe_tag(target), allow_unpinned=True, tag=tag, root=repo)
+    base = bootstrap.lock_tag(target, debs.read(target, repo))
+    images.build(target, base=base, allow_unpinned=True, tag=tag, root=repo)
     created.append(tag)
-    with pytest.raises(BuildError, match=r"base pinned: localhost/stackgate-base-bookworm:recipe-\w+ \(no digest"):
+    with pytest.raises(BuildError, match=r"base pinned: localhost/stackgate-base-bookworm:lock-\w+ \(no digest"):
         verify.main(stack.load(), stack.load().targets["cpu"], tag, root=repo)
 
 

@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ci import options, revision
-from ci.images import bake, build, lock, verify
+from ci.errors import NotHere
+from ci.images import bake, build, debs, lock, verify
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack
 
@@ -50,6 +51,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_lock(args: argparse.Namespace) -> int:
     target = build.target_for(args)
+    if args.base:
+        if target.bootstrap is None:
+            raise NotHere(f"target {target.id} has no bootstrap recipe: its base is pulled, pinned by digest",
+                          hint=f"python -m ci lock {target.id}   (the wheels' lock)")  # fmt: skip
+        print(f"wrote {debs.resolve(target, build.REPO_ROOT).relative_to(build.REPO_ROOT)}")
+        return 0
     if args.index_url:
         target = replace(target, package_indexes=(*target.package_indexes, *args.index_url))
     print(f"wrote {lock.lock(target)}")
@@ -87,8 +94,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--image", help="the image to check against the target (default: stackgate/<target>:latest)")
     v.set_defaults(func=cmd_verify)
 
-    lk = options.verb(sub, "lock", help="resolve a target's hashed lock (containers/locks/<target>.txt) with uv",
-                      codes=(0, 2, 3, 6))  # fmt: skip
+    lk = options.verb(sub, "lock", help="resolve a target's hashed lock (containers/locks/<target>.txt) with uv, or "
+                      "with --base its base's Debian package lock (<target>.debs.txt)", codes=(0, 2, 3, 6))  # fmt: skip
+    lk.add_argument("--base", action="store_true",
+                    help="bootstrap the target's recipe (stack/targets.yaml bootstrap) and pin every Debian package "
+                    "it installs, by version, in containers/locks/<target>.debs.txt")  # fmt: skip
     lk.add_argument("target", help="a target id, e.g. rocm-gfx1151")
     lk.add_argument("--index-url", action="append", default=[], metavar="URL",
                     help="one more extra index to resolve against (repeatable), beside package_indexes")  # fmt: skip
