@@ -1,5 +1,5 @@
-"""Reproducible images without an engine: the layer rewrite, the config's times, the Debian package lock. The
-builds themselves are test_images_docker.py's."""
+"""Reproducible images without an engine: the layer rewrite, the config's times, the Debian package lock and
+what `ci verify --rebuild` says about two layers that differ. The builds themselves are test_images_docker.py's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ci.errors import BuildError, NotHere
-from ci.images import debs, normalize
+from ci.images import debs, normalize, rebuild
 from ci.stack import loader
 
 EPOCH = 1_700_000_000
@@ -143,6 +143,27 @@ def test_a_version_gone_from_the_archive_fails_naming_it(cpu, root: Path, tmp_pa
     with pytest.raises(BuildError, match=rf"cannot be made from its lock any more: .* {named}") as exc:
         debs.bootstrap(cpu, lock, tmp_path / "rootfs.tar")
     assert "python -m ci lock cpu --base" in exc.value.hint
+
+
+def test_two_layers_that_differ_are_told_apart_by_file() -> None:
+    ours = _layer([("opt", None), ("opt/built-at", b"1700000001\n"), ("opt/same", b"x")], mtime=EPOCH)
+    theirs = _layer([("opt", None), ("opt/built-at", b"1700000002\n"), ("opt/same", b"x"), ("opt/new", b"")],
+                    mtime=EPOCH)  # fmt: skip
+    diffs = rebuild.member_diffs(io.BytesIO(ours), io.BytesIO(theirs))
+    assert diffs == ["opt/built-at: content '1700000001\\n' vs '1700000002\\n'", "opt/new: only in the rebuild"]
+
+
+def test_a_layer_is_named_by_the_step_that_made_it() -> None:
+    config = {"history": [
+        {"created_by": "mmdebstrap --variant=custom"},
+        {"created_by": "ENV A=1", "empty_layer": True},
+        {"created_by": "RUN |2 TARGET=cpu KERNEL_LISTS=a b /bin/sh -c date >   /opt/x # buildkit"},
+        {"created_by": "COPY suites/ /opt/stackgate/suites/ # buildkit"},
+    ]}  # fmt: skip
+    steps = ["mmdebstrap --variant=custom", "RUN date > /opt/x", "COPY suites/ /opt/stackgate/suites/"]
+    assert rebuild._steps(config) == steps
+    assert rebuild.side_tag("stackgate/cpu:latest") == "stackgate/cpu:latest-rebuild"
+    assert rebuild.side_tag("localhost:5000/cpu") == "localhost:5000/cpu:rebuild"
 
 
 def test_a_base_lock_is_refused_where_the_base_is_pulled(capsys) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ci import options, revision
 from ci.errors import NotHere
-from ci.images import bake, build, debs, lock, verify
+from ci.images import bake, build, debs, lock, rebuild, verify
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack
 
@@ -46,7 +46,10 @@ def bake_rows(st: Stack, target: str, args: argparse.Namespace) -> tuple[plan.Ro
 def cmd_verify(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     target = st.targets[args.target]
-    return verify.main(st, target, args.image or f"{build.image_name(target)}:latest", root=build.REPO_ROOT)
+    image = args.image or f"{build.image_name(target)}:latest"
+    if args.rebuild:
+        return rebuild.main(target, image, root=build.REPO_ROOT)
+    return verify.main(st, target, image, root=build.REPO_ROOT)
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
@@ -92,6 +95,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      "sentinel", codes=(0, 2, 3))  # fmt: skip
     v.add_argument("target", help="a target id, e.g. cpu")
     v.add_argument("--image", help="the image to check against the target (default: stackgate/<target>:latest)")
+    v.add_argument("--rebuild", action="store_true",
+                   help="bootstrap the base and build the image again from nothing (no cache) beside it, as "
+                   "<image>-rebuild, and compare: the same image id, or the layers and files that differ")  # fmt: skip
     v.set_defaults(func=cmd_verify)
 
     lk = options.verb(sub, "lock", help="resolve a target's hashed lock (containers/locks/<target>.txt) with uv, or "
