@@ -13,7 +13,7 @@ import pytest
 
 from ci.errors import BuildError
 from ci.images import build as images
-from ci.images import verify
+from ci.images import rebuild, verify
 from ci.stack import loader
 
 pytestmark = pytest.mark.docker
@@ -26,6 +26,7 @@ def standin(committed_repo: Path, docker_client):
     target = replace(st.targets["cuda-sm90"], id="cuda-standin", kernel_lists=("selftest.yaml",))
     locks = committed_repo / "containers" / "locks"
     shutil.copy(locks / "cpu.txt", locks / "cuda-standin.txt")  # pytest, junitparser, pyyaml, triton: py3.11
+    shutil.copy(locks / "cuda-sm90.debs.txt", locks / "cuda-standin.debs.txt")  # cuda-sm90's base, package for package
     made = [TAG]
     built = images.build(target, tag=TAG, root=committed_repo)
     yield st, target, built
@@ -41,6 +42,14 @@ def test_the_cuda_dockerfile_builds_bakes_for_sm90_and_verifies(standin, committ
     assert "the lock installs no CUDA library" in out
     labels = __import__("docker").from_env().images.get(TAG).labels
     assert labels["stackgate.target"] == "cuda-standin" and labels["stackgate.arch"] == "9.0a"
+
+
+def test_the_cuda_dockerfile_rebuilds_from_nothing_to_the_same_image(standin, committed_repo, capsys) -> None:
+    """`ci verify --rebuild` on the stand-in: cuda-sm90's base bootstrapped again from its Debian lock, every
+    step run again, the same image id (the venv, the sentinel, the bake for sm_90, suites/)."""
+    _, target, built = standin
+    assert rebuild.main(target, TAG, root=committed_repo) == 0
+    assert f"the same image {built.image_id}" in capsys.readouterr().out
 
 
 def test_verify_names_a_kernel_the_bake_left_out(standin, committed_repo, docker_client, tmp_path) -> None:

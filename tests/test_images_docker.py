@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from ci import engine as container
 from ci.errors import BuildError
-from ci.images import bake, verify
+from ci.images import bake, debs, rebuild, verify, wheels
 from ci.images import build as images
 from ci.stack import loader as stack
 
@@ -62,6 +64,12 @@ def test_labels_on_the_built_image(built, client, repo):
     assert labels["org.opencontainers.image.base.name"].endswith(labels["org.opencontainers.image.base.digest"][7:])
     assert labels["stackgate.target"] == "cpu"
     assert first.image_id == client.images.get(TAG).id
+    # what went in: the wheels' lock, and the base's Debian lock, which the base itself carries too
+    assert labels["stackgate.lock"] == "sha256:" + wheels.file_digest(repo / "containers" / "locks" / "cpu.txt")
+    lock = debs.read(stack.load().targets["cpu"], repo)
+    assert labels["stackgate.base_lock"] == lock.digest
+    base = client.images.get(labels["org.opencontainers.image.base.digest"])
+    assert base.labels["stackgate.base_lock"] == lock.digest
 
 
 def test_second_build_is_fast_and_identical(built, repo, target):
@@ -83,6 +91,58 @@ def test_touching_suites_rebuilds_one_layer(built, repo, target, client):
     assert after[:-1] == before[:-1] and after[-1] != before[-1]
 
 
+def test_a_clean_rebuild_in_another_clone_is_the_same_image(built, repo, target, client, monkeypatch, tmp_path, capsys):
+    """`ci verify cpu --rebuild` from a fresh clone (other path, other file times): the base bootstrapped again from
+    its lock and every step run again (--no-cache) give the image id the first build gave."""
+    first, _ = built
+    assert images.build(target, tag=TAG, root=repo).image_id == first.image_id  # undo what other tests tagged
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    time.sleep(1.1)  # every file of the clone is newer than the repository's
+    # the source label is the checkout's origin: the clone's would name the repository it came from
+    monkeypatch.setenv("STACKGATE_SOURCE_URL", client.images.get(TAG).labels["org.opencontainers.image.source"])
+    assert rebuild.main(target, TAG, root=clone) == 0
+    out = capsys.readouterr().out
+    base = client.images.get(TAG).labels["org.opencontainers.image.base.digest"]
+    assert re.search(rf"same +base +bootstrapped from cpu.debs.txt +{base}", out), out
+    assert f"the same image {first.image_id}" in out
+    with pytest.raises(docker.errors.ImageNotFound):
+        client.images.get(rebuild.side_tag(TAG))  # the same image: the side tag is removed
+
+
+def test_verify_rebuild_names_the_layer_a_non_deterministic_step_made(built, repo, target, client, tmp_path):
+    nd = tmp_path / "nd"
+    subprocess.run(["git", "clone", "-q", str(repo), str(nd)], check=True)
+    dockerfile = nd / "containers" / "cpu" / "Dockerfile"
+    anchor = "# AOT bake: only the files it reads"
+    dockerfile.write_text(dockerfile.read_text().replace(anchor, f"RUN date +%s%N > /opt/stackgate/built-at\n{anchor}"))
+    git = ["git", "-C", str(nd), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "commit", "-qam", "a build step that writes the time"], check=True)
+    tag = f"{TAG}-nd"
+    images.build(target, tag=tag, root=nd)
+    try:
+        with pytest.raises(BuildError) as exc:
+            rebuild.main(target, tag, root=nd, base_again=False)  # the base's rebuild is the test above's
+        assert re.search(
+            r"layer 5 of 9 \(RUN date \+%s%N > /opt/stackgate/built-at\):\n +"
+            r"opt/stackgate/built-at: content '\d+\\n' vs '\d+\\n'",
+            exc.value.message,
+        ), exc.value.message
+        assert "layer 6" not in exc.value.message  # the steps above and after it write the same bytes
+    finally:
+        for ref in (tag, rebuild.side_tag(tag)):
+            with contextlib.suppress(Exception):
+                client.images.remove(ref, force=True)
+
+
+def test_verify_rebuild_refuses_an_image_of_another_commit(built, capsys):
+    from ci import cli
+
+    # TAG was built from the test's copy of the repository (its own commit), the verb runs in this checkout
+    assert cli.main(["verify", "cpu", "--rebuild", "--image", TAG]) == 3
+    assert re.search(rf"image {TAG} was built from [0-9a-f]{{40}}, and this checkout is at", capsys.readouterr().err)
+
+
 def test_verify_passes_and_lists_sm_121a(built, repo, capsys):
     assert verify.main(stack.load(), stack.load().targets["cpu"], TAG, root=repo) == 0
     out = capsys.readouterr().out
@@ -95,9 +155,10 @@ def test_verify_fails_on_a_tag_only_base(built, repo, target, client):
     from ci.images import bootstrap
 
     tag = f"{TAG}-unpinned"
-    images.build(target, base=bootstrap.recipe_tag(target), allow_unpinned=True, tag=tag, root=repo)
+    base = bootstrap.lock_tag(target, debs.read(target, repo))
+    images.build(target, base=base, allow_unpinned=True, tag=tag, root=repo)
     created.append(tag)
-    with pytest.raises(BuildError, match=r"base pinned: localhost/stackgate-base-bookworm:recipe-\w+ \(no digest"):
+    with pytest.raises(BuildError, match=r"base pinned: localhost/stackgate-base-bookworm:lock-\w+ \(no digest"):
         verify.main(stack.load(), stack.load().targets["cpu"], tag, root=repo)
 
 

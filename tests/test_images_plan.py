@@ -47,7 +47,9 @@ def test_cuda_sm121a_plan_is_arm64_with_its_arch_and_env(st):
     assert p.labels["stackgate.lock"].startswith("sha256:") and len(p.labels["stackgate.lock"]) == 71
     argv = p.argv("docker")
     assert argv[:6] == ["docker", "build", "--network", "none", "--platform", "linux/arm64"]
-    assert "stackgate/cuda-sm121a:aaaaaaaaaaaa" in argv
+    assert p.tags == ("stackgate/cuda-sm121a:aaaaaaaaaaaa", "stackgate/cuda-sm121a:latest")
+    assert "-t" not in argv  # the tags go to the rewritten image (ci.images.normalize), not to BuildKit's
+    assert "--no-cache" not in argv and "--no-cache" in p.argv("docker", no_cache=True)
 
 
 def test_cuda_sm90_plan_is_amd64_and_differs_only_where_the_targets_do(st):

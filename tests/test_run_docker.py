@@ -58,8 +58,8 @@ def test_image(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Itera
     from ci.stack import loader as stack
 
     client = docker_client
-    # the cpu target's offline base (mmdebstrap | docker import), the same one `ci build cpu` uses
-    base, _ = bootstrap.ensure(stack.load().targets["cpu"], docker_cli.find(), epoch=0)
+    # the cpu target's offline base (bootstrapped from its Debian lock), the same one `ci build cpu` uses
+    base = bootstrap.ensure(stack.load().targets["cpu"], docker_cli.find(), REPO).name
     dockerfile = DOCKERFILE.format(base=base)
     ctx = tmp_path_factory.mktemp("image")
     _wheels(ctx / "wheels")

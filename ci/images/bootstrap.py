@@ -1,88 +1,85 @@
 """An offline base image from Debian packages, for builders that cannot pull the pinned base.
 
-mmdebstrap writes the root filesystem as a tar, and a `FROM scratch` + `ADD rootfs.tar /` build with
-`--platform` makes it an image of the target's platform (`docker import` labels every image with the
-host's platform, so an arm64 base would be taken for amd64). Tagged by its recipe so it is made once
-and reused; a foreign architecture is bootstrapped under QEMU user emulation (binfmt). BuildKit
-in the engine cannot resolve `name@sha256:<id>` for an imported image (it has no repository digest and
-BuildKit then asks a registry), so the base is referred to by a tag that embeds its full image id, and
-`ci.images` checks that the tag still resolves to that id before every build.
+The base is made from the target's Debian package lock (`ci.images.debs`): mmdebstrap writes a root
+filesystem holding exactly the locked versions, with the lock's SOURCE_DATE_EPOCH, as a tar; that tar is
+the image's one layer, and the config is written here (the target's platform, the lock's time), then
+`docker load`ed. So the base is a function of its lock: tagged by the lock's hash, made once and reused,
+and made again elsewhere it has the same id. A foreign architecture is bootstrapped under QEMU user
+emulation (binfmt). BuildKit in the engine cannot resolve `name@sha256:<id>` for a loaded image (it has no
+repository digest and BuildKit then asks a registry), so the base is referred to by a tag that embeds its
+full image id, and `ci.images` checks that the tag still resolves to that id before every build.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import platform
-import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ci.engine import DockerCli, image_id
 from ci.errors import BuildError
+from ci.images import debs, normalize
 from ci.stack.model import Target
 
 REPO = "localhost/stackgate-base-{suite}"
-_HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+BASE_LOCK = "stackgate.base_lock"  # the label naming the Debian lock a base (and every image on it) came from
+_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def recipe_tag(target: Target) -> str:
+@dataclass(frozen=True, kw_only=True)
+class Bootstrapped:
+    name: str  # the tag embedding the image id, for FROM
+    image_id: str
+    lock: debs.DebLock
+
+
+def lock_tag(target: Target, lock: debs.DebLock) -> str:
     assert target.bootstrap is not None
-    b = target.bootstrap
-    recipe = {
-        "suite": b.suite,
-        "variant": b.variant,
-        "include": sorted(b.include),
-        "mirror": b.mirror,
-        "platform": target.platform,
-    }
-    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{REPO.format(suite=b.suite)}:recipe-{digest}"
+    return f"{REPO.format(suite=target.bootstrap.suite)}:lock-{lock.digest[7:23]}"
 
 
-def ensure(target: Target, cli: DockerCli, epoch: int) -> tuple[str, str]:
-    """(tag embedding the image id, image id) of the bootstrapped base; built only when absent."""
+def ensure(target: Target, cli: DockerCli, root: Path, *, again: str | None = None) -> Bootstrapped:
+    """The bootstrapped base of `target`, made from its lock where absent. `again`: make it anew under that
+    tag even where the lock's base is present (`ci verify --rebuild`: the same lock must give the same id)."""
     if target.bootstrap is None:
         raise BuildError(f"target {target.id} has no bootstrap recipe in stack/targets.yaml")
-    tag = recipe_tag(target)
-    found = image_id(cli, tag) or _make(target, cli, tag, epoch)
+    lock = debs.read(target, root)
+    tag = again or lock_tag(target, lock)
+    found = (None if again else image_id(cli, tag)) or make(target, cli, lock, tag)
     pinned = f"{REPO.format(suite=target.bootstrap.suite)}:id-{found.removeprefix('sha256:')}"
     subprocess.run([cli.path, "tag", found, pinned], check=True, capture_output=True)
-    return pinned, found
+    return Bootstrapped(name=pinned, image_id=found, lock=lock)
 
 
-def _make(target: Target, cli: DockerCli, tag: str, epoch: int) -> str:
-    assert target.bootstrap is not None
-    b = target.bootstrap
-    if not shutil.which("mmdebstrap"):
-        raise BuildError(
-            f"the base of {target.id} must be bootstrapped and mmdebstrap is not installed",
-            hint="apt-get install mmdebstrap   (or docker load the pinned base image)",
-        )
-    arch = target.platform.split("/")[1]
-    env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}  # mmdebstrap then writes reproducible timestamps
+def config(target: Target, lock: debs.DebLock, diff_id: str) -> bytes:
+    """The base's image config: the target's platform, the lock's time and hash, nothing of this host."""
+    os_, arch = target.platform.split("/")[:2]
+    created = normalize.rfc3339(lock.epoch)
+    doc = {
+        "architecture": arch,
+        **({"variant": "v8"} if arch == "arm64" else {}),
+        "os": os_,
+        "created": created,
+        "config": {"Env": [_PATH], "Cmd": ["bash"], "WorkingDir": "/", "Labels": {BASE_LOCK: lock.digest}},
+        "history": [{"created": created, "created_by": f"mmdebstrap --variant=custom --include=<the "
+                     f"{len(lock.packages)} packages of {lock.path.name}> (SOURCE_DATE_EPOCH={lock.epoch})"}],
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+    }  # fmt: skip
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def make(target: Target, cli: DockerCli, lock: debs.DebLock, tag: str) -> str:
     with tempfile.TemporaryDirectory(prefix="stackgate-base-") as tmp:
-        context = Path(tmp)
-        argv = ["mmdebstrap", "--quiet", f"--variant={b.variant}", f"--architectures={arch}",
-                f"--include={','.join(b.include)}", b.suite, str(context / "rootfs.tar"), b.mirror]  # fmt: skip
-        strap = subprocess.run(argv, capture_output=True, env=env)
-        if strap.returncode != 0:
-            err = strap.stderr.decode(errors="replace")
-            raise BuildError(
-                f"bootstrapping {tag} failed: {' '.join(argv)}\n{err[-1500:]}",
-                hint=f"check that {b.mirror} is reachable and mmdebstrap runs as root"
-                + ("" if arch == _HOST_ARCH else f"; an {arch} root needs QEMU (apt-get install qemu-user-static)"),
-            )
-        (context / "Dockerfile").write_text('FROM scratch\nADD rootfs.tar /\nCMD ["bash"]\n')
-        done = subprocess.run(
-            [cli.path, "build", "--network", "none", "--platform", target.platform, "-t", tag, str(context)],
-            capture_output=True, text=True, env=cli.env(),
-        )  # fmt: skip
-    if done.returncode != 0:
-        raise BuildError(f"making {tag} from the bootstrapped root failed:\n{done.stderr[-1500:]}")
-    made = image_id(cli, tag)
-    if made is None:
-        raise BuildError(f"docker build reported success but {tag} is not there")
+        rootfs = Path(tmp) / "rootfs.tar"
+        debs.bootstrap(target, lock, rootfs)
+        sha = hashlib.sha256()
+        with rootfs.open("rb") as fh:
+            while block := fh.read(1 << 20):
+                sha.update(block)
+        made = normalize.load(cli, config(target, lock, f"sha256:{sha.hexdigest()}"), [rootfs], (tag,))
+    if image_id(cli, tag) != made:
+        raise BuildError(f"docker load reported success but {tag} is not {made}")
     return made

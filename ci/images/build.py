@@ -1,9 +1,10 @@
-"""Hermetic image builds per target: `python -m ci build <target>`.
+"""Hermetic, reproducible image builds per target: `python -m ci build <target>`.
 
 A build plan is data computed from the target (platform, build args, labels, tags); `build` fetches the
-locked wheels on the host, stages them in the context, and runs the docker CLI with BuildKit and
-`--network none`. Inspection, runs and commits go through the docker SDK (`ci.bake`, `ci.verify`),
-imported only by the verbs that need it so `python -m ci plan` stays fast.
+locked wheels on the host, stages them in the context, runs the docker CLI with BuildKit and
+`--network none`, and rewrites the result so one commit gives one image id (`ci.images.normalize`).
+Inspection, runs and commits go through the docker SDK (`ci.bake`, `ci.verify`), imported only by the
+verbs that need it so `python -m ci plan` stays fast.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ci import engine, options, revision
 from ci.errors import BuildError, NotHere
-from ci.images import wheels
+from ci.images import bootstrap, normalize, wheels
 from ci.stack import loader as stack
 from ci.stack.model import Target
 
@@ -47,6 +48,7 @@ class Base:
     name: str  # what FROM receives
     digest: str  # "" when built from a tag with --allow-unpinned
     bootstrapped: bool = False
+    lock: str = ""  # a bootstrapped base: the sha256 of its Debian package lock
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,25 +61,14 @@ class BuildPlan:
     build_args: Mapping[str, str]
     labels: Mapping[str, str]
 
-    def argv(self, cli: str) -> list[str]:
-        out = [
-            cli,
-            "build",
-            "--network",
-            "none",
-            "--platform",
-            self.platform,
-            "--progress",
-            "plain",
-            "-f",
-            str(self.dockerfile),
-        ]
+    def argv(self, cli: str, *, no_cache: bool = False) -> list[str]:
+        """The build; untagged, since the tags go to its rewritten image (`ci.images.normalize`)."""
+        out = [cli, "build", "--network", "none", "--platform", self.platform, "--progress", "plain",
+               *(["--no-cache"] if no_cache else []), "-f", str(self.dockerfile)]  # fmt: skip
         for key, value in self.build_args.items():
             out += ["--build-arg", f"{key}={value}"]
         for key, value in self.labels.items():
             out += ["--label", f"{key}={value}"]
-        for tag in self.tags:
-            out += ["-t", tag]
         return out
 
 
@@ -174,6 +165,7 @@ def plan(
         "stackgate.lock": lock_digest,
         "stackgate.triton_targets": ",".join(target.triton_targets),
         "stackgate.kernel_lists": ",".join(target.kernel_lists),
+        **({bootstrap.BASE_LOCK: base.lock} if base.lock else {}),
     }
     name = image_name(target)
     tags = (tag,) if tag else (f"{name}:{git.revision[:12]}", f"{name}:latest")
@@ -202,17 +194,17 @@ def build(
     allow_unpinned: bool = False,
     tag: str | None = None,
     root: Path = REPO_ROOT,
+    no_cache: bool = False,
 ) -> Built:
+    """Build the target's image; `no_cache` runs every step again (`ci verify --rebuild`)."""
     t0 = time.monotonic()
     cli = engine.find()
     git = revision.git_info(root)
     chosen = resolve_base(target, base=base, allow_unpinned=allow_unpinned)
     if base is None and target.bootstrap is not None and not _present(cli, chosen.name):
         # Offline default: the pinned registry base is absent and cannot be pulled here.
-        from ci.images import bootstrap
-
-        pinned, image_id = bootstrap.ensure(target, cli, git.epoch)
-        chosen = Base(name=pinned, digest=image_id, bootstrapped=True)
+        made = bootstrap.ensure(target, cli, root)
+        chosen = Base(name=made.name, digest=made.image_id, bootstrapped=True, lock=made.lock.digest)
     if chosen.bootstrapped and engine.image_id(cli, chosen.name) != chosen.digest:
         raise BuildError(f"{chosen.name} no longer resolves to {chosen.digest}", hint="remove the tag and rebuild")
     p = plan(target, chosen, git, root=root, tag=tag)
@@ -227,7 +219,7 @@ def build(
         with (root / ".whl" / f"build-{target.id}.log").open("w") as out:
             iidfile = root / ".whl" / f"iid-{target.id}"
             done = subprocess.run(
-                [*p.argv(cli.path), "--iidfile", str(iidfile), "."],
+                [*p.argv(cli.path, no_cache=no_cache), "--iidfile", str(iidfile), "."],
                 cwd=root,
                 env=cli.env(),
                 stdout=out,
@@ -239,7 +231,9 @@ def build(
             f"docker build of {target.id} failed ({cli.path}, {cli.how}):\n{tail}",
             hint=f"full log: .whl/build-{target.id}.log",
         )
-    return Built(image_id=iidfile.read_text().strip(), tags=p.tags, seconds=time.monotonic() - t0)
+    raw, memo = iidfile.read_text().strip(), root / ".whl" / "normalized"
+    final = normalize.finish(cli, raw, base=chosen.name, epoch=git.epoch, tags=p.tags, memo=memo)
+    return Built(image_id=final, tags=p.tags, seconds=time.monotonic() - t0)
 
 
 def _present(cli: engine.DockerCli, ref: str) -> bool:

@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ci import options, revision
-from ci.images import bake, build, lock, verify
+from ci.errors import NotHere
+from ci.images import bake, build, debs, lock, rebuild, verify
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack
 
@@ -45,11 +46,20 @@ def bake_rows(st: Stack, target: str, args: argparse.Namespace) -> tuple[plan.Ro
 def cmd_verify(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     target = st.targets[args.target]
-    return verify.main(st, target, args.image or f"{build.image_name(target)}:latest", root=build.REPO_ROOT)
+    image = args.image or f"{build.image_name(target)}:latest"
+    if args.rebuild:
+        return rebuild.main(target, image, root=build.REPO_ROOT)
+    return verify.main(st, target, image, root=build.REPO_ROOT)
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
     target = build.target_for(args)
+    if args.base:
+        if target.bootstrap is None:
+            raise NotHere(f"target {target.id} has no bootstrap recipe: its base is pulled, pinned by digest",
+                          hint=f"python -m ci lock {target.id}   (the wheels' lock)")  # fmt: skip
+        print(f"wrote {debs.resolve(target, build.REPO_ROOT).relative_to(build.REPO_ROOT)}")
+        return 0
     if args.index_url:
         target = replace(target, package_indexes=(*target.package_indexes, *args.index_url))
     print(f"wrote {lock.lock(target)}")
@@ -85,10 +95,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                      "sentinel", codes=(0, 2, 3))  # fmt: skip
     v.add_argument("target", help="a target id, e.g. cpu")
     v.add_argument("--image", help="the image to check against the target (default: stackgate/<target>:latest)")
+    v.add_argument("--rebuild", action="store_true",
+                   help="bootstrap the base and build the image again from nothing (no cache) beside it, as "
+                   "<image>-rebuild, and compare: the same image id, or the layers and files that differ")  # fmt: skip
     v.set_defaults(func=cmd_verify)
 
-    lk = options.verb(sub, "lock", help="resolve a target's hashed lock (containers/locks/<target>.txt) with uv",
-                      codes=(0, 2, 3, 6))  # fmt: skip
+    lk = options.verb(sub, "lock", help="resolve a target's hashed lock (containers/locks/<target>.txt) with uv, or "
+                      "with --base its base's Debian package lock (<target>.debs.txt)", codes=(0, 2, 3, 6))  # fmt: skip
+    lk.add_argument("--base", action="store_true",
+                    help="bootstrap the target's recipe (stack/targets.yaml bootstrap) and pin every Debian package "
+                    "it installs, by version, in containers/locks/<target>.debs.txt")  # fmt: skip
     lk.add_argument("target", help="a target id, e.g. rocm-gfx1151")
     lk.add_argument("--index-url", action="append", default=[], metavar="URL",
                     help="one more extra index to resolve against (repeatable), beside package_indexes")  # fmt: skip

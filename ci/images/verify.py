@@ -1,9 +1,10 @@
 """`python -m ci verify <target|image>`: prove an image's promises without a GPU.
 
-Checks, each a row of the printed table: the labels a build sets; the base pinned by digest; the JIT
-sentinel loaded at interpreter start; every kernel of the target's lists baked for every triton
-target (entry present, binary for the right arch: `cuobjdump --list-elf` names sm_<cc>a, the hsaco
-names gfx<id>); for cuda images, every shared object with device code carries SASS for the target arch.
+Checks, each a row of the printed table: the labels a build sets; the base pinned by digest (and, for a
+bootstrapped base, the Debian lock it was made from: `stackgate.base_lock`); the JIT sentinel loaded at
+interpreter start; every kernel of the target's lists baked for every triton target (entry present, binary
+for the right arch: `cuobjdump --list-elf` names sm_<cc>a, the hsaco names gfx<id>); for cuda images,
+every shared object with device code carries SASS for the target arch.
 The image is inspected with the docker SDK and probed by running `ci/probe.py` inside it.
 """
 
@@ -21,6 +22,7 @@ import yaml
 from ci import engine as container
 from ci import tables
 from ci.errors import BuildError
+from ci.images import bootstrap
 from ci.images.build import LABELS
 from ci.stack.model import Stack, Target
 
@@ -143,6 +145,10 @@ def checks(target: Target, labels: dict[str, str], probe: dict[str, Any], root: 
             detail=digest or "no digest: built from a tag with --allow-unpinned",
         )
     )
+    if base.startswith(bootstrap.REPO.partition("{")[0]):  # a bootstrapped base: its Debian lock is what went in
+        lock = labels.get(bootstrap.BASE_LOCK, "")
+        detail = lock or "missing: the image does not name the Debian lock its base was made from"
+        out.append(Check(what="label", item=bootstrap.BASE_LOCK, ok=bool(_DIGEST.match(lock)), detail=detail))
     s = probe["sentinel"]
     ok = s["pth"] and s["loaded_at_start"] and not s["triton_imported_at_start"]
     out.append(
