@@ -150,3 +150,19 @@ def test_a_warm_run_runs_the_rows_own_test_off_the_record(tmp_path: Path) -> Non
     assert f"{first}: warm run of its test ran (pytest exit" in done.stdout
     # the test loaded the baked kernels from an empty cache: it compiled them there, logging elsewhere
     assert any((tmp_path / "cold").rglob("*.json")) and not own_log.exists()
+    # where the bake asks (ci bake --host: beside the caches), its compiles and its logs are kept, to tell later
+    # which part of a key moved when a run misses them
+    kept = tmp_path / "keep" / "warm-bake-jit.jsonl"
+    env.update(
+        {
+            "STACKGATE_WARM_JIT_LOG": str(kept),
+            "TRITON_CACHE_DIR": str(tmp_path / "cold2"),
+            "PYTHONPATH": os.pathsep.join([str(suites / "harness" / "startup"), str(suites)]),
+        }
+    )  # the sentinel on
+    again = subprocess.run([sys.executable, "-c", code], cwd=suites, capture_output=True, text=True, timeout=600,
+                           env=env)  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    events = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert events and all(e["key_parts"]["fn"] and e["key_parts"]["triton"] for e in events)
+    assert any((tmp_path / "keep" / "warm-logs").glob("*.log"))

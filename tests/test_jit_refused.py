@@ -113,3 +113,23 @@ def test_the_key_diff_names_each_moved_part_and_skips_what_the_bake_never_reache
     assert missed.explain(here[:1], [{**bake[0], "hash": "b" * 64}]) == [
         "k: the bake made key bbbbbbbbbb too, yet it was not in the cache here"
     ]
+
+
+def test_a_graph_vllm_compiled_again_names_the_factor_of_its_cache_key_that_moved(tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "suites"))
+    from harness import missed
+
+    top = tmp_path / "vllm" / "torch_compile_cache"
+    env = {"VLLM_USE_AOT_COMPILE": False, "VLLM_X": 1}
+    for name, cfg, env_x in (("aaaa", "c1", 1), ("bbbb", "c2", 1), ("new1", "c2", 2)):
+        d = top / name / "rank_0_0" / "backbone"
+        d.mkdir(parents=True)
+        factors = {"config_hash": cfg, "compiler_hash": "k", "code_hash": "code", "env": {**env, "VLLM_X": env_x}}
+        (d / missed.FACTORS).write_text(json.dumps(factors))
+    made = str(top / "new1" / "rank_0_0" / "backbone" / missed.FACTORS)
+    (line,) = missed.explain_compile_cache([made, str(top / "new1" / "rank_0_0" / "backbone" / "artifact")])
+    assert (
+        line
+        == "vLLM compile cache new1/backbone: nearest baked bbbb/backbone differs in env VLLM_X 1 in the bake, 2 here"
+    )
+    assert missed.explain_compile_cache([str(top / "aaaa" / "x.py")]) == []

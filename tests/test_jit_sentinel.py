@@ -78,3 +78,24 @@ def test_the_sentinel_watches_every_cache_the_runtime_root_holds() -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert set(mod.CACHE_ENV) == set(caches.CACHE_ENV)
+
+
+@pytest.mark.parametrize("preset", [None, "/opt/cuda/bin/ptxas"])
+def test_every_process_starts_with_one_ptxas_pinned(tmp_path: Path, preset: str | None) -> None:
+    """Triton keys every kernel with the ptxas version it reads at its first compile; torch's inductor points
+    $TRITON_PTXAS_PATH at torch's own ptxas when it first loads a kernel, unless it is set. The startup hook
+    pins Triton's own at interpreter start (and keeps one a user set), so a bake and its runs key alike."""
+    import os
+    import subprocess
+
+    triton = pytest.importorskip("triton")
+    repo = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_PTXAS_PATH"}
+    env["PYTHONPATH"] = os.pathsep.join([str(repo / "suites" / "harness" / "startup"), str(repo / "suites")])
+    if preset:
+        env["TRITON_PTXAS_PATH"] = preset
+    code = "import os, sys; print(os.environ.get('TRITON_PTXAS_PATH')); print('triton' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    pinned, imported = out.split()
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    assert pinned == (preset or str(bundled)) and imported == "False"  # pinned without importing triton

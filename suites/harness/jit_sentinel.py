@@ -216,8 +216,36 @@ class _AttachingLoader(importlib.abc.Loader):
         return getattr(self._inner, name)
 
 
+def pin_ptxas() -> str | None:
+    """Point $TRITON_PTXAS_PATH at Triton's own ptxas where nothing set it, before any kernel compiles.
+
+    Triton hashes the ptxas version into every cache key, and reads it once per process (at the first
+    compile). torch's inductor sets $TRITON_PTXAS_PATH to torch's own ptxas (CUDA 13.0 for torch 2.11+cu130)
+    the first time it compiles or reloads a Triton kernel, unless it is set already. So a process that
+    compiles a kernel of its own first keys everything with Triton's ptxas (12.8), one that reloads a
+    cached inductor graph first keys everything with torch's: the same kernel, two keys, and a bake made
+    one way is missed by a run that starts the other way (seen on the H200 with DeepSeek-V3.2 rows).
+    Pinned at interpreter start, every process of a bake and of its runs keys alike. Returns the path set."""
+    if os.environ.get("TRITON_PTXAS_PATH"):
+        return None
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("triton")  # the package's location, without importing it
+    except (ImportError, ValueError):
+        return None
+    for top in (spec.submodule_search_locations or []) if spec else []:
+        ptxas = os.path.join(top, "backends", "nvidia", "bin", "ptxas")
+        if os.path.isfile(ptxas) and os.access(ptxas, os.X_OK):
+            os.environ["TRITON_PTXAS_PATH"] = ptxas
+            return ptxas
+    return None
+
+
 def install() -> None:
-    """Register the listener now if triton is loaded, else when it is first imported. Idempotent."""
+    """Register the listener now if triton is loaded, else when it is first imported; pin Triton's ptxas
+    (`pin_ptxas`). Idempotent."""
+    pin_ptxas()
     if "triton" in sys.modules and hasattr(sys.modules["triton"], "knobs"):
         _attach(sys.modules["triton"])
         return

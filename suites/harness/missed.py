@@ -76,3 +76,45 @@ def explain(compiles: Iterable[dict], bake: Iterable[dict]) -> list[str]:
             made = str(same[0].get("hash", ""))[:10]
             lines[f"{name}: baked under key {made}, compiled here under {key}: {parts}"] = None
     return list(lines)
+
+
+# --- vLLM's compile cache: a graph compiled again under a new cache directory ----------------------------
+# vLLM names each compiled-graph cache directory by the hash of four factors and writes them beside it
+# (vllm/compilation/backends.py: torch_compile_cache/<hash>/rank_<r>_<dp>/<prefix>/cache_key_factors.json):
+# its env vars, the engine config's hash, the compiler's and the traced code's.
+FACTORS = "cache_key_factors.json"
+
+
+def _factors(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _factor_diff(here: dict, bake: dict) -> list[str]:
+    out = [f"{k} {bake.get(k)!r} in the bake, {here.get(k)!r} here"
+           for k in ("config_hash", "compiler_hash", "code_hash") if here.get(k) != bake.get(k)]  # fmt: skip
+    he, be = here.get("env") or {}, bake.get("env") or {}
+    out += [
+        f"env {k} {be.get(k)!r} in the bake, {he.get(k)!r} here" for k in sorted({*he, *be}) if he.get(k) != be.get(k)
+    ]
+    return out
+
+
+def explain_compile_cache(new_files: Iterable[str]) -> list[str]:
+    """One line per compiled-graph cache directory this run created: the baked directory of the same code
+    and prefix nearest to it, and the factors in which the two differ."""
+    new = {str(f) for f in new_files}
+    lines = []
+    for made in sorted(Path(f) for f in new if Path(f).name == FACTORS):
+        here, prefix, top = _factors(made), made.parent.name, made.parents[3]
+        baked_dirs = [p for p in top.glob(f"*/*/{prefix}/{FACTORS}") if str(p) not in new]
+        where = f"{made.parents[2].name}/{prefix}"
+        if not baked_dirs:
+            lines.append(f"vLLM compile cache {where}: the bake compiled no {prefix} graph")
+            continue
+        diffs = min(((_factor_diff(here, _factors(p)), p.parents[2].name) for p in baked_dirs), key=lambda d: len(d[0]))
+        lines.append(f"vLLM compile cache {where}: nearest baked {diffs[1]}/{prefix} differs in "
+                     + ("; ".join(diffs[0]) or "nothing recorded"))  # fmt: skip
+    return lines

@@ -417,6 +417,7 @@ def _refuse_jit(outcome: Outcome, seen: jit.Seen) -> Outcome:
     if seen.cache_new_files:
         dirs = sorted({str(Path(f).parent) for f in seen.cache_new_files})
         found.append(f"{len(seen.cache_new_files)} new JIT cache file(s) under {', '.join(dirs[:3])}")
+        found += missed.explain_compile_cache(seen.cache_new_files)[:3]
     if not found:
         return outcome
     what = f"JIT refused (${ENV_REFUSE_JIT}=1): " + "; ".join(found)

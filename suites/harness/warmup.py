@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,10 +57,16 @@ def run_row_test(row: Any, *, suites: Path | None = None) -> int:
         argv = [sys.executable, "-m", "pytest", str(root / row.suite), "--rootdir", str(root), "-p", "harness.plugin",
                 "-p", "no:cacheprovider", "-q", "--stackgate-row", row.id, "--stackgate-junit", str(junit)]  # fmt: skip
         log = os.environ.get(ENV_WARM_LOG) or str(Path(tmp) / "jit.jsonl")  # kept where the bake asks
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "STACKGATE_REFUSE_JIT": "0", "STACKGATE_JIT_LOG": log}
         env.pop("STACKGATE_PROFILE_DIR", None)
         done = subprocess.run(argv, env=env, cwd=root, check=False, capture_output=True, text=True)
         ran = junit.is_file() and row.id in junit.read_text()
+        if os.environ.get(ENV_WARM_LOG):  # the warm run's own logs travel with the caches, beside its compiles
+            kept = Path(log).parent / "warm-logs"
+            kept.mkdir(exist_ok=True)
+            for found in (Path(tmp) / "logs").glob("*.log"):
+                shutil.copyfile(found, kept / found.name)
     tail = (done.stdout.strip().splitlines() or ["no output"])[-1]
     print(f"{row.id}: warm run of its test {'ran' if ran else 'did not run'} (pytest exit {done.returncode}: {tail})",
           flush=True)  # fmt: skip
