@@ -10,6 +10,8 @@
 # usage: run.sh KEY|GROUP...   e.g. `run.sh tp`, then `run.sh dp`, then `run.sh mtp` (one command each: a group
 #        is 2 to 3 rows, each two engine starts, about 3 to 9 minutes); `run.sh all` runs the eight in one go.
 #        Every call ends with the seed-table summary of all results so far, and packs them into $OUT.
+# Under a time limit, stop it with SIGTERM before the limit (`timeout 560 run.sh tp`): the rows that finished and
+# the one interrupted come back in $OUT (a first attempt lost 560 s of results to a kill without this).
 # Each call starts from an empty JIT caches root of its own (--unbaked: no AOT bake, JIT allowed), so its first
 # row pays the compiles; the rows after it reuse them. vLLM 0.26.0 staged as for evidence/h200-nojit.
 set -u
@@ -18,7 +20,7 @@ export PYTHONPATH=/root/stage/site:/root/stage/extra:/tmp/pydeps CUDA_HOME=/usr/
 export VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # ci run sets them too
 python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl 2>/dev/null
-TIMEOUT=${TIMEOUT:-240}
+TIMEOUT=${TIMEOUT:-300}
 R=${RESULTS:-/root/res-composition}
 OUT=${OUT:-$R/out}
 mkdir -p "$R" "$OUT"
@@ -49,8 +51,16 @@ name=$(IFS=-; echo "${keys[*]}")
 RT="$(dirname "$R")/rt-composition-$name"  # this call's own JIT caches root, empty at the start
 rm -rf "$R/$name" "$RT"
 t0=$SECONDS
+pack() { rm -rf "$R"/*/logs/*.result.json
+  tar -C "$(dirname "$R")" --exclude="$(basename "$R")/out" -czf "$OUT/composition-$name.tar.gz" "$(basename "$R")"; }
+# Stopped from outside (the device call's limit, `timeout`), ci run is told first: it writes the JUnit of the rows
+# that finished and of the one interrupted, and what there is comes back. Meanwhile the logs are packed every 30 s.
 STACKGATE_RUNTIME_CACHES=$RT python3 -m ci run cuda-sm90 composition --host --unbaked \
-  --rows "$ids" --timeout "$TIMEOUT" --out "$R/$name" > "$R/$name.log" 2>&1
+  --rows "$ids" --timeout "$TIMEOUT" --out "$R/$name" > "$R/$name.log" 2>&1 &
+run=$!
+trap 'kill -TERM $run 2>/dev/null; wait $run; pack; echo "$name: stopped after $((SECONDS - t0)) s"; exit 143' TERM INT
+( while kill -0 $run 2>/dev/null; do sleep 30; pack 2>/dev/null; done ) &
+wait $run
 echo "$name: ci run exit $? in $((SECONDS - t0)) s (exit 1: a row failed, crashed or hung; the table says which)"
 tail -n 12 "$R/$name.log"
 
@@ -71,6 +81,4 @@ for line in section.splitlines():
     print(f"{row:52} {gpus}GPU {spec:5} TP{tp} DP{dp} EP{ep} DCP{dcp} {mode:18} {kv:10} {backend:15} "
           f"{runs:14} seed: {seed[:40]:40} {cause[:160]}")
 PY
-rm -rf "$R"/*/logs/*.result.json
-tar -C "$(dirname "$R")" --exclude="$(basename "$R")/out" -czf "$OUT/composition-$name.tar.gz" "$(basename "$R")" \
-  && ls -la "$OUT"
+pack && ls -la "$OUT"
