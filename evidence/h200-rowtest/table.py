@@ -26,7 +26,8 @@ for xml in sorted(HERE.glob("artefact/c*/junit-*.xml")):
             if "[" not in case.name:
                 continue
             p = {x.name: x.value for x in case.properties()}
-            d = rows.setdefault(case.name.split("[")[1].rstrip("]"), {k: [] for k in "ready cold ratio jit new".split()})
+            row = case.name.split("[")[1].rstrip("]")
+            d = rows.setdefault(row, {k: [] for k in ("ready", "cold", "ratio", "jit", "new")})
             cold, warm = samples(p, "cold_first_request_ms"), samples(p, "warm_request_ms")
             d["ready"] += samples(p, "engine_ready_s")
             d["cold"] += cold
