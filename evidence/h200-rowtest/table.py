@@ -37,5 +37,7 @@ for xml in sorted(HERE.glob("artefact/c*/junit-*.xml")):
 print("| row | engine ready s | first request ms | first / warm | Triton compiles | new JIT cache files |")
 print("|---|---|---|---|---|---|")
 for row, d in sorted(rows.items()):
-    print(f"| {row} | {spread(d['ready'], '{:.1f}')} | {spread(d['cold'])} | {spread(d['ratio'], '{:.2f}x')} "
-          f"| {'/'.join(d['jit'])} | {'/'.join(d['new'])} |")
+    print(
+        f"| {row} | {spread(d['ready'], '{:.1f}')} | {spread(d['cold'])} | {spread(d['ratio'], '{:.2f}x')} "
+        f"| {'/'.join(d['jit'])} | {'/'.join(d['new'])} |"
+    )
