@@ -157,6 +157,21 @@ def test_merged_on_only_for_a_merged_change(stack_copy, edit):
     assert "merged_on given but state is 'closed'" in str(err) and err.key == "upstream.merged_on"
 
 
+def test_first_release_names_a_release_of_a_merged_change(stack_copy, edit):
+    assert stack.load(stack_copy).changes["46514"].upstream.first_release == "0.29.0"
+    edit(
+        stack_copy / "changes" / "48804.yaml", "  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  first_release: 0.30.0\n"
+    )
+    err = _error(stack_copy)
+    assert "first_release '0.30.0' needs state 'merged'" in str(err) and err.key == "upstream.first_release"
+
+
+def test_first_release_must_be_a_version(stack_copy, edit):
+    edit(stack_copy / "changes" / "46514.yaml", "  first_release: 0.29.0", "  first_release: soon")
+    err = _error(stack_copy)
+    assert "a version like 0.29.0" in str(err) and err.key == "upstream.first_release"
+
+
 def _line_of(path: Path, text: str) -> int:
     return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 

@@ -152,6 +152,18 @@ def test_presence_reads_the_vllm_source_tree(engine_pkg, tmp_path, monkeypatch):
     found = presence.warmup_48804()
     assert found.present and "eagle_spec_decode_warmup.py" in found.evidence
     assert not presence.fused_ar_graph_46849().present
+    # #46849 as merged (0.28.0 to 0.31.0), then with the speculator moved (0.32.0 on): present either way
+    (vllm / "v1" / "attention").mkdir(parents=True)
+    (vllm / "v1" / "attention" / "backend.py").write_text("def update_draft_decode_metadata(self, m): ...\n")
+    for folder in ("autoregressive", "target_dependent_ar"):
+        spec = vllm / "v1" / "worker" / "gpu" / "spec_decode" / folder / "speculator.py"
+        spec.parent.mkdir(parents=True)
+        spec.write_text("class S:\n    def _multi_step_decode(self): ...\n")
+        assert not presence.fused_ar_graph_46849().present  # the unfused loop alone
+        spec.write_text("class S:\n    def _fused_multi_step_decode(self): ...\n")
+        found = presence.fused_ar_graph_46849()
+        assert found.present and f"spec_decode/{folder}/speculator.py" in found.evidence
+        spec.unlink()
 
 
 class _Node:

@@ -162,7 +162,8 @@ def change_heading(verdict: Verdict) -> tuple[str, str]:
     if up is None:  # the harness self-test imports nothing from upstream
         return f"{change_label(ch.id)} {ch.title}", f"no upstream change; fork: {ch.fork.kind}"
     merged = f" on {up.merged_on}" if up.merged_on else ""
-    state = f"{up.repo}#{up.pr}: {up.state}{merged} (as of {up.as_of}); fork: {ch.fork.kind}"
+    released = f", first in vLLM {up.first_release}" if up.first_release else ""
+    state = f"{up.repo}#{up.pr}: {up.state}{merged}{released} (as of {up.as_of}); fork: {ch.fork.kind}"
     return f"{change_label(ch.id)} {ch.title}", state
 
 

@@ -28,6 +28,9 @@ class Upstream:
     commits: tuple[CommitId, ...] = ()  # the PR's own commits (pull/<pr>/head), where a port cherry-picks them
     stacked_on: tuple[int, ...] = ()  # upstream PRs this one is stacked on
     related: tuple[int, ...] = ()
+    # the oldest vLLM release that contains it (its presence probe, suites/engine/presence.py, finds it there):
+    # the release a positive control runs the change's rows on
+    first_release: str | None = None
 
 
 @frozen

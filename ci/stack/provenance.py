@@ -3,10 +3,13 @@ what it is stacked on) and the fork commits that carry it (with their recorded p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ci.stack.change import Change
 from ci.stack.yaml_lines import Loc, Source
+
+_RELEASE = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
 
 
 def check(change: Change, src: Source) -> None:
@@ -17,6 +20,10 @@ def check(change: Change, src: Source) -> None:
     else:
         if up.merged_on is not None and up.state != "merged":
             raise src.error(("upstream", "merged_on"), f"merged_on given but state is {up.state!r}, not 'merged'")
+        if up.first_release is not None and (up.state != "merged" or not _RELEASE.fullmatch(up.first_release)):
+            raise src.error(("upstream", "first_release"),
+                            f"first_release {up.first_release!r} needs state 'merged' and a version like 0.29.0",
+                            hint="the oldest vLLM release whose code holds it, e.g. first_release: 0.29.0")  # fmt: skip
         if up.merge_commit is not None and up.state != "merged":
             raise src.error(("upstream", "merge_commit"), f"merge_commit given but state is {up.state!r}, not 'merged'",
                             hint="record the merge commit once the PR has merged (state: merged)")  # fmt: skip

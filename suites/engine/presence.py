@@ -67,15 +67,18 @@ def warmup_48804() -> Presence:
 
 def fused_ar_graph_46849() -> Presence:
     """#46849 captures all k-1 draft decodes in one graph (_fused_multi_step_decode) and updates
-    attention metadata in place between steps (update_draft_decode_metadata)."""
-    spec = "v1/worker/gpu/spec_decode/autoregressive/speculator.py"
-    present = "def _fused_multi_step_decode" in _source(spec) and "update_draft_decode_metadata" in _source(
-        "v1/attention/backend.py"
-    )
+    attention metadata in place between steps (update_draft_decode_metadata). The speculator's module moved
+    after the merge (spec_decode/autoregressive/ in 0.28-0.31, spec_decode/target_dependent_ar/ from 0.32):
+    any speculator of model runner v2 that defines it counts."""
+    root = vllm_root()
+    specs = sorted(root.glob("v1/worker/gpu/spec_decode/*/speculator.py")) if root else []
+    fused = [p for p in specs if "def _fused_multi_step_decode" in p.read_text()]
+    present = bool(fused) and "update_draft_decode_metadata" in _source("v1/attention/backend.py")
+    where = f"vllm/{fused[0].relative_to(root)}" if fused and root else "vllm/v1/worker/gpu/spec_decode/*/speculator.py"
     return Presence(
         "46849",
         present,
-        f"_fused_multi_step_decode in vllm/{spec} and update_draft_decode_metadata in vllm/v1/attention/backend.py",
+        f"_fused_multi_step_decode in {where} and update_draft_decode_metadata in vllm/v1/attention/backend.py",
     )
 
 
