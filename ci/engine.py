@@ -180,6 +180,18 @@ def device_options(
     return opts
 
 
+# Every process on the target's GPUs, a bake's included: multicast objects (NVLS, symmetric memory, NVSHMEM, and
+# FlashInfer's default all-reduce backend, mnnvl) can leave a shared host's GPUs out of service. The same set in a
+# bake and in its runs also keeps vLLM's compile-cache key alike (its env vars are part of it). The harness keeps
+# the same switches (suites/harness/hardware.py, NO_MULTICAST): a test holds the two equal.
+GPU_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",  # vLLM's default, mnnvl, allocates NVSwitch multicast memory
+}
+
+
 def target_devices(target: Target) -> dict[str, Any]:
     d = target.devices
     return device_options(d.gpus == "all", d.paths, d.groups)

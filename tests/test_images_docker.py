@@ -234,6 +234,10 @@ def test_bake_commits_the_warm_run_as_one_layer(built, target, client, repo, tmp
     before, after = client.images.get(TAG), client.images.get(baked.tag)
     assert after.attrs["RootFS"]["Layers"][:-1] == before.attrs["RootFS"]["Layers"]
     assert after.attrs["Config"]["Env"] == before.attrs["Config"]["Env"]
+    seen = bake.bake(target, TAG, command=["sh", "-c", "env"], tag=f"{TAG}-env")  # what the warm-up's processes get
+    created.append(seen.tag)
+    assert all(f"{k}={v}" in seen.log.splitlines() for k, v in container.GPU_ENV.items())  # as the rows do
+    assert client.images.get(seen.tag).attrs["Config"]["Env"] == before.attrs["Config"]["Env"]
     assert after.labels["stackgate.target"] == "cpu" and "harness.aot" in after.labels["stackgate.baked"]
     script = f"python -m harness.aot run '{UNLISTED}' --targets hip:gfx1151 >/dev/null; cat $STACKGATE_JIT_LOG | wc -l"
     out = container.capture(baked.tag, ["sh", "-c", script]).stdout

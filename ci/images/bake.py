@@ -51,9 +51,13 @@ def bake(
         volumes[str(rows.resolve().parent)] = {"bind": ROWS_DIR, "mode": "ro"}
         if command is None:
             argv += ["--rows", f"{ROWS_DIR}/{rows.name}"]
+    # the rows' switches (no multicast; vLLM's env-keyed compile cache alike in the bake and its runs), given to
+    # the warm-up's processes, not to the container's config: a commit would keep them in the image's env
+    switches = ["env", *(f"{k}={v}" for k, v in container.GPU_ENV.items())]
     container = client.containers.create(
-        img.id, argv, network_disabled=True, tmpfs=_TMPFS, volumes=volumes, **container.target_devices(target)
-    )
+        img.id, [*switches, *argv], network_disabled=True, tmpfs=_TMPFS, volumes=volumes,
+        **container.target_devices(target),
+    )  # fmt: skip
     try:
         container.start()
         code = container.wait()["StatusCode"]

@@ -11,15 +11,10 @@ import shutil
 import subprocess
 from collections.abc import Iterable
 
+from ci import engine
 from ci.stack.model import Target
 
-# Multicast objects (NVLS, symmetric memory, NVSHMEM) can leave a shared host's GPUs out of service: off in every row.
-ROW_ENV = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",  # vLLM's default, mnnvl, allocates NVSwitch multicast memory
-}
+ROW_ENV = engine.GPU_ENV  # NVLink multicast off in every row (ci/engine.py says why)
 
 
 def nvidia_uuids(capability: str) -> list[str]:

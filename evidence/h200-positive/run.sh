@@ -19,7 +19,8 @@ declare -A ROW=(
   [48407]="sparse_mla 48407.cuda-sm90.tiny-deepseek-v32-mtp.14e52503"   # indexer skip for short dense prefills
 )
 V026="/root/stage/site:/root/stage/extra:/tmp/pydeps"
-V029="/root/stage029/torch213:/root/stage029/site:/root/stage029/extra:/tmp/pydeps"
+# cutlass (DeepSeek-V3.2 attention imports it in 0.29.0) puts itself on the path by a .pth, which PYTHONPATH skips
+V029="/root/stage029/torch213:/root/stage029/site:/root/stage029/extra:/root/stage029/extra/nvidia_cutlass_dsl/dsl_packages:/tmp/pydeps"
 R=/root/res-positive
 mkdir -p "$R"
 pack() { rm -rf "$R"/*/*/logs/*.result.json; tar -C /root -czf "$OUT/positive-$(IFS=-; echo "$*").tar.gz" res-positive; }
