@@ -126,10 +126,9 @@ def test_a_stacked_change_whose_base_is_missing_is_flagged(repo, stack_copy):
     (port,) = pr_branch(repo, "pr-46514", {"fp8_ds_mla with MTP": {"vllm/fp8.py": "fp8\n"}})
     repo.git("cherry-pick", port)
     copy_change(stack_copy, "46514", "46076", "FlashMLA sparse: DCP (the base #46514 is stacked on)")
-    set_change(stack_copy, "46076", upstream={"state": "open", "merged_on": None}, fork={"kind": "port",
-               "commits": [base_port[:9]]})  # fmt: skip
-    set_change(stack_copy, "46514", upstream={"state": "open", "merged_on": None}, fork={"kind": "port",
-               "commits": [port[:9]]})  # fmt: skip
+    unmerged = {"state": "open", "merged_on": None, "first_release": None}
+    set_change(stack_copy, "46076", upstream=unmerged, fork={"kind": "port", "commits": [base_port[:9]]})
+    set_change(stack_copy, "46514", upstream=unmerged, fork={"kind": "port", "commits": [port[:9]]})
     snap = survey(stack_copy, repo.path)
     assert state(snap, "46076").state == "absent"
     s = state(snap, "46514")

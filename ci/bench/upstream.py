@@ -99,7 +99,11 @@ def stack_for(src: Path, dest: Path, ids: dict[str, str]) -> None:
 
     edit("48407", {"merge_commit": ids["merged"][:12]}, {})
     edit("48804", {"commits": [ids["pr1"][:10], ids["pr2"][:10]]}, {"commits": [ids["port1"][:9], ids["port2"][:9]]})
-    edit("46514", {"state": "open", "merged_on": None}, {"kind": "port", "commits": [ids["half"][:9], ids["gone"][:9]]})
+    edit(
+        "46514",
+        {"state": "open", "merged_on": None, "first_release": None},
+        {"kind": "port", "commits": [ids["half"][:9], ids["gone"][:9]]},
+    )
     edit("46849", {"commits": [ids["pr46849"][:9]]}, {})
 
 
