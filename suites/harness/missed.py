@@ -45,16 +45,21 @@ def _spec(event: dict) -> str:
     return json.dumps({k: event.get(k) for k in _SPEC}, sort_keys=True, default=str)
 
 
+def _moved(here: dict, bake: dict, keys: Iterable[str] | None = None, label: str = "") -> list[str]:
+    """'<label>key <bake's value> in the bake, <this run's> here' for each key (default: all) whose values differ."""
+    names = sorted({*here, *bake}) if keys is None else keys
+    return [
+        f"{label}{k} {bake.get(k)!r} in the bake, {here.get(k)!r} here" for k in names if here.get(k) != bake.get(k)
+    ]
+
+
 def differing(here: dict, bake: dict) -> list[str]:
     """The key parts in which a compile here differs from the bake's compile of the same specialisation."""
     a, b = here.get("key_parts") or {}, bake.get("key_parts") or {}
     if not a or not b:
         return ["its key parts were not recorded on both sides"]
-    out = [f"{k} {b.get(k)!r} in the bake, {a.get(k)!r} here" for k in ("triton", "backend", "fn", "src")
-           if a.get(k) != b.get(k)]  # fmt: skip
-    oa, ob = a.get("options") or {}, b.get("options") or {}
-    out += [f"option {k} {ob.get(k)!r} in the bake, {oa.get(k)!r} here" for k in sorted({*oa, *ob})
-            if oa.get(k) != ob.get(k)]  # fmt: skip
+    out = _moved(a, b, ("triton", "backend", "fn", "src"))
+    out += _moved(a.get("options") or {}, b.get("options") or {}, label="option ")
     return out or ["every recorded part is equal (the difference is in what Triton hashes and the log does not)"]
 
 
@@ -93,13 +98,9 @@ def _factors(path: Path) -> dict:
 
 
 def _factor_diff(here: dict, bake: dict) -> list[str]:
-    out = [f"{k} {bake.get(k)!r} in the bake, {here.get(k)!r} here"
-           for k in ("config_hash", "compiler_hash", "code_hash") if here.get(k) != bake.get(k)]  # fmt: skip
-    he, be = here.get("env") or {}, bake.get("env") or {}
-    out += [
-        f"env {k} {be.get(k)!r} in the bake, {he.get(k)!r} here" for k in sorted({*he, *be}) if he.get(k) != be.get(k)
-    ]
-    return out
+    return _moved(here, bake, ("config_hash", "compiler_hash", "code_hash")) + _moved(
+        here.get("env") or {}, bake.get("env") or {}, label="env "
+    )
 
 
 def explain_compile_cache(new_files: Iterable[str]) -> list[str]:

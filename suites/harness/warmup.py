@@ -56,14 +56,15 @@ def run_row_test(row: Any, *, suites: Path | None = None) -> int:
         junit = Path(tmp) / "warm.xml"
         argv = [sys.executable, "-m", "pytest", str(root / row.suite), "--rootdir", str(root), "-p", "harness.plugin",
                 "-p", "no:cacheprovider", "-q", "--stackgate-row", row.id, "--stackgate-junit", str(junit)]  # fmt: skip
-        log = os.environ.get(ENV_WARM_LOG) or str(Path(tmp) / "jit.jsonl")  # kept where the bake asks
+        kept_log = os.environ.get(ENV_WARM_LOG)  # where the bake asks, the compiles and logs are kept
+        log = kept_log or str(Path(tmp) / "jit.jsonl")
         Path(log).parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "STACKGATE_REFUSE_JIT": "0", "STACKGATE_JIT_LOG": log}
         env.pop("STACKGATE_PROFILE_DIR", None)
         done = subprocess.run(argv, env=env, cwd=root, check=False, capture_output=True, text=True)
         ran = junit.is_file() and row.id in junit.read_text()
-        if os.environ.get(ENV_WARM_LOG):  # the warm run's own logs travel with the caches, beside its compiles
-            kept = Path(log).parent / "warm-logs"
+        if kept_log:  # the warm run's own logs travel with the caches, beside its compiles
+            kept = Path(kept_log).parent / "warm-logs"
             kept.mkdir(exist_ok=True)
             for found in (Path(tmp) / "logs").glob("*.log"):
                 shutil.copyfile(found, kept / found.name)
