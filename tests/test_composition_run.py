@@ -14,6 +14,7 @@ from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
 
 from ci import cli
+from ci import engine as container
 from ci.run import execute, gpus
 from ci.stack import loader as stack
 from ci.stack import plan
@@ -42,7 +43,7 @@ def _spec(tmp_path: Path, rows: tuple[plan.Row, ...]) -> execute.RunSpec:
 
 
 def test_the_multicast_switches_are_one_set_on_both_sides_of_the_boundary():
-    assert gpus.ROW_ENV == hardware.NO_MULTICAST == NVLS
+    assert container.GPU_ENV == hardware.NO_MULTICAST == NVLS
 
 
 def test_host_and_container_rows_get_multicast_off(tmp_path: Path):

@@ -113,7 +113,7 @@ def make_container_spec(
         suites_root = container.USER_SUITES
     env = {
         **target_env,
-        **gpus.ROW_ENV,
+        **container.GPU_ENV,
         "STACKGATE_ROWS": container.ROWS,
         "STACKGATE_JIT_LOG": f"{container.RESULTS}/jit-events.jsonl",
         "PYTHONPATH": container.SUITES,  # the harness always comes from the image
@@ -145,7 +145,7 @@ STARTUP = DEFAULT_SUITES / "harness" / "startup"
 def host_env(spec: RunSpec) -> dict[str, str]:
     env = dict(os.environ)
     env.update(spec.target.env)
-    env.update(gpus.ROW_ENV)
+    env.update(container.GPU_ENV)
     env.update(caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
     path = [str(STARTUP), str(DEFAULT_SUITES), env.get("PYTHONPATH", "")]
     env.update({

@@ -1,7 +1,6 @@
-"""The GPUs and environment `ci run` gives rows: NVLink multicast always off, and in a container only the GPUs
-its rows need (the harness inside gives each row its own tp x dp of them, and skips a row needing more).
-
-The harness keeps the same switches (suites/harness/hardware.py, NO_MULTICAST): a test holds the two equal.
+"""The GPUs `ci run` gives rows: in a container only the GPUs its rows need (the harness inside gives each row
+its own tp x dp of them, and skips a row needing more). Their environment, NVLink multicast off, is
+`ci.engine.GPU_ENV`.
 """
 
 from __future__ import annotations
@@ -11,10 +10,7 @@ import shutil
 import subprocess
 from collections.abc import Iterable
 
-from ci import engine
 from ci.stack.model import Target
-
-ROW_ENV = engine.GPU_ENV  # NVLink multicast off in every row (ci/engine.py says why)
 
 
 def nvidia_uuids(capability: str) -> list[str]:

@@ -20,7 +20,7 @@ _KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 
 
 # NVLink multicast off in every row (and so in every process a row starts): multicast objects can leave a
-# shared host's GPUs unusable for everyone. `ci run` passes the same switches (ci/run/execute.py, ROW_ENV).
+# shared host's GPUs unusable for everyone. `ci run` and `ci bake` pass the same switches (ci/engine.py, GPU_ENV).
 NO_MULTICAST = {
     "NCCL_NVLS_ENABLE": "0",
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
