@@ -6,6 +6,7 @@ from __future__ import annotations
 from ci.report.view import CRITERION_MARK, STATUS_MARK, Table
 from ci.results.compare import Comparison, Line, Summary, Versus
 from ci.results.stats import Shift
+from ci.stack.table import change_label
 
 TOO_FEW = "n too small"
 INTRO = (
@@ -53,7 +54,7 @@ def verdicts_table(c: Comparison) -> Table:
     rows = []
     for change in dict.fromkeys(change for side in by_side for change in side):
         verdicts = [side.get(change) for side in by_side]
-        rows.append((f"#{change}", "verdict", *("—" if v is None else "✅ ready" if v.ready else "❌ not ready"
+        rows.append((change_label(change), "verdict", *("—" if v is None else "✅ ready" if v.ready else "❌ not ready"
                                                 for v in verdicts)))  # fmt: skip
         names = dict.fromkeys(k.name for v in verdicts if v for k in v.criteria)
         for name in names:
@@ -61,7 +62,7 @@ def verdicts_table(c: Comparison) -> Table:
             for v in verdicts:
                 status = next((k.status for k in v.criteria if k.name == name), None) if v else None
                 cells.append("—" if status is None else CRITERION_MARK[status])
-            rows.append((f"#{change}", name, *cells))
+            rows.append((change_label(change), name, *cells))
     return Table(headers=("Change", "Verdict or criterion", *c.labels), rows=tuple(rows))
 
 
