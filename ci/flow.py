@@ -156,7 +156,7 @@ def bake(args: argparse.Namespace) -> int:
     if code != 0:
         raise StackgateError(f"the warm-up of {target.id} exited {code}: no artefact written",
                              hint="see its output above")  # fmt: skip
-    artefact = caches.pack(target, args.out, "aot" if args.aot_only else "warm")
+    artefact = caches.pack(target, args.out, "aot" if args.aot_only else "warm", env)
     print(f"artefact {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {time.monotonic() - start:.1f} s)")
     return 0
 

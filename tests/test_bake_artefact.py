@@ -166,3 +166,18 @@ def test_a_warm_run_runs_the_rows_own_test_off_the_record(tmp_path: Path) -> Non
     events = [json.loads(line) for line in kept.read_text().splitlines()]
     assert events and all(e["key_parts"]["fn"] and e["key_parts"]["triton"] for e in events)
     assert any((tmp_path / "keep" / "warm-logs").glob("*.log"))
+
+
+def test_an_artefact_baked_with_other_vllm_switches_is_refused_naming_the_switch(artefact, tmp_path: Path) -> None:
+    """vLLM keys its compiled graphs by its VLLM_* switches: a run with one the bake lacked would compile every
+    graph again (and fail with JIT refused), so the artefact is refused up front, naming the switch."""
+    path, env = artefact
+    with tarfile.open(path, "r:gz") as tar:
+        made = json.loads(tar.extractfile("stackgate-caches.json").read())["key"]["compile_env"]
+    assert made["VLLM_FLASHINFER_ALLREDUCE_BACKEND"] == "trtllm"  # the rows' own switches are part of the key
+    assert "VLLM_CACHE_ROOT" not in made  # a path vLLM leaves out of its key
+    done = _ci({**env, "VLLM_USE_V2_MODEL_RUNNER": "1", "VLLM_LOGGING_LEVEL": "DEBUG"}, "run", "cpu", "selftest",
+               "--host", "--caches", str(path), "--out", str(tmp_path / "o"))  # fmt: skip
+    assert done.returncode == 2
+    assert "compile_env VLLM_USE_V2_MODEL_RUNNER unset in the artefact, '1' here" in done.stderr
+    assert "LOGGING" not in done.stderr  # logging is not part of vLLM's key

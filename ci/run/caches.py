@@ -73,10 +73,24 @@ def _driver() -> str:
 AOT_FILES = ("triton", "aot-manifest.json", "aot-key", "aot-bake-jit.jsonl")  # what the AOT bake writes
 
 
-def key(target: Target, kind: str = "warm") -> dict[str, str]:
+# vLLM names its compiled-graph folder by a hash of every VLLM_* variable but these (paths, logging, ports,
+# telemetry: vllm/envs.py, compile_factors): one switch set in a run and not in its bake sends every graph to
+# a folder the bake never filled (seen on the H200: VLLM_FLASHINFER_ALLREDUCE_BACKEND, set by one side only)
+_NOT_COMPILE_ENV = ("VLLM_CACHE_ROOT", "VLLM_LOGGING_", "VLLM_CONFIGURE_LOGGING", "VLLM_NO_USAGE_STATS",
+                    "VLLM_DO_NOT_TRACK", "VLLM_USAGE_", "VLLM_PORT", "VLLM_HOST_IP", "VLLM_RPC_BASE_PATH",
+                    "VLLM_DP_MASTER_")  # fmt: skip
+
+
+def compile_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `env` that vLLM hashes into its compile cache's key."""
+    return {k: v for k, v in sorted(env.items()) if k.startswith("VLLM_") and not k.startswith(_NOT_COMPILE_ENV)}
+
+
+def key(target: Target, kind: str = "warm", rows_env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What invalidates the caches on this host. A warm-run bake ("warm") holds inductor's and vLLM's caches,
-    made on this GPU and driver; the AOT bake alone ("aot") is Triton's cache for the target's triton
-    targets, made with a stand-in driver, so no GPU or driver is part of its key."""
+    made on this GPU and driver, with the rows' env (`rows_env`: vLLM keys its graphs by its switches); the AOT bake
+    alone ("aot") is Triton's cache for the target's triton targets, made with a stand-in driver, so no GPU,
+    driver or switch is part of its key."""
     common = {
         "kind": kind,
         "target": target.id,
@@ -89,18 +103,19 @@ def key(target: Target, kind: str = "warm") -> dict[str, str]:
     }
     if kind == "aot":
         return {**common, "triton_targets": ",".join(target.triton_targets)}
-    return {**common, "driver": _driver(), "gpu": host.describe()}
+    switches = compile_env(os.environ if rows_env is None else rows_env)
+    return {**common, "driver": _driver(), "gpu": host.describe(), "compile_env": switches}
 
 
-def pack(target: Target, out: Path, kind: str = "warm") -> Path:
+def pack(target: Target, out: Path, kind: str = "warm", rows_env: Mapping[str, str] | None = None) -> Path:
     """The root as one tarball (for "aot", only what the AOT bake wrote); its name carries the kind, the
-    key's hash and the content's."""
+    key's hash and the content's. `rows_env` is the one the warm-up ran with."""
     top = root(target)
     files = sorted(p for p in top.rglob("*") if p.is_file())
     if kind == "aot":
         files = [p for p in files if p.relative_to(top).parts[0] in AOT_FILES]
     entries = [{"path": str(p.relative_to(top)), "sha256": _sha256(p), "bytes": p.stat().st_size} for p in files]
-    doc = {"schema": 1, "key": key(target, kind), "files": entries}
+    doc = {"schema": 1, "key": key(target, kind, rows_env), "files": entries}
     blob = json.dumps(doc, indent=1, sort_keys=True).encode()
     key_hash = hashlib.sha256(json.dumps(doc["key"], sort_keys=True).encode()).hexdigest()[:12]
     content_hash = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:12]
@@ -115,15 +130,16 @@ def pack(target: Target, out: Path, kind: str = "warm") -> Path:
     return path
 
 
-def install(target: Target, artefact: Path) -> dict[str, str]:
-    """Unpack an artefact into the target's root, refusing one made for another host; the env to run with."""
+def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Unpack an artefact into the target's root, refusing one made for another host or with other switches
+    than the rows' env (`rows_env`); the env to run with."""
     try:
         with tarfile.open(artefact, "r:gz") as tar:
             member = tar.extractfile(MANIFEST)
             if member is None:
                 raise KeyError(MANIFEST)
             doc = json.loads(member.read())
-            mismatch = _differences(doc["key"], key(target, doc["key"].get("kind", "warm")))
+            mismatch = _differences(doc["key"], key(target, doc["key"].get("kind", "warm"), rows_env))
             if mismatch:
                 raise UsageError(f"{artefact}: made for another host: {'; '.join(mismatch)}",
                                  hint=f"bake one here: python -m ci bake {target.id} --host --out DIR")  # fmt: skip
@@ -149,9 +165,16 @@ def unbaked(target: Target) -> str:
     return "empty"
 
 
-def _differences(made: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
-    return [f"{k} {made.get(k)!r} in the artefact, {here.get(k)!r} here" for k in sorted({*made, *here})
-            if made.get(k) != here.get(k)]  # fmt: skip
+def _differences(made: Mapping[str, Any], here: Mapping[str, Any], within: str = "") -> list[str]:
+    found = []
+    for k in sorted({*made, *here}):
+        a, b = made.get(k), here.get(k)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):  # one line per differing switch, unset named so
+            found += _differences(a, b, f"{within}{k} ")
+        elif a != b:
+            shown = [repr(v) if v is not None or not within else "unset" for v in (a, b)]
+            found.append(f"{within}{k} {shown[0]} in the artefact, {shown[1]} here")
+    return found
 
 
 def _sha256(path: Path) -> str:

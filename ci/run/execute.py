@@ -167,7 +167,7 @@ def run_host(spec: RunSpec) -> int:
         env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target)
     else:
         if spec.caches is not None:
-            env.update(caches.install(spec.target, spec.caches))
+            env.update(caches.install(spec.target, spec.caches, env))
         baked = host_aot.bake(spec.target, env, DEFAULT_SUITES)
         env.update(baked)
         # "aot" only where the bake gave the rows a cache; else the root holds whatever earlier runs left
