@@ -46,6 +46,22 @@ def test_compiles_on_purpose(tmp_path, monkeypatch):
 
 def test_compiles_nothing():
     pass
+
+
+def test_traces_after_ready(monkeypatch):
+    import sys
+    import types
+
+    from harness import profile
+
+    metrics = []  # torch.compile's record of traced frames (a stand-in for torch here)
+    fake = types.ModuleType("torch._dynamo.utils")
+    fake.get_compilation_metrics = lambda: list(metrics)
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", fake)
+    with profile.request("cold"):  # a timed request during which a torch.compile'd helper is first traced
+        metrics.append(types.SimpleNamespace(co_filename="/s/vllm/v1/spec_decode/utils.py", co_firstlineno=565,
+                                             co_name="update_num_computed_tokens_for_batch_change",
+                                             entire_frame_compile_time_s=0.33))
 """
 
 
@@ -72,6 +88,9 @@ def test_a_row_that_compiles_errors_naming_the_kernel(tmp_path: Path) -> None:
     assert status == "error" and "JIT refused ($STACKGATE_REFUSE_JIT=1): 1 Triton compile(s) into" in message
     assert "unbaked_" in message and message.endswith("_a")
     assert cases["test_compiles_on_purpose"] == ("pass", "") and cases["test_compiles_nothing"] == ("pass", "")
+    status, message = cases["test_traces_after_ready"]  # Dynamo's trace: no Triton compile, no new cache file
+    assert status == "error" and "torch.compile traced after ready (Dynamo, once per process" in message
+    assert message.endswith("vllm/v1/spec_decode/utils.py:565:update_num_computed_tokens_for_batch_change (0.33 s)")
 
 
 def test_without_refusal_the_compile_is_counted_not_refused(tmp_path: Path) -> None:

@@ -79,3 +79,30 @@ def test_frames_torch_compile_traced_during_the_request_are_named(
     report = (tmp_path / "r" / "first-only.txt").read_text()
     assert "cold: utils.py:565:update_num_computed_tokens (0.4 s)" in report
     assert "startup.py" not in report and "warm:" not in report
+
+
+def test_frames_traced_during_any_timed_request_are_kept_profiled_or_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every timed request keeps what torch.compile traced during it (the row's JIT record): Dynamo traces once
+    per process, so a trace after ready is a compile after ready even when inductor's cache served its graph."""
+    import types
+
+    metrics: list[object] = [types.SimpleNamespace(co_filename="/x/model.py", co_firstlineno=1, co_name="forward")]
+    fake = types.ModuleType("torch._dynamo.utils")
+    fake.get_compilation_metrics = lambda: list(metrics)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch._dynamo.utils", fake)
+    monkeypatch.delenv(profile.ENV_PROFILE, raising=False)
+    monkeypatch.setattr(profile, "_traced_in_requests", [])
+    helper = "/site/vllm/v1/spec_decode/utils.py"
+    with profile.request("cold"):  # traced twice (a recompile on a guard) and once elsewhere
+        for s in (0.3, 0.2):
+            metrics.append(types.SimpleNamespace(co_filename=helper, co_firstlineno=565, co_name="update",
+                                                 entire_frame_compile_time_s=s))  # fmt: skip
+        metrics.append(types.SimpleNamespace(co_filename="/site/vllm/sampler.py", co_firstlineno=9, co_name="top_k",
+                                             entire_frame_compile_time_s=0.1))  # fmt: skip
+    with profile.request(None):
+        pass
+    traced = profile.traced_in_requests()
+    assert [f["frame"] for f in traced] == ["utils.py:565:update", "utils.py:565:update", "sampler.py:9:top_k"]
+    assert profile.describe_traced(traced) == (
+        "vllm/v1/spec_decode/utils.py:565:update (0.50 s x2); site/vllm/sampler.py:9:top_k (0.10 s)"
+    )

@@ -72,9 +72,10 @@ def cuda_sync() -> None:
 def timed_ms(
     engine: Engine, prompts: Sequence[dict[str, Any]], params: Any, *, profile: str | None = None
 ) -> tuple[float, list[Any]]:
-    """One request's wall time; `profile` names it ("cold", "warm") for harness.profile where that is on."""
+    """One request's wall time; `profile` names it ("cold", "warm") for harness.profile where that is on. The
+    frames torch.compile traces during it are kept for the row's JIT record (harness.profile.request)."""
     cuda_sync()
-    with profiling.phase(profile):
+    with profiling.request(profile):
         t0 = time.perf_counter()
         out = generate(engine, prompts, params)
         cuda_sync()

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import harness
-from harness import causes, hardware, isolate, jit, junit, missed, progress, reaper
+from harness import causes, hardware, isolate, jit, junit, missed, profile, progress, reaper
 from harness.isolate import Outcome
 from harness.measure import Measurement
 from harness.measure import record as _record
@@ -29,6 +29,7 @@ from harness.rows import load as load_rows
 
 ENV_CHILD = "STACKGATE_CHILD"
 ENV_CACHES_FROM = "STACKGATE_CACHES_FROM"
+TRACED_AFTER_READY = "stackgate.jit.traced_after_ready"  # frames torch.compile traced during timed requests
 ENV_REFUSE_JIT = "STACKGATE_REFUSE_JIT"  # "1": a row that compiles anything errors (the images set it)
 _rows_key = pytest.StashKey[RowsDoc | None]()
 
@@ -143,7 +144,11 @@ class _Child:
                 pytest.skip(reason)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.reports.append(_simple(report))
+        simple = _simple(report)
+        traced = profile.traced_in_requests() if report.when == "call" else []
+        if traced:  # torch.compile traced frames during the timed requests, after the engine was ready
+            simple["user_properties"].append([TRACED_AFTER_READY, profile.describe_traced(traced)])
+        self.reports.append(simple)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         tmp = self.result.with_suffix(".tmp")
@@ -405,9 +410,14 @@ def aot_cache() -> str:
 
 
 def _refuse_jit(outcome: Outcome, seen: jit.Seen) -> Outcome:
-    """With JIT refused, a row that compiled anything (a Triton kernel, or files new in a JIT cache:
-    inductor, vLLM's compile cache, DeepGEMM, FlashInfer, CUDA's) errors, naming what compiled where."""
+    """With JIT refused, a row that compiled anything (a Triton kernel, files new in a JIT cache: inductor,
+    vLLM's compile cache, DeepGEMM, FlashInfer, CUDA's; or a frame torch.compile traced during a request)
+    errors, naming what compiled where."""
     found = []
+    traced = dict(outcome.properties).get(TRACED_AFTER_READY)
+    if traced:  # Dynamo traces in each process: with its graph in inductor's cache nothing new is written
+        found.append(f"torch.compile traced after ready (Dynamo, once per process: no cache carries it, only a "
+                     f"warm-up at engine start does): {traced}")  # fmt: skip
     if seen.compiles:
         cache = os.environ.get("TRITON_CACHE_DIR", "~/.triton/cache")
         found.append(f"{seen.compiles} Triton compile(s) into {cache}: {', '.join(seen.kernels[:8])}")

@@ -22,6 +22,9 @@ from typing import Any
 
 ENV_PROFILE = "STACKGATE_PROFILE_DIR"
 TOP = 60
+# frames torch.compile traced during this process's timed requests (every row, profiled or not): Dynamo
+# traces once per process, no compile cache carries it, so a trace after ready is a compile after ready
+_traced_in_requests: list[dict[str, Any]] = []
 
 
 def enabled() -> bool:
@@ -36,6 +39,23 @@ def folder() -> Path:
 def last_warm(i: int, repeats: int) -> str | None:
     """The phase name of warm sample `i` of `repeats`: the last one is profiled beside the cold request."""
     return "warm" if i == repeats - 1 else None
+
+
+def traced_in_requests() -> list[dict[str, Any]]:
+    """Frames torch.compile traced during the timed requests of this process so far (`request`)."""
+    return list(_traced_in_requests)
+
+
+@contextlib.contextmanager
+def request(name: str | None) -> Iterator[None]:
+    """One timed request: the frames torch.compile traces during it are kept (`traced_in_requests`), and
+    where profiling is on and `name` is given ("cold" or "warm"), it is profiled as that phase."""
+    before = {id(m) for m in _dynamo_metrics()}
+    try:
+        with phase(name):
+            yield
+    finally:
+        _traced_in_requests.extend(_frame(m) for m in _dynamo_metrics() if id(m) not in before)
 
 
 @contextlib.contextmanager
@@ -77,8 +97,20 @@ def _dynamo_metrics() -> list[Any]:
 
 
 def _frame(m: Any) -> dict[str, Any]:
-    where = f"{Path(str(getattr(m, 'co_filename', '') or '?')).name}:{getattr(m, 'co_firstlineno', '?')}"
-    return {"frame": f"{where}:{getattr(m, 'co_name', '?')}", "s": getattr(m, "entire_frame_compile_time_s", None)}
+    path = Path(str(getattr(m, "co_filename", "") or "?"))
+    where = f"{path.name}:{getattr(m, 'co_firstlineno', '?')}"
+    return {"frame": f"{where}:{getattr(m, 'co_name', '?')}", "s": getattr(m, "entire_frame_compile_time_s", None),
+            "file": "/".join(p for p in path.parts[-4:] if p != "/")}  # fmt: skip
+
+
+def describe_traced(frames: list[dict[str, Any]]) -> str:
+    """`file:line:function (seconds) xN` per traced frame, most time first: what a JIT refusal names."""
+    by: dict[str, list[float]] = {}
+    for f in frames:
+        line = f["frame"].split(":", 1)[1] if ":" in f["frame"] else f["frame"]
+        by.setdefault(f"{f.get('file') or f['frame'].split(':')[0]}:{line}", []).append(float(f.get("s") or 0.0))
+    ranked = sorted(by.items(), key=lambda kv: -sum(kv[1]))
+    return "; ".join(f"{name} ({sum(ts):.2f} s{f' x{len(ts)}' if len(ts) > 1 else ''})" for name, ts in ranked)
 
 
 def _torch_profiler() -> Any:
