@@ -194,30 +194,67 @@ class Capture:
 def mla_layer0_output(select: Callable[[Any], slice | None]) -> Iterator[Capture]:
     """Capture layer 0's MLA attention output (after the value up-projection) on the first step where
     `select(attn_metadata)` returns a row slice. Runs on eager and piecewise steps (FULL replays run no
-    Python), which is where prefills and mixed batches go."""
+    Python), which is where prefills and mixed batches go.
+
+    Two places compute it: `MLAAttention.forward_impl` (every MLA model up to vLLM 0.28; from 0.29 only
+    DeepSeek-V3.2's dense path), and from vLLM 0.29 DeepSeek-V3.2's own layer, whose sparse path calls its
+    backend from `DeepseekV32Attention._sparse_indexer_and_attn` (output last) without forward_impl."""
     from vllm.model_executor.layers.attention.mla_attention import MLAAttention
 
     cap = Capture()
 
+    def take(layer: Any, md: Any, output: Any) -> None:
+        m = _LAYER.search(getattr(layer, "layer_name", ""))
+        if cap.rows is None and md is not None and output is not None and m and m.group(1) == "0":
+            rows = select(md)
+            if rows is not None:
+                cap.rows = output[rows].float().cpu()
+                cap.steps.append(
+                    {"decodes": int(md.num_decodes), "prefills": int(md.num_prefills),
+                     "decode_tokens": int(md.num_decode_tokens), "tokens": int(md.num_actual_tokens)}
+                )  # fmt: skip
+
     def make(orig: Any) -> Any:
         def forward_impl(self: Any, q: Any, k_c: Any, k_pe: Any, kv_cache: Any, md: Any, *a: Any, **kw: Any) -> Any:
             out = orig(self, q, k_c, k_pe, kv_cache, md, *a, **kw)
-            m = _LAYER.search(getattr(self, "layer_name", ""))
-            if cap.rows is None and md is not None and m and m.group(1) == "0":
-                rows = select(md)
-                if rows is not None:
-                    output = kw.get("output", a[0] if a else None)
-                    cap.rows = output[rows].float().cpu()
-                    cap.steps.append(
-                        {"decodes": int(md.num_decodes), "prefills": int(md.num_prefills),
-                         "decode_tokens": int(md.num_decode_tokens), "tokens": int(md.num_actual_tokens)}
-                    )  # fmt: skip
+            take(self, md, kw.get("output", a[0] if a else None))
             return out
 
         return forward_impl
 
-    with patched(MLAAttention, "forward_impl", make):
+    def make_v32(orig: Any) -> Any:
+        def sparse_indexer_and_attn(self: Any, *a: Any, **kw: Any) -> Any:
+            out = orig(self, *a, **kw)
+            take(self, _layer_metadata(self.layer_name), kw.get("output", a[-1] if a else None))
+            return out
+
+        return sparse_indexer_and_attn
+
+    with ExitStack() as stack:
+        stack.enter_context(patched(MLAAttention, "forward_impl", make))
+        v32 = _deepseek_v32_attention()
+        if v32 is not None:
+            stack.enter_context(patched(v32, "_sparse_indexer_and_attn", make_v32))
         yield cap
+
+
+def _deepseek_v32_attention() -> Any:
+    """vLLM 0.29+'s DeepSeek-V3.2 attention layer class, where it has its own sparse path; else None."""
+    try:
+        from vllm.models.deepseek_v32.attention import DeepseekV32Attention
+    except ImportError:
+        return None
+    return DeepseekV32Attention if hasattr(DeepseekV32Attention, "_sparse_indexer_and_attn") else None
+
+
+def _layer_metadata(layer_name: str) -> Any:
+    """The attention metadata of one layer in the current step (vLLM's forward context)."""
+    from vllm.forward_context import get_forward_context
+
+    md = get_forward_context().attn_metadata
+    if isinstance(md, dict):
+        return md.get(layer_name)
+    return md if hasattr(md, "num_actual_tokens") else None  # a micro-batched step (a list) is not watched
 
 
 def pure_prefill(md: Any) -> slice | None:
