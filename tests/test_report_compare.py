@@ -31,14 +31,14 @@ Samples = Mapping[str, Sequence[float]]
 
 
 def _run(folder: Path, measured: Mapping[Row, Samples], *, version: str = "0.26.0", caches: str = "",
-         keep_others: bool = False) -> None:  # fmt: skip
+         keep_others: bool = False, compiles: int = 0) -> None:  # fmt: skip
     """One run of each row as the harness writes it, into `folder`: the named metrics with these samples."""
 
     def edit(r: Row, c: synthetic.FakeCase) -> synthetic.FakeCase:
         phases = {m.name: (m.unit, m.phase) for m in c.metrics}
         mine = tuple(synthetic.metric(n, sorted(s)[len(s) // 2], *phases[n], s) for n, s in measured[r].items())
         kept = tuple(m for m in c.metrics if m.name not in measured[r]) if keep_others else ()
-        return replace(c, metrics=(*kept, *mine), vllm_version=version)
+        return replace(c, metrics=(*kept, *mine), vllm_version=version, jit_compiles=compiles)
 
     write_rows(folder, list(measured), edit, caches=caches)
 
@@ -145,6 +145,19 @@ def test_runs_of_a_row_within_a_side_are_pooled(tmp_path: Path) -> None:
     assert main(["report", str(a), "--compare", str(b), "--out", str(out)]) == 0
     row = next(r for r in json.loads((out / "report.json").read_text())["rows"] if r["id"] == ROW.id)
     assert len(row["runs"]) == 3 and row["duplicates"] and row["metrics"][WARM]["samples"] == warm[0]
+
+
+def test_compile_counts_are_compared_one_sample_per_run(tmp_path: Path) -> None:
+    """What each run compiled (the JIT sentinel's count for the row's processes) sits beside the timings: an
+    unbaked side against a baked one, one release against another."""
+    unbaked, baked = tmp_path / "unbaked", tmp_path / "baked"
+    for i, n in enumerate((149, 150, 148), 1):
+        _run(unbaked / f"a{i}", {ROW: {COLD: [9000 + i]}}, compiles=n)
+    _runs(baked, ROW, [{COLD: [300]}] * 3)
+    line = _line(_compare(unbaked, baked), ROW, "jit.compiles")
+    assert line.unit == "count" and [(s.n, s.runs, s.median) for s in line.sides if s] == [(3, 3, 149.0), (3, 3, 0.0)]
+    vs = line.versus[1]
+    assert vs is not None and vs.delta == -149.0 and vs.shift.interval == (-150.0, -148.0)
 
 
 def test_one_sample_against_one_says_n_too_small(tmp_path: Path) -> None:

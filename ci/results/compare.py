@@ -20,7 +20,9 @@ from ci.errors import ResultsError, UsageError
 from ci.results import acceptance
 from ci.results.acceptance import Verdict
 from ci.results.baseline import Baseline
+from ci.results.junit import Case
 from ci.results.merge import Results, RowResult
+from ci.results.metrics import Metric
 from ci.results.stats import Shift, shift
 from ci.stack.model import Stack
 
@@ -157,9 +159,25 @@ def compare(sides: Sequence[Side]) -> Comparison:
             partial.append((row, present))
         if sum(present) < 2:
             continue
-        names = dict.fromkeys(m.name for s in sides if row in s.rows for c in s.rows[row].cases for m in c.metrics)
+        cases = [c for s in sides if row in s.rows for c in s.rows[row].cases]
+        names = dict.fromkeys(m.name for c in cases for m in c.metrics)
+        names.update(
+            (name, None) for name, attr in _JIT_COUNTS.items() if any(getattr(c, attr) is not None for c in cases)
+        )
         lines += [_line(row, name, sides) for name in names]
     return Comparison(sides=tuple(sides), lines=tuple(lines), partial=tuple(partial))
+
+
+# what a row's whole process tree compiled (the JIT sentinel's properties), one sample per run, compared as
+# metrics are: a baked side against an unbaked one, a release against another
+_JIT_COUNTS = {"jit.compiles": "jit_compiles", "jit.cache_new_files": "jit_cache_new_files"}
+
+
+def _case_metric(case: Case, name: str) -> Metric | None:
+    if name in _JIT_COUNTS:
+        count = getattr(case, _JIT_COUNTS[name])
+        return None if count is None else Metric(name, float(count), "count", "cold", 1, None, (float(count),))
+    return case.metric(name)
 
 
 def _line(row: str, name: str, sides: Sequence[Side]) -> Line:
@@ -169,7 +187,7 @@ def _line(row: str, name: str, sides: Sequence[Side]) -> Line:
         samples: list[float] = []
         runs = 0
         for c in s.rows[row].cases if row in s.rows else ():
-            m = c.metric(name)
+            m = _case_metric(c, name)
             if m is not None:
                 samples += m.samples or (m.value,)  # a value recorded without its samples is one sample
                 units.add(m.unit)
