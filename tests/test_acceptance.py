@@ -76,6 +76,19 @@ def test_compiles_after_ready_metric_also_blocks(tmp_path: Path) -> None:
     assert _status(v)[criteria.NO_JIT] == "fail" and "2 after ready" in v.criteria[2].evidence
 
 
+def test_a_frame_torch_compile_traced_after_ready_blocks_and_is_named(tmp_path: Path) -> None:
+    """0 Triton compiles and no new cache files, yet Dynamo traced a compiled helper in the first request (the
+    inductor graph came from the cache): that is a compile after ready too."""
+    target = rows(CHANGE)[0]
+    frame = "vllm/v1/spec_decode/utils.py:565:update_num_computed_tokens_for_batch_change (0.10 s)"
+    v = _judge(tmp_path / "now", lambda r, c: replace(c, jit_traced=frame) if r == target else c,
+               base=_baseline_from(tmp_path))  # fmt: skip
+    assert [c.name for c in v.blocking] == [criteria.NO_JIT] and v.blocking[0].status == "fail"
+    assert f"{target.id}: 0 compiles (kernels not named), torch.compile traced after ready: {frame}" in (
+        v.blocking[0].evidence
+    )
+
+
 def test_tolerance_and_graph_replay_are_judged_on_the_changes_own_metrics(tmp_path: Path) -> None:
     def edit(r, c):
         c = synthetic.with_metric(c, metric("greedy_token_mismatches", 3, "tokens", "warm"))

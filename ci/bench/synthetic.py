@@ -31,6 +31,7 @@ class FakeCase:
     aot: str = "image"  # the ahead-of-time cache the row ran with, as the harness says it
     vllm_version: str = ""  # stackgate.vllm_version, where given
     metrics: tuple[Metric, ...] = ()
+    jit_traced: str = ""  # stackgate.jit.traced_after_ready, where given
 
 
 def metric(name: str, value: float, unit: str, phase: Phase, samples: Sequence[float] = ()) -> Metric:
@@ -99,6 +100,8 @@ def write(path: Path, target: str, suite: str, cases: Sequence[FakeCase], shard:
                 tc.add_property(f"stackgate.{key}", value)
             if c.vllm_version:
                 tc.add_property("stackgate.vllm_version", c.vllm_version)
+            if c.jit_traced:
+                tc.add_property("stackgate.jit.traced_after_ready", c.jit_traced)
             for m in c.metrics:
                 tc.add_property(f"stackgate.metric.{m.name}", json.dumps(m.to_json()))
         result = {"failure": Failure, "error": Error, "skipped": Skipped}.get(c.status)

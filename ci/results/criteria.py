@@ -163,11 +163,12 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
             # cross-process backstop for compiles the in-process listener cannot see.
             after = c.metric("compiles_after_ready")
             late = after.value if after else 0.0
-            if (c.jit_compiles or 0) > 0 or late > 0 or (c.jit_cache_new_files or 0) > 0:
+            if (c.jit_compiles or 0) > 0 or late > 0 or (c.jit_cache_new_files or 0) > 0 or c.jit_traced:
                 kernels = ", ".join(c.jit_kernels) or "kernels not named"
                 files = f", {c.jit_cache_new_files} new cache files" if c.jit_cache_new_files else ""
                 after_txt = f", {late:g} after ready" if late else ""
-                compiled.append(f"{r.id}: {c.jit_compiles or 0} compiles{after_txt}{files} ({kernels})")
+                traced = f", torch.compile traced after ready: {c.jit_traced}" if c.jit_traced else ""
+                compiled.append(f"{r.id}: {c.jit_compiles or 0} compiles{after_txt}{files} ({kernels}){traced}")
     if compiled:
         return "fail", _names(compiled)
     if unknown:

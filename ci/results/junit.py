@@ -51,6 +51,7 @@ class Case:
     problems: tuple[str, ...]  # properties that did not follow the contract
     aot: str | None = None  # from its <testsuite>: the ahead-of-time cache the row ran with
     cause: str | None = None  # stackgate.cause: the harness's line from the row's log that says why it crashed
+    jit_traced: str | None = None  # stackgate.jit.traced_after_ready: frames torch.compile traced in a request
 
     @property
     def test(self) -> str:
@@ -167,6 +168,7 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         aot=props.get(PREFIX + "aot") or scope.aot,
         vllm_version=_vllm_build(props),
         cause=props.get(PREFIX + "cause"),
+        jit_traced=props.get(PREFIX + "jit.traced_after_ready"),
     )
 
 
