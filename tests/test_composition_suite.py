@@ -44,6 +44,8 @@ def test_composition_rows_become_vllm_arguments(engine_pkg):
         == {"fuse_allreduce_rms": False}
     )
     assert "pass_config" not in one["compilation_config"]
+    # every row: no prefix cache, so a repeated request prefills as the first one did (warm samples do equal work)
+    assert tp2["enable_prefix_caching"] is one["enable_prefix_caching"] is False
 
 
 # --- graph counts from every worker, through a collective_rpc that works as vLLM's multiproc executor does ---

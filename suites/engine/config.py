@@ -74,6 +74,11 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
         },
         "disable_log_stats": False,
         "seed": 0,
+        # every timed request does the same work: with vLLM's prefix cache on (its default), a repeat of the
+        # first request's prompts prefills one token, so warm samples (and a short prefill's timing) would
+        # measure cache hits against a first request that really prefilled (seen in H200 profiles: the warm
+        # request of #48407's row ran no prefill attention and no top-k selection)
+        "enable_prefix_caching": False,
     }
     if dummy:
         kw["load_format"] = "dummy"
