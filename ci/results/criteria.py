@@ -1,9 +1,8 @@
 """The acceptance criteria, one registry entry each: its name, what it reads, how it judges and what blocks.
 
-Adding a criterion is one `Rule` here plus the stack field it reads (ci.stack.change.Acceptance). A
-per-target rule is judged on each target that has planned rows of the change, so a change proven on one
-target only is not ready; a whole-change rule sees every result at once. Any status but "pass" blocks
-default enablement.
+Adding a criterion is one `Rule` here plus the stack field it reads (ci.stack.change.Acceptance). A per-target
+rule is judged on each target that has planned rows of the change, so a change proven on one target only is not
+ready; a whole-change rule sees every result at once. Any status but "pass" blocks default enablement.
 """
 
 from __future__ import annotations
@@ -159,8 +158,8 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
         for c in r.ran:
             if c.jit_compiles is None:
                 unknown.append(r.id)
-            # A baked image compiles nothing, before or after ready; new cache files are the
-            # cross-process backstop for compiles the in-process listener cannot see.
+            # A baked image compiles nothing, before or after ready (Dynamo traces included); new cache files are
+            # the cross-process backstop for compiles the in-process listener cannot see.
             after = c.metric("compiles_after_ready")
             late = after.value if after else 0.0
             if (c.jit_compiles or 0) > 0 or late > 0 or (c.jit_cache_new_files or 0) > 0 or c.jit_traced:
