@@ -50,7 +50,8 @@ def traced_in_requests() -> list[dict[str, Any]]:
 def request(name: str | None) -> Iterator[None]:
     """One timed request: the frames torch.compile traces during it are kept (`traced_in_requests`), and
     where profiling is on and `name` is given ("cold" or "warm"), it is profiled as that phase."""
-    before = {id(m) for m in _dynamo_metrics()}
+    held = _dynamo_metrics()  # held, so that no id below is reused by a record made during the block
+    before = {id(m) for m in held}
     try:
         with phase(name):
             yield
@@ -65,7 +66,8 @@ def phase(name: str | None) -> Iterator[None]:
         yield
         return
     torch_prof = _torch_profiler()
-    frames_before = {id(m) for m in _dynamo_metrics()}
+    held = _dynamo_metrics()  # held: ids stay unique while compared
+    frames_before = {id(m) for m in held}
     py = cProfile.Profile()
     t0 = time.perf_counter()
     with torch_prof if torch_prof is not None else contextlib.nullcontext():
