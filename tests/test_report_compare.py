@@ -277,3 +277,13 @@ def test_a_compared_side_that_cannot_be_read_is_warned_about_and_strict_fails(tm
     ]
     assert _cli(str(a), "--compare", str(missing), "--out", str(out), "--strict").returncode == 7
     assert _cli(str(a), "--compare", str(a), "--out", str(out), "--strict").returncode == 0
+
+
+def test_changes_no_side_ran_are_one_line_not_a_table_of_missing(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _run(a, {ROW: {COLD: [900]}})
+    _run(b, {ROW: {COLD: [700]}})
+    table = comparison.verdicts_table(_compare(a, b))
+    assert {r[0] for r in table.rows[:-1]} == {"#48804"}  # its verdict and criteria, side by side
+    assert table.rows[-1] == ("#46514, #46849, #48407, composition, selftest", "no row on any side: not compared",
+                              "—", "—")  # fmt: skip

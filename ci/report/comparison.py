@@ -49,10 +49,13 @@ def sides_table(c: Comparison) -> Table:
 
 
 def verdicts_table(c: Comparison) -> Table:
-    """Per change, its verdict on each side, then each criterion's status on each side."""
+    """Per change that some side ran rows of, its verdict on each side, then each criterion's status on each
+    side; the changes no side ran, on one line."""
     by_side = [{v.change.id: v for v in s.verdicts} for s in c.sides]
+    compared = {r.change for s in c.sides for r in s.rows.values()}
+    changes = list(dict.fromkeys(change for side in by_side for change in side))
     rows = []
-    for change in dict.fromkeys(change for side in by_side for change in side):
+    for change in (ch for ch in changes if ch in compared):
         verdicts = [side.get(change) for side in by_side]
         rows.append((change_label(change), "verdict", *("—" if v is None else "✅ ready" if v.ready else "❌ not ready"
                                                 for v in verdicts)))  # fmt: skip
@@ -63,6 +66,9 @@ def verdicts_table(c: Comparison) -> Table:
                 status = next((k.status for k in v.criteria if k.name == name), None) if v else None
                 cells.append("—" if status is None else CRITERION_MARK[status])
             rows.append((change_label(change), name, *cells))
+    idle = [change_label(ch) for ch in changes if ch not in compared]
+    if idle:
+        rows.append((", ".join(idle), "no row on any side: not compared", *("—" for _ in c.sides)))
     return Table(headers=("Change", "Verdict or criterion", *c.labels), rows=tuple(rows))
 
 
