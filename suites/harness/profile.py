@@ -50,13 +50,12 @@ def traced_in_requests() -> list[dict[str, Any]]:
 def request(name: str | None) -> Iterator[None]:
     """One timed request: the frames torch.compile traces during it are kept (`traced_in_requests`), and
     where profiling is on and `name` is given ("cold" or "warm"), it is profiled as that phase."""
-    held = _dynamo_metrics()  # held, so that no id below is reused by a record made during the block
-    before = {id(m) for m in held}
+    made: list[Any] = []
     try:
-        with phase(name):
+        with _traced(made), phase(name):
             yield
     finally:
-        _traced_in_requests.extend(_frame(m) for m in _dynamo_metrics() if id(m) not in before)
+        _traced_in_requests.extend(_frame(m) for m in made)
 
 
 @contextlib.contextmanager
@@ -66,18 +65,16 @@ def phase(name: str | None) -> Iterator[None]:
         yield
         return
     torch_prof = _torch_profiler()
-    held = _dynamo_metrics()  # held: ids stay unique while compared
-    frames_before = {id(m) for m in held}
+    traced: list[Any] = []
     py = cProfile.Profile()
     t0 = time.perf_counter()
-    with torch_prof if torch_prof is not None else contextlib.nullcontext():
+    with _traced(traced), torch_prof if torch_prof is not None else contextlib.nullcontext():
         py.enable()
         try:
             yield
         finally:
             py.disable()
     wall_ms = (time.perf_counter() - t0) * 1000.0
-    traced = [m for m in _dynamo_metrics() if id(m) not in frames_before]
     doc = {"phase": name, "wall_ms": wall_ms, "python": python_summary(py), "ops": ops_summary(torch_prof),
            "traced": [_frame(m) for m in traced]}  # fmt: skip
     out = folder()
@@ -86,6 +83,17 @@ def phase(name: str | None) -> Iterator[None]:
     if (out / "cold.json").is_file() and (out / "warm.json").is_file():
         cold, warm = (json.loads((out / f"{p}.json").read_text()) for p in ("cold", "warm"))
         (out / "first-only.txt").write_text(first_only(cold, warm))
+
+
+@contextlib.contextmanager
+def _traced(made: list[Any]) -> Iterator[None]:
+    """Append to `made`, on leaving the block, the records torch.compile made during it."""
+    held = _dynamo_metrics()  # held, so that no id compared below is reused by a record made during the block
+    before = {id(m) for m in held}
+    try:
+        yield
+    finally:
+        made.extend(m for m in _dynamo_metrics() if id(m) not in before)
 
 
 def _dynamo_metrics() -> list[Any]:
@@ -100,17 +108,17 @@ def _dynamo_metrics() -> list[Any]:
 
 def _frame(m: Any) -> dict[str, Any]:
     path = Path(str(getattr(m, "co_filename", "") or "?"))
-    where = f"{path.name}:{getattr(m, 'co_firstlineno', '?')}"
-    return {"frame": f"{where}:{getattr(m, 'co_name', '?')}", "s": getattr(m, "entire_frame_compile_time_s", None),
-            "file": "/".join(p for p in path.parts[-4:] if p != "/")}  # fmt: skip
+    line_name = f"{getattr(m, 'co_firstlineno', '?')}:{getattr(m, 'co_name', '?')}"
+    site = "/".join(p for p in path.parts[-4:] if p != "/")  # enough of the path to find the file in a checkout
+    return {"frame": f"{path.name}:{line_name}", "s": getattr(m, "entire_frame_compile_time_s", None),
+            "site": f"{site}:{line_name}"}  # fmt: skip
 
 
 def describe_traced(frames: list[dict[str, Any]]) -> str:
     """`file:line:function (seconds) xN` per traced frame, most time first: what a JIT refusal names."""
     by: dict[str, list[float]] = {}
     for f in frames:
-        line = f["frame"].split(":", 1)[1] if ":" in f["frame"] else f["frame"]
-        by.setdefault(f"{f.get('file') or f['frame'].split(':')[0]}:{line}", []).append(float(f.get("s") or 0.0))
+        by.setdefault(f["site"], []).append(float(f["s"] or 0.0))
     ranked = sorted(by.items(), key=lambda kv: -sum(kv[1]))
     return "; ".join(f"{name} ({sum(ts):.2f} s{f' x{len(ts)}' if len(ts) > 1 else ''})" for name, ts in ranked)
 
