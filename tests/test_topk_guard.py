@@ -203,3 +203,19 @@ def test_every_sparse_backend_a_target_offers_is_one_the_guard_reads(engine_pkg)
     rows = plan.build(st).rows
     guarded = {r.backend for r in rows if r.model == "glm-5.2-shrunk" and r.track == "indexer-skip"}
     assert guarded == fp8 == {"FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE"}
+
+
+def test_a_buffer_broken_on_purpose_is_caught_at_every_read(engine_pkg, monkeypatch):
+    from engine.topk_guard import ENV_BREAK, broken_on_purpose, watch
+
+    runner = Runner()  # a correct model: its indexer writes every step
+    monkeypatch.setenv(ENV_BREAK, "1")
+    with watch("FLASHMLA_SPARSE", runner, registry=registry, break_reads=broken_on_purpose()) as guard:
+        runner.execute_model(5)
+        runner.execute_model(2)
+    assert [(r["tokens"], r["rows"]) for r in guard.minus_one] == [(5, 5), (2, 2)]
+    assert guard.to_json()["broken_on_purpose"] is True
+    monkeypatch.setenv(ENV_BREAK, "0")
+    with watch("FLASHMLA_SPARSE", runner, registry=registry, break_reads=broken_on_purpose()) as guard:
+        runner.execute_model(5)
+    assert guard.minus_one == [] and guard.to_json()["broken_on_purpose"] is False

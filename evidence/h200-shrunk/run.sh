@@ -5,8 +5,11 @@
 # Each stream runs its rows through `ci run --host --unbaked` calls of one suite each, every call from an empty
 # JIT caches root of its own (the rows after the first reuse what it compiled); JIT allowed: this is about each
 # architecture running its tracks, not JIT. A crash is the row's outcome, with its cause.
-# usage: run.sh [b1|all]   (default b1); stop it with SIGTERM before a time limit (`timeout 560 run.sh`):
-#        what finished comes back in $OUT; run it again to go on (rows with a JUnit already are skipped).
+# usage: run.sh [one|b1|all]   (default b1); stop it with SIGTERM before a time limit (`timeout 560 run.sh`):
+#        what finished comes back in $OUT; run it again to go on (rows with a log already are skipped).
+#        one: one batch-1 row per model, suite and change (FLASH_ATTN / MTP rows first), then the #52512 guard's
+#             positive control: GLM-5.2's #48407 row again with its top-k buffer broken on purpose
+#             (STACKGATE_BREAK_TOPK=1), which must fail naming the all -1 reads.
 # vLLM 0.26.0 staged as ../../../shared/gpu/README.md says.
 set -u
 cd "$(dirname "$0")/../.."
@@ -26,22 +29,37 @@ rows = json.loads(subprocess.run([sys.executable, "-m", "ci", "plan", "--target"
                                  capture_output=True, text=True, check=True).stdout)["rows"]
 done = {f.split("/")[-1].split("[")[-1] for f in glob.glob(f"{res}/*/logs/*.log")}
 mine = [r for r in rows if r["model"].endswith("-shrunk") or r["model"] in ("tiny-qwen3-dspark", "tiny-qwen3-dflash")]
-mine = [r for r in mine if (which == "all" or int(r["batch"]) == 1) and not any(r["id"] in d for d in done)]
-mine.sort(key=lambda r: (int(r["batch"]), r["suite"], r["model"], r["change"], r["id"]))
-for n, r in enumerate(mine):
+mine = [r for r in mine if which == "all" or int(r["batch"]) == 1]
+prefer = ("FLASH_ATTN", "FLASHMLA_SPARSE")
+mine.sort(key=lambda r: (int(r["batch"]), r["suite"], r["model"], r["change"], r["spec_method"] is None,
+                         r["backend"] not in prefer, r["id"]))
+if which == "one":  # the first of each model, suite and change
+    firsts = {}
+    for r in mine:
+        firsts.setdefault((r["suite"], r["model"], r["change"]), r)
+    mine = list(firsts.values())
+    glm = firsts[("sparse_mla", "glm-5.2-shrunk", "48407")]
+    mine.remove(glm)
+    mine.insert(0, glm)  # first, so that the broken run is not the only one of it
+todo = [r for r in mine if not any(r["id"] in d for d in done)]
+for n, r in enumerate(todo):
     print(n % 2, r["suite"], r["id"])
+if which == "one" and not glob.glob(f"{res}/gpu0-break-one/junit-*.xml"):
+    print(0, "break", glm["id"])
 PY
 echo "$(wc -l < "$R/plan-$WHICH.txt") rows to run"
 
-stream() {  # stream GPU: its rows, in calls of one suite each
-  local gpu=$1 n=0 suite ids
-  for suite in spec_decode sparse_mla; do
+stream() {  # stream GPU: its rows, in calls of one suite each, each from an empty root (--unbaked asks for one)
+  local gpu=$1 suite ids
+  for suite in sparse_mla spec_decode break; do
     ids=$(awk -v g="$gpu" -v s="$suite" '$1 == g && $2 == s {print $3}' "$R/plan-$WHICH.txt" | paste -sd, -)
     [ -n "$ids" ] || continue
-    n=$((n + 1)); local t0=$SECONDS name="gpu$gpu-$suite-$WHICH"
-    rm -rf "/root/rt-shrunk/$name"
-    STACKGATE_RUNTIME_CACHES=/root/rt-shrunk/$name CUDA_VISIBLE_DEVICES=$gpu python3 -m ci run cuda-sm90 "$suite" \
-      --host --unbaked --rows "$ids" --timeout 300 --shard "$gpu" --out "$R/$name" > "$R/$name.log" 2>&1
+    local t0=$SECONDS name="gpu$gpu-$suite-$WHICH" root="/root/rt-shrunk/gpu$gpu-$suite-$WHICH" broken=0 run=$suite
+    [ "$suite" = break ] && broken=1 run=sparse_mla
+    rm -rf "$root"
+    STACKGATE_BREAK_TOPK=$broken STACKGATE_RUNTIME_CACHES=$root CUDA_VISIBLE_DEVICES=$gpu python3 -m ci run \
+      cuda-sm90 "$run" --host --unbaked --rows "$ids" --timeout 300 --shard "$gpu" --out "$R/$name" \
+      > "$R/$name.log" 2>&1
     echo "$name: exit $? in $((SECONDS - t0)) s"
   done
 }
@@ -50,6 +68,16 @@ stream 1 & b=$!
 trap 'kill -TERM $a $b 2>/dev/null; pkill -TERM -f "ci run cuda-sm90"; wait; pack; exit 143' TERM INT
 ( while kill -0 $a 2>/dev/null || kill -0 $b 2>/dev/null; do sleep 30; pack 2>/dev/null; done ) &
 wait $a $b
-python3 -m ci report "$R"/*/junit-*.xml --out "$R/report" > "$R/report.log" 2>&1; tail -n 1 "$R/report.log"
-grep -h "shrunk\|dspark\|dflash" "$R"/*.log | grep -E "passed|failed|error|skipped" | tail -n 40
+# the report of the rows as planned (the broken run stays out of it: its row would be there twice)
+python3 -m ci report "$R"/gpu?-sp*/junit-*.xml --out "$R/report" > "$R/report.log" 2>&1; tail -n 1 "$R/report.log"
+python3 - "$R" <<'PY'  # one line per row run: outcome and the start of its message
+import glob, sys
+from junitparser.xunit2 import JUnitXml
+for f in sorted(glob.glob(f"{sys.argv[1]}/*/junit-*.xml")):
+    for suite in JUnitXml.fromfile(f):
+        for case in suite:
+            res = case.result[0] if case.result else None
+            what = type(res).__name__.lower() if res is not None else "pass"
+            print(f.split("/")[-2][:22], case.name.split("[")[-1].rstrip("]")[:44], what, (res.message or "")[:230] if res is not None else "")
+PY
 pack; ls -la "$OUT"

@@ -16,10 +16,15 @@ Watching: the sparse-MLA implementation of the row's backend, resolved through v
 attention, that cannot be watched so raises CannotWatch before anything is generated, and the row fails
 saying why, never "0 bad reads". Steps that replay a FULL CUDA graph run no Python and are not read back;
 prefills, where #52512 struck, run eagerly or piecewise.
+
+Broken on purpose (`break_reads`, the suite's STACKGATE_BREAK_TOPK=1): every sparse read first throws away what
+the indexers wrote, so each top-k row reads as all -1, which is #52512's bad read made certain. A row run so must
+fail, naming the reads: that is how the guard is shown able to fail on the real kernel.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +38,7 @@ BUFFER = "topk_indices_buffer"
 # backend the stack adds is checked against the source and listed here before its rows carry the guard.
 READ_BY = ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE", "ROCM_AITER_MLA_SPARSE")
 SHOWN = 3  # row indices kept per bad read, for the message
+ENV_BREAK = "STACKGATE_BREAK_TOPK"  # "1": the guard's positive control (module docstring); never set in CI rows
 
 
 class CannotWatch(Exception):
@@ -47,6 +53,7 @@ class TopkReads:
     reads: int = 0  # sparse reads of the top-k buffer seen
     forced_steps: int = 0  # engine steps that began with every top-k buffer all -1
     minus_one: list[dict[str, int | list[int]]] = field(default_factory=list)  # one entry per read with such rows
+    broken: bool = False  # the buffer was broken on purpose before every read (the guard's own positive control)
 
     def read(self, buf: Any, tokens: int) -> None:
         """One sparse read of the buffer's first `tokens` rows."""
@@ -57,7 +64,13 @@ class TopkReads:
 
     def to_json(self) -> dict[str, object]:
         return {"backend": self.backend, "impl": self.impl, "layers": self.layers, "reads": self.reads,
-                "forced_steps": self.forced_steps, "all_minus_one_reads": self.minus_one[:SHOWN]}  # fmt: skip
+                "forced_steps": self.forced_steps, "all_minus_one_reads": self.minus_one[:SHOWN],
+                "broken_on_purpose": self.broken}  # fmt: skip
+
+
+def broken_on_purpose() -> bool:
+    """The guard's positive control is asked for: the top-k buffer is broken before every sparse read."""
+    return os.environ.get(ENV_BREAK) == "1"
 
 
 def minus_one_rows(rows: Any) -> list[int]:
@@ -124,14 +137,18 @@ def _tokens(q: Any, md: Any) -> int:
 
 
 @contextmanager
-def watch(backend: str, model_runner: Any, *, registry: Callable[[str], type] = _vllm_backend) -> Iterator[TopkReads]:
-    """Force all -1 top-k buffers at every step and record each sparse read of an all -1 row."""
+def watch(
+    backend: str, model_runner: Any, *, registry: Callable[[str], type] = _vllm_backend, break_reads: bool = False
+) -> Iterator[TopkReads]:
+    """Force all -1 top-k buffers at every step and record each sparse read of an all -1 row; with `break_reads`,
+    also empty the buffer right before every read (the guard's positive control: every read must then be caught)."""
     impl = impl_class(backend, registry)
     forced = buffers(model_runner.model)
     if not forced:
         raise CannotWatch(f"cannot force the #52512 condition: {type(model_runner.model).__name__} holds no "
                           f"{BUFFER} (not a sparse-indexer model?)")  # fmt: skip
-    rec = TopkReads(backend=backend, impl=impl.__qualname__, layers=_watched_layers(model_runner.model, impl))
+    layers = _watched_layers(model_runner.model, impl)
+    rec = TopkReads(backend=backend, impl=impl.__qualname__, layers=layers, broken=break_reads)
 
     def force(orig: Any) -> Any:
         def execute_model(*a: Any, **kw: Any) -> Any:
@@ -148,6 +165,8 @@ def watch(backend: str, model_runner: Any, *, registry: Callable[[str], type] = 
             if buf is None:
                 raise CannotWatch(f"cannot watch backend {backend}: {type(self).__qualname__} holds no {BUFFER}")
             if not _capturing():
+                if break_reads:
+                    buf.fill_(-1)  # what the indexers wrote is lost: every row reads as "no token"
                 rec.read(buf, _tokens(q, md))
             return orig(self, q, kv_cache, md, layer)
 

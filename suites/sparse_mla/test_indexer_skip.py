@@ -6,7 +6,8 @@ attention output is compared with the scored path (sparse_mla_force_mqa) on the 
 #52512 regression (engine.topk_guard), on the model's own layer schedule (GLM-5.2's shared-indexer layers
 in its shrunk rows): the same prompts again with every top-k buffer forced to all -1 at each step, where no
 sparse read may consume an all -1 row and the output may not degenerate into repeated tokens where the
-unforced output did not.
+unforced output did not. With STACKGATE_BREAK_TOPK=1 the buffer is broken on purpose before every sparse read
+(the guard's positive control): the row must then fail on the #52512 expectation, naming the reads.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def test_indexer_skip(row, request):
         full = engines.greedy(OUTPUT_TOKENS)  # the last warm one is profiled beside the cold one (harness.profile)
         warm_ms = [engines.timed_ms(engine, prompts, full, profile=last_warm(i, 3))[0] for i in range(3)]
     try:  # the #52512 condition forced, after the timed requests: the forcing costs a fill per step
-        with topk_guard.watch(row["backend"], engines.runner(engine)) as guard:
+        broken = topk_guard.broken_on_purpose()
+        with topk_guard.watch(row["backend"], engines.runner(engine), break_reads=broken) as guard:
             forced = engines.generate(engine, prompts, engines.greedy(OUTPUT_TOKENS))
     except topk_guard.CannotWatch as exc:
         engines.stop(engine)
@@ -76,7 +78,8 @@ def test_indexer_skip(row, request):
     else:
         ev.expect(scoring_first > 0, f"prefill of {row['context']} > top-k {topk} ran no indexer scoring")
     ev.expect(guard.forced_steps > 0, "#52512 guard: no engine step ran with the condition forced")
-    ev.expect(not guard.minus_one, f"#52512: sparse attention read all -1 top-k rows {guard.minus_one[:3]}")
+    said = f" (top-k buffer broken on purpose, {topk_guard.ENV_BREAK}=1)" if guard.broken else ""
+    ev.expect(not guard.minus_one, f"#52512{said}: sparse attention read all -1 top-k rows {guard.minus_one[:3]}")
     ev.expect(not repeated.degenerated, f"#52512: degenerated into repeated tokens with the all -1 top-k condition "
                                         f"forced: {'; '.join(repeated.degenerated[:3])}")  # fmt: skip
     ev.tolerance(err, "attn_output_rel_err")
