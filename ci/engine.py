@@ -191,6 +191,18 @@ GPU_ENV = {
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",  # vLLM's default, mnnvl, allocates NVSwitch multicast memory
 }
 
+# The target env's switches that make a JIT fail loudly instead of compiling: part of JIT refused. A host run
+# that allows JIT ($STACKGATE_REFUSE_JIT=0: the empty-caches control, the shrunk architectures) turns them off,
+# or a FlashInfer attention row would fail on a module missing from the prebuilt cache instead of compiling it.
+JIT_FAIL_SWITCHES = ("CUDA_DISABLE_PTX_JIT", "FLASHINFER_DISABLE_JIT")
+
+
+def jit_allowed(env: Mapping[str, str]) -> dict[str, str]:
+    """The overrides that let every JIT compile where `env` allows JIT; none where it refuses or does not say."""
+    if env.get("STACKGATE_REFUSE_JIT") != "0":
+        return {}
+    return {key: "0" for key in JIT_FAIL_SWITCHES if env.get(key, "0") != "0"}
+
 
 def target_devices(target: Target) -> dict[str, Any]:
     d = target.devices

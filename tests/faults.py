@@ -7,6 +7,8 @@ from pathlib import Path
 FAULTS = """\
 import os
 import signal
+import subprocess
+import sys
 import time
 
 
@@ -26,8 +28,14 @@ def test_d_abort():
     os.abort()
 
 
+def _stuck_in_a_barrier(worker):
+    worker.wait()
+
+
 def test_e_hang():
-    time.sleep(120)
+    print("engine starting", flush=True)  # in the row's log although the row never ends
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # a vLLM worker's kind
+    _stuck_in_a_barrier(worker)
 
 
 def test_f_exit0_before_finishing():
@@ -44,7 +52,7 @@ EXPECTED = {
     "test_b_fail": ("failure", "assert"),
     "test_c_segfault": ("error", "signal 11 (SIGSEGV)"),
     "test_d_abort": ("error", "signal 6 (SIGABRT)"),
-    "test_e_hang": ("error", "timeout after 4 s"),
+    "test_e_hang": ("error", "timeout after 4 s: hung in "),
     "test_f_exit0_before_finishing": ("error", "no result"),
     "test_g_after_the_crashes": ("passed", ""),
 }
@@ -82,3 +90,5 @@ def check(junit_path: Path, target: str = "cpu") -> None:
     for test, (status, prefix) in EXPECTED.items():
         assert got[test][0] == status, f"{test}: {got[test]} (expected {status})"
         assert got[test][1].startswith(prefix), f"{test}: message {got[test][1]!r} (expected {prefix!r}...)"
+    assert "test_faults.py:" in got["test_e_hang"][1] and "_stuck_in_a_barrier" in got["test_e_hang"][1], got
+    assert "<string>:1 <module>" in got["test_e_hang"][1], "the worker process dumped its stack too"

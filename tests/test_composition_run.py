@@ -52,6 +52,18 @@ def test_host_and_container_rows_get_multicast_off(tmp_path: Path):
     assert NVLS.items() <= dict(execute.container_spec(spec, "img", available=[]).env).items()
 
 
+def test_a_host_run_that_allows_jit_turns_the_jit_failing_switches_off(tmp_path: Path, monkeypatch):
+    spec = _spec(tmp_path, (_two_gpu_row(),))
+    monkeypatch.delenv("STACKGATE_REFUSE_JIT", raising=False)
+    assert execute.host_env(spec)["FLASHINFER_DISABLE_JIT"] == "1"  # the target's env: JIT fails loudly
+    monkeypatch.setenv("STACKGATE_REFUSE_JIT", "1")
+    assert execute.host_env(spec)["CUDA_DISABLE_PTX_JIT"] == "1"
+    monkeypatch.setenv("STACKGATE_REFUSE_JIT", "0")  # JIT allowed: nothing may fail for want of a prebuilt module
+    env = execute.host_env(spec)
+    assert (env["FLASHINFER_DISABLE_JIT"], env["CUDA_DISABLE_PTX_JIT"]) == ("0", "0")
+    assert NVLS.items() <= env.items()
+
+
 def test_cuda_visible_devices_narrows_and_orders_the_host_gpus():
     assert gpus.visible(SMI, None, "9.0") == ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-dddd-3"]
     assert gpus.visible(SMI, "3,0", "9.0") == ["GPU-dddd-3", "GPU-aaaa-0"]

@@ -203,3 +203,26 @@ def test_the_crash_cause_prefers_the_illegal_memory_access(engine_pkg):
     assert cause(log) == "assertion: AssertionError: should_attempt_dp_padding == should_dp_pad"
     assert cause(log + "CUDA error: an illegal memory access was encountered\n").startswith("illegal memory access")
     assert cause("INFO all good\n") == ""
+
+
+def test_a_hung_rows_processes_say_where_each_waited():
+    from harness.causes import hang_sites
+
+    dump = """INFO engine starting
+Thread 0x00007f01 (most recent call first):
+  File "/usr/lib/python3.12/threading.py", line 355 in wait
+Current thread 0x00007f02 (most recent call first):
+  File "/usr/lib/python3.12/selectors.py", line 415 in select
+  File "/venv/lib/python3.12/site-packages/vllm/v1/executor/multiproc_executor.py", line 394 in get_response
+  File "/work/suites/composition/test_composition.py", line 24 in _one_engine
+(Worker_TP1 pid=7) INFO a log line between two dumps
+Current thread 0xCurrent thread 0x00007f03 (most recent call first):
+  File "/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py", line 4800 in barrier
+Current thread 0x00007f04 (most recent call first):
+  File "/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py", line 4800 in barrier
+"""
+    assert hang_sites(dump) == [
+        "vllm/v1/executor/multiproc_executor.py:394 get_response",  # the stdlib wait under it says little
+        "torch/distributed/distributed_c10d.py:4800 barrier",  # once, though two workers wait there
+    ]
+    assert hang_sites("no dump at all\n") == []

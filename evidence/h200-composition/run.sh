@@ -19,6 +19,7 @@ cd "$(dirname "$0")/../.."
 export PYTHONPATH=/root/stage/site:/root/stage/extra:/tmp/pydeps CUDA_HOME=/usr/local/cuda VLLM_USE_FLASHINFER_SAMPLER=0
 export VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # ci run sets them too
+export STACKGATE_REFUSE_JIT=0  # JIT allowed: FlashInfer and PTX JIT too (ci run turns their target switches off)
 python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl 2>/dev/null
 TIMEOUT=${TIMEOUT:-300}
 R=${RESULTS:-/root/res-composition}

@@ -4,7 +4,9 @@ Fork is no option: a CUDA context does not survive it, and a fresh interpreter i
 The child is `python -m pytest <nodeid>` in its own process group (vLLM spawns EngineCore and workers:
 a timeout kills them all), writing its reports to a result file before it exits. A child that ends
 without that file exited early (vLLM and NCCL atexit hooks can os._exit(0)); one killed by a signal
-crashed; one past its time hung. None of these is a pass, whatever the exit status says.
+crashed; one past its time hung. None of these is a pass, whatever the exit status says. A hung item's
+processes are first asked to dump their Python stacks into its log (STACK_DUMP_SIGNAL, which every process of a
+row handles: harness.jit_sentinel), so that the row says where it hung.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import reaper
+from harness import causes, reaper
 
 Status = Literal["passed", "failed", "skipped", "error"]
 TAIL_LINES = 40
+STACK_DUMP_SIGNAL = signal.SIGUSR1  # faulthandler's dump of every thread, registered at each process's start
+STACK_DUMP_GAP_S = 0.5  # one process after the other: dumps written at once interleave in the shared log
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +83,7 @@ def run_child(
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
+            _dump_stacks(proc.pid)
         except BaseException:  # a signal to the harness (reaper.Interrupted): the item's tree goes with it
             _kill_group(proc.pid)
             proc.wait()
@@ -91,9 +96,11 @@ def run_child(
             rc = proc.wait()
     elapsed = time.monotonic() - start
     if timed_out:
+        sites = causes.hang_sites(tail(log, lines=100_000))
+        where = f": hung in {'; '.join(sites)}" if sites else " (no process dumped its stack)"
         return Outcome(
             status="error",
-            message=f"timeout after {timeout_s:g} s",
+            message=f"timeout after {timeout_s:g} s{where}",
             details=tail(log),
             duration_s=elapsed,
             log=str(log),
@@ -126,6 +133,16 @@ def run_child(
         log=str(log),
         left_behind=left,
     )
+
+
+def _dump_stacks(pid: int) -> None:
+    """Every process of the hung item's tree writes its threads' stacks to the item's log, one at a time."""
+    for each in [pid, *(child for child, _ in reaper.descendants(pid))]:
+        try:
+            os.kill(each, STACK_DUMP_SIGNAL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        time.sleep(STACK_DUMP_GAP_S)
 
 
 def _kill_group(pgid: int) -> None:

@@ -244,13 +244,25 @@ def pin_ptxas() -> str | None:
 
 def install() -> None:
     """Register the listener now if triton is loaded, else when it is first imported; pin Triton's ptxas
-    (`pin_ptxas`). Idempotent."""
+    (`pin_ptxas`); let a hung row's runner ask this process for its stacks (`dump_stacks_on_signal`). Idempotent."""
     pin_ptxas()
+    dump_stacks_on_signal()
     if "triton" in sys.modules and hasattr(sys.modules["triton"], "knobs"):
         _attach(sys.modules["triton"])
         return
     if not any(isinstance(f, _TritonImportHook) for f in sys.meta_path):
         sys.meta_path.insert(0, _TritonImportHook())
+
+
+def dump_stacks_on_signal() -> None:
+    """On SIGUSR1 (harness.isolate.STACK_DUMP_SIGNAL) write every thread's Python stack to stderr, which a row's
+    processes share with its log; the process goes on (a handler it sets for SIGUSR1 later takes the signal)."""
+    import contextlib
+    import faulthandler
+    import signal
+
+    with contextlib.suppress(AttributeError, ValueError, OSError, RuntimeError):  # no stderr, or no SIGUSR1 here
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
 
 
 def installed() -> bool:

@@ -326,6 +326,7 @@ class _Parent:
             "-p",
             "no:cacheprovider",
             "-q",
+            "-s",  # no capture: the row's output reaches its log as it is written, so a hung row's log is not empty
         ]
         if cfg.inipath:
             argv += ["-c", str(cfg.inipath)]
