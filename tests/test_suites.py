@@ -5,6 +5,7 @@ presence checks against a vLLM source tree, the acceptance checks a row applies)
 from __future__ import annotations
 
 import dataclasses
+import time
 import types
 from pathlib import Path
 
@@ -196,6 +197,28 @@ def test_evidence_applies_the_rows_tolerance_and_graph_replay(engine_pkg):
     ok.metric("draft_step_ms", [0.3, 0.4], "ms", "warm")
     ok.finish()
     assert ok.node.user_properties[0][0] == "stackgate.metric.draft_step_ms"
+
+
+def test_once_per_process_work_in_a_request_is_timed_and_named(engine_pkg, monkeypatch):
+    import sys
+
+    from engine import first_calls
+    from harness import profile
+
+    monkeypatch.setattr(profile, "_first_calls", [])
+    mod = types.ModuleType("fake_vllm_logits")
+    mod.scan = lambda: time.sleep(0.02) or ["plugin"]
+    monkeypatch.setitem(sys.modules, "fake_vllm_logits", mod)
+    site = first_calls.Site("fake_vllm_logits", "scan", "logits-processor plugin scan")
+    gone = first_calls.Site("no_such_vllm_module", "x", "a site this vLLM lacks")
+    original = mod.scan
+    with first_calls.timed((site, gone)):
+        assert sys.modules["fake_vllm_logits"].scan() == ["plugin"]  # looked up by name where it is called
+    assert mod.scan is original
+    mod.scan()  # outside a timed request: not counted
+    text = profile.describe_first_calls()
+    assert text.startswith("logits-processor plugin scan (") and text.endswith(" ms)")
+    assert 15 <= float(text.split("(")[1].split(" ms")[0]) < 1000
 
 
 def test_the_vllm_build_names_its_commit_where_it_recorded_one(engine_pkg, tmp_path, monkeypatch):

@@ -68,6 +68,31 @@ def test_a_first_request_slower_than_the_bound_fails_cold_warm(tmp_path: Path) -
     assert crit.status == "fail" and "cold first request over 1.2x warm" in crit.evidence and "13.60x" in crit.evidence
 
 
+def test_a_slow_first_request_is_judged_from_its_samples_and_names_what_it_paid_once(tmp_path: Path) -> None:
+    """A row that recorded its first and warm requests but no ratio (every suite but #48804's) is judged on their
+    quotient; where the row timed vLLM's once-per-process work, the evidence names it."""
+    from ci.bench.synthetic import metric, with_metric, without_metric
+
+    def slow(r, c):
+        c = with_metric(without_metric(c, "cold_warm_ratio"), metric("cold_first_request_ms", 70.0, "ms", "cold"))
+        c = with_metric(c, metric("warm_request_ms", 27.0, "ms", "warm", [26.5, 27.0, 28.0]))
+        return replace(c, first_request_only="vLLM logits-processor plugin scan (31 ms)")
+
+    crit = _criterion(tmp_path, criteria.COLD_WARM, slow, change="48407")
+    assert crit.status == "fail" and "(2.59x; first request only: vLLM logits-processor plugin scan (31 ms))" in (
+        crit.evidence
+    )
+    fine = _criterion(
+        tmp_path / "fine",
+        criteria.COLD_WARM,
+        lambda r, c: with_metric(
+            without_metric(c, "cold_warm_ratio"), metric("cold_first_request_ms", 30.0, "ms", "cold")
+        ),
+        change="48407",
+    )
+    assert fine.status == "pass" and "cold within 1.2x warm" in fine.evidence
+
+
 def test_one_targets_rows_from_two_vllm_builds_are_flagged(tmp_path: Path) -> None:
     selected = rows("selftest")
     [junit] = write_rows(tmp_path, selected)

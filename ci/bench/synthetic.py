@@ -32,6 +32,7 @@ class FakeCase:
     vllm_version: str = ""  # stackgate.vllm_version, where given
     metrics: tuple[Metric, ...] = ()
     jit_traced: str = ""  # stackgate.jit.traced_after_ready, where given
+    first_request_only: str = ""  # stackgate.first_request_only, where given
 
 
 def metric(name: str, value: float, unit: str, phase: Phase, samples: Sequence[float] = ()) -> Metric:
@@ -102,6 +103,8 @@ def write(path: Path, target: str, suite: str, cases: Sequence[FakeCase], shard:
                 tc.add_property("stackgate.vllm_version", c.vllm_version)
             if c.jit_traced:
                 tc.add_property("stackgate.jit.traced_after_ready", c.jit_traced)
+            if c.first_request_only:
+                tc.add_property("stackgate.first_request_only", c.first_request_only)
             for m in c.metrics:
                 tc.add_property(f"stackgate.metric.{m.name}", json.dumps(m.to_json()))
         result = {"failure": Failure, "error": Error, "skipped": Skipped}.get(c.status)

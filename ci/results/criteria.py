@@ -1,8 +1,7 @@
 """The acceptance criteria, one registry entry each: its name, what it reads, how it judges and what blocks.
 
-Adding a criterion is one `Rule` here plus the stack field it reads (ci.stack.change.Acceptance). A per-target
-rule is judged on each target that has planned rows of the change, so a change proven on one target only is not
-ready; a whole-change rule sees every result at once. Any status but "pass" blocks default enablement.
+Adding a criterion is one `Rule` here plus the stack field it reads (ci.stack.change.Acceptance). A per-target rule
+is judged on each target with planned rows, a whole-change rule on all results; any status but "pass" blocks.
 """
 
 from __future__ import annotations
@@ -132,7 +131,8 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
             if ratio is None:
                 unknown.append(r.id)
             elif ratio.value > want.max_cold_warm_ratio:
-                slow.append(f"{r.id} ({ratio.value:.2f}x)")
+                paid = f"; first request only: {r.first_request_only}" if r.first_request_only else ""
+                slow.append(f"{r.id} ({ratio.value:.2f}x{paid})")
     if wrong or slow:
         why = [f"{k} on {_names(v)}" for k, v in wrong.items()]
         why += [f"cold first request over {want.max_cold_warm_ratio:g}x warm on {_names(slow)}"] if slow else []

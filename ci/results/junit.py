@@ -52,6 +52,7 @@ class Case:
     aot: str | None = None  # from its <testsuite>: the ahead-of-time cache the row ran with
     cause: str | None = None  # stackgate.cause: the harness's line from the row's log that says why it crashed
     jit_traced: str | None = None  # stackgate.jit.traced_after_ready: frames torch.compile traced in a request
+    first_request_only: str | None = None  # stackgate.first_request_only: once-per-process work in a request
 
     @property
     def test(self) -> str:
@@ -169,6 +170,7 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         vllm_version=_vllm_build(props),
         cause=props.get(PREFIX + "cause"),
         jit_traced=props.get(PREFIX + "jit.traced_after_ready"),
+        first_request_only=props.get(PREFIX + "first_request_only"),
     )
 
 

@@ -18,6 +18,7 @@ from typing import Literal
 from ci.errors import ReportError
 from ci.results import junit, reading
 from ci.results.junit import Case, FileRead
+from ci.results.metrics import Metric
 from ci.stack.plan import Plan, Row
 
 RowStatus = Literal["pass", "failure", "error", "conflict", "skipped", "incomplete", "not run"]
@@ -47,13 +48,22 @@ class RowResult:
         bad = [c for c in self.cases if c.status != "pass" and c.message]
         return bad[0].message if bad else ""
 
+    @property
+    def first_request_only(self) -> str:
+        """What the row's first request paid once per process (stackgate.first_request_only), or ""."""
+        return next((c.first_request_only for c in self.ran if c.first_request_only), "")
+
     @cached_property  # computed once: a frozen row's cases never change
     def metrics(self) -> dict[str, junit.Metric]:
-        """Each metric once, the first case recording it winning; `cases` holds every run."""
+        """Each metric once, the first case recording it winning; `cases` holds every run. The first request over
+        the warm median (cold_warm_ratio) is derived where the test recorded both and not the ratio itself."""
         out: dict[str, junit.Metric] = {}
         for case in self.cases:
             for m in case.metrics:
                 out.setdefault(m.name, m)
+        cold, warm = out.get("cold_first_request_ms"), out.get("warm_request_ms")
+        if "cold_warm_ratio" not in out and cold and warm and warm.value > 0:  # a test that did not record it
+            out["cold_warm_ratio"] = Metric("cold_warm_ratio", cold.value / warm.value, "ratio", "none", 1, None)
         return out
 
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from harness import profile as profiling
 
+from engine import first_calls
+
 
 @dataclass
 class Engine:
@@ -73,9 +75,10 @@ def timed_ms(
     engine: Engine, prompts: Sequence[dict[str, Any]], params: Any, *, profile: str | None = None
 ) -> tuple[float, list[Any]]:
     """One request's wall time; `profile` names it ("cold", "warm") for harness.profile where that is on. The
-    frames torch.compile traces during it are kept for the row's JIT record (harness.profile.request)."""
+    frames torch.compile traces during it are kept for the row's JIT record (harness.profile.request), and the
+    once-per-process work vLLM does in it is timed (engine.first_calls)."""
     cuda_sync()
-    with profiling.request(profile):
+    with profiling.request(profile), first_calls.timed():
         t0 = time.perf_counter()
         out = generate(engine, prompts, params)
         cuda_sync()

@@ -30,6 +30,7 @@ from harness.rows import load as load_rows
 ENV_CHILD = "STACKGATE_CHILD"
 ENV_CACHES_FROM = "STACKGATE_CACHES_FROM"
 TRACED_AFTER_READY = "stackgate.jit.traced_after_ready"  # frames torch.compile traced during timed requests
+FIRST_REQUEST_ONLY = "stackgate.first_request_only"  # once-per-process work inside timed requests (first_calls)
 ENV_REFUSE_JIT = "STACKGATE_REFUSE_JIT"  # "1": a row that compiles anything errors (the images set it)
 _rows_key = pytest.StashKey[RowsDoc | None]()
 
@@ -148,6 +149,9 @@ class _Child:
         traced = profile.traced_in_requests() if report.when == "call" else []
         if traced:  # torch.compile traced frames during the timed requests, after the engine was ready
             simple["user_properties"].append([TRACED_AFTER_READY, profile.describe_traced(traced)])
+        first = profile.describe_first_calls() if report.when == "call" else ""
+        if first:
+            simple["user_properties"].append([FIRST_REQUEST_ONLY, first])
         self.reports.append(simple)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:

@@ -25,6 +25,8 @@ TOP = 60
 # frames torch.compile traced during this process's timed requests (every row, profiled or not): Dynamo
 # traces once per process, no compile cache carries it, so a trace after ready is a compile after ready
 _traced_in_requests: list[dict[str, Any]] = []
+# once-per-process work that ran inside timed requests (engine.first_calls names the sites): (what, ms)
+_first_calls: list[tuple[str, float]] = []
 
 
 def enabled() -> bool:
@@ -44,6 +46,18 @@ def last_warm(i: int, repeats: int) -> str | None:
 def traced_in_requests() -> list[dict[str, Any]]:
     """Frames torch.compile traced during the timed requests of this process so far (`request`)."""
     return list(_traced_in_requests)
+
+
+def note_first_call(what: str, ms: float) -> None:
+    _first_calls.append((what, ms))
+
+
+def describe_first_calls() -> str:
+    """`what (N ms)` per once-per-process site that ran in this process's timed requests, most time first."""
+    by: dict[str, float] = {}
+    for what, ms in _first_calls:
+        by[what] = by.get(what, 0.0) + ms
+    return "; ".join(f"{what} ({ms:.0f} ms)" for what, ms in sorted(by.items(), key=lambda kv: -kv[1]))
 
 
 @contextlib.contextmanager
