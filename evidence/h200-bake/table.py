@@ -1,7 +1,9 @@
-"""The (c) table of this folder, from its JUnit: python3 table.py (prints markdown)."""
+"""The (c) table of a folder of runs (default artefact/, host B), from its JUnit: python3 table.py [FOLDER]
+(prints markdown)."""
 
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from junitparser.xunit2 import JUnitXml
@@ -20,7 +22,8 @@ def spread(xs, fmt="{:.0f}"):
 
 
 rows = {}
-for xml in sorted(HERE.glob("artefact/c*/junit-*.xml")):
+FOLDER = HERE / (sys.argv[1] if len(sys.argv) > 1 else "artefact")
+for xml in sorted(FOLDER.glob("c*/junit-*.xml")):
     for suite in JUnitXml.fromfile(str(xml)):
         for case in suite:
             if "[" not in case.name:
