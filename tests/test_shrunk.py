@@ -201,3 +201,36 @@ def test_each_shrunk_config_documents_every_field_with_its_source():
         assert set(documented) == _fields(config), folder
         for field, (real, source, shrunk) in documented.items():
             assert real and source and shrunk, f"{folder}: {field} lacks its real value, source or shrunk value"
+
+
+def test_deepseek_v4_rows_get_only_the_kv_dtype_vllm_takes_for_it():
+    """vLLM 0.26.0 asserts an fp8 kv-cache for DeepSeek-V4's fp8_ds_mla layout (deepseek_v4/attention.py:83):
+    its rows, and its shrunk twin's, are planned with fp8_ds_mla, also where the change's matrix says auto."""
+    st = stack.load()
+    assert st.models["deepseek-v4-flash"].kv_cache_dtypes == st.models["deepseek-v4-flash-shrunk"].kv_cache_dtypes
+    rows = [r for r in plan.build(st).rows if r.model.startswith("deepseek-v4-flash")]
+    assert {r.change for r in rows} == {"46514", "48407"}
+    assert {r.kv_cache_dtype for r in rows} == {"fp8_ds_mla"}
+    others = [r for r in plan.build(st).rows if r.change == "48407" and not r.model.startswith("deepseek-v4")]
+    assert {r.kv_cache_dtype for r in others} == {"auto"}  # the other models keep vLLM's default
+
+
+def test_a_kv_dtype_the_model_refuses_is_not_planned(stack_copy, edit):
+    before = [r for r in plan.build(stack.load(stack_copy)).rows if r.model.startswith("deepseek-v4-flash")]
+    edit(
+        stack_copy / "changes" / "48407.yaml",
+        "  batch: [1, 4]\n",
+        "  batch: [1, 4]\n  kv_cache_dtype: [auto, fp8_ds_mla, fp8]\n",
+    )
+    p = plan.build(stack.load(stack_copy))
+    v4 = [r for r in p.rows if r.model.startswith("deepseek-v4-flash")]
+    assert [r.id for r in v4] == [r.id for r in before]  # auto became its own dtype, no row twice, and fp8 is refused
+
+
+def test_a_model_kv_dtype_none_of_its_backends_takes_names_the_line(stack_copy, edit):
+    path = stack_copy / "models.yaml"
+    edit(path, "    kv_cache_dtypes: [fp8_ds_mla]\n", "    kv_cache_dtypes: [fp8_e5m2]\n")
+    err = _error(stack_copy)
+    assert err.path == path and err.line == _line(path, "kv_cache_dtypes: [fp8_e5m2]")
+    assert "takes kv_cache_dtype fp8_e5m2" in str(err)
+
