@@ -69,3 +69,17 @@ def test_a_killed_run_leaves_a_valid_junit_with_the_items_it_finished(tmp_path: 
     names = [c.name for c in next(iter(JUnitXml.fromfile(str(junit))))]
     assert names == ["test_1", "test_2"]
     assert not [p for p in out.iterdir() if p.name.startswith(".junit")], "a temporary file was left beside the JUnit"
+
+
+def test_a_host_run_leaves_unset_the_target_env_names_it_is_told_to(monkeypatch) -> None:
+    """cuda-sm90 refuses FlashInfer's JIT (FLASHINFER_DISABLE_JIT=1); an evidence run that allows it names the
+    variable in $STACKGATE_HOST_UNSET: FlashInfer refuses for any value, so "0" would not do."""
+    from ci.run import host
+
+    target = stack.load().targets["cuda-sm90"]
+    assert target.env["FLASHINFER_DISABLE_JIT"] == "1"
+    env = host.run_env({"PATH": "/bin", "FLASHINFER_DISABLE_JIT": "0"}, target)
+    assert env["FLASHINFER_DISABLE_JIT"] == "1" and env["CUDA_DISABLE_PTX_JIT"] == "1" and env["PATH"] == "/bin"
+    told = {"PATH": "/bin", host.ENV_UNSET: " FLASHINFER_DISABLE_JIT, OTHER"}
+    env = host.run_env({**told, "FLASHINFER_DISABLE_JIT": "0"}, target)
+    assert "FLASHINFER_DISABLE_JIT" not in env and env["CUDA_DISABLE_PTX_JIT"] == "1"

@@ -21,7 +21,7 @@ from ci import engine as container
 from ci import options, revision, signals
 from ci.errors import NOTHING_RAN, RunError, UsageError
 from ci.images import build as images
-from ci.run import caches, gpus, guard, host_aot
+from ci.run import caches, gpus, guard, host, host_aot
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
@@ -143,8 +143,7 @@ STARTUP = DEFAULT_SUITES / "harness" / "startup"
 
 
 def host_env(spec: RunSpec) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(spec.target.env)
+    env = host.run_env(os.environ, spec.target)
     env.update(container.GPU_ENV)
     env.update(caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
     path = [str(STARTUP), str(DEFAULT_SUITES), env.get("PYTHONPATH", "")]

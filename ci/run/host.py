@@ -5,13 +5,23 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from ci.errors import UsageError
 from ci.stack.model import Stack, Target
 
 ENV_OVERRIDE = "STACKGATE_TARGET"
+# names of the target's env that a host run leaves unset (comma-separated): an evidence run that allows a JIT the
+# image refuses. FlashInfer refuses JIT for any value of FLASHINFER_DISABLE_JIT, "0" included (flashinfer/jit/core.py)
+ENV_UNSET = "STACKGATE_HOST_UNSET"
 _KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
+
+
+def run_env(environ: Mapping[str, str], target: Target) -> dict[str, str]:
+    """This host's env with the target's on top, less the names $STACKGATE_HOST_UNSET lists."""
+    unset = {name.strip() for name in environ.get(ENV_UNSET, "").split(",") if name.strip()}
+    return {k: v for k, v in {**environ, **target.env}.items() if k not in unset}
 
 
 def nvidia_compute_capabilities() -> set[str]:
