@@ -192,16 +192,17 @@ GPU_ENV = {
 }
 
 # The target env's switches that make a JIT fail loudly instead of compiling: part of JIT refused. A host run
-# that allows JIT ($STACKGATE_REFUSE_JIT=0: the empty-caches control, the shrunk architectures) turns them off,
-# or a FlashInfer attention row would fail on a module missing from the prebuilt cache instead of compiling it.
+# that allows JIT ($STACKGATE_REFUSE_JIT=0: the empty-caches control, the shrunk architectures) leaves them unset,
+# or a FlashInfer row fails on a module missing from the prebuilt cache instead of compiling it. Unset, not "0":
+# FlashInfer refuses JIT for any value of its switch (flashinfer/jit/core.py, JitSpec.build).
 JIT_FAIL_SWITCHES = ("CUDA_DISABLE_PTX_JIT", "FLASHINFER_DISABLE_JIT")
 
 
-def jit_allowed(env: Mapping[str, str]) -> dict[str, str]:
-    """The overrides that let every JIT compile where `env` allows JIT; none where it refuses or does not say."""
+def without_jit_refusal(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` less the JIT-failing switches where it allows JIT ($STACKGATE_REFUSE_JIT=0); else `env` as it is."""
     if env.get("STACKGATE_REFUSE_JIT") != "0":
-        return {}
-    return {key: "0" for key in JIT_FAIL_SWITCHES if env.get(key, "0") != "0"}
+        return dict(env)
+    return {k: v for k, v in env.items() if k not in JIT_FAIL_SWITCHES}
 
 
 def target_devices(target: Target) -> dict[str, Any]:

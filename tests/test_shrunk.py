@@ -201,3 +201,77 @@ def test_each_shrunk_config_documents_every_field_with_its_source():
         assert set(documented) == _fields(config), folder
         for field, (real, source, shrunk) in documented.items():
             assert real and source and shrunk, f"{folder}: {field} lacks its real value, source or shrunk value"
+
+
+def test_deepseek_v4_rows_get_only_the_kv_dtype_vllm_takes_for_it():
+    """vLLM 0.26.0 asserts an fp8 kv-cache for DeepSeek-V4's fp8_ds_mla layout (deepseek_v4/attention.py:83):
+    its rows, and its shrunk twin's, are planned with fp8_ds_mla, also where the change's matrix says auto."""
+    st = stack.load()
+    assert st.models["deepseek-v4-flash"].kv_cache_dtypes == st.models["deepseek-v4-flash-shrunk"].kv_cache_dtypes
+    rows = [r for r in plan.build(st).rows if r.model.startswith("deepseek-v4-flash")]
+    assert {r.change for r in rows} == {"46514", "48407"}
+    assert {r.kv_cache_dtype for r in rows} == {"fp8_ds_mla"}
+    others = [r for r in plan.build(st).rows if r.change == "48407" and not r.model.startswith("deepseek-v4")]
+    assert {r.kv_cache_dtype for r in others} == {"auto"}  # the other models keep vLLM's default
+
+
+def test_a_kv_dtype_the_model_refuses_is_not_planned(stack_copy, edit):
+    before = [r for r in plan.build(stack.load(stack_copy)).rows if r.model.startswith("deepseek-v4-flash")]
+    edit(
+        stack_copy / "changes" / "48407.yaml",
+        "  batch: [1, 4]\n",
+        "  batch: [1, 4]\n  kv_cache_dtype: [auto, fp8_ds_mla, fp8]\n",
+    )
+    p = plan.build(stack.load(stack_copy))
+    v4 = [r for r in p.rows if r.model.startswith("deepseek-v4-flash")]
+    assert [r.id for r in v4] == [r.id for r in before]  # auto became its own dtype, no row twice, and fp8 is refused
+
+
+def test_a_model_kv_dtype_none_of_its_backends_takes_names_the_line(stack_copy, edit):
+    path = stack_copy / "models.yaml"
+    edit(path, "    kv_cache_dtypes: [fp8_ds_mla]\n", "    kv_cache_dtypes: [fp8_e5m2]\n")
+    err = _error(stack_copy)
+    assert err.path == path and err.line == _line(path, "kv_cache_dtypes: [fp8_e5m2]")
+    assert "takes kv_cache_dtype fp8_e5m2" in str(err)
+
+
+# The per-layer fields vLLM 0.26.0 indexes with a layer's index, per model_type, and whether the MTP layers index
+# them too (they are built as layers num_hidden_layers.. and read the same list with that index).
+STEP3P5_LISTS = ("layer_types", "rope_theta", "use_rope_layers", "partial_rotary_factors", "swiglu_limits",
+                 "swiglu_limits_shared")  # fmt: skip
+PER_LAYER: dict[str, tuple[tuple[str, ...], bool]] = {
+    # step3p5.py:162/165/438 (layer_types), :177 (rope_theta as a list), :245 (use_rope_layers), :472
+    # (partial_rotary_factors), :353 and :118 (swiglu_limits, swiglu_limits_shared); step3p5_mtp.py:84: the MTP
+    # layers are Step3p5DecoderLayer at indices num_hidden_layers..
+    "step3p5": (STEP3P5_LISTS, True),
+    # deepseek_v4/attention.py:188 (compress_ratios[layer_id]); nvidia/mtp.py:174: MTP layers from num_hidden_layers
+    "deepseek_v4": (("compress_ratios",), True),
+    # qwen3_5.py:246 (layer_types); qwen3_5_mtp.py:109 passes its MTP layers' type itself
+    "qwen3_5_moe_text": (("layer_types",), False),
+    # nemotron_h.py:577 (hybrid_override_pattern[layer_idx]); nemotron_h_mtp.py:231 reads its own pattern
+    "nemotron_h": (("hybrid_override_pattern",), False),
+    "glm_moe_dsa": ((), False),
+    "hy_v3": ((), False),
+    "deepseek_v3": ((), False),
+}
+
+
+def test_per_layer_fields_cover_every_layer_vllm_builds():
+    import json
+
+    st = stack.load()
+    folders = {Path(m.config).name for m in st.models.values() if m.shrunk_of and m.config}
+    for folder in sorted(folders):
+        top = json.loads((SUITES_MODELS / folder / "config.json").read_text())
+        config = top.get("text_config", top)
+        kind = config.get("model_type") or f"{top['model_type']}_text"
+        assert kind in PER_LAYER, f"{folder}: which per-layer fields does vLLM index for {kind}?"
+        fields, mtp_too = PER_LAYER[kind]
+        mtp = config.get("num_nextn_predict_layers") or config.get("mtp_num_hidden_layers") or 0
+        layers = config["num_hidden_layers"] + (mtp if mtp_too else 0)
+        for field in fields:
+            value = config.get(field)
+            if isinstance(value, (list, str)):
+                assert len(value) >= layers, f"{folder}: {field} has {len(value)} entries; vLLM reads {layers}"
+        if kind == "nemotron_h" and mtp:
+            assert config["mtp_hybrid_override_pattern"], f"{folder}: the MTP layers' own pattern"

@@ -49,6 +49,18 @@ def _row(st, change: str, model: str, **want):
     raise AssertionError(f"no row {change} {model} {want}")
 
 
+def test_gated_deltanet_rows_prefill_with_triton(engine_pkg):
+    """Qwen3.6's GDN layers: vLLM 0.26.0 would pick FlashInfer's CuTe DSL prefill kernel on SM90 (JIT-compiled, and
+    absent without nvidia-cutlass-dsl); the rows ask for vLLM's Triton/FLA path, the other models pass nothing."""
+    from engine import config
+
+    st = stack.load()
+    qwen = _row(st, "48804", "qwen3.6-shrunk", target="cuda-sm90", batch=1)
+    assert config.llm_kwargs(qwen)["gdn_prefill_backend"] == "triton"
+    eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    assert "gdn_prefill_backend" not in config.llm_kwargs(eagle)
+
+
 def test_row_becomes_engine_arguments(engine_pkg):
     from engine import config
 

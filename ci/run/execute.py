@@ -143,9 +143,8 @@ STARTUP = DEFAULT_SUITES / "harness" / "startup"
 
 
 def host_env(spec: RunSpec) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(spec.target.env)
-    env.update({**container.jit_allowed(env), **container.GPU_ENV})
+    env = container.without_jit_refusal({**os.environ, **spec.target.env})
+    env.update(container.GPU_ENV)
     env.update(caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
     path = [str(STARTUP), str(DEFAULT_SUITES), env.get("PYTHONPATH", "")]
     env.update({

@@ -51,3 +51,12 @@ def target_mismatch(model: Model, track: Track, target: Target) -> str | None:
 
 def kv_supported(backend: Backend, kv_cache_dtype: str) -> bool:
     return kv_cache_dtype in backend.kv_cache_dtypes
+
+
+def model_kv(model: Model, kv_cache_dtype: str) -> str | None:
+    """The KV dtype a row of `model` runs for the matrix's `kv_cache_dtype`: that one where vLLM accepts it for the
+    model; for "auto" (vLLM's default) on a model that refuses it, the model's own first; else None (refused)."""
+    accepted = model.kv_cache_dtypes
+    if accepted is None or kv_cache_dtype in accepted:
+        return kv_cache_dtype
+    return accepted[0] if kv_cache_dtype == "auto" else None

@@ -211,6 +211,11 @@ def _check_models(models: dict[str, _Entry], backends: dict[str, _Entry]) -> Non
                 raise _unknown(src, (*loc, "backends", i), "backend", b, backends)
             if model.attention.layout not in backends[b][0].layouts:
                 raise src.error((*loc, "backends", i), f"backend {b} does not serve {model.attention.layout} attention")
+        for i, kv in enumerate(model.kv_cache_dtypes or ()):
+            if not any(kv in backends[b][0].kv_cache_dtypes for b in model.backends):
+                raise src.error(
+                    (*loc, "kv_cache_dtypes", i), f"none of {model.id}'s backends takes kv_cache_dtype {kv}"
+                )
         if model.weights == "dummy" and not model.config:
             raise src.error((*loc, "weights"), "dummy weights need a local 'config' directory")
         if model.weights == "hub" and not model.hf:

@@ -120,6 +120,9 @@ class Model:
     quantization: str
     backends: tuple[str, ...]
     tp: Positive = 1  # the fewest GPUs (tensor parallel) its weights need
+    # The KV-cache dtypes vLLM accepts for this model, its default first (None: whatever the backend accepts);
+    # a row planned with "auto" takes the first where "auto" is not among them
+    kv_cache_dtypes: tuple[str, ...] | None = None
     notes: str = ""
     # The real model whose architecture this one shrinks (random weights): its traits, and so its eligibility,
     # are that model's, copied by the loader (ci.stack.shrunk); a models.yaml entry never sets it by hand.

@@ -15,7 +15,14 @@ from dataclasses import asdict, dataclass, fields
 
 from ci.errors import StackError, UsageError
 from ci.stack.change import Change, Combo, Matrix
-from ci.stack.eligibility import kv_supported, pending_proof, row_backends, target_mismatch, trait_mismatch
+from ci.stack.eligibility import (
+    kv_supported,
+    model_kv,
+    pending_proof,
+    row_backends,
+    target_mismatch,
+    trait_mismatch,
+)
 from ci.stack.model import HistoryRow, Model, Stack, Target
 
 PINS = ("models", "backend")  # include/exclude entries only: which models and backend an entry applies to
@@ -151,6 +158,11 @@ def _expand(stack: Stack, change: Change, target: Target, model: Model) -> tuple
         if combo["speculative"] and model.drafter is None:
             reasons["no drafter to speculate with"] = None
             continue
+        kv = model_kv(model, combo["kv_cache_dtype"])
+        if kv is None:
+            reasons[f"vLLM does not take kv_cache_dtype {combo['kv_cache_dtype']} for {model.id}"] = None
+            continue
+        combo["kv_cache_dtype"] = kv
         backends = row_backends(model, track, target)
         if pinned_backend is not None:
             backends = (pinned_backend,) if pinned_backend in backends else ()
@@ -163,7 +175,9 @@ def _expand(stack: Stack, change: Change, target: Target, model: Model) -> tuple
             values = dict(combo, tp=tp)
             if not values["speculative"]:
                 values["num_speculative_tokens"] = 0
-            rows.append(_row(change, track.id, track.suite, target.id, model, backend, values))
+            row = _row(change, track.id, track.suite, target.id, model, backend, values)
+            if all(r.id != row.id for r in rows):  # "auto" and the model's own dtype can make the same row
+                rows.append(row)
     return rows, "; ".join(reasons)
 
 

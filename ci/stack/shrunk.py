@@ -41,6 +41,7 @@ class Shrunk:
     attention: Attention | None = None
     quantization: str | None = None
     backends: tuple[str, ...] | None = None
+    kv_cache_dtypes: tuple[str, ...] | None = None
     tp: Positive = 1
     notes: str = ""
 
@@ -77,7 +78,7 @@ def _inherit(obj: Shrunk, src: Source, loc: Loc, real: Model, real_src: Source, 
         return src.error((*loc, *key), f"contradicts {real.id} ({there}): {theirs!r} there, {mine!r} here",
                          hint=f"a shrunk model inherits {real.id}'s traits: drop the key, or change both")  # fmt: skip
 
-    for key in ("attention", "quantization", "backends"):
+    for key in ("attention", "quantization", "backends", "kv_cache_dtypes"):
         mine = getattr(obj, key)
         if mine is not None and mine != getattr(real, key):
             raise contradiction((key,), mine, getattr(real, key))
@@ -108,6 +109,7 @@ def _inherit(obj: Shrunk, src: Source, loc: Loc, real: Model, real_src: Source, 
         attention=real.attention,
         quantization=real.quantization,
         backends=real.backends,
+        kv_cache_dtypes=real.kv_cache_dtypes,
         tp=obj.tp,
         notes=obj.notes,
         shrunk_of=real.id,

@@ -15,7 +15,13 @@ set -u
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=/root/stage/site:/root/stage/extra:/tmp/pydeps CUDA_HOME=/usr/local/cuda VLLM_USE_FLASHINFER_SAMPLER=0
 export VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 STACKGATE_REFUSE_JIT=0
+# JIT allowed (STACKGATE_REFUSE_JIT=0) lets FlashInfer's JIT run too: ci run leaves cuda-sm90's FLASHINFER_DISABLE_JIT
+# unset, as no FlashInfer module is prebuilt here, while vLLM 0.26.0's default path for a block-FP8 linear on SM90 is
+# FlashInfer's fp8_blockscale_gemm_90 (GLM-5.2, Hy3: FINDINGS.md). Building it needs nvcc ($CUDA_HOME) and ninja
+# (a ninja wheel among .pydeps puts one in /tmp/pydeps/bin); the sources ship in flashinfer/data/csrc.
+export PATH="$PATH:/tmp/pydeps/bin"
 python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl 2>/dev/null
+echo "FlashInfer JIT: nvcc $(command -v "$CUDA_HOME/bin/nvcc" || echo missing), ninja $(command -v ninja || echo missing)"
 WHICH=${1:-b1}
 R=/root/res-shrunk
 mkdir -p "$R"
@@ -31,8 +37,9 @@ done = {f.split("/")[-1].split("[")[-1] for f in glob.glob(f"{res}/*/logs/*.log"
 mine = [r for r in rows if r["model"].endswith("-shrunk") or r["model"] in ("tiny-qwen3-dspark", "tiny-qwen3-dflash")]
 mine = [r for r in mine if which == "all" or int(r["batch"]) == 1]
 prefer = ("FLASH_ATTN", "FLASHMLA_SPARSE")
-mine.sort(key=lambda r: (int(r["batch"]), r["suite"], r["model"], r["change"], r["spec_method"] is None,
-                         r["backend"] not in prefer, r["id"]))
+# one GPU per stream: a row on one GPU before one that needs two (tp or dcp 2), which the stream would skip
+mine.sort(key=lambda r: (int(r["batch"]), r["suite"], r["model"], r["change"], int(r["gpus"]) > 1,
+                         r["spec_method"] is None, r["backend"] not in prefer, r["id"]))
 if which == "one":  # the first of each model, suite and change
     firsts = {}
     for r in mine:

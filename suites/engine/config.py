@@ -82,8 +82,17 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
     }
     if dummy:
         kw["load_format"] = "dummy"
-    if "vision_config" in json.loads((path / "config.json").read_text()):
+    hf_config = json.loads((path / "config.json").read_text())
+    if "vision_config" in hf_config:
         kw["language_model_only"] = True  # a vision-language checkpoint: the tracks exercise its language model
+    if "linear_key_head_dim" in hf_config.get("text_config", hf_config):
+        # Gated DeltaNet prefill: on SM90 vLLM 0.26.0 picks FlashInfer's CuTe DSL kernel by default
+        # (_resolve_gdn_prefill_backend, vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py:119), which
+        # compiles at first use (vLLM warns "Set --gdn-prefill-backend triton to skip JIT") and, without the
+        # nvidia-cutlass-dsl package, fails the engine's FlashInfer autotune run ("SM90 GDN prefill DSL kernel is
+        # unavailable", flashinfer/gdn_prefill.py:456). Triton/FLA, the path vLLM takes on every other target here,
+        # through vLLM's own switch (EngineArgs.gdn_prefill_backend, written to additional_config).
+        kw["gdn_prefill_backend"] = "triton"
     if int(row["tp"]) * int(row["dp"]) > 1:
         # vLLM 0.26.0 fuses TP all-reduce with RMSNorm through FlashInfer's comm kernels by default: a JIT module
         # that JIT refused (FLASHINFER_DISABLE_JIT) does not load, and whose default backend (mnnvl) allocates
