@@ -35,6 +35,10 @@ RUN python3 -m venv /opt/stackgate/venv \\
  && rm -rf /tmp/wheels
 ENV PATH=/opt/stackgate/venv/bin:$PATH
 COPY suites /opt/stackgate/suites
+# every process loads the sentinel, as in the real images (containers/*/Dockerfile): a hung row's processes dump
+RUN site=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \\
+ && cp /opt/stackgate/suites/harness/jit_sentinel.py "$site/stackgate_jit_sentinel.py" \\
+ && echo 'import stackgate_jit_sentinel; stackgate_jit_sentinel.install()' > "$site/stackgate_jit_sentinel.pth"
 """
 
 
