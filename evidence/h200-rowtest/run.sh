@@ -5,6 +5,7 @@
 #   host A (fresh): stage, `run.sh bake` (the artefacts come back here, in parts)
 #   host B (fresh): stage with the artefacts under art2/, `run.sh c 1 2 3`: (c) three times, each repeat
 #                   from a wiped root with the host-A artefact installed, JIT refused
+#   then `run.sh guard`: #48407's row once more with its top-k buffer broken on purpose (the #52512 guard must fail)
 # Two H200s per host, one stream of rows per GPU (x: #46514's and #48804's rows, y: #48407's and #46849's, so
 # that both take about as long); vLLM 0.26.0 staged as ../../../shared/gpu/README.md says.
 set -u
@@ -41,7 +42,8 @@ for d in sys.argv[1:]:
                      ("engine_ready_s", "cold_first_request_ms", "warm_request_ms")}
                 msg = (c.result[0].message or "") if c.result else "pass"
                 i = msg.find("JIT refused")
-                print(d.split("/")[-1], m, "compiles", p.get("stackgate.jit.compiles"), "new", p.get("stackgate.jit.cache_new_files"))
+                print(d.split("/")[-1], m, "compiles", p.get("stackgate.jit.compiles"), "new", p.get("stackgate.jit.cache_new_files"),
+                      "| first request only:", p.get("stackgate.first_request_only"))
                 print("   ", msg[i:i + 900] if i >= 0 else msg[:200])
 PY
 }
@@ -76,4 +78,10 @@ case "$1" in
       wait
     done
     summary $R/c*-*; pack "c${reps// /}" ;;
+  guard)  # after `c`: the #52512 guard's positive control, #48407's row with its top-k buffer broken on purpose
+    # (STACKGATE_BREAK_TOPK=1: FlashMLA-sparse reads a buffer of all -1): the row must fail naming the reads
+    sr=${Y%% *}; rm -rf /root/rt-c-y
+    STACKGATE_BREAK_TOPK=1 STACKGATE_RUNTIME_CACHES=/root/rt-c-y row 0 "${sr%%:*}" "${sr#*:}" guard-${sr#*:} \
+      --caches /root/art2/y/*.tar.gz
+    summary $R/guard-*; grep -h -o "#52512[^;]*" $R/guard-*/junit-*.xml | head -n 3; pack guard ;;
 esac
