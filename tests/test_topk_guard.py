@@ -70,9 +70,29 @@ def registry(name: str) -> type:
     return Backend
 
 
+NONE, FULL = "NONE", "FULL"  # vLLM's CUDAGraphMode members, as the guard is given them
+
+
+def graph_none() -> str:
+    return NONE
+
+
+class Dispatcher:
+    """vLLM's CUDA-graph dispatcher: FULL for a decode step it captured, unless only NONE is allowed."""
+
+    def __init__(self) -> None:
+        self.modes: list[str] = []
+
+    def dispatch(self, num_tokens: int, uniform_decode: bool = False, valid_modes=None, invalid_modes=None):
+        mode = FULL if uniform_decode and (valid_modes is None or FULL in valid_modes) else NONE
+        self.modes.append(mode)
+        return mode, num_tokens
+
+
 class Runner:
     """One step of a two-layer sparse model: a full layer's indexer writes the top-k (unless the dense short
-    prefill skipped it), then a shared layer reads it, as GLM-5.2's IndexShare layers do."""
+    prefill skipped it), then a shared layer reads it, as GLM-5.2's IndexShare layers do. A decode step replays
+    a FULL graph, where no Python runs."""
 
     def __init__(self, *, impl: type = SparseImpl, skip_indexer: bool = False) -> None:
         self.buffer = Buffer(tokens=8, topk=4)
@@ -81,11 +101,13 @@ class Runner:
         shared = Module(impl=impl(self.buffer))
         self.model = Module(Module(indexer), Module(shared))
         self.impl = shared.impl
+        self.cudagraph_dispatcher = Dispatcher()
 
-    def execute_model(self, tokens: int) -> str:
+    def execute_model(self, tokens: int, decode: bool = False) -> str:
+        mode, _ = self.cudagraph_dispatcher.dispatch(tokens, uniform_decode=decode)
         if not self.skip_indexer:
             self.buffer.write(tokens)
-        return self.impl.forward_mqa(None, None, Metadata(tokens), None)
+        return "replayed" if mode == FULL else self.impl.forward_mqa(None, None, Metadata(tokens), None)
 
 
 def test_minus_one_rows_are_the_rows_with_no_token(engine_pkg):
@@ -112,7 +134,7 @@ def test_a_backend_the_guard_cannot_watch_is_refused_loudly(engine_pkg):
     own = Runner(impl=OwnAttentionImpl)
     with (
         pytest.raises(CannotWatch, match=r"run OwnAttentionImpl, not SparseImpl\.forward_mqa"),
-        watch("FLASHMLA_SPARSE", own, registry=registry),
+        watch("FLASHMLA_SPARSE", own, registry=registry, graph_none=graph_none),
     ):
         pass
     dense = Runner()
@@ -120,7 +142,7 @@ def test_a_backend_the_guard_cannot_watch_is_refused_loudly(engine_pkg):
     dense.model.children[0].impl.topk_indices_buffer = None
     with (
         pytest.raises(CannotWatch, match="holds no topk_indices_buffer"),
-        watch("FLASHMLA_SPARSE", dense, registry=registry),
+        watch("FLASHMLA_SPARSE", dense, registry=registry, graph_none=graph_none),
     ):
         pass
 
@@ -138,7 +160,7 @@ def test_a_correct_step_reads_no_all_minus_one_row(engine_pkg):
     from engine.topk_guard import watch
 
     runner = Runner()
-    with watch("FLASHMLA_SPARSE", runner, registry=registry) as guard:
+    with watch("FLASHMLA_SPARSE", runner, registry=registry, graph_none=graph_none) as guard:
         assert runner.execute_model(5) == "attended"
         runner.execute_model(3)
     assert (guard.forced_steps, guard.reads, guard.layers, guard.minus_one) == (2, 2, 1, [])
@@ -152,7 +174,7 @@ def test_the_forced_condition_exposes_a_read_of_rows_nobody_wrote(engine_pkg):
     runner.execute_model(6)  # an earlier, longer request leaves plausible indices behind
     runner.skip_indexer = True  # the dense short prefill: the full layer's indexer does not run
     assert runner.execute_model(4) == "attended"  # unforced, the stale rows hide the bad read
-    with watch("FLASHMLA_SPARSE", runner, registry=registry) as guard:
+    with watch("FLASHMLA_SPARSE", runner, registry=registry, graph_none=graph_none) as guard:
         runner.execute_model(4)
     assert guard.minus_one == [{"read": 1, "tokens": 4, "rows": 4, "first_rows": [0, 1, 2]}]
     assert guard.forced_steps == 1
@@ -163,7 +185,7 @@ def test_the_guard_leaves_nothing_patched(engine_pkg):
 
     runner = Runner()
     original = SparseImpl.forward_mqa
-    with watch("FLASHMLA_SPARSE", runner, registry=registry):
+    with watch("FLASHMLA_SPARSE", runner, registry=registry, graph_none=graph_none):
         assert SparseImpl.forward_mqa is not original and "execute_model" in vars(runner)
     assert SparseImpl.forward_mqa is original and "execute_model" not in vars(runner)
 
@@ -210,12 +232,34 @@ def test_a_buffer_broken_on_purpose_is_caught_at_every_read(engine_pkg, monkeypa
 
     runner = Runner()  # a correct model: its indexer writes every step
     monkeypatch.setenv(ENV_BREAK, "1")
-    with watch("FLASHMLA_SPARSE", runner, registry=registry, break_reads=broken_on_purpose()) as guard:
+    with watch(
+        "FLASHMLA_SPARSE", runner, registry=registry, graph_none=graph_none, break_reads=broken_on_purpose()
+    ) as guard:
         runner.execute_model(5)
         runner.execute_model(2)
     assert [(r["tokens"], r["rows"]) for r in guard.minus_one] == [(5, 5), (2, 2)]
     assert guard.to_json()["broken_on_purpose"] is True
     monkeypatch.setenv(ENV_BREAK, "0")
-    with watch("FLASHMLA_SPARSE", runner, registry=registry, break_reads=broken_on_purpose()) as guard:
+    with watch(
+        "FLASHMLA_SPARSE", runner, registry=registry, graph_none=graph_none, break_reads=broken_on_purpose()
+    ) as guard:
         runner.execute_model(5)
     assert guard.minus_one == [] and guard.to_json()["broken_on_purpose"] is False
+
+
+def test_the_forced_steps_run_without_graphs_so_decode_reads_are_seen(engine_pkg):
+    from engine.topk_guard import CannotWatch, watch
+
+    runner = Runner()
+    assert runner.execute_model(1, decode=True) == "replayed"  # a FULL replay: its read would go unseen
+    with watch("FLASHMLA_SPARSE", runner, registry=registry, graph_none=graph_none, break_reads=True) as guard:
+        assert runner.execute_model(1, decode=True) == "attended"
+    assert guard.reads == 1 and guard.minus_one and runner.cudagraph_dispatcher.modes == [FULL, NONE]
+    assert runner.execute_model(1, decode=True) == "replayed"  # the dispatcher is itself again
+    bare = Runner()
+    del bare.cudagraph_dispatcher  # a runner whose graphs the guard cannot turn off
+    with (
+        pytest.raises(CannotWatch, match="cannot run the forced steps without CUDA graphs: Runner has no"),
+        watch("FLASHMLA_SPARSE", bare, registry=registry, graph_none=graph_none),
+    ):
+        pass

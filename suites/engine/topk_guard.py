@@ -14,8 +14,10 @@ Watching: the sparse-MLA implementation of the row's backend, resolved through v
 `topk_indices_buffer[:num_tokens]` (FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE, ROCM_AITER_MLA_SPARSE in vLLM
 0.26.0). The model's attention layers must run that very method: a backend, or a model with its own
 attention, that cannot be watched so raises CannotWatch before anything is generated, and the row fails
-saying why, never "0 bad reads". Steps that replay a FULL CUDA graph run no Python and are not read back;
-prefills, where #52512 struck, run eagerly or piecewise.
+saying why, never "0 bad reads". A step that replays a FULL CUDA graph runs no Python, and a short prefill may
+take dense MHA and read no top-k at all, so the forced steps run without CUDA graphs (the runner's graph
+dispatcher is told NONE; a runner without one is refused), and a guard that saw no sparse read says so: the row
+fails, as a guard that watched nothing proves nothing.
 
 Broken on purpose (`break_reads`, the suite's STACKGATE_BREAK_TOPK=1): every sparse read first throws away what
 the indexers wrote, so each top-k row reads as all -1, which is #52512's bad read made certain. A row run so must
@@ -131,6 +133,29 @@ def _capturing() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
+def _vllm_graph_none() -> Any:
+    from vllm.config.compilation import CUDAGraphMode
+
+    return CUDAGraphMode.NONE
+
+
+def _without_graphs(model_runner: Any, none: Callable[[], Any]) -> Any:
+    """The forced steps run eagerly: every dispatch of the runner's CUDA-graph dispatcher may choose NONE only."""
+    dispatcher = getattr(model_runner, "cudagraph_dispatcher", None)
+    if not callable(getattr(dispatcher, "dispatch", None)):
+        raise CannotWatch(f"cannot run the forced steps without CUDA graphs: {type(model_runner).__name__} has no "
+                          "cudagraph_dispatcher, and a graph replays its sparse reads unseen")  # fmt: skip
+    eager = {none()}
+
+    def make(orig: Any) -> Any:
+        def dispatch(*a: Any, **kw: Any) -> Any:
+            return orig(*a, **{**kw, "valid_modes": eager, "invalid_modes": None})
+
+        return dispatch
+
+    return patched(dispatcher, "dispatch", make)
+
+
 def _tokens(q: Any, md: Any) -> int:
     n = getattr(md, "num_actual_tokens", None)
     return int(n) if n is not None else int((q[0] if isinstance(q, tuple) else q).shape[0])
@@ -138,7 +163,12 @@ def _tokens(q: Any, md: Any) -> int:
 
 @contextmanager
 def watch(
-    backend: str, model_runner: Any, *, registry: Callable[[str], type] = _vllm_backend, break_reads: bool = False
+    backend: str,
+    model_runner: Any,
+    *,
+    registry: Callable[[str], type] = _vllm_backend,
+    graph_none: Callable[[], Any] = _vllm_graph_none,
+    break_reads: bool = False,
 ) -> Iterator[TopkReads]:
     """Force all -1 top-k buffers at every step and record each sparse read of an all -1 row; with `break_reads`,
     also empty the buffer right before every read (the guard's positive control: every read must then be caught)."""
@@ -173,6 +203,7 @@ def watch(
         return forward_mqa
 
     with ExitStack() as stack:
+        stack.enter_context(_without_graphs(model_runner, graph_none))
         stack.enter_context(patched(impl, "forward_mqa", read))
         stack.enter_context(patched(model_runner, "execute_model", force))
         yield rec

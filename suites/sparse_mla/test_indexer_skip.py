@@ -78,6 +78,8 @@ def test_indexer_skip(row, request):
     else:
         ev.expect(scoring_first > 0, f"prefill of {row['context']} > top-k {topk} ran no indexer scoring")
     ev.expect(guard.forced_steps > 0, "#52512 guard: no engine step ran with the condition forced")
+    ev.expect(guard.reads > 0, f"#52512 guard: saw no sparse read of the top-k buffer in {guard.forced_steps} forced "
+                               "steps: it proves nothing on this row")  # fmt: skip
     said = f" (top-k buffer broken on purpose, {topk_guard.ENV_BREAK}=1)" if guard.broken else ""
     ev.expect(not guard.minus_one, f"#52512{said}: sparse attention read all -1 top-k rows {guard.minus_one[:3]}")
     ev.expect(not repeated.degenerated, f"#52512: degenerated into repeated tokens with the all -1 top-k condition "
