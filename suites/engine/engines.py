@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,15 @@ def cuda_sync() -> None:
     torch.cuda.synchronize()
 
 
+@contextlib.contextmanager
+def request(profile: str | None = None) -> Iterator[None]:
+    """The window of one timed request, however the test drives the engine: the frames torch.compile traces in it
+    (the row's JIT record) and its profile where that is on (harness.profile.request), and the once-per-process
+    work vLLM does in it, timed (engine.first_calls)."""
+    with profiling.request(profile), first_calls.timed():
+        yield
+
+
 def timed_ms(
     engine: Engine, prompts: Sequence[dict[str, Any]], params: Any, *, profile: str | None = None
 ) -> tuple[float, list[Any]]:
@@ -78,7 +87,7 @@ def timed_ms(
     frames torch.compile traces during it are kept for the row's JIT record (harness.profile.request), and the
     once-per-process work vLLM does in it is timed (engine.first_calls)."""
     cuda_sync()
-    with profiling.request(profile), first_calls.timed():
+    with request(profile):
         t0 = time.perf_counter()
         out = generate(engine, prompts, params)
         cuda_sync()

@@ -38,7 +38,7 @@ def mixed_workload(engine, row):
 
 def run_mixed(engine, row, profile=None):
     engines.cuda_sync()
-    with profiling.request(profile):
+    with engines.request(profile):
         ms, out = probes.wall_ms(lambda: mixed_workload(engine, row))
         engines.cuda_sync()
     return ms, out
