@@ -12,7 +12,7 @@ from functools import cache
 
 import jinja2
 
-from ci.report import comparison, composition, plot, rebase, triage
+from ci.report import comparison, composition, models, plot, rebase, triage
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -84,8 +84,10 @@ def render(report: Report) -> str:
         })  # fmt: skip
     matrices = [m for t in targets(report) if (m := _matrix(report, t)) is not None]
     comp = composition.table(report)
+    named = models.table(report)
     extra: list[tuple[str, Table]] = [
         (f"{composition.heading(report)} ({composition.tally(comp)})", comp),
+        (f"Named models, each beside its shrunk twin ({models.tally(named)})", named),
         ("Inputs", inputs_table(report)),
         ("Rows run more than once (kept side by side, never merged)", duplicates_table(report.results)),
         ("Results outside the plan", unplanned_table(report.results)),

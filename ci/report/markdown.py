@@ -8,7 +8,7 @@ so every table that remains is whole, and a note says what was left out and wher
 from __future__ import annotations
 
 from ci import tables
-from ci.report import comparison, composition, rebase
+from ci.report import comparison, composition, models, rebase
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -75,6 +75,10 @@ def _document(report: Report, only_failing: bool) -> str:
         out += [f"## {md(composition.heading(report))}", "",
                 md(f"The seed table's shape: {composition.tally(comp)}. A crash or hang is the row's outcome, "
                    "with its cause."), "", *_table(comp), ""]  # fmt: skip
+    named = models.table(report)
+    if named.rows:
+        intro = f"Each named model's rows beside its shrunk twin's (random weights): {models.tally(named)}."
+        out += ["## Named models", "", md(intro), "", *_table(named), ""]
     out += ["## Failing rows", "", *_table(failing_table(res)), ""]
     out += ["## Inputs", "", *_table(inputs_table(report)), ""]
     dups = duplicates_table(res)
