@@ -144,3 +144,21 @@ def test_a_two_gpu_row_runs_on_two_gpus_and_is_skipped_on_one(tmp_path, monkeypa
         assert rc == 0, case.result
         env = json.loads(next(p.value for p in case.properties() if p.name == "stackgate.env"))
         assert env == {"CUDA_VISIBLE_DEVICES": "2,3", **NVLS}
+
+
+def test_a_run_that_allows_jit_records_the_env_its_rows_got_for_the_repro(tmp_path: Path, monkeypatch):
+    from ci.run import repro
+
+    row = _two_gpu_row()
+    monkeypatch.setenv("STACKGATE_REFUSE_JIT", "0")
+    cli.main(["run", "cuda-sm90", "composition", "--host", "--rows", row.id, "--out", str(tmp_path)])
+    env = json.loads((tmp_path / "rows.json").read_text())["target"]["env"]
+    assert env["STACKGATE_REFUSE_JIT"] == "0" and "FLASHINFER_DISABLE_JIT" not in env
+    assert env["VLLM_USE_AOT_COMPILE"] == "0"  # the target's other switches stay
+    line = repro.commands(tmp_path / "rows.json", row.id).host
+    assert "STACKGATE_REFUSE_JIT=0" in line and "FLASHINFER_DISABLE_JIT" not in line
+    monkeypatch.delenv("STACKGATE_REFUSE_JIT")
+    cli.main(["run", "cuda-sm90", "composition", "--host", "--rows", row.id, "--out", str(tmp_path / "refused")])
+    assert (
+        json.loads((tmp_path / "refused" / "rows.json").read_text())["target"]["env"]["FLASHINFER_DISABLE_JIT"] == "1"
+    )

@@ -252,6 +252,8 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
     doc = rows_json.document(st, spec.target, spec.suite, spec.rows, image=image_doc,
                              git_revision=revision.git_revision(), timeout_s=spec.timeout_s,
                              suites_dir=str(spec.suites_dir) if spec.suites_dir else None)  # fmt: skip
+    if host and os.environ.get("STACKGATE_REFUSE_JIT") == "0":  # the env the rows get, so a repro gets it too
+        doc["target"]["env"] = container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
     rows_json.write(spec.rows_json, doc)
     print(f"{len(spec.rows)} rows of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
     status = run_host(spec) if host else run_docker(spec, str(image_doc["ref"]))
