@@ -31,6 +31,7 @@ def row_document(st: Stack, row: Row) -> dict[str, Any]:
         "attention": model.attention.layout,
         "drafter": asdict(model.drafter) if model.drafter else None,
         "shrunk_of": model.shrunk_of,
+        "kv_cache_dtypes": list(model.kv_cache_dtypes) if model.kv_cache_dtypes else None,
     }
     return {**row.to_json(), "model_info": info, "acceptance": asdict(change.acceptance)}
 
