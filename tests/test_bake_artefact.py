@@ -101,6 +101,12 @@ def test_unbaked_runs_from_empty_caches_and_says_so(tmp_path: Path) -> None:
     (tmp_path / "runtime" / "cpu" / "triton" / "leftover.cubin").write_bytes(b"x")
     again = _ci(env, "run", "cpu", "selftest", "--host", "--unbaked", "--out", str(tmp_path / "b"))
     assert again.returncode == 2 and "already holds 1 cache file(s), e.g. triton/leftover.cubin" in again.stderr
+    kept = _ci(env, "run", "cpu", "selftest", "--host", "--unbaked", "--keep-caches", "--out", str(tmp_path / "k"))
+    assert kept.returncode == 0, kept.stdout[-3000:]  # a later run of the same kind reuses what the earlier left
+    xml = JUnitXml.fromfile(str(tmp_path / "k" / "junit-cpu-selftest-0.xml"))
+    assert {p.name: p.value for s in xml for p in s.properties()}["stackgate.caches"].startswith("as found (1 files")
+    alone = _ci(env, "run", "cpu", "selftest", "--host", "--keep-caches", "--out", str(tmp_path / "alone"))
+    assert alone.returncode == 2 and "--keep-caches is about an --unbaked run's caches" in alone.stderr
     both = _ci(
         env, "run", "cpu", "selftest", "--host", "--unbaked", "--caches", "x.tar.gz", "--out", str(tmp_path / "c")
     )

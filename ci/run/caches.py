@@ -155,10 +155,13 @@ def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None =
     return env(target)
 
 
-def unbaked(target: Target) -> str:
-    """The condition name of a run from empty JIT caches, refusing a root that already holds files."""
+def unbaked(target: Target, *, keep: bool = False) -> str:
+    """The condition name of a run without AOT bake or artefact: "empty", refusing a root that already holds files;
+    with `keep`, "as found" where it holds what earlier such runs compiled."""
     top = root(target)
     held = [p for p in top.rglob("*") if p.is_file()] if top.is_dir() else []
+    if held and keep:
+        return f"as found ({len(held)} files kept, no AOT bake)"
     if held:
         raise UsageError(f"--unbaked: {top} already holds {len(held)} cache file(s), e.g. {held[0].relative_to(top)}",
                          hint="remove it, or point $STACKGATE_RUNTIME_CACHES at an empty folder")  # fmt: skip

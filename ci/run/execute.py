@@ -19,9 +19,10 @@ from typing import Any
 
 from ci import engine as container
 from ci import options, revision, signals
-from ci.errors import NOTHING_RAN, RunError, UsageError
+from ci.errors import UsageError
 from ci.images import build as images
 from ci.run import caches, gpus, guard, host_aot
+from ci.run.outcome import verdict
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
@@ -41,6 +42,7 @@ class RunSpec:
     shard: int = 0
     caches: Path | None = None  # a bake artefact to install first (--host only)
     unbaked: bool = False  # --host only: no AOT bake, the rows start from empty JIT caches
+    keep_caches: bool = False  # with unbaked: what earlier unbaked runs here compiled is reused ("as found")
 
     @property
     def junit(self) -> Path:
@@ -163,7 +165,7 @@ def run_host(spec: RunSpec) -> int:
     cmd = pytest_command(sys.executable, str(suites_root), spec.suite, str(spec.junit), *_pytest_options(spec))
     env = host_env(spec)
     if spec.unbaked:
-        env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target)
+        env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target, keep=spec.keep_caches)
     else:
         if spec.caches is not None:
             env.update(caches.install(spec.target, spec.caches, env))
@@ -188,32 +190,6 @@ def run_docker(spec: RunSpec, image: str) -> int:
         verdict(spec.junit, code)
         raise guard.Stopped(received[0], spec.junit)
     return code
-
-
-def verdict(junit_path: Path, exit_status: int) -> int:
-    """1 when a testcase failed or errored; 6 when none ran (every one skipped, or none at all: a step on
-    the wrong agent must not go green); else 0. A missing or unreadable file is a RunError."""
-    from junitparser import Error, Failure, JUnitXml, Skipped
-
-    if not junit_path.exists():
-        raise RunError(
-            f"no JUnit written (pytest exited {exit_status})", hint=f"see the output above and {junit_path.parent}"
-        )
-    try:
-        xml = JUnitXml.fromfile(str(junit_path))
-    except Exception as exc:  # junitparser raises lxml/ElementTree errors
-        raise RunError(f"{junit_path}: unreadable JUnit ({exc})") from None
-    cases = [c for s in xml for c in s]
-    bad = [c for c in cases if any(isinstance(r, (Failure, Error)) for r in c.result)]
-    skipped = [c for c in cases if any(isinstance(r, Skipped) for r in c.result)]
-    print(f"{junit_path}: {len(cases)} testcases, {len(bad)} failed or errored, {len(skipped)} skipped")
-    if bad:
-        return 1
-    if len(skipped) == len(cases):
-        why = next((r.message for c in skipped for r in c.result if r.message), "no testcase") if skipped else ""
-        print(f"nothing could run here: {why or 'no testcase'}")
-        return NOTHING_RAN
-    return 0
 
 
 def run_rows(
@@ -269,12 +245,15 @@ def main(args: argparse.Namespace) -> int:
         target=st.targets[args.target], suite=args.suite, rows=select_rows(st, args.target, args.suite, args.rows),
         out=args.out.resolve(), suites_dir=args.suites_dir.resolve() if args.suites_dir else None,
         timeout_s=args.timeout, shard=args.shard, caches=args.caches, unbaked=args.unbaked,
+        keep_caches=args.keep_caches,
     )  # fmt: skip
     for flag, given in (("--caches", args.caches is not None), ("--unbaked", args.unbaked)):
         if given and not args.host:
             raise UsageError(f"{flag} is about this host's JIT caches", hint="add --host (an image carries its caches)")
     if args.caches is not None and args.unbaked:
         raise UsageError("--caches and --unbaked contradict each other", hint="give one: the artefact, or none")
+    if args.keep_caches and not args.unbaked:
+        raise UsageError("--keep-caches is about an --unbaked run's caches", hint="add --unbaked --host")
     return run_rows(st, spec, host=args.host, image=args.image)
 
 
@@ -296,5 +275,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--unbaked", action="store_true",
                    help="with --host: no AOT bake and no artefact; refused unless the target's runtime caches "
                    "root ($STACKGATE_RUNTIME_CACHES/<target>) is empty (the control of a bake A/B)")  # fmt: skip
+    p.add_argument("--keep-caches", action="store_true",
+                   help="with --unbaked: the root may hold what earlier --unbaked runs here compiled, reused "
+                   "(the rows say their caches were 'as found'); for runs about anything but JIT")  # fmt: skip
     p.add_argument("--out", type=Path, required=True, help="results folder: rows.json, JUnit, logs")
     p.set_defaults(func=main)

@@ -3,7 +3,7 @@
 #   EAGLE at TP 2 with FLASH_ATTN, TRITON_ATTN, FLASHINFER         (keys: fa triton flashinfer;   group: tp)
 #   EAGLE at DP 2 in FULL_AND_PIECEWISE, PIECEWISE, NONE            (keys: dp-fp dp-pw dp-none;    group: dp)
 #   DeepSeek-V3.2-style MTP with FLASHMLA_SPARSE at TP 2 and DCP 2  (keys: mtp-tp mtp-dcp;         group: mtp)
-# Each row runs in its own process with the runner's hang timeout (--timeout, $TIMEOUT s, default 240): a crash
+# Each row runs in its own process with the runner's hang timeout (--timeout, $TIMEOUT s, default 300): a crash
 # is recorded with its cause (the log's illegal memory access or failed assertion), a timeout as a hang. Every
 # row gets its own two GPUs (CUDA_VISIBLE_DEVICES by UUID) and NVLink multicast stays off.
 #
@@ -12,8 +12,9 @@
 #        Every call ends with the seed-table summary of all results so far, and packs them into $OUT.
 # Under a time limit, stop it with SIGTERM before the limit (`timeout 560 run.sh tp`): the rows that finished and
 # the one interrupted come back in $OUT (a first attempt lost 560 s of results to a kill without this).
-# Each call starts from an empty JIT caches root of its own (--unbaked: no AOT bake, JIT allowed), so its first
-# row pays the compiles; the rows after it reuse them. vLLM 0.26.0 staged as for evidence/h200-nojit.
+# Every call on a host shares one JIT caches root (--unbaked --keep-caches: no AOT bake, JIT allowed, what an
+# earlier call compiled reused), so only the host's first row pays the compiles. vLLM 0.26.0 staged as for
+# evidence/h200-nojit.
 set -u
 cd "$(dirname "$0")/../.."
 export PYTHONPATH=/root/stage/site:/root/stage/extra:/tmp/pydeps CUDA_HOME=/usr/local/cuda VLLM_USE_FLASHINFER_SAMPLER=0
@@ -49,14 +50,14 @@ done
 nvidia-smi -L
 ids=$(for k in "${keys[@]}"; do printf '%s,' "${ROW[$k]}"; done); ids=${ids%,}
 name=$(IFS=-; echo "${keys[*]}")
-RT="$(dirname "$R")/rt-composition-$name"  # this call's own JIT caches root, empty at the start
-rm -rf "$R/$name" "$RT"
+RT="$(dirname "$R")/rt-composition"  # every call's JIT caches root on this host
+rm -rf "$R/$name"
 t0=$SECONDS
 pack() { rm -rf "$R"/*/logs/*.result.json
   tar -C "$(dirname "$R")" --exclude="$(basename "$R")/out" -czf "$OUT/composition-$name.tar.gz" "$(basename "$R")"; }
 # Stopped from outside (the device call's limit, `timeout`), ci run is told first: it writes the JUnit of the rows
 # that finished and of the one interrupted, and what there is comes back. Meanwhile the logs are packed every 30 s.
-STACKGATE_RUNTIME_CACHES=$RT python3 -m ci run cuda-sm90 composition --host --unbaked \
+STACKGATE_RUNTIME_CACHES=$RT python3 -m ci run cuda-sm90 composition --host --unbaked --keep-caches \
   --rows "$ids" --timeout "$TIMEOUT" --out "$R/$name" > "$R/$name.log" 2>&1 &
 run=$!
 trap 'kill -TERM $run 2>/dev/null; wait $run; pack; echo "$name: stopped after $((SECONDS - t0)) s"; exit 143' TERM INT

@@ -2,9 +2,9 @@
 # Every shrunk model's rows (the seven named models' own architectures, shrunk, random weights) and the DSpark /
 # DFlash drafters' rows of cuda-sm90, on a host with two H200s: two streams, one per GPU, of about equal length.
 # Batch-1 rows come first (every model and track once per backend), then the larger batches.
-# Each stream runs its rows through `ci run --host --unbaked` calls of one suite each, every call from an empty
-# JIT caches root of its own (the rows after the first reuse what it compiled); JIT allowed: this is about each
-# architecture running its tracks, not JIT. A crash is the row's outcome, with its cause.
+# Each stream runs its rows through `ci run --host --unbaked --keep-caches` calls of one suite each, every call of
+# a GPU's stream on one JIT caches root (no AOT bake; what an earlier call compiled is reused); JIT allowed: this
+# is about each architecture running its tracks, not JIT. A crash is the row's outcome, with its cause.
 # usage: run.sh [one|b1|all]   (default b1); stop it with SIGTERM before a time limit (`timeout 560 run.sh`):
 #        what finished comes back in $OUT; run it again to go on (rows with a log already are skipped).
 #        one: one batch-1 row per model, suite and change (FLASH_ATTN / MTP rows first), then the #52512 guard's
@@ -56,16 +56,15 @@ if which == "one" and not glob.glob(f"{res}/gpu0-break-one/junit-*.xml"):
 PY
 echo "$(wc -l < "$R/plan-$WHICH.txt") rows to run"
 
-stream() {  # stream GPU: its rows, in calls of one suite each, each from an empty root (--unbaked asks for one)
+stream() {  # stream GPU: its rows, in calls of one suite each, on the GPU's own caches root
   local gpu=$1 suite ids
   for suite in sparse_mla spec_decode break; do
     ids=$(awk -v g="$gpu" -v s="$suite" '$1 == g && $2 == s {print $3}' "$R/plan-$WHICH.txt" | paste -sd, -)
     [ -n "$ids" ] || continue
-    local t0=$SECONDS name="gpu$gpu-$suite-$WHICH" root="/root/rt-shrunk/gpu$gpu-$suite-$WHICH" broken=0 run=$suite
+    local t0=$SECONDS name="gpu$gpu-$suite-$WHICH" root="/root/rt-shrunk/gpu$gpu" broken=0 run=$suite
     [ "$suite" = break ] && broken=1 run=sparse_mla
-    rm -rf "$root"
     STACKGATE_BREAK_TOPK=$broken STACKGATE_RUNTIME_CACHES=$root CUDA_VISIBLE_DEVICES=$gpu python3 -m ci run \
-      cuda-sm90 "$run" --host --unbaked --rows "$ids" --timeout 300 --shard "$gpu" --out "$R/$name" \
+      cuda-sm90 "$run" --host --unbaked --keep-caches --rows "$ids" --timeout 300 --shard "$gpu" --out "$R/$name" \
       > "$R/$name.log" 2>&1
     echo "$name: exit $? in $((SECONDS - t0)) s"
   done
