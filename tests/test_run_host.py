@@ -27,6 +27,10 @@ def test_every_fault_is_recorded_and_later_tests_still_run(tmp_path: Path) -> No
     rc = cli.main([*argv, "--out", str(tmp_path / "out")])
     assert rc == 1  # from the JUnit's failures, not from pytest's exit status
     faults.check(tmp_path / "out" / "junit-cpu-faults-0.xml")
+    [hung] = (tmp_path / "out" / "logs").glob("*test_e_hang*.log")
+    log = hung.read_text()
+    assert "engine starting" in log  # what the row printed before it hung, though it never ended
+    assert log.count("(most recent call first)") >= 2  # the row's process and its worker dumped their stacks
 
 
 def test_gpu_rows_on_a_machine_without_the_gpu_are_skipped_with_the_reason(tmp_path: Path) -> None:
