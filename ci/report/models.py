@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from ci.report.view import STATUS_MARK, Report, Table, short
+from ci.report.view import FAILING, STATUS_MARK, Report, Table, short
 from ci.results.merge import RowResult
 
 HEADERS = ("Model", "Change (track)", "Real model's rows", "Shrunk rows", "Shrunk rows' outcome", "First failure")
-_FAILED = ("failure", "error", "conflict", "incomplete")
 
 
 def table(report: Report) -> Table:
@@ -52,7 +51,7 @@ def _first_failure(rows: list[RowResult]) -> str:
     """The first failed row of the twin and why: a failed test's own message; for a row that crashed (error), the
     harness's cause line from its log where it found one (the message of a crash is only how it ended)."""
     for r in rows:
-        if r.status in _FAILED:
+        if r.status in FAILING:
             case = next((c for c in r.cases if c.status in ("failure", "error")), None)
             why = case.message if case else r.message or r.note
             if case is not None and case.status == "error" and case.cause:

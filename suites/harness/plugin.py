@@ -146,12 +146,13 @@ class _Child:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         simple = _simple(report)
-        traced = profile.traced_in_requests() if report.when == "call" else []
-        if traced:  # torch.compile traced frames during the timed requests, after the engine was ready
-            simple["user_properties"].append([TRACED_AFTER_READY, profile.describe_traced(traced)])
-        first = profile.describe_first_calls() if report.when == "call" else ""
-        if first:
-            simple["user_properties"].append([FIRST_REQUEST_ONLY, first])
+        if report.when == "call":  # what the timed requests did, after the engine was ready
+            traced = profile.traced_in_requests()
+            if traced:  # frames torch.compile traced
+                simple["user_properties"].append([TRACED_AFTER_READY, profile.describe_traced(traced)])
+            first = profile.describe_first_calls()
+            if first:  # vLLM's once-per-process work, timed
+                simple["user_properties"].append([FIRST_REQUEST_ONLY, first])
         self.reports.append(simple)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
