@@ -226,3 +226,53 @@ Current thread 0x00007f04 (most recent call first):
         "torch/distributed/distributed_c10d.py:4800 barrier",  # once, though two workers wait there
     ]
     assert hang_sites("no dump at all\n") == []
+
+
+def test_stopping_a_multi_process_engine_does_not_hang_on_its_message_queues(tmp_path):
+    """vLLM 0.26.0's TP engine leaves ZeroMQ sockets with unsent messages in a reference cycle (its message queues
+    to dead workers); collected, their context's term() waits forever. `engines.stop` must return anyway."""
+    pytest.importorskip("zmq")
+    child = tmp_path / "child.py"
+    child.write_text(
+        textwrap.dedent(f"""
+        import sys, time, types, zmq
+        sys.path.insert(0, {str(SUITES)!r})
+        parallel_state = types.ModuleType("vllm.distributed.parallel_state")
+        parallel_state.cleanup_dist_env_and_memory = lambda: None
+        sys.modules.update({{"vllm": types.ModuleType("vllm"), "vllm.distributed": types.ModuleType("vllm.distributed"),
+                            "vllm.distributed.parallel_state": parallel_state}})
+        from engine import engines
+
+        class MessageQueue:  # shm_broadcast.MessageQueue's shape: own context, XPUB socket, never closed
+            def __init__(self):
+                self.context = zmq.Context()
+                self.socket = self.context.socket(zmq.XPUB)
+                self.socket.bind("tcp://127.0.0.1:*")
+                self.cycle = self
+
+        class Core:
+            def __init__(self):
+                self.mq = MessageQueue()
+                self.reader = zmq.Context().socket(zmq.SUB)  # a worker that went away without reading
+                self.reader.connect(self.mq.socket.getsockopt(zmq.LAST_ENDPOINT).decode())
+                self.reader.subscribe(b"")
+                time.sleep(0.3)
+                for _ in range(3):
+                    self.mq.socket.send(b"x" * 4096)
+
+            def shutdown(self):
+                self.mq = None  # the executor drops its queues, as vLLM's shutdown does
+
+        core = Core()
+        llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(engine_core=core))
+        engines.stop(engines.Engine(llm=llm, ready_s=0.0))
+        print("stopped")
+        """)
+    )
+    import subprocess
+
+    try:
+        done = subprocess.run([sys.executable, str(child)], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("engines.stop hung collecting a ZeroMQ context with unsent messages")
+    assert done.returncode == 0 and "stopped" in done.stdout, done.stderr

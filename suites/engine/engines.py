@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -32,14 +33,38 @@ def stop(engine: Engine | None) -> None:
     """Tear an engine down fully so the next one can profile memory (two at once trip vLLM's assertion)."""
     if engine is None:
         return
-    # a failed engine may be half built; the cleanup below still frees what exists
-    with contextlib.suppress(Exception):
-        engine.llm.llm_engine.engine_core.shutdown()
-    engine.llm = None
-    gc.collect()
+    # a failed engine may be half built; the cleanup below still frees what exists. No automatic collection
+    # until the engine's ZeroMQ contexts are closed: collecting one first would hang (close_zmq_contexts)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with contextlib.suppress(Exception):
+            engine.llm.llm_engine.engine_core.shutdown()
+        engine.llm = None
+        close_zmq_contexts()
+        gc.collect()
+    finally:
+        if collecting:
+            gc.enable()
     from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
 
     cleanup_dist_env_and_memory()
+
+
+def close_zmq_contexts() -> int:
+    """Destroy every live ZeroMQ context with linger 0; returns how many. vLLM 0.26.0's message queues between an
+    in-process engine and its worker processes (TP, DCP > 1: shm_broadcast.MessageQueue) never close their
+    sockets, and a socket's default linger is forever: once the workers are gone, the garbage collector's
+    Context.__del__ -> term() waits for peers that will never read, and the row hangs in `stop` (seen on two
+    H200s: evidence/h200-composition/tp-zmq-hang). Nothing is left to deliver after shutdown."""
+    zmq = sys.modules.get("zmq")  # not imported: no engine made a context
+    if zmq is None:
+        return 0
+    live = [o for o in gc.get_objects() if isinstance(o, zmq.Context) and not o.closed]
+    for ctx in live:
+        with contextlib.suppress(Exception):
+            ctx.destroy(linger=0)
+    return len(live)
 
 
 def worker(engine: Engine) -> Any:
