@@ -99,6 +99,16 @@ def test_without_the_sentinel_the_compile_count_is_absent_not_zero(tmp_path: Pat
     assert cases["test_plain"]["props"]["stackgate.jit.cache_new_files"] == "0"
 
 
+def test_a_bare_assert_in_library_code_names_its_site_and_check(tmp_path: Path) -> None:
+    """vLLM's DeepSeek-V4 layer fails a bare `assert` on dummy weights: "AssertionError" alone named nothing."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "model.py").write_text("def forward(w):\n    assert w is not None\n")
+    source = "import sys\nsys.path.insert(0, %r)\nfrom model import forward\n\ndef test_it():\n    forward(None)\n"
+    cases = _run(tmp_path, source % str(tmp_path / "lib"), [])
+    failure = cases["test_it"]["failure"]
+    assert failure.startswith("AssertionError at ") and failure.endswith("model.py:2: assert w is not None"), failure
+
+
 def test_measurements_carry_unit_phase_repeats_spread_and_samples(tmp_path: Path) -> None:
     src = """\
 from harness.measure import cold_warm

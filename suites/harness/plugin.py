@@ -171,6 +171,8 @@ def _simple(report: pytest.TestReport) -> dict[str, Any]:
     crash = getattr(report.longrepr, "reprcrash", None)
     if report.failed and crash is not None:
         message = crash.message.splitlines()[0] if crash.message else ""
+        if message.isidentifier():  # a bare `assert` or exception in library code: say where, and what it checked
+            message = _bare_failure(message, crash, report.longreprtext)
     return {
         "when": report.when,
         "outcome": report.outcome,
@@ -179,6 +181,16 @@ def _simple(report: pytest.TestReport) -> dict[str, Any]:
         "longrepr": report.longreprtext if report.failed else "",
         "user_properties": [[str(k), v if isinstance(v, str) else json.dumps(v)] for k, v in report.user_properties],
     }
+
+
+def _bare_failure(name: str, crash: Any, text: str) -> str:
+    """`AssertionError` alone names nothing: add the crash site (path from its package on) and the source line
+    pytest marked with '>' last, e.g. "AssertionError at vllm/models/.../model.py:882: assert self.x is not None"."""
+    path = str(getattr(crash, "path", ""))
+    for mark in ("/site-packages/", "/dist-packages/", "/suites/"):
+        path = path.split(mark, 1)[-1]
+    source = next((ln[1:].strip() for ln in reversed(text.splitlines()) if ln.startswith(">")), "")
+    return f"{name} at {path}:{getattr(crash, 'lineno', '?')}" + (f": {source}" if source else "")
 
 
 # --- parent: spawn, classify, write -----------------------------------------------------------------------
