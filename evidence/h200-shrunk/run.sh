@@ -71,7 +71,10 @@ stream() {  # stream GPU: its rows, in calls of one suite each, on the GPU's own
 }
 stream 0 & a=$!
 stream 1 & b=$!
-trap 'kill -TERM $a $b 2>/dev/null; pkill -TERM -f "ci run cuda-sm90"; wait; pack; exit 143' TERM INT
+# stopped: each ci run is told (it writes the JUnit of what finished and of the row interrupted), and waited for;
+# the streams are subshells, so `wait` alone returned at once and packed before any JUnit was written
+trap 'kill -TERM $a $b 2>/dev/null; pkill -TERM -f "ci run cuda-sm90"
+      for _ in $(seq 25); do pgrep -f "ci run cuda-sm90" > /dev/null || break; sleep 1; done; pack; exit 143' TERM INT
 ( while kill -0 $a 2>/dev/null || kill -0 $b 2>/dev/null; do sleep 30; pack 2>/dev/null; done ) &
 wait $a $b
 # the report of the rows as planned (the broken run stays out of it: its row would be there twice)
