@@ -172,3 +172,50 @@ def test_selftest_error_metric_is_real() -> None:
     xs = workload.inputs(4096, 2)
     err = workload.max_abs_err(xs, workload.run(xs))
     assert 0 < err < 1e-6
+
+
+def _ready(log: Path, deadline_s: float = 10.0) -> str:
+    """The line a fake item prints once it is set up (its handlers registered, its children started)."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("ready"):
+                return line
+        time.sleep(0.05)
+    raise AssertionError(f"the fake item never got ready: {log.read_text(errors='replace')!r}")
+
+
+STACK_DUMPING_ITEM = """\
+import faulthandler, signal, subprocess, sys, time
+faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+compiler = subprocess.Popen(["sleep", "60"])  # nvcc or ptxas: no handler for SIGUSR1
+print("ready", compiler.pid, flush=True)
+
+def waiting_for_the_compiler():
+    time.sleep(60)
+
+waiting_for_the_compiler()
+"""
+
+
+def test_a_hung_items_stacks_are_asked_only_of_processes_that_handle_the_signal(tmp_path: Path) -> None:
+    import signal
+
+    from harness import isolate, reaper
+
+    log = tmp_path / "item.log"
+    with log.open("wb") as out:
+        item = subprocess.Popen([sys.executable, "-c", STACK_DUMPING_ITEM], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    try:
+        compiler = int(_ready(log).split()[1])
+        isolate._dump_stacks(item.pid)
+        assert compiler in [pid for pid, _ in reaper.descendants(item.pid)], "the signal killed the compiler"
+        dump = log.read_text(errors="replace")
+        assert "(most recent call first)" in dump and "waiting_for_the_compiler" in dump, dump
+    finally:
+        os.killpg(item.pid, signal.SIGKILL)
+        item.wait()
+    assert not isolate.catches(item.pid, signal.SIGUSR1)  # a process that is gone is not signalled

@@ -136,13 +136,30 @@ def run_child(
 
 
 def _dump_stacks(pid: int) -> None:
-    """Every process of the hung item's tree writes its threads' stacks to the item's log, one at a time."""
+    """Every process of the hung item's tree that handles STACK_DUMP_SIGNAL writes its threads' stacks to the item's
+    log, one at a time. The others (nvcc, ptxas, cicc, a shell) are left alone: SIGUSR1's default action ends a
+    process, and a JIT compile killed that way reports a compiler failure that never happened."""
     for each in [pid, *(child for child, _ in reaper.descendants(pid))]:
+        if not catches(each, STACK_DUMP_SIGNAL):
+            continue
         try:
             os.kill(each, STACK_DUMP_SIGNAL)
         except (ProcessLookupError, PermissionError):
             continue
         time.sleep(STACK_DUMP_GAP_S)
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler for `signum` (bit signum-1 of SigCgt in /proc/<pid>/status). A process
+    whose status cannot be read (gone, or not Linux) counts as not catching it, so it is never signalled."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _kill_group(pgid: int) -> None:
