@@ -19,6 +19,7 @@ FAKES = Path(__file__).resolve().parent / "fakes"
 sys.path.insert(0, str(SUITES))  # the harness is importable without ci/, as in the images
 
 from harness import graphs, hardware, measure  # noqa: E402
+from harness.causes import hang_sites  # noqa: E402
 
 
 def _rows(path: Path, rows: list[tuple[str, str]]) -> Path:
@@ -219,3 +220,37 @@ def test_a_hung_items_stacks_are_asked_only_of_processes_that_handle_the_signal(
         os.killpg(item.pid, signal.SIGKILL)
         item.wait()
     assert not isolate.catches(item.pid, signal.SIGUSR1)  # a process that is gone is not signalled
+
+
+# A row of the H200 run: pytest's process stopped in the garbage collector (a zmq context's __del__), then
+# multiprocessing's resource tracker, idle as it always is.
+GC_HANG = """\
+Current thread 0x00007f51f208a140 (most recent call first):
+  Garbage-collecting
+  File "/root/stage/site/zmq/sugar/context.py", line 264 in term
+  File "/root/stage/site/zmq/sugar/context.py", line 322 in destroy
+  File "/root/stage/site/zmq/sugar/context.py", line 140 in __del__
+  File "/work/main/suites/engine/engines.py", line 39 in stop
+  File "/work/main/suites/composition/test_composition.py", line 32 in _one_engine
+  File "/work/main/suites/composition/test_composition.py", line 59 in test_composition
+  File "/opt/torch/.venv/lib/python3.12/site-packages/_pytest/python.py", line 167 in pytest_pyfunc_call
+  File "<frozen runpy>", line 198 in _run_module_as_main
+Current thread 0x00007f1b790ce300 (most recent call first):
+  File "/usr/lib/python3.12/multiprocessing/resource_tracker.py", line 227 in main
+  File "<string>", line 1 in <module>
+"""
+
+
+def test_a_row_hung_in_the_garbage_collector_names_the_site_and_the_suites_call_under_it() -> None:
+    assert hang_sites(GC_HANG) == [
+        "site/zmq/sugar/context.py:264 term (garbage-collecting) <- engine/engines.py:39 stop"
+    ]
+
+
+def test_an_idle_helper_is_a_site_only_where_no_process_says_more() -> None:
+    helper = GC_HANG[GC_HANG.index("Current thread 0x00007f1b") :]
+    assert hang_sites(helper) == ["lib/python3.12/multiprocessing/resource_tracker.py:227 main"]  # never <string>
+    only_code_without_a_file = (
+        'Current thread 0x00007f02 (most recent call first):\n  File "<string>", line 1 in <module>\n'
+    )
+    assert hang_sites(only_code_without_a_file) == []
