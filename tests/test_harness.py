@@ -254,3 +254,35 @@ def test_an_idle_helper_is_a_site_only_where_no_process_says_more() -> None:
         'Current thread 0x00007f02 (most recent call first):\n  File "<string>", line 1 in <module>\n'
     )
     assert hang_sites(only_code_without_a_file) == []
+
+
+WARMING_UP_ITEM = """\
+import sys, time
+print("Loading weights took 3.1 s", flush=True)
+for done in ("  0%|          | 0/2441 [00:00<?, ?it/s]", " 40%|███▉      | 965/2441 [02:01<03:06,  7.92it/s]"):
+    sys.stderr.write("\\rDeepGEMM warmup: " + done)  # tqdm redraws its bar in place, with no newline
+    sys.stderr.flush()
+time.sleep(60)
+"""
+
+
+def test_a_hung_item_that_dumped_no_stack_says_how_far_its_log_got(tmp_path: Path) -> None:
+    from harness import isolate
+
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    outcome = isolate.run_child(["-c", WARMING_UP_ITEM], cwd=tmp_path, result=tmp_path / "result.json",
+                                log=tmp_path / "item.log", timeout_s=2, env=env)  # fmt: skip
+    assert outcome.status == "error"
+    assert outcome.message == (
+        "timeout after 2 s (no process dumped its stack); "
+        "last output: DeepGEMM warmup:  40%|███▉      | 965/2441 [02:01<03:06,  7.92it/s]"
+    )
+
+
+def test_the_last_output_is_the_last_drawing_of_the_last_line_cut_short() -> None:
+    from harness.causes import last_output
+
+    assert last_output("step 1\nstep 2\r\n\n  \r \n") == "step 2"
+    assert last_output("a\rbar 10%\rbar 20%\r  \n") == "bar 20%"
+    assert last_output("x" * 500) == "x" * 160
+    assert last_output("\n\n") == ""

@@ -1,6 +1,7 @@
 """The line that says why a row crashed: an illegal memory access, a failed assertion, a CUDA or NCCL error,
 a fatal signal. Read from a row's log (every process of the row writes there), first match by kind. For a row
-that hung: where each of its processes was, from the stacks they dumped to the log when its time ran out."""
+that hung: where each of its processes was, from the stacks they dumped to the log when its time ran out, or,
+where none did, the last thing it printed."""
 
 from __future__ import annotations
 
@@ -89,6 +90,17 @@ def _site(dump: _Dump, *, own_code_only: bool) -> str:
     if test is not None and test is not pick:
         site += f" <- {_frame(test)}"
     return site
+
+
+def last_output(text: str, width: int = 160) -> str:
+    """The last thing a row printed, to say how far a hung row got where no stack says where it stopped: its last
+    non-empty line, of a progress bar redrawn in place with carriage returns (tqdm) only the last drawing, stripped
+    and cut to `width` characters."""
+    for line in reversed(text.split("\n")):
+        for segment in reversed(line.split("\r")):
+            if segment.strip():
+                return segment.strip()[:width]
+    return ""
 
 
 def _frame(frame: re.Match[str]) -> str:

@@ -49,12 +49,17 @@ def signal_name(num: int) -> str:
         return "unknown"
 
 
-def tail(path: Path, lines: int = TAIL_LINES) -> str:
+def read_log(path: Path) -> str:
+    """A child's log as written, carriage returns included (a progress bar's redrawings); "" where it is missing."""
     try:
-        text = path.read_text(errors="replace")
+        with path.open(encoding="utf-8", errors="replace", newline="") as fh:
+            return fh.read()
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    return "\n".join(read_log(path).splitlines()[-lines:])
 
 
 def run_child(
@@ -96,11 +101,9 @@ def run_child(
             rc = proc.wait()
     elapsed = time.monotonic() - start
     if timed_out:
-        sites = causes.hang_sites(tail(log, lines=100_000))
-        where = f": hung in {'; '.join(sites)}" if sites else " (no process dumped its stack)"
         return Outcome(
             status="error",
-            message=f"timeout after {timeout_s:g} s{where}",
+            message=f"timeout after {timeout_s:g} s{_where_it_hung(read_log(log))}",
             details=tail(log),
             duration_s=elapsed,
             log=str(log),
@@ -160,6 +163,14 @@ def catches(pid: int, signum: int) -> bool:
     except (OSError, ValueError, IndexError):
         pass
     return False
+
+
+def _where_it_hung(text: str) -> str:
+    """The sites the hung item's processes dumped, or, where none did, how far its log got."""
+    if sites := causes.hang_sites(text):
+        return f": hung in {'; '.join(sites)}"
+    last = causes.last_output(text)
+    return " (no process dumped its stack)" + (f"; last output: {last}" if last else "")
 
 
 def _kill_group(pgid: int) -> None:
