@@ -222,9 +222,11 @@ Current thread 0x00007f04 (most recent call first):
   File "/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py", line 4800 in barrier
 """
     assert hang_sites(dump) == [
-        "vllm/v1/executor/multiproc_executor.py:394 get_response",  # the stdlib wait under it says little
+        # the stdlib wait under it says little; the suites' frame under it says what the test was doing
+        "vllm/v1/executor/multiproc_executor.py:394 get_response <- composition/test_composition.py:24 _one_engine",
         "torch/distributed/distributed_c10d.py:4800 barrier",  # once, though two workers wait there
     ]
+    assert len(hang_sites(dump, limit=1)) == 1
     assert hang_sites("no dump at all\n") == []
 
 

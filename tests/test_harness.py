@@ -19,6 +19,7 @@ FAKES = Path(__file__).resolve().parent / "fakes"
 sys.path.insert(0, str(SUITES))  # the harness is importable without ci/, as in the images
 
 from harness import graphs, hardware, measure  # noqa: E402
+from harness.causes import hang_sites  # noqa: E402
 
 
 def _rows(path: Path, rows: list[tuple[str, str]]) -> Path:
@@ -182,3 +183,116 @@ def test_selftest_error_metric_is_real() -> None:
     xs = workload.inputs(4096, 2)
     err = workload.max_abs_err(xs, workload.run(xs))
     assert 0 < err < 1e-6
+
+
+def _ready(log: Path, deadline_s: float = 10.0) -> str:
+    """The line a fake item prints once it is set up (its handlers registered, its children started)."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("ready"):
+                return line
+        time.sleep(0.05)
+    raise AssertionError(f"the fake item never got ready: {log.read_text(errors='replace')!r}")
+
+
+STACK_DUMPING_ITEM = """\
+import faulthandler, signal, subprocess, sys, time
+faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+compiler = subprocess.Popen(["sleep", "60"])  # nvcc or ptxas: no handler for SIGUSR1
+print("ready", compiler.pid, flush=True)
+
+def waiting_for_the_compiler():
+    time.sleep(60)
+
+waiting_for_the_compiler()
+"""
+
+
+def test_a_hung_items_stacks_are_asked_only_of_processes_that_handle_the_signal(tmp_path: Path) -> None:
+    import signal
+
+    from harness import isolate, reaper
+
+    log = tmp_path / "item.log"
+    with log.open("wb") as out:
+        item = subprocess.Popen([sys.executable, "-c", STACK_DUMPING_ITEM], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+    try:
+        compiler = int(_ready(log).split()[1])
+        isolate._dump_stacks(item.pid)
+        assert compiler in [pid for pid, _ in reaper.descendants(item.pid)], "the signal killed the compiler"
+        dump = log.read_text(errors="replace")
+        assert "(most recent call first)" in dump and "waiting_for_the_compiler" in dump, dump
+    finally:
+        os.killpg(item.pid, signal.SIGKILL)
+        item.wait()
+    assert not isolate.catches(item.pid, signal.SIGUSR1)  # a process that is gone is not signalled
+
+
+# A row of the H200 run: pytest's process stopped in the garbage collector (a zmq context's __del__), then
+# multiprocessing's resource tracker, idle as it always is.
+GC_HANG = """\
+Current thread 0x00007f51f208a140 (most recent call first):
+  Garbage-collecting
+  File "/root/stage/site/zmq/sugar/context.py", line 264 in term
+  File "/root/stage/site/zmq/sugar/context.py", line 322 in destroy
+  File "/root/stage/site/zmq/sugar/context.py", line 140 in __del__
+  File "/work/main/suites/engine/engines.py", line 39 in stop
+  File "/work/main/suites/composition/test_composition.py", line 32 in _one_engine
+  File "/work/main/suites/composition/test_composition.py", line 59 in test_composition
+  File "/opt/torch/.venv/lib/python3.12/site-packages/_pytest/python.py", line 167 in pytest_pyfunc_call
+  File "<frozen runpy>", line 198 in _run_module_as_main
+Current thread 0x00007f1b790ce300 (most recent call first):
+  File "/usr/lib/python3.12/multiprocessing/resource_tracker.py", line 227 in main
+  File "<string>", line 1 in <module>
+"""
+
+
+def test_a_row_hung_in_the_garbage_collector_names_the_site_and_the_suites_call_under_it() -> None:
+    assert hang_sites(GC_HANG) == [
+        "site/zmq/sugar/context.py:264 term (garbage-collecting) <- engine/engines.py:39 stop"
+    ]
+
+
+def test_an_idle_helper_is_a_site_only_where_no_process_says_more() -> None:
+    helper = GC_HANG[GC_HANG.index("Current thread 0x00007f1b") :]
+    assert hang_sites(helper) == ["lib/python3.12/multiprocessing/resource_tracker.py:227 main"]  # never <string>
+    only_code_without_a_file = (
+        'Current thread 0x00007f02 (most recent call first):\n  File "<string>", line 1 in <module>\n'
+    )
+    assert hang_sites(only_code_without_a_file) == []
+
+
+WARMING_UP_ITEM = """\
+import sys, time
+print("Loading weights took 3.1 s", flush=True)
+for done in ("  0%|          | 0/2441 [00:00<?, ?it/s]", " 40%|███▉      | 965/2441 [02:01<03:06,  7.92it/s]"):
+    sys.stderr.write("\\rDeepGEMM warmup: " + done)  # tqdm redraws its bar in place, with no newline
+    sys.stderr.flush()
+time.sleep(60)
+"""
+
+
+def test_a_hung_item_that_dumped_no_stack_says_how_far_its_log_got(tmp_path: Path) -> None:
+    from harness import isolate
+
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    outcome = isolate.run_child(["-c", WARMING_UP_ITEM], cwd=tmp_path, result=tmp_path / "result.json",
+                                log=tmp_path / "item.log", timeout_s=2, env=env)  # fmt: skip
+    assert outcome.status == "error"
+    assert outcome.message == (
+        "timeout after 2 s (no process dumped its stack); "
+        "last output: DeepGEMM warmup:  40%|███▉      | 965/2441 [02:01<03:06,  7.92it/s]"
+    )
+
+
+def test_the_last_output_is_the_last_drawing_of_the_last_line_cut_short() -> None:
+    from harness.causes import last_output
+
+    assert last_output("step 1\nstep 2\r\n\n  \r \n") == "step 2"
+    assert last_output("a\rbar 10%\rbar 20%\r  \n") == "bar 20%"
+    assert last_output("x" * 500) == "x" * 160
+    assert last_output("\n\n") == ""

@@ -49,12 +49,17 @@ def signal_name(num: int) -> str:
         return "unknown"
 
 
-def tail(path: Path, lines: int = TAIL_LINES) -> str:
+def read_log(path: Path) -> str:
+    """A child's log as written, carriage returns included (a progress bar's redrawings); "" where it is missing."""
     try:
-        text = path.read_text(errors="replace")
+        with path.open(encoding="utf-8", errors="replace", newline="") as fh:
+            return fh.read()
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+
+
+def tail(path: Path, lines: int = TAIL_LINES) -> str:
+    return "\n".join(read_log(path).splitlines()[-lines:])
 
 
 def run_child(
@@ -96,11 +101,9 @@ def run_child(
             rc = proc.wait()
     elapsed = time.monotonic() - start
     if timed_out:
-        sites = causes.hang_sites(tail(log, lines=100_000))
-        where = f": hung in {'; '.join(sites)}" if sites else " (no process dumped its stack)"
         return Outcome(
             status="error",
-            message=f"timeout after {timeout_s:g} s{where}",
+            message=f"timeout after {timeout_s:g} s{_where_it_hung(read_log(log))}",
             details=tail(log),
             duration_s=elapsed,
             log=str(log),
@@ -136,13 +139,38 @@ def run_child(
 
 
 def _dump_stacks(pid: int) -> None:
-    """Every process of the hung item's tree writes its threads' stacks to the item's log, one at a time."""
+    """Every process of the hung item's tree that handles STACK_DUMP_SIGNAL writes its threads' stacks to the item's
+    log, one at a time. The others (nvcc, ptxas, cicc, a shell) are left alone: SIGUSR1's default action ends a
+    process, and a JIT compile killed that way reports a compiler failure that never happened."""
     for each in [pid, *(child for child, _ in reaper.descendants(pid))]:
+        if not catches(each, STACK_DUMP_SIGNAL):
+            continue
         try:
             os.kill(each, STACK_DUMP_SIGNAL)
         except (ProcessLookupError, PermissionError):
             continue
         time.sleep(STACK_DUMP_GAP_S)
+
+
+def catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler for `signum` (bit signum-1 of SigCgt in /proc/<pid>/status). A process
+    whose status cannot be read (gone, or not Linux) counts as not catching it, so it is never signalled."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _where_it_hung(text: str) -> str:
+    """The sites the hung item's processes dumped, or, where none did, how far its log got."""
+    if sites := causes.hang_sites(text):
+        return f": hung in {'; '.join(sites)}"
+    last = causes.last_output(text)
+    return " (no process dumped its stack)" + (f"; last output: {last}" if last else "")
 
 
 def _kill_group(pgid: int) -> None:
