@@ -5,6 +5,7 @@ presence checks against a vLLM source tree, the acceptance checks a row applies)
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 import types
 from pathlib import Path
@@ -59,6 +60,50 @@ def test_gated_deltanet_rows_prefill_with_triton(engine_pkg):
     assert config.llm_kwargs(qwen)["gdn_prefill_backend"] == "triton"
     eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
     assert "gdn_prefill_backend" not in config.llm_kwargs(eagle)
+
+
+def test_deepseek_v4_random_weights_are_finished_by_its_own_load_weights(engine_pkg, monkeypatch):
+    """vLLM 0.26.0's dummy loader never calls a model's load_weights, where DeepSeek-V4 derives the tensor its first
+    forward asserts (hc_attn_fn_broadcast). One-process rows load through a loader that runs it with no tensors."""
+
+    from engine import config, dummy_weights
+
+    st = stack.load()
+    one = _row(st, "48407", "deepseek-v4-flash-shrunk", target="cuda-sm90", tp=1)
+    assert config.llm_kwargs(one)["load_format"] == dummy_weights.LOAD_FORMAT
+    two = _row(st, "46514", "deepseek-v4-flash-shrunk", target="cuda-sm90", tp=2)
+    assert config.llm_kwargs(two)["load_format"] == "dummy"  # worker processes: vLLM's loader, the cause named
+    eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    assert config.llm_kwargs(eagle)["load_format"] == "dummy"
+
+    registry: dict[str, type] = {}
+
+    class DummyModelLoader:  # vLLM's: fills the parameters in place
+        def __init__(self, load_config):
+            self.load_config = load_config
+
+        def load_weights(self, model, model_config):
+            model.filled = True
+
+    loader_pkg = types.ModuleType("vllm.model_executor.model_loader")
+    loader_pkg.register_model_loader = lambda fmt: lambda cls: registry.setdefault(fmt, cls)
+    dummy_mod = types.ModuleType("vllm.model_executor.model_loader.dummy_loader")
+    dummy_mod.DummyModelLoader = DummyModelLoader
+    for name, mod in (("vllm", types.ModuleType("vllm")), ("vllm.model_executor", types.ModuleType("x")),
+                      ("vllm.model_executor.model_loader", loader_pkg),
+                      ("vllm.model_executor.model_loader.dummy_loader", dummy_mod)):  # fmt: skip
+        monkeypatch.setitem(sys.modules, name, mod)
+    dummy_weights.register()
+
+    class Model:
+        filled = False
+
+        def load_weights(self, weights):
+            self.seen = (self.filled, list(weights))
+
+    model = Model()
+    registry[dummy_weights.LOAD_FORMAT](None).load_weights(model, None)
+    assert model.seen == (True, [])  # random weights first, then the model's own post-load steps, no tensors
 
 
 def test_row_becomes_engine_arguments(engine_pkg):

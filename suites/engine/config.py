@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from engine import dummy_weights
+
 SUITES_ROOT = Path(__file__).resolve().parents[1]
 ENV_MODEL_CACHE = "STACKGATE_MODEL_CACHE"
 MAX_TOKENS = 32
@@ -80,9 +82,10 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
         # request of #48407's row ran no prefill attention and no top-k selection)
         "enable_prefix_caching": False,
     }
-    if dummy:
-        kw["load_format"] = "dummy"
     hf_config = json.loads((path / "config.json").read_text())
+    if dummy:
+        one_process = int(row["tp"]) * int(row["dp"]) == 1  # DCP splits within TP
+        kw["load_format"] = dummy_weights.load_format(hf_config.get("architectures", []), in_process=one_process)
     if "vision_config" in hf_config:
         kw["language_model_only"] = True  # a vision-language checkpoint: the tracks exercise its language model
     if "linear_key_head_dim" in hf_config.get("text_config", hf_config):
