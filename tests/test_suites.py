@@ -289,3 +289,26 @@ def test_the_vllm_build_names_its_commit_where_it_recorded_one(engine_pkg, tmp_p
     assert presence.vllm_commit() == "gffd46bfab"
     (vllm / "_version.py").write_text("__commit_id__ = commit_id = None\n")
     assert presence.vllm_commit() is None
+
+
+def test_a_new_prompt_length_after_the_warm_requests_is_timed_twice_and_named(engine_pkg, monkeypatch):
+    """What a prompt length's first use costs, apart from the process's first request: the row's prompts cut to 3/4,
+    run twice after the warm ones; the difference is named beside the first request's once-per-process work."""
+    from engine import engines
+    from harness import profile as profiling
+
+    monkeypatch.setattr(engines, "cuda_sync", lambda: None)
+    monkeypatch.setattr(profiling, "_first_calls", [])
+    seen: list[list[int]] = []
+
+    class LLM:
+        def generate(self, prompts, params, use_tqdm):
+            seen.append([len(p["prompt_token_ids"]) for p in prompts])
+            time.sleep(0.05 if len(seen) == 1 else 0.0)  # the first request at the new length pays
+            return []
+
+    prompts = [{"prompt_token_ids": list(range(512))}, {"prompt_token_ids": list(range(100))}]
+    extra = engines.new_length_first_use(engines.Engine(llm=LLM(), ready_s=0.0), prompts, None)
+    assert seen == [[384, 75], [384, 75]]
+    assert extra >= 40.0
+    assert profiling.describe_first_calls().startswith(f"{engines.NEW_LENGTH} (")

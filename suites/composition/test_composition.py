@@ -28,6 +28,7 @@ def _one_engine(row):
         cold_ms, out = engines.timed_ms(engine, prompts, params, profile="cold")
         warm_ms = [engines.timed_ms(engine, prompts, params)[0] for _ in range(WARM_REPEATS)]
         after = engines.spec_stats(engine)
+    engines.new_length_first_use(engine, prompts, params)
     ready_s, tokens = engine.ready_s, engines.token_ids(out)
     engines.stop(engine)
     reference = engines.start(config.llm_kwargs(row, speculative_config=None))

@@ -122,6 +122,24 @@ def timed_ms(
     return ms, out
 
 
+NEW_LENGTH = "a prompt length's first use (measured on a new one after the warm requests)"
+
+
+def new_length_first_use(engine: Engine, prompts: Sequence[dict[str, Any]], params: Any) -> float:
+    """The row's prompts cut to 3/4 of their length, a length this process has not run, timed twice after the warm
+    requests: the first of the two pays what a new prefill length costs once the process's own first-request work
+    is done (on the H200, the first GEMMs at the prefill's shapes and kernels the warm-up never reached:
+    evidence/h200-bake, host F), the second does not. The difference is noted beside the first request's
+    once-per-process work (harness.profile.describe_first_calls) and returned, in ms."""
+    shorter = [
+        {"prompt_token_ids": p["prompt_token_ids"][: max(1, len(p["prompt_token_ids"]) * 3 // 4)]} for p in prompts
+    ]
+    first, _ = timed_ms(engine, shorter, params)
+    again, _ = timed_ms(engine, shorter, params)
+    profiling.note_first_call(NEW_LENGTH, max(first - again, 0.0))
+    return first - again
+
+
 def spec_stats(engine: Engine) -> dict[str, float]:
     """Spec-decode counters from get_metrics(); mean acceptance length = 1 + accepted / drafts."""
     from vllm.v1.metrics.reader import Counter, Histogram

@@ -43,6 +43,7 @@ def test_indexer_skip(row, request):
         prefill_ms = [engines.timed_ms(engine, prompts, engines.greedy(1))[0] for _ in range(WARM_REPEATS)]
         full = engines.greedy(OUTPUT_TOKENS)  # the last warm one is profiled beside the cold one (harness.profile)
         warm_ms = [engines.timed_ms(engine, prompts, full, profile=last_warm(i, 3))[0] for i in range(3)]
+    engines.new_length_first_use(engine, prompts, full)
     try:  # the #52512 condition forced, after the timed requests: the forcing costs a fill per step
         broken = topk_guard.broken_on_purpose()
         with topk_guard.watch(row["backend"], engines.runner(engine), break_reads=broken) as guard:

@@ -54,6 +54,7 @@ def test_ar_graph(row, request):
     prompts = config.prompts(row)
     params = engines.greedy(config.MAX_TOKENS)
     cold_ms, warm_ms, out, loop, warm_steps = _measure(engine, prompts, params)
+    engines.new_length_first_use(engine, prompts, params)
     k = loop.k
     ev.prop("draft_loop", {"k": k, "loops": loop.loops, "replays": loop.replays, "proposes": loop.proposes,
                            "fused": loop.fused})  # fmt: skip
