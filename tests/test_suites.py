@@ -64,7 +64,8 @@ def test_gated_deltanet_rows_prefill_with_triton(engine_pkg):
 
 def test_deepseek_v4_random_weights_are_finished_by_its_own_load_weights(engine_pkg, monkeypatch):
     """vLLM 0.26.0's dummy loader never calls a model's load_weights, where DeepSeek-V4 derives the tensor its first
-    forward asserts (hc_attn_fn_broadcast). One-process rows load through a loader that runs it with no tensors."""
+    forward asserts (hc_attn_fn_broadcast). Its rows load through a loader that runs it with no tensors, which the
+    suites register as a vLLM general plugin (so in worker processes too)."""
 
     from engine import config, dummy_weights
 
@@ -72,7 +73,7 @@ def test_deepseek_v4_random_weights_are_finished_by_its_own_load_weights(engine_
     one = _row(st, "48407", "deepseek-v4-flash-shrunk", target="cuda-sm90", tp=1)
     assert config.llm_kwargs(one)["load_format"] == dummy_weights.LOAD_FORMAT
     two = _row(st, "46514", "deepseek-v4-flash-shrunk", target="cuda-sm90", tp=2)
-    assert config.llm_kwargs(two)["load_format"] == "dummy"  # worker processes: vLLM's loader, the cause named
+    assert config.llm_kwargs(two)["load_format"] == dummy_weights.LOAD_FORMAT  # its workers load the plugin too
     eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
     assert config.llm_kwargs(eagle)["load_format"] == "dummy"
 
@@ -312,3 +313,17 @@ def test_a_new_prompt_length_after_the_warm_requests_is_timed_twice_and_named(en
     assert seen == [[384, 75], [384, 75]]
     assert extra >= 40.0
     assert profiling.describe_first_calls().startswith(f"{engines.NEW_LENGTH} (")
+
+
+def test_the_suites_are_a_vllm_general_plugin_wherever_they_are_on_the_path():
+    """vLLM loads `vllm.general_plugins` entry points in every process it starts (engine core, TP workers); the
+    suites' folder carries the entry point, so any process with the suites on its path registers the loader."""
+    import subprocess
+
+    probe = (
+        "from importlib.metadata import entry_points; "
+        "print([e.value for e in entry_points(group='vllm.general_plugins') if e.name == 'stackgate_dummy_weights'])"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          env={"PYTHONPATH": str(SUITES), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert done.stdout.strip() == "['engine.dummy_weights:register']"

@@ -84,8 +84,7 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
     }
     hf_config = json.loads((path / "config.json").read_text())
     if dummy:
-        one_process = int(row["tp"]) * int(row["dp"]) == 1  # DCP splits within TP
-        kw["load_format"] = dummy_weights.load_format(hf_config.get("architectures", []), in_process=one_process)
+        kw["load_format"] = dummy_weights.load_format(hf_config.get("architectures", []))
     if "vision_config" in hf_config:
         kw["language_model_only"] = True  # a vision-language checkpoint: the tracks exercise its language model
     if "linear_key_head_dim" in hf_config.get("text_config", hf_config):

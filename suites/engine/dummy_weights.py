@@ -8,9 +8,9 @@ self.hc_attn_fn_broadcast is not None` (:882; seen on the H200, evidence/h200-sh
 through `LOAD_FORMAT`: the dummy loader, then the model's own `load_weights` with no tensors, which runs its
 post-load steps and loads nothing.
 
-vLLM's loader registry is per process: the format exists where `register()` ran, which is the test process, where
-the engine of a one-GPU row runs (VLLM_ENABLE_V1_MULTIPROCESSING=0). Rows with worker processes (TP, DCP > 1)
-keep vLLM's dummy loader, and such a model's rows fail there with the cause above.
+vLLM's loader registry is per process, and a TP or DCP engine loads its model in worker processes. `register` is
+therefore a vLLM general plugin (suites/stackgate_suites-0.dist-info/entry_points.txt, found on the import path
+wherever the suites run), which vLLM loads in every process it starts.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ LOAD_FORMAT = "stackgate-dummy"
 FINISHED_BY_LOAD_WEIGHTS = frozenset({"DeepseekV4ForCausalLM"})
 
 
-def load_format(architectures: Iterable[str], *, in_process: bool) -> str:
+def load_format(architectures: Iterable[str]) -> str:
     """The load format for random weights of a model with these `architectures`."""
-    return LOAD_FORMAT if in_process and FINISHED_BY_LOAD_WEIGHTS.intersection(architectures) else "dummy"
+    return LOAD_FORMAT if FINISHED_BY_LOAD_WEIGHTS.intersection(architectures) else "dummy"
 
 
 def register() -> None:
-    """Register `LOAD_FORMAT` with vLLM in this process (idempotent: a second call replaces the first)."""
+    """Register `LOAD_FORMAT` with vLLM in this process (vLLM's general-plugin hook: it calls this once per process)."""
     from vllm.model_executor.model_loader import register_model_loader
     from vllm.model_executor.model_loader.dummy_loader import DummyModelLoader
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness import profile as profiling
 
-from engine import dummy_weights, first_calls
+from engine import first_calls
 
 
 @dataclass
@@ -24,8 +24,6 @@ class Engine:
 def start(kwargs: dict[str, Any]) -> Engine:
     from vllm import LLM
 
-    if kwargs.get("load_format") == dummy_weights.LOAD_FORMAT:
-        dummy_weights.register()
     t0 = time.perf_counter()
     llm = LLM(**kwargs)
     return Engine(llm=llm, ready_s=time.perf_counter() - t0)
