@@ -104,10 +104,12 @@ def last_output(text: str, width: int = 160) -> str:
 
 
 def _frame(frame: re.Match[str]) -> str:
-    return f"{_short(frame['path'])}:{frame['line']} {frame['func']}"
+    return f"{short_path(frame['path'])}:{frame['line']} {frame['func']}"
 
 
-def _short(path: str) -> str:
+def short_path(path: str) -> str:
+    """A source path from its package on (after site-packages, dist-packages or the suites' folder), else its
+    last four parts: what a message needs to find the file in a checkout."""
     for mark in ("/site-packages/", "/dist-packages/", _SUITES):
         if mark in path:
             return path.split(mark, 1)[1]

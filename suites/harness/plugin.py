@@ -186,9 +186,7 @@ def _simple(report: pytest.TestReport) -> dict[str, Any]:
 def _bare_failure(name: str, crash: Any, text: str) -> str:
     """`AssertionError` alone names nothing: add the crash site (path from its package on) and the source line
     pytest marked with '>' last, e.g. "AssertionError at vllm/models/.../model.py:882: assert self.x is not None"."""
-    path = str(getattr(crash, "path", ""))
-    for mark in ("/site-packages/", "/dist-packages/", "/suites/"):
-        path = path.split(mark, 1)[-1]
+    path = causes.short_path(str(getattr(crash, "path", "")))
     source = next((ln[1:].strip() for ln in reversed(text.splitlines()) if ln.startswith(">")), "")
     return f"{name} at {path}:{getattr(crash, 'lineno', '?')}" + (f": {source}" if source else "")
 
