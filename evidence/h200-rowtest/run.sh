@@ -7,8 +7,15 @@
 #                   from a wiped root with the host-A artefact installed, JIT refused
 #   then `run.sh guard`: #48407's row once more with its top-k buffer broken on purpose (the #52512 guard must fail)
 # Two H200s per host, one stream of rows per GPU (x: #46514's and #48804's rows, y: #48407's and #46849's, so
-# that both take about as long); vLLM 0.26.0 staged as ../../../shared/gpu/README.md says.
+# that both take about as long); on a one-GPU host the streams run one after the other on GPU 0.
+# STREAMS="y" limits a run to stream y (one row per suite: #48407's sparse_mla row, #46849's spec_decode row).
+# vLLM 0.26.0 staged as ../../../shared/gpu/README.md says.
 set -u
+STREAMS=${STREAMS:-x y}
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+gpu_of() { [ "$NGPU" -ge 2 ] && [ "$1" = y ] && echo 1 || echo 0; }  # stream -> GPU
+# each stream in the background on a host with a GPU per stream, else one after the other
+bg() { if [ "$NGPU" -ge 2 ]; then "$@" & else "$@"; fi; }
 export PYTHONPATH=/root/stage/site:/root/stage/extra:/tmp/pydeps CUDA_HOME=/usr/local/cuda VLLM_USE_FLASHINFER_SAMPLER=0
 export VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 STACKGATE_REFUSE_JIT=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -54,26 +61,29 @@ pack() {  # this host's results so far, back as one file
 
 case "$1" in
   bake)  # host A: the warm-run artefacts, one per GPU stream
-    for pair in "0 x" "1 y"; do
-      set -- $pair; gpu=$1 s=$2; rows=$([ $s = x ] && echo "$X" || echo "$Y")
-      ( t0=$SECONDS; STACKGATE_RUNTIME_CACHES=/root/rt-c-$s CUDA_VISIBLE_DEVICES=$gpu python3 -m ci bake cuda-sm90 --host \
-          --rows "$(ids "$rows")" --out /root/art2/$s > $R/bake-$s.log 2>&1; echo "bake $s exit $? in $((SECONDS-t0)) s" ) &
-    done
+    bake_one() {  # bake_one STREAM: its rows' artefact, on the stream's GPU and caches root
+      local s=$1 t0=$SECONDS rows; rows=$([ "$1" = x ] && echo "$X" || echo "$Y")
+      STACKGATE_RUNTIME_CACHES=/root/rt-c-$s CUDA_VISIBLE_DEVICES=$(gpu_of "$s") python3 -m ci bake cuda-sm90 --host \
+        --rows "$(ids "$rows")" --out /root/art2/$s > $R/bake-$s.log 2>&1
+      echo "bake $s exit $? in $((SECONDS - t0)) s"
+    }
+    for s in $STREAMS; do bg bake_one $s; done
     wait; tail -n 4 $R/bake-*.log; ls -la /root/art2/*/
-    for s in x y; do  # back in parts of at most 15 MiB (one file back is at most 16 MiB)
+    for s in $STREAMS; do  # back in parts of at most 15 MiB (one file back is at most 16 MiB)
       mkdir -p "$OUT/$s"; ( cd /root/art2/$s && for f in *.tar.gz; do split -b 15M -d "$f" "$OUT/$s/$f.part"; done )
     done; pack bake; ls -la "$OUT"/* ;;
   c)  # host B: (c) from a wiped root with the artefact installed, JIT refused; once per repeat given
     shift; reps="$*"
-    for s in x y; do  # the artefacts came in parts (art2/<stream>/<name>.partNN): joined once
+    for s in $STREAMS; do  # the artefacts came in parts (art2/<stream>/<name>.partNN): joined once
       mkdir -p /root/art2/$s; for f in art2/$s/*.part00; do
         [ -f "/root/art2/$s/$(basename "${f%.part00}")" ] || cat "${f%00}"?? > "/root/art2/$s/$(basename "${f%.part00}")"; done
     done; ls -la /root/art2/*/
     for rep in "$@"; do
-      for pair in "0 x" "1 y"; do
-        set -- $pair; gpu=$1 s=$2; rows=$([ $s = x ] && echo "$X" || echo "$Y")
-        ( for sr in $rows; do rm -rf /root/rt-c-$s; STACKGATE_RUNTIME_CACHES=/root/rt-c-$s \
-            row $gpu "${sr%%:*}" "${sr#*:}" c$rep-${sr#*:} --caches /root/art2/$s/*.tar.gz; done ) &
+      for s in $STREAMS; do
+        gpu=$(gpu_of $s) rows=$([ $s = x ] && echo "$X" || echo "$Y")
+        stream_c() { for sr in $rows; do rm -rf /root/rt-c-$s; STACKGATE_RUNTIME_CACHES=/root/rt-c-$s \
+            row $gpu "${sr%%:*}" "${sr#*:}" c$rep-${sr#*:} --caches /root/art2/$s/*.tar.gz; done; }
+        bg stream_c
       done
       wait
     done

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Every shrunk model's rows (the seven named models' own architectures, shrunk, random weights) and the DSpark /
-# DFlash drafters' rows of cuda-sm90, on a host with two H200s: two streams, one per GPU, of about equal length.
+# DFlash drafters' rows of cuda-sm90, one stream of rows per GPU of the host (two H200s: two streams of about equal
+# length; one H200: one stream).
 # Batch-1 rows come first (every model and track once per backend), then the larger batches.
-# Each stream runs its rows through `ci run --host --unbaked --keep-caches` calls of one suite each, every call of
+# Each stream runs its rows in plan order, one `ci run --host --unbaked --keep-caches` call per row, every call of
 # a GPU's stream on one JIT caches root (no AOT bake; what an earlier call compiled is reused); JIT allowed: this
 # is about each architecture running its tracks, not JIT. A crash is the row's outcome, with its cause.
 # usage: run.sh [one|b1|all]   (default b1); stop it with SIGTERM before a time limit (`timeout 560 run.sh`):
 #        what finished comes back in $OUT; run it again to go on (rows with a log already are skipped).
-#        one: one batch-1 row per model, suite and change (FLASH_ATTN / MTP rows first), then the #52512 guard's
-#             positive control: GLM-5.2's #48407 row again with its top-k buffer broken on purpose
-#             (STACKGATE_BREAK_TOPK=1), which must fail naming the all -1 reads.
+#        one: one batch-1 row per model, suite and change (FLASH_ATTN / MTP rows first); GLM-5.2's #48407 row
+#             first, then the #52512 guard's positive control: the same row again with its top-k buffer broken
+#             on purpose (STACKGATE_BREAK_TOPK=1), which must fail naming the all -1 reads; then the models
+#             whose fixes have not run yet, one row each, before their second change.
 # vLLM 0.26.0 staged as ../../../shared/gpu/README.md says.
 set -u
 cd "$(dirname "$0")/../.."
@@ -23,14 +25,15 @@ export PATH="$PATH:/tmp/pydeps/bin"
 python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl 2>/dev/null
 echo "FlashInfer JIT: nvcc $(command -v "$CUDA_HOME/bin/nvcc" || echo missing), ninja $(command -v ninja || echo missing)"
 WHICH=${1:-b1}
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1
 R=/root/res-shrunk
 mkdir -p "$R"
 pack() { rm -rf "$R"/*/logs/*.result.json; tar -C /root -czf "$OUT/shrunk-$WHICH.tar.gz" res-shrunk; }
 
 # the plan: "stream suite row" lines, rows already run skipped, balanced over two streams in plan order
-python3 - "$WHICH" "$R" > "$R/plan-$WHICH.txt" <<'PY'
+python3 - "$WHICH" "$R" "$NGPU" > "$R/plan-$WHICH.txt" <<'PY'
 import glob, json, subprocess, sys
-which, res = sys.argv[1], sys.argv[2]
+which, res, streams = sys.argv[1], sys.argv[2], min(int(sys.argv[3]), 2)
 rows = json.loads(subprocess.run([sys.executable, "-m", "ci", "plan", "--target", "cuda-sm90", "--format", "json"],
                                  capture_output=True, text=True, check=True).stdout)["rows"]
 done = {f.split("/")[-1].split("[")[-1] for f in glob.glob(f"{res}/*/logs/*.log")}
@@ -46,31 +49,32 @@ if which == "one":  # the first of each model, suite and change
         firsts.setdefault((r["suite"], r["model"], r["change"]), r)
     mine = list(firsts.values())
     glm = firsts[("sparse_mla", "glm-5.2-shrunk", "48407")]
-    mine.remove(glm)
-    mine.insert(0, glm)  # first, so that the broken run is not the only one of it
+    # each model's first row before any model's second: one row per model shows whether its fix holds
+    seen = {glm["model"]}
+    mine = sorted(mine, key=lambda r: (r is not glm, r["model"] in seen or seen.add(r["model"]) or False))
 todo = [r for r in mine if not any(r["id"] in d for d in done)]
-for n, r in enumerate(todo):
-    print(n % 2, r["suite"], r["id"])
-if which == "one" and not glob.glob(f"{res}/gpu0-break-one/junit-*.xml"):
-    print(0, "break", glm["id"])
+lines = [(r["suite"], r["id"]) for r in todo]
+if which == "one" and not glob.glob(f"{res}/*-break-*.log"):
+    lines.insert(1 if lines and lines[0][1] == glm["id"] else 0, ("break", glm["id"]))
+for n, (suite, rid) in enumerate(lines):
+    print(n % streams, suite, rid)
 PY
 echo "$(wc -l < "$R/plan-$WHICH.txt") rows to run"
 
-stream() {  # stream GPU: its rows, in calls of one suite each, on the GPU's own caches root
-  local gpu=$1 suite ids
-  for suite in sparse_mla spec_decode break; do
-    ids=$(awk -v g="$gpu" -v s="$suite" '$1 == g && $2 == s {print $3}' "$R/plan-$WHICH.txt" | paste -sd, -)
-    [ -n "$ids" ] || continue
-    local t0=$SECONDS name="gpu$gpu-$suite-$WHICH" root="/root/rt-shrunk/gpu$gpu" broken=0 run=$suite
+stream() {  # stream GPU: its rows in plan order, one ci run each, on the GPU's own caches root
+  local gpu=$1 suite id run broken t0 name root="/root/rt-shrunk/gpu$1"
+  while read -r g suite id; do
+    [ "$g" = "$gpu" ] || continue
+    t0=$SECONDS name="gpu$gpu-$suite-${id%%.*}-${id#*.cuda-sm90.}" broken=0 run=$suite
     [ "$suite" = break ] && broken=1 run=sparse_mla
     STACKGATE_BREAK_TOPK=$broken STACKGATE_RUNTIME_CACHES=$root CUDA_VISIBLE_DEVICES=$gpu python3 -m ci run \
-      cuda-sm90 "$run" --host --unbaked --keep-caches --rows "$ids" --timeout 300 --shard "$gpu" --out "$R/$name" \
+      cuda-sm90 "$run" --host --unbaked --keep-caches --rows "$id" --timeout "${ROW_TIMEOUT:-300}" --out "$R/$name" \
       > "$R/$name.log" 2>&1
     echo "$name: exit $? in $((SECONDS - t0)) s"
-  done
+  done < "$R/plan-$WHICH.txt"
 }
 stream 0 & a=$!
-stream 1 & b=$!
+b=$a; [ "$NGPU" -ge 2 ] && { stream 1 & b=$!; }
 # stopped: each ci run is told (it writes the JUnit of what finished and of the row interrupted), and waited for;
 # the streams are subshells, so `wait` alone returned at once and packed before any JUnit was written
 trap 'kill -TERM $a $b 2>/dev/null; pkill -TERM -f "ci run cuda-sm90"
