@@ -62,10 +62,11 @@ def test_gated_deltanet_rows_prefill_with_triton(engine_pkg):
     assert "gdn_prefill_backend" not in config.llm_kwargs(eagle)
 
 
-def test_deepseek_v4_random_weights_are_finished_by_its_own_load_weights(engine_pkg, monkeypatch):
+def test_deepseek_v4_random_weights_are_finished_as_its_own_load_weights_finishes_them(engine_pkg, monkeypatch):
     """vLLM 0.26.0's dummy loader never calls a model's load_weights, where DeepSeek-V4 derives the tensor its first
-    forward asserts (hc_attn_fn_broadcast). Its rows load through a loader that runs it with no tensors, which the
-    suites register as a vLLM general plugin (so in worker processes too)."""
+    forward asserts (hc_attn_fn_broadcast). Its rows load through a loader that then runs the steps load_weights runs
+    after loading (not load_weights itself: the MTP drafter's raises on no tensors), which the suites register as a
+    vLLM general plugin (so in worker processes too)."""
 
     from engine import config, dummy_weights
 
@@ -96,15 +97,45 @@ def test_deepseek_v4_random_weights_are_finished_by_its_own_load_weights(engine_
         monkeypatch.setitem(sys.modules, name, mod)
     dummy_weights.register()
 
-    class Model:
+    class Inner:
+        def __init__(self):
+            self.calls = []
+
+        def finalize_mega_moe_weights(self):
+            self.calls.append("mega_moe")
+
+        def finalize_mhc_broadcast_weights(self):
+            self.calls.append("mhc_broadcast")
+
+    class DeepseekV4ForCausalLM:  # the target: its load_weights finishes its inner model's weights
         filled = False
 
-        def load_weights(self, weights):
-            self.seen = (self.filled, list(weights))
+        def __init__(self):
+            self.model = Inner()
 
-    model = Model()
-    registry[dummy_weights.LOAD_FORMAT](None).load_weights(model, None)
-    assert model.seen == (True, [])  # random weights first, then the model's own post-load steps, no tensors
+        def load_weights(self, weights):
+            raise AssertionError("not called: an MTP drafter's raises on no tensors")
+
+    class DeepSeekV4MTP(Inner):  # the drafter: finishes itself, and raises on no tensors in load_weights
+        filled = False
+
+    class LlamaForCausalLM:  # not listed: left as the dummy loader leaves it
+        filled = False
+
+    load = registry[dummy_weights.LOAD_FORMAT](None).load_weights
+    target, drafter, other = DeepseekV4ForCausalLM(), DeepSeekV4MTP(), LlamaForCausalLM()
+    for model in (target, drafter, other):
+        load(model, None)
+        assert model.filled  # random weights first
+    assert target.model.calls == ["mega_moe", "mhc_broadcast"]  # then the post-load steps, in load_weights' order
+    assert drafter.calls == ["mega_moe"]
+
+    class Moved:  # a listed class whose vLLM moved the step: an error naming it, not a silent half-finished model
+        filled = False
+
+    Moved.__name__ = "DeepSeekV4MTP"
+    with pytest.raises(AttributeError, match="DeepSeekV4MTP has no finalize_mega_moe_weights"):
+        load(Moved(), None)
 
 
 def test_row_becomes_engine_arguments(engine_pkg):

@@ -79,7 +79,17 @@ def test_a_slow_first_request_is_judged_from_its_samples_and_names_what_it_paid_
         return replace(c, first_request_only="vLLM logits-processor plugin scan (31 ms)")
 
     crit = _criterion(tmp_path, criteria.COLD_WARM, slow, change="48407")
-    assert crit.status == "fail" and "(2.59x; paid once: vLLM logits-processor plugin scan (31 ms))" in (crit.evidence)
+    named = "paid once: vLLM logits-processor plugin scan (31 ms)"
+    assert crit.status == "fail" and f"(2.59x; 43 ms over warm; {named}; not named: 12 ms)" in crit.evidence
+
+    def named_all(r, c):
+        c = slow(r, c)
+        return replace(c, first_request_only="vLLM logits-processor plugin scan (31 ms); a new length (12 ms)")
+
+    crit = _criterion(tmp_path / "all", criteria.COLD_WARM, named_all, change="48407")
+    assert "43 ms over warm; paid once: vLLM logits-processor plugin scan (31 ms); a new length (12 ms))" in (
+        crit.evidence
+    )  # all 43 ms named: no "not named" part
     fine = _criterion(
         tmp_path / "fine",
         criteria.COLD_WARM,

@@ -131,7 +131,7 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
             if ratio is None:
                 unknown.append(r.id)
             elif ratio.value > want.max_cold_warm_ratio:
-                paid = f"; paid once: {r.first_request_only}" if r.first_request_only else ""
+                paid = f"; {r.paid_once}" if r.paid_once else ""
                 slow.append(f"{r.id} ({ratio.value:.2f}x{paid})")
     if wrong or slow:
         why = [f"{k} on {_names(v)}" for k, v in wrong.items()]

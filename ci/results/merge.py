@@ -9,6 +9,7 @@ naming no row are kept as well.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,6 +21,8 @@ from ci.results import junit, reading
 from ci.results.junit import Case, FileRead
 from ci.results.metrics import Metric
 from ci.stack.plan import Plan, Row
+
+_NAMED_MS = re.compile(r"\((\d+(?:\.\d+)?) ms\)$")  # a named part's time: harness.profile.describe_first_calls
 
 RowStatus = Literal["pass", "failure", "error", "conflict", "skipped", "incomplete", "not run"]
 # Worst first: a row's status is its worst test's status.
@@ -52,6 +55,19 @@ class RowResult:
     def first_request_only(self) -> str:
         """What the row's first request paid once per process (stackgate.first_request_only), or ""."""
         return next((c.first_request_only for c in self.ran if c.first_request_only), "")
+
+    @property
+    def paid_once(self) -> str:
+        """The first request's time over the warm median, what the row named of it (`first_request_only`, parts
+        written `what (N ms)`) and what it left unnamed, or "" where the row recorded neither."""
+        named, m = self.first_request_only, self.metrics
+        cold, warm = m.get("cold_first_request_ms"), m.get("warm_request_ms")
+        if cold is None or warm is None:
+            return f"paid once: {named}" if named else ""
+        over = cold.value - warm.value
+        known = sum(float(x.group(1)) for part in named.split("; ") if (x := _NAMED_MS.search(part)))
+        text = f"{over:.0f} ms over warm" + (f"; paid once: {named}" if named else "")
+        return text + (f"; not named: {over - known:.0f} ms" if over - known >= 1 else "")
 
     @cached_property  # computed once: a frozen row's cases never change
     def metrics(self) -> dict[str, junit.Metric]:

@@ -5,8 +5,10 @@ parameter in place and never calls the model's `load_weights`, where some models
 weights are in. DeepSeek-V4 does: `finalize_mhc_broadcast_weights` (vllm/models/deepseek_v4/nvidia/model.py:1299)
 sets the first layer's `hc_attn_fn_broadcast`, and without it the first forward fails `assert
 self.hc_attn_fn_broadcast is not None` (:882; seen on the H200, evidence/h200-shrunk/FINDINGS.md). Such models load
-through `LOAD_FORMAT`: the dummy loader, then the model's own `load_weights` with no tensors, which runs its
-post-load steps and loads nothing.
+through `LOAD_FORMAT`: the dummy loader, then the steps the model's own `load_weights` runs once its tensors are in
+(`POST_LOAD`, by model class). Calling `load_weights` itself with no tensors is not enough: DeepSeek-V4's MTP drafter
+checks that every MTP layer got a tensor and raises "MTP speculative decoding layer N weights missing from
+checkpoint" (vllm/models/deepseek_v4/nvidia/mtp.py:459-473; seen on the H200).
 
 vLLM's loader registry is per process, and a TP or DCP engine loads its model in worker processes. `register` is
 therefore a vLLM general plugin (suites/stackgate_suites-0.dist-info/entry_points.txt, found on the import path
@@ -21,11 +23,36 @@ from typing import Any
 LOAD_FORMAT = "stackgate-dummy"
 # architectures whose load_weights derives tensors the forward pass needs (vLLM 0.26.0)
 FINISHED_BY_LOAD_WEIGHTS = frozenset({"DeepseekV4ForCausalLM"})
+# model class -> the methods its load_weights calls after loading (attribute paths from the model), vLLM 0.26.0
+POST_LOAD: dict[str, tuple[str, ...]] = {
+    # vllm/models/deepseek_v4/nvidia/model.py:1471-1472
+    "DeepseekV4ForCausalLM": ("model.finalize_mega_moe_weights", "model.finalize_mhc_broadcast_weights"),
+    # the MTP drafter (architecture DeepSeekV4MTPModel): vllm/models/deepseek_v4/nvidia/mtp.py:478
+    "DeepSeekV4MTP": ("finalize_mega_moe_weights",),
+}
 
 
 def load_format(architectures: Iterable[str]) -> str:
     """The load format for random weights of a model with these `architectures`."""
     return LOAD_FORMAT if FINISHED_BY_LOAD_WEIGHTS.intersection(architectures) else "dummy"
+
+
+def finish(model: Any) -> list[str]:
+    """Run the post-load steps of `model`'s class (`POST_LOAD`) and return them; a class not listed there (another
+    drafter in the same engine, say) is left as vLLM's dummy loader leaves it. A listed step the model lacks is an
+    error naming it: the pinned vLLM moved it, and `POST_LOAD` must follow."""
+    steps = POST_LOAD.get(type(model).__name__, ())
+    for path in steps:
+        target: Any = model
+        for part in path.split("."):
+            if not hasattr(target, part):
+                raise AttributeError(
+                    f"{__file__}: {type(model).__name__} has no {path} (POST_LOAD): the vLLM in use finishes its "
+                    "weights elsewhere; update POST_LOAD from the model's load_weights"
+                )
+            target = getattr(target, part)
+        target()
+    return list(steps)
 
 
 def register() -> None:
@@ -36,6 +63,6 @@ def register() -> None:
     class FinishedDummyLoader(DummyModelLoader):
         def load_weights(self, model: Any, model_config: Any) -> None:
             super().load_weights(model, model_config)
-            model.load_weights(iter(()))  # no tensors: only the model's post-load steps run
+            finish(model)
 
     register_model_loader(LOAD_FORMAT)(FinishedDummyLoader)
