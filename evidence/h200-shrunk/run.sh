@@ -7,7 +7,8 @@
 # a GPU's stream on one JIT caches root (no AOT bake; what an earlier call compiled is reused); JIT allowed: this
 # is about each architecture running its tracks, not JIT. A crash is the row's outcome, with its cause.
 # usage: run.sh [one|b1|all]   (default b1); stop it with SIGTERM before a time limit (`timeout 560 run.sh`):
-#        what finished comes back in $OUT; run it again to go on (rows with a log already are skipped).
+#        what finished comes back in $OUT; run it again to go on (rows with a result are skipped; a row the stop
+#        interrupted runs again).
 #        one: one batch-1 row per model, suite and change (FLASH_ATTN / MTP rows first); GLM-5.2's #48407 row
 #             first, then the #52512 guard's positive control: the same row again with its top-k buffer broken
 #             on purpose (STACKGATE_BREAK_TOPK=1), which must fail naming the all -1 reads; then the models
@@ -36,7 +37,21 @@ import glob, json, subprocess, sys
 which, res, streams = sys.argv[1], sys.argv[2], min(int(sys.argv[3]), 2)
 rows = json.loads(subprocess.run([sys.executable, "-m", "ci", "plan", "--target", "cuda-sm90", "--format", "json"],
                                  capture_output=True, text=True, check=True).stdout)["rows"]
-done = {f.split("/")[-1].split("[")[-1] for f in glob.glob(f"{res}/*/logs/*.log")}
+from junitparser.xunit2 import JUnitXml
+
+
+def finished(pattern):  # row ids with a result in these JUnit files; a row stopped by SIGTERM runs again
+    out = set()
+    for f in glob.glob(pattern):
+        for suite in JUnitXml.fromfile(f):
+            for case in suite:
+                res = case.result[0] if case.result else None
+                if not (res is not None and (res.message or "").startswith("interrupted by SIG")):
+                    out.add(case.name.split("[")[-1].rstrip("]"))
+    return out
+
+
+done = finished(f"{res}/gpu?-s*/junit-*.xml")
 mine = [r for r in rows if r["model"].endswith("-shrunk") or r["model"] in ("tiny-qwen3-dspark", "tiny-qwen3-dflash")]
 mine = [r for r in mine if which == "all" or int(r["batch"]) == 1]
 prefer = ("FLASH_ATTN", "FLASHMLA_SPARSE")
@@ -54,7 +69,7 @@ if which == "one":  # the first of each model, suite and change
     mine = sorted(mine, key=lambda r: (r is not glm, r["model"] in seen or seen.add(r["model"]) or False))
 todo = [r for r in mine if not any(r["id"] in d for d in done)]
 lines = [(r["suite"], r["id"]) for r in todo]
-if which == "one" and not glob.glob(f"{res}/*-break-*.log"):
+if which == "one" and not finished(f"{res}/gpu?-break-*/junit-*.xml"):
     lines.insert(1 if lines and lines[0][1] == glm["id"] else 0, ("break", glm["id"]))
 for n, (suite, rid) in enumerate(lines):
     print(n % streams, suite, rid)
