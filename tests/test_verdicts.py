@@ -101,6 +101,28 @@ def test_a_slow_first_request_is_judged_from_its_samples_and_names_what_it_paid_
     assert fine.status == "pass" and "cold within 1.2x warm" in fine.evidence
 
 
+def test_a_row_run_several_times_is_judged_on_its_worst_run(tmp_path: Path) -> None:
+    """Repeats of a row (the (c) runs of a fresh host, say) are all judged: one slow run over the bound fails the
+    row, whichever file came first, and the evidence gives the runs' range and the slow run's own breakdown."""
+    from ci.bench.synthetic import metric, with_metric, without_metric
+
+    def timed(cold: float, named: str):
+        def edit(r, c):
+            c = with_metric(without_metric(c, "cold_warm_ratio"), metric("cold_first_request_ms", cold, "ms", "cold"))
+            return replace(with_metric(c, metric("warm_request_ms", 40.0, "ms", "warm")), first_request_only=named)
+
+        return edit
+
+    selected = rows("48407")
+    write_rows(tmp_path / "1", selected, timed(44.0, "vLLM logits-processor plugin scan (3 ms)"))  # 1.10x: fine
+    write_rows(tmp_path / "2", selected, timed(100.0, "vLLM logits-processor plugin scan (11 ms)"))  # 2.50x
+    v = acceptance.evaluate(STACK, results.collect([tmp_path / "1", tmp_path / "2"], PLAN), None)
+    crit = next(c for ver in v if ver.change.id == "48407" for c in ver.criteria if c.name == criteria.COLD_WARM)
+    assert crit.status == "fail"
+    assert "(2.50x, the worst of 2 runs (1.10x–2.50x); 60 ms over warm; paid once: vLLM logits-processor plugin " \
+           "scan (11 ms); not named: 49 ms)" in crit.evidence  # fmt: skip
+
+
 def test_one_targets_rows_from_two_vllm_builds_are_flagged(tmp_path: Path) -> None:
     selected = rows("selftest")
     [junit] = write_rows(tmp_path, selected)

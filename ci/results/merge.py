@@ -29,6 +29,19 @@ RowStatus = Literal["pass", "failure", "error", "conflict", "skipped", "incomple
 _SEVERITY: tuple[RowStatus, ...] = ("error", "failure", "conflict", "skipped", "pass")
 
 
+def paid_once(case: Case) -> str:
+    """A run's first request over its warm median, what the row named of that (`first_request_only`, parts written
+    `what (N ms)`) and what it left unnamed; "" where the run recorded neither."""
+    named = case.first_request_only or ""
+    cold, warm = case.metric("cold_first_request_ms"), case.metric("warm_request_ms")
+    if cold is None or warm is None:
+        return f"paid once: {named}" if named else ""
+    over = cold.value - warm.value
+    known = sum(float(x.group(1)) for part in named.split("; ") if (x := _NAMED_MS.search(part)))
+    text = f"{over:.0f} ms over warm" + (f"; paid once: {named}" if named else "")
+    return text + (f"; not named: {over - known:.0f} ms" if over - known >= 1 else "")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RowResult:
     id: str
@@ -57,17 +70,17 @@ class RowResult:
         return next((c.first_request_only for c in self.ran if c.first_request_only), "")
 
     @property
-    def paid_once(self) -> str:
-        """The first request's time over the warm median, what the row named of it (`first_request_only`, parts
-        written `what (N ms)`) and what it left unnamed, or "" where the row recorded neither."""
-        named, m = self.first_request_only, self.metrics
-        cold, warm = m.get("cold_first_request_ms"), m.get("warm_request_ms")
-        if cold is None or warm is None:
-            return f"paid once: {named}" if named else ""
-        over = cold.value - warm.value
-        known = sum(float(x.group(1)) for part in named.split("; ") if (x := _NAMED_MS.search(part)))
-        text = f"{over:.0f} ms over warm" + (f"; paid once: {named}" if named else "")
-        return text + (f"; not named: {over - known:.0f} ms" if over - known >= 1 else "")
+    def cold_warm_runs(self) -> list[tuple[float, str]]:
+        """Per run of the row (each case that ran), its first request over its warm median and `paid_once(case)`,
+        worst first; a run that recorded neither the ratio nor both requests is left out."""
+        runs = []
+        for case in self.ran:
+            ratio, cold, warm = map(case.metric, ("cold_warm_ratio", "cold_first_request_ms", "warm_request_ms"))
+            if ratio is None and cold and warm and warm.value > 0:
+                ratio = Metric("cold_warm_ratio", cold.value / warm.value, "ratio", "none", 1, None)
+            if ratio is not None:
+                runs.append((ratio.value, paid_once(case)))
+        return sorted(runs, key=lambda run: -run[0])
 
     @cached_property  # computed once: a frozen row's cases never change
     def metrics(self) -> dict[str, junit.Metric]:
