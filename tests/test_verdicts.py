@@ -123,6 +123,24 @@ def test_a_row_run_several_times_is_judged_on_its_worst_run(tmp_path: Path) -> N
            "scan (11 ms); not named: 49 ms)" in crit.evidence  # fmt: skip
 
 
+def test_a_row_that_broke_a_rule_in_some_of_its_runs_is_named_once_with_the_count(tmp_path: Path) -> None:
+    """A threshold (graph replay, tolerance) is checked on every run of a row; the evidence names the row once,
+    with the values that broke it and in how many of its runs."""
+    from ci.bench.synthetic import metric, with_metric
+
+    def eager(steps: float):
+        return lambda r, c: with_metric(c, metric("eager_decode_steps", steps, "count", "warm"))
+
+    selected = rows("46514")
+    for n, steps in enumerate((0.0, 426.0, 431.0)):
+        write_rows(tmp_path / str(n), selected, eager(steps))
+    v = acceptance.evaluate(STACK, results.collect([tmp_path / str(n) for n in range(3)], PLAN), None)
+    crit = next(c for ver in v if ver.change.id == "46514" for c in ver.criteria if c.name == criteria.GRAPH)
+    first = selected[0].id
+    assert crit.status == "fail" and f"{first} (426, 431 count; 2 of 3 runs)" in crit.evidence
+    assert crit.evidence.count(first) == 1
+
+
 def test_one_targets_rows_from_two_vllm_builds_are_flagged(tmp_path: Path) -> None:
     selected = rows("selftest")
     [junit] = write_rows(tmp_path, selected)

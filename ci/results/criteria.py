@@ -214,10 +214,10 @@ def _threshold(rows: list[RowResult], metric: str, ok: Callable[[float], bool]) 
         found = [m for c in r.ran if (m := c.metric(metric))]
         if not found:
             absent.append(r.id)
-        for m in found:
-            values.append(m.value)
-            if not ok(m.value):
-                bad.append(f"{r.id} ({m.value:g} {m.unit})".strip())
+        values += [m.value for m in found]
+        if off := [m for m in found if not ok(m.value)]:  # a row run several times: its runs that broke the rule
+            runs = f"; {len(off)} of {len(found)} runs" if len(found) > 1 else ""
+            bad.append(f"{r.id} ({' '.join([', '.join(f'{m.value:g}' for m in off), off[0].unit]).strip()}{runs})")
     if bad:
         return "fail", f"violated on {_names(bad)}"
     if absent:
