@@ -289,8 +289,6 @@ def test_evidence_applies_the_rows_tolerance_and_graph_replay(engine_pkg):
 
 
 def test_once_per_process_work_in_a_request_is_timed_and_named(engine_pkg, monkeypatch):
-    import sys
-
     from engine import first_calls
     from harness import profile
 

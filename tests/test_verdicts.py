@@ -17,7 +17,12 @@ CHANGE = "48804"
 
 def _criterion(tmp_path: Path, name: str, edit, change: str = CHANGE) -> criteria.Criterion:
     write_rows(tmp_path, rows(change), edit)
-    v = acceptance.evaluate(STACK, results.collect([tmp_path], PLAN), None)
+    return _judged([tmp_path], name, change)
+
+
+def _judged(folders: list[Path], name: str, change: str) -> criteria.Criterion:
+    """Criterion `name` of `change`, judged on the JUnit in `folders` (several: runs of the same rows)."""
+    v = acceptance.evaluate(STACK, results.collect(folders, PLAN), None)
     return next(c for ver in v if ver.change.id == change for c in ver.criteria if c.name == name)
 
 
@@ -116,8 +121,7 @@ def test_a_row_run_several_times_is_judged_on_its_worst_run(tmp_path: Path) -> N
     selected = rows("48407")
     write_rows(tmp_path / "1", selected, timed(44.0, "vLLM logits-processor plugin scan (3 ms)"))  # 1.10x: fine
     write_rows(tmp_path / "2", selected, timed(100.0, "vLLM logits-processor plugin scan (11 ms)"))  # 2.50x
-    v = acceptance.evaluate(STACK, results.collect([tmp_path / "1", tmp_path / "2"], PLAN), None)
-    crit = next(c for ver in v if ver.change.id == "48407" for c in ver.criteria if c.name == criteria.COLD_WARM)
+    crit = _judged([tmp_path / "1", tmp_path / "2"], criteria.COLD_WARM, "48407")
     assert crit.status == "fail"
     assert "(2.50x, the worst of 2 runs (1.10x–2.50x); 60 ms over warm; paid once: vLLM logits-processor plugin " \
            "scan (11 ms); not named: 49 ms)" in crit.evidence  # fmt: skip
@@ -134,8 +138,7 @@ def test_a_row_that_broke_a_rule_in_some_of_its_runs_is_named_once_with_the_coun
     selected = rows("46514")
     for n, steps in enumerate((0.0, 426.0, 431.0)):
         write_rows(tmp_path / str(n), selected, eager(steps))
-    v = acceptance.evaluate(STACK, results.collect([tmp_path / str(n) for n in range(3)], PLAN), None)
-    crit = next(c for ver in v if ver.change.id == "46514" for c in ver.criteria if c.name == criteria.GRAPH)
+    crit = _judged([tmp_path / str(n) for n in range(3)], criteria.GRAPH, "46514")
     first = selected[0].id
     assert crit.status == "fail" and f"{first} (426, 431 count; 2 of 3 runs)" in crit.evidence
     assert crit.evidence.count(first) == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -27,6 +27,15 @@ _NAMED_MS = re.compile(r"\((\d+(?:\.\d+)?) ms\)$")  # a named part's time: harne
 RowStatus = Literal["pass", "failure", "error", "conflict", "skipped", "incomplete", "not run"]
 # Worst first: a row's status is its worst test's status.
 _SEVERITY: tuple[RowStatus, ...] = ("error", "failure", "conflict", "skipped", "pass")
+
+
+def cold_warm_ratio(metric: Callable[[str], Metric | None]) -> Metric | None:
+    """The first request over the warm median: the test's own `cold_warm_ratio`, else derived where it recorded
+    `cold_first_request_ms` and `warm_request_ms` (`metric` looks a metric up by name, in a case or a row)."""
+    ratio, cold, warm = map(metric, ("cold_warm_ratio", "cold_first_request_ms", "warm_request_ms"))
+    if ratio is None and cold and warm and warm.value > 0:
+        return Metric("cold_warm_ratio", cold.value / warm.value, "ratio", "none", 1, None)
+    return ratio
 
 
 def paid_once(case: Case) -> str:
@@ -65,21 +74,10 @@ class RowResult:
         return bad[0].message if bad else ""
 
     @property
-    def first_request_only(self) -> str:
-        """What the row's first request paid once per process (stackgate.first_request_only), or ""."""
-        return next((c.first_request_only for c in self.ran if c.first_request_only), "")
-
-    @property
     def cold_warm_runs(self) -> list[tuple[float, str]]:
         """Per run of the row (each case that ran), its first request over its warm median and `paid_once(case)`,
         worst first; a run that recorded neither the ratio nor both requests is left out."""
-        runs = []
-        for case in self.ran:
-            ratio, cold, warm = map(case.metric, ("cold_warm_ratio", "cold_first_request_ms", "warm_request_ms"))
-            if ratio is None and cold and warm and warm.value > 0:
-                ratio = Metric("cold_warm_ratio", cold.value / warm.value, "ratio", "none", 1, None)
-            if ratio is not None:
-                runs.append((ratio.value, paid_once(case)))
+        runs = [(ratio.value, paid_once(case)) for case in self.ran if (ratio := cold_warm_ratio(case.metric))]
         return sorted(runs, key=lambda run: -run[0])
 
     @cached_property  # computed once: a frozen row's cases never change
@@ -90,9 +88,8 @@ class RowResult:
         for case in self.cases:
             for m in case.metrics:
                 out.setdefault(m.name, m)
-        cold, warm = out.get("cold_first_request_ms"), out.get("warm_request_ms")
-        if "cold_warm_ratio" not in out and cold and warm and warm.value > 0:  # a test that did not record it
-            out["cold_warm_ratio"] = Metric("cold_warm_ratio", cold.value / warm.value, "ratio", "none", 1, None)
+        if (ratio := cold_warm_ratio(out.get)) is not None:
+            out["cold_warm_ratio"] = ratio
         return out
 
 

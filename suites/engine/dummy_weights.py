@@ -37,12 +37,11 @@ def load_format(architectures: Iterable[str]) -> str:
     return LOAD_FORMAT if FINISHED_BY_LOAD_WEIGHTS.intersection(architectures) else "dummy"
 
 
-def finish(model: Any) -> list[str]:
-    """Run the post-load steps of `model`'s class (`POST_LOAD`) and return them; a class not listed there (another
+def finish(model: Any) -> None:
+    """Run the post-load steps of `model`'s class (`POST_LOAD`); a class not listed there (another
     drafter in the same engine, say) is left as vLLM's dummy loader leaves it. A listed step the model lacks is an
     error naming it: the pinned vLLM moved it, and `POST_LOAD` must follow."""
-    steps = POST_LOAD.get(type(model).__name__, ())
-    for path in steps:
+    for path in POST_LOAD.get(type(model).__name__, ()):
         target: Any = model
         for part in path.split("."):
             if not hasattr(target, part):
@@ -52,7 +51,6 @@ def finish(model: Any) -> list[str]:
                 )
             target = getattr(target, part)
         target()
-    return list(steps)
 
 
 def register() -> None:
