@@ -77,6 +77,8 @@ def test_deepseek_v4_random_weights_are_finished_as_its_own_load_weights_finishe
     assert config.llm_kwargs(two)["load_format"] == dummy_weights.LOAD_FORMAT  # its workers load the plugin too
     eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
     assert config.llm_kwargs(eagle)["load_format"] == "dummy"
+    # random weights: a fixed KV budget, the same on every device, which rows sharing one device rely on
+    assert config.llm_kwargs(one)["kv_cache_memory_bytes"] == config.llm_kwargs(eagle)["kv_cache_memory_bytes"] > 0
 
     registry: dict[str, type] = {}
 
