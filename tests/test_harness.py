@@ -22,18 +22,25 @@ from harness import graphs, hardware, measure  # noqa: E402
 from harness.causes import hang_sites  # noqa: E402
 
 
-def _rows(path: Path, rows: list[tuple[str, str]]) -> Path:
+def _rows(path: Path, rows: list[tuple[str, str]], model_info: dict[str, dict] | None = None) -> Path:
     doc = {"schema": 1, "target": {"id": "cpu", "family": "cpu"}, "suite": "s", "git_revision": "abc",
            "image": {"ref": "img", "digest": "sha256:feed"}, "timeout_s": 30,
-           "rows": [{"id": i, "change": "c", "track": t, "suite": "s", "target": "cpu"} for i, t in rows]}  # fmt: skip
+           "rows": [{"id": i, "change": "c", "track": t, "suite": "s", "target": "cpu",
+                     "model_info": (model_info or {}).get(i, {})} for i, t in rows]}  # fmt: skip
     path.write_text(json.dumps(doc))
     return path
 
 
-def _run(tmp_path: Path, test_source: str, rows: list[tuple[str, str]], sentinel: bool = True) -> dict[str, dict]:
+def _run(
+    tmp_path: Path,
+    test_source: str,
+    rows: list[tuple[str, str]],
+    sentinel: bool = True,
+    model_info: dict[str, dict] | None = None,
+) -> dict[str, dict]:
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "test_it.py").write_text(test_source)
-    env = dict(os.environ, STACKGATE_ROWS=str(_rows(tmp_path / "rows.json", rows)))
+    env = dict(os.environ, STACKGATE_ROWS=str(_rows(tmp_path / "rows.json", rows, model_info)))
     env["PYTHONPATH"] = os.pathsep.join([str(FAKES)] * sentinel + [str(SUITES)])
     env.pop("STACKGATE_JIT_LOG", None)
     junit = tmp_path / "junit.xml"
@@ -84,6 +91,23 @@ def test_rows_become_items_and_jit_compiles_are_counted_across_processes(tmp_pat
     )
     assert cases["test_plain"]["props"]["stackgate.jit.compiles"] == "0"
     assert "stackgate.row" not in cases["test_plain"]["props"]
+
+
+def test_each_rows_process_gets_its_models_env_and_only_its_own(tmp_path: Path) -> None:
+    """A model's runtime switches (models.yaml `env`) reach its rows' processes, over the target's env, and no
+    other row's: the row without them sees the switch unset, the one with them sees the model's value."""
+    source = """\
+import os
+import pytest
+
+@pytest.mark.track("t1")
+def test_env(row):
+    want = {"r1": "1", "r2": None}[row.id]
+    assert os.environ.get("STACKGATE_TEST_SWITCH") == want, os.environ.get("STACKGATE_TEST_SWITCH")
+"""
+    cases = _run(tmp_path, source, [("r1", "t1"), ("r2", "t1")],
+                 model_info={"r1": {"env": {"STACKGATE_TEST_SWITCH": "1"}}})  # fmt: skip
+    assert {name: case["failure"] for name, case in cases.items()} == {"test_env[r1]": None, "test_env[r2]": None}
 
 
 def test_a_row_no_test_serves_is_an_error_not_a_silence(tmp_path: Path) -> None:

@@ -41,6 +41,24 @@ def test_a_shrunk_model_carries_its_real_models_traits():
     assert small.name == "Hy3 (native MTP), shrunk (random weights)" and small.seed_name is None
 
 
+def test_a_models_runtime_env_reaches_its_shrunk_twins_rows(stack_copy, edit):
+    """DeepSeek-V4's UE8M0-scaled FP8 linears need DeepGEMM where cuda-sm90 turns it off: its rows, and its shrunk
+    twin's, carry the switch to their processes in rows.json; a bad variable name is refused with its line."""
+    from ci.stack import rows_json
+
+    st = stack.load()
+    want = {"VLLM_USE_DEEP_GEMM": "1"}
+    assert st.models["deepseek-v4-flash"].env == st.models["deepseek-v4-flash-shrunk"].env == want
+    row = next(r for r in plan.build(st).rows if r.model == "deepseek-v4-flash-shrunk")
+    assert rows_json.row_document(st, row)["model_info"]["env"] == want
+    other = next(r for r in plan.build(st).rows if r.model == "glm-5.2-shrunk")
+    assert rows_json.row_document(st, other)["model_info"]["env"] == {}
+    path = stack_copy / "models.yaml"
+    edit(path, '    env: {VLLM_USE_DEEP_GEMM: "1"}\n', '    env: {VLLM_USE_DEEP_GEMM: "1", 2BAD: "x"}\n')
+    err = _error(stack_copy)
+    assert err.path == path and "'2BAD' is not an environment variable name" in str(err) and err.key.endswith("2BAD")
+
+
 def test_shrunk_rows_follow_the_real_models_rows(stack_copy):
     (stack_copy / "models.yaml").write_text((stack_copy / "models.yaml").read_text().replace("    tp: 8\n", ""))
     p = plan.build(stack.load(stack_copy))  # the real models fit one GPU here, so both have rows everywhere
@@ -71,6 +89,7 @@ def test_a_restated_trait_that_agrees_is_accepted(stack_copy, edit):
         ("    attention: {layout: mla}\n", "contradicts hy3"),
         ("    hf: tencent/Hy3\n", "unknown key 'hf'"),
         ("    weights: hub\n", "duplicate key"),
+        ("    env: {VLLM_USE_DEEP_GEMM: '1'}\n", "unknown key 'env'"),  # the real model's env is inherited
     ],
 )
 def test_what_a_shrunk_model_may_not_say(stack_copy, edit, extra, message):

@@ -206,6 +206,10 @@ def _check_targets(targets: dict[str, _Entry], backends: dict[str, _Entry]) -> N
 
 def _check_models(models: dict[str, _Entry], backends: dict[str, _Entry]) -> None:
     for model, src, loc in models.values():
+        for key in model.env:
+            if not _ENV_KEY.match(key):
+                raise src.error((*loc, "env", key), f"{key!r} is not an environment variable name",
+                                hint="letters, digits and _, not starting with a digit")  # fmt: skip
         for i, b in enumerate(model.backends):
             if b not in backends:
                 raise _unknown(src, (*loc, "backends", i), "backend", b, backends)

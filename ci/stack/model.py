@@ -123,6 +123,9 @@ class Model:
     # The KV-cache dtypes vLLM accepts for this model, its default first (None: whatever the backend accepts);
     # a row planned with "auto" takes the first where "auto" is not among them
     kv_cache_dtypes: tuple[str, ...] | None = None
+    # Runtime switches this model's rows set over the target's env (each row is its own process), for what its
+    # checkpoint format needs: each with a comment in models.yaml saying why
+    env: dict[str, str] = field(default_factory=dict)
     notes: str = ""
     # The real model whose architecture this one shrinks (random weights): its traits, and so its eligibility,
     # are that model's, copied by the loader (ci.stack.shrunk); a models.yaml entry never sets it by hand.

@@ -32,6 +32,7 @@ def row_document(st: Stack, row: Row) -> dict[str, Any]:
         "drafter": asdict(model.drafter) if model.drafter else None,
         "shrunk_of": model.shrunk_of,
         "kv_cache_dtypes": list(model.kv_cache_dtypes) if model.kv_cache_dtypes else None,
+        "env": dict(model.env),
     }
     return {**row.to_json(), "model_info": info, "acceptance": asdict(change.acceptance)}
 

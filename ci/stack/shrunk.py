@@ -2,7 +2,7 @@
 
 A models.yaml entry with `shrunk_of: <model id>` names only what is its own (its config directory, a local
 draft config, its TP and notes). Its traits (drafter type and method, attention layout and proof,
-quantization, backends) are copied from the real model here, so its eligibility is the real model's and
+quantization, backends, runtime env) are copied from the real model here, so its eligibility is the real model's and
 cannot drift from it. An entry may restate a trait; one that differs from the real model's is an error
 naming both lines.
 """
@@ -110,6 +110,7 @@ def _inherit(obj: Shrunk, src: Source, loc: Loc, real: Model, real_src: Source, 
         quantization=real.quantization,
         backends=real.backends,
         kv_cache_dtypes=real.kv_cache_dtypes,
+        env=real.env,
         tp=obj.tp,
         notes=obj.notes,
         shrunk_of=real.id,

@@ -1,15 +1,18 @@
-"""run.sh's plan: "stream suite row model" lines for cuda-sm90's shrunk-model and DSpark/DFlash rows.
+"""run.sh's plan: "stream suite row group" lines for cuda-sm90's shrunk-model and DSpark/DFlash rows.
 
-usage: plan.py one|b1|all RESULTS STREAMS. Rows with a result in RESULTS/*/junit-*.xml are left out (a row that a
-stop interrupted is not); GLM-5.2's #48407 row comes first, then the #52512 guard's positive control ("break") until
-it has a result. The rows of one model and change form a group, which runs in one stream on one caches root (its
-rows reuse what the first compiled); the groups are spread over the streams by row count, most rows first.
+usage: [ONLY=text] [GROUP=row] plan.py one|b1|all RESULTS STREAMS
+Rows with a result in RESULTS/*/junit-*.xml are left out (a row that a stop interrupted is not). GLM-5.2's #48407 row
+comes first, then the #52512 guard's positive control ("break") until it has a result. The rows of one model and
+change form a group, which runs in one stream on one caches root (its rows reuse what the first compiled); the groups
+are spread over the streams by row count, most rows first. ONLY: just the models whose id holds the text; GROUP=row:
+every row a group of its own (its own caches root: rows run side by side, each compiling for itself).
 """
 
 from __future__ import annotations
 
 import glob
 import json
+import os
 import subprocess
 import sys
 
@@ -39,7 +42,7 @@ def main(which: str, res: str, streams: int) -> None:
         check=True,
     )
     rows = [r for r in json.loads(plan.stdout)["rows"] if r["model"].endswith("-shrunk") or r["model"] in DRAFTERS]
-    rows = [r for r in rows if which == "all" or int(r["batch"]) == 1]
+    rows = [r for r in rows if (which == "all" or int(r["batch"]) == 1) and os.environ.get("ONLY", "") in r["model"]]
     # batch 1 first; a row on one GPU before one that needs two (tp or dcp 2), which a one-GPU host skips
     rows.sort(
         key=lambda r: (
@@ -53,7 +56,8 @@ def main(which: str, res: str, streams: int) -> None:
             r["id"],
         )
     )
-    glm = next(r for r in rows if (r["suite"], r["model"], r["change"]) == ("sparse_mla", "glm-5.2-shrunk", "48407"))
+    glm = next((r for r in rows if (r["suite"], r["model"], r["change"]) == ("sparse_mla", "glm-5.2-shrunk", "48407")),
+               None)  # fmt: skip
     if which == "one":  # the first of each model, suite and change; each model's first row before any one's second
         firsts: dict[tuple[str, str, str], dict] = {}
         for r in rows:
@@ -63,7 +67,7 @@ def main(which: str, res: str, streams: int) -> None:
     rows.sort(key=lambda r: r is not glm)  # stable: the others keep their order
     done = finished(f"{res}/s*-s*/junit-*.xml")
     todo = [(r["suite"], r) for r in rows if r["id"] not in done]
-    if not finished(f"{res}/s*-break-*/junit-*.xml"):
+    if glm is not None and not finished(f"{res}/s*-break-*/junit-*.xml"):
         todo.insert(1 if todo and todo[0][1] is glm else 0, ("break", glm))
     load: dict[str, int] = {}
     for _, r in todo:
@@ -77,7 +81,7 @@ def main(which: str, res: str, streams: int) -> None:
 
 
 def group(row: dict) -> str:
-    return f"{row['model']}.{row['change']}"
+    return row["id"] if os.environ.get("GROUP") == "row" else f"{row['model']}.{row['change']}"
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 # an earlier call compiled for the group is reused); JIT allowed: this is about each architecture running its
 # tracks, not JIT. A crash is the row's outcome, with its cause. Streams sharing a GPU slow each other down: their
 # latency figures show only that the rows ran.
-# usage: [PER_GPU=n] [ROW_TIMEOUT=s] run.sh [one|b1|all]   (default b1); stop it with SIGTERM before a time limit
+# usage: [PER_GPU=n] [ROW_TIMEOUT=s] [ONLY=model-text] [GROUP=row] run.sh [one|b1|all]   (default b1); stop it with SIGTERM before a time limit
 #        (`timeout 560 run.sh`): what finished comes back in $OUT; run it again to go on (rows with a result are
 #        skipped; a row the stop interrupted runs again).
 #        GLM-5.2's #48407 row runs first in its stream, then the #52512 guard's positive control: the same row again

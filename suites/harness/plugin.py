@@ -350,6 +350,8 @@ class _Parent:
         env["STACKGATE_ROW_ID"] = row.id if row else ""  # the JIT sentinel names the row that compiled
         if row is not None and self.doc is not None:  # the row's own GPUs: tp x dp of them, the same first ones
             env.update(hardware.assign(self.doc.target, row.gpus))
+        if row is not None:  # what the model's checkpoint needs over the target's env (models.yaml says why)
+            env.update({str(k): str(v) for k, v in (row.model_info.get("env") or {}).items()})
         harness_root = str(Path(harness.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (harness_root, env.get("PYTHONPATH", "")) if p)
         outcome = isolate.run_child(argv, cwd=cfg.rootpath, result=result, log=log, timeout_s=self.timeout, env=env)
