@@ -40,6 +40,8 @@ CACHE_ENV = {
     "CUDA_CACHE_PATH": "nv",
     "AITER_JIT_DIR": "aiter",
     "MIOPEN_USER_DB_PATH": "miopen",
+    "TILELANG_CACHE_DIR": "tilelang",  # DeepSeek-V4's mHC kernels (vllm/model_executor/kernels/mhc)
+    "CUTE_DSL_CACHE_DIR": "cute-dsl",  # CuTe DSL kernels: DeepSeek-V4's KV compressor, FlashInfer's GDN prefill
 }  # the same names as the JIT sentinel's CACHE_ENV (it watches them; a test holds the two together)
 
 

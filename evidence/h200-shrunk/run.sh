@@ -24,12 +24,16 @@ export VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 STACKGATE_REFUS
 # unset, as no FlashInfer module is prebuilt here (FINDINGS.md). Building one needs nvcc ($CUDA_HOME) and ninja
 # (a ninja wheel among .pydeps puts one in /tmp/pydeps/bin); the sources ship in flashinfer/data/csrc.
 export PATH="$PATH:/tmp/pydeps/bin"
-# DeepSeek-V4's mHC kernels are TileLang's (vLLM 0.26.0 requires tilelang==0.1.9, with z3-solver, ml-dtypes and
-# torch-c-dlpack-ext; the image's lock has them): the staging recipe leaves them out, so they travel as wheels in
-# /root/stage/wheels
+# DeepSeek-V4 needs two runtime kernel DSLs that vLLM 0.26.0 requires and the image's lock has, but the staging recipe
+# leaves out: TileLang for its mHC kernels (tilelang==0.1.9, z3-solver, ml-dtypes, torch-c-dlpack-ext) and the CuTe
+# DSL for its KV compressor (nvidia-cutlass-dsl[cu13]==4.6.0, quack-kernels==0.6.3). They travel as wheels in
+# /root/stage/wheels. The CuTe DSL puts `cutlass` on sys.path through a .pth file, which Python reads in
+# site-packages only, not in a PYTHONPATH folder: its dsl_packages folder is named on PYTHONPATH instead.
+export PYTHONPATH="$PYTHONPATH:/tmp/pydeps/nvidia_cutlass_dsl/dsl_packages"
 python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl /root/stage/wheels/*.whl 2>/dev/null \
   || python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl 2>/dev/null
-python3 -c "import tilelang; print('tilelang', tilelang.__version__)" 2>&1 | tail -n 1
+python3 -c "import tilelang, cutlass.cute, quack; print('tilelang', tilelang.__version__, 'CuTe DSL', cutlass.__version__)" \
+  2>&1 | tail -n 1
 echo "FlashInfer JIT: nvcc $(command -v "$CUDA_HOME/bin/nvcc" || echo missing), ninja $(command -v ninja || echo missing)"
 WHICH=${1:-b1}
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$NGPU" -ge 1 ] || NGPU=1

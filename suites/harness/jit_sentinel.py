@@ -39,6 +39,8 @@ CACHE_ENV = {
     "MIOPEN_USER_DB_PATH": "~/.cache/miopen",
     "CUDA_CACHE_PATH": "~/.nv/ComputeCache",
     "NUMBA_CACHE_DIR": "~/.cache/numba",
+    "TILELANG_CACHE_DIR": "~/.tilelang/cache",  # tilelang/env.py
+    "CUTE_DSL_CACHE_DIR": "/tmp/{user}/cutlass_python_cache",  # cutlass/base_dsl/cache_helpers.py (under $TMPDIR)
 }
 
 _MARK = "_stackgate_jit_sentinel"
