@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every shrunk model's rows (the seven named models' own architectures, shrunk, random weights) and the DSpark /
 # DFlash drafters' rows of cuda-sm90, in streams of rows: PER_GPU streams on each GPU of the host (default 1; the
-# rows' fixed KV budget lets several share one GPU). The rows of one model and change stay in one stream, on their
+# rows' fixed KV budget, 12 GiB each, lets several share one GPU: up to 7 on an H200). The rows of one model and change stay in one stream, on their
 # own JIT caches root; plan.py spreads these groups over the streams by row count.
 # Batch-1 rows come first (every model and track once per backend), then the larger batches.
 # A stream runs its rows in plan order, one `ci run --host --unbaked --keep-caches` call per row (no AOT bake; what

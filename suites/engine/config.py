@@ -16,7 +16,9 @@ from engine import dummy_weights
 SUITES_ROOT = Path(__file__).resolve().parents[1]
 ENV_MODEL_CACHE = "STACKGATE_MODEL_CACHE"
 MAX_TOKENS = 32
-DUMMY_KV_CACHE_BYTES = 8 << 30  # holds every random-weight row's batch x context (vLLM logs the tokens it fits)
+# holds every random-weight row's batch x context (vLLM logs the tokens it fits): on the H200, 8 GiB held 276k tokens
+# of DeepSeek-V4, whose largest row needs 268k (batch 64 x 4,192), and 0.66M-3.4M of the others; 12 GiB keeps 1.5x
+DUMMY_KV_CACHE_BYTES = 12 << 30
 change_absent = ""  # set by the row's presence check (one row per process): why the change is not here
 
 
