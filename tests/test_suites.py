@@ -282,12 +282,38 @@ def test_evidence_applies_the_rows_tolerance_and_graph_replay(engine_pkg):
     ]
     with pytest.raises(pytest.fail.Exception, match="graph-replay assertion failed"):
         ev.finish()
+    # where vLLM ran the row in a lower graph mode than it asked (FlashInfer on SM90 drops full graphs for spec
+    # decode), the failure says so; where it ran the row's own mode, it says nothing more
+    downgraded = Evidence(_Request(), row)
+    downgraded.graph_replay(0.0, ran_mode="PIECEWISE")
+    downgraded.graph_replay(0.0, ran_mode=row["cudagraph_mode"])
+    assert downgraded.failures == [
+        "graph-replay assertion failed: draft_graph_replays_per_step = 0, expected == 1 "
+        f"(vLLM ran cudagraph_mode PIECEWISE, not the row's {row['cudagraph_mode']})",
+        "graph-replay assertion failed: draft_graph_replays_per_step = 0, expected == 1",
+    ]
     ok = Evidence(_Request(), row)
-    ok.graph_replay(1.0)
+    ok.graph_replay(1.0, ran_mode="PIECEWISE")  # a pass stays a pass
     ok.tolerance(0, "greedy_token_mismatches")
     ok.metric("draft_step_ms", [0.3, 0.4], "ms", "warm")
     ok.finish()
     assert ok.node.user_properties[0][0] == "stackgate.metric.draft_step_ms"
+
+
+def test_the_graph_mode_vllm_settled_on_is_read_from_the_runners_config(engine_pkg):
+    """vLLM stores the mode it resolved on the runner's compilation config; a runner without one gives None."""
+    from engine import engines
+
+    def engine_with(runner):
+        worker = types.SimpleNamespace(model_runner=runner)
+        executor = types.SimpleNamespace(driver_worker=types.SimpleNamespace(worker=worker))
+        llm_engine = types.SimpleNamespace(model_executor=executor)
+        return types.SimpleNamespace(llm=types.SimpleNamespace(llm_engine=llm_engine))
+
+    mode = types.SimpleNamespace(name="PIECEWISE")
+    runner = types.SimpleNamespace(compilation_config=types.SimpleNamespace(cudagraph_mode=mode))
+    assert engines.cudagraph_mode(engine_with(runner)) == "PIECEWISE"
+    assert engines.cudagraph_mode(engine_with(types.SimpleNamespace())) is None
 
 
 def test_once_per_process_work_in_a_request_is_timed_and_named(engine_pkg, monkeypatch):

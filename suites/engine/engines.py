@@ -76,6 +76,13 @@ def runner(engine: Engine) -> Any:
     return worker(engine).model_runner
 
 
+def cudagraph_mode(engine: Engine) -> str | None:
+    """The CUDA graph mode vLLM settled on for the engine, which may be below the one asked for: it resolves the
+    mode against what the attention backend supports (CompilationConfig.resolve_cudagraph_mode_and_sizes)."""
+    mode = getattr(getattr(runner(engine), "compilation_config", None), "cudagraph_mode", None)
+    return getattr(mode, "name", None)
+
+
 def greedy(max_tokens: int, *, logprobs: int | None = None) -> Any:
     from vllm import SamplingParams
 

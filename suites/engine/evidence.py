@@ -81,7 +81,9 @@ class Evidence:
                 f"{tol.get('metric', what)} {value:.4g} {tol.get('unit', '')} > {limit:g} vs {against}"
             )
 
-    def graph_replay(self, value: float | None) -> None:
+    def graph_replay(self, value: float | None, *, ran_mode: str | None = None) -> None:
+        """`ran_mode`: the CUDA graph mode vLLM ran the row in; a failure names it where vLLM changed the row's
+        (it drops full graphs for spec decode on a backend that cannot replay them, and logs why)."""
         gr = self.row.acceptance.get("graph_replay", {})
         lo, hi = gr.get("min"), gr.get("max")  # an absent bound is open
         if value is None:
@@ -94,7 +96,11 @@ class Evidence:
                     w for w in (f">= {lo:g}" if lo is not None else "", f"<= {hi:g}" if hi is not None else "") if w
                 )
             )
-            self.failures.append(f"graph-replay assertion failed: {gr.get('metric')} = {value:g}, expected {want}")
+            asked = str(self.row["cudagraph_mode"])
+            why = ""
+            if ran_mode is not None and ran_mode != asked:
+                why = f" (vLLM ran cudagraph_mode {ran_mode}, not the row's {asked})"
+            self.failures.append(f"graph-replay assertion failed: {gr.get('metric')} = {value:g}, expected {want}{why}")
 
     def finish(self) -> None:
         problems = ([self.absent] if self.absent else []) + self.failures

@@ -51,6 +51,9 @@ def test_ar_graph(row, request):
     kwargs = config.llm_kwargs(row)
     engine = engines.start(kwargs)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
+    ran_mode = engines.cudagraph_mode(engine)
+    if ran_mode:
+        ev.prop("cudagraph_mode_ran", ran_mode)
     prompts = config.prompts(row)
     params = engines.greedy(config.MAX_TOKENS)
     cold_ms, warm_ms, out, loop, warm_steps = _measure(engine, prompts, params)
@@ -95,5 +98,5 @@ def test_ar_graph(row, request):
     mism = engines.mismatches(tokens, ref_tokens)
     ev.metric("greedy_token_mismatches", mism, "tokens", "none")
     ev.tolerance(mism, "greedy_token_mismatches")
-    ev.graph_replay(per_step)
+    ev.graph_replay(per_step, ran_mode=ran_mode)
     ev.finish()
