@@ -192,10 +192,7 @@ def _check_targets(targets: dict[str, _Entry], backends: dict[str, _Entry]) -> N
         for i, tt in enumerate(target.triton_targets):
             if not _TRITON_TARGET.match(tt):
                 raise src.error((*loc, "triton_targets", i), f"{tt!r} is not 'cuda:<sm>' or 'hip:gfx<id>'")
-        for key in target.env:
-            if not _ENV_KEY.match(key):
-                raise src.error((*loc, "env", key), f"{key!r} is not an environment variable name",
-                                hint="letters, digits and _, not starting with a digit")  # fmt: skip
+        _check_env(target.env, src, loc)
         for name in target.sessions:
             if not _SUITE.match(name):
                 raise src.error((*loc, "session"), f"session name {name!r}: letters, digits and _ only")
@@ -204,12 +201,16 @@ def _check_targets(targets: dict[str, _Entry], backends: dict[str, _Entry]) -> N
         raise src.error(loc, f"exactly one target needs detect.fallback: true; found {len(fallbacks)}")
 
 
+def _check_env(env: dict[str, str], src: Source, loc: Loc) -> None:  # a target's or a model's: ci repro prints them
+    for key in env:
+        if not _ENV_KEY.match(key):
+            raise src.error((*loc, "env", key), f"{key!r} is not an environment variable name",
+                            hint="letters, digits and _, not starting with a digit")  # fmt: skip
+
+
 def _check_models(models: dict[str, _Entry], backends: dict[str, _Entry]) -> None:
     for model, src, loc in models.values():
-        for key in model.env:
-            if not _ENV_KEY.match(key):
-                raise src.error((*loc, "env", key), f"{key!r} is not an environment variable name",
-                                hint="letters, digits and _, not starting with a digit")  # fmt: skip
+        _check_env(model.env, src, loc)
         for i, b in enumerate(model.backends):
             if b not in backends:
                 raise _unknown(src, (*loc, "backends", i), "backend", b, backends)

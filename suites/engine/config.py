@@ -68,7 +68,8 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
         "skip_tokenizer_init": True,
         "max_model_len": int(row["context"]) + MAX_TOKENS + 64,
         "max_num_seqs": max(int(row["batch"]), 8),
-        "gpu_memory_utilization": 0.85,
+        # random weights: only vLLM's start check reads it, the KV budget being fixed (below)
+        "gpu_memory_utilization": 0.1 if dummy else 0.85,
         "tensor_parallel_size": int(row["tp"]),
         "kv_cache_dtype": row["kv_cache_dtype"],
         "attention_config": {"backend": row["backend"]},
@@ -91,10 +92,8 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
         # a fixed KV budget instead of a share of the device: every random-weight row's batch x context fits in a
         # few GiB, the engine is the same on an H200, a 24 GiB card and a GB10's unified memory, several rows can
         # share one device, and vLLM skips its memory profiling (whose check fails when another process on the
-        # device frees memory meanwhile, vllm/v1/worker/gpu_worker.py); vLLM's start check still wants
-        # gpu_memory_utilization x the device free
+        # device frees memory meanwhile, vllm/v1/worker/gpu_worker.py)
         kw["kv_cache_memory_bytes"] = DUMMY_KV_CACHE_BYTES
-        kw["gpu_memory_utilization"] = 0.1
     if "vision_config" in hf_config:
         kw["language_model_only"] = True  # a vision-language checkpoint: the tracks exercise its language model
     if "linear_key_head_dim" in hf_config.get("text_config", hf_config):

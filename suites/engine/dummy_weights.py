@@ -21,9 +21,8 @@ from collections.abc import Iterable
 from typing import Any
 
 LOAD_FORMAT = "stackgate-dummy"
-# architectures whose load_weights derives tensors the forward pass needs (vLLM 0.26.0)
-FINISHED_BY_LOAD_WEIGHTS = frozenset({"DeepseekV4ForCausalLM"})
-# model class -> the methods its load_weights calls after loading (attribute paths from the model), vLLM 0.26.0
+# model class -> the methods its load_weights calls after loading (attribute paths from the model), vLLM 0.26.0;
+# an architecture named here loads through LOAD_FORMAT
 POST_LOAD: dict[str, tuple[str, ...]] = {
     # vllm/models/deepseek_v4/nvidia/model.py:1471-1472
     "DeepseekV4ForCausalLM": ("model.finalize_mega_moe_weights", "model.finalize_mhc_broadcast_weights"),
@@ -34,7 +33,7 @@ POST_LOAD: dict[str, tuple[str, ...]] = {
 
 def load_format(architectures: Iterable[str]) -> str:
     """The load format for random weights of a model with these `architectures`."""
-    return LOAD_FORMAT if FINISHED_BY_LOAD_WEIGHTS.intersection(architectures) else "dummy"
+    return LOAD_FORMAT if POST_LOAD.keys() & set(architectures) else "dummy"
 
 
 def finish(model: Any) -> None:
