@@ -4,7 +4,8 @@ usage: [ONLY=text] [GROUP=row] plan.py one|b1|all RESULTS STREAMS
 Rows with a result in RESULTS/*/junit-*.xml are left out (a row that a stop interrupted is not). GLM-5.2's #48407 row
 comes first, then the #52512 guard's positive control ("break") until it has a result. The rows of one model and
 change form a group, which runs in one stream on one caches root (its rows reuse what the first compiled); the groups
-are spread over the streams by row count, most rows first. ONLY: just the models whose id holds the text; GROUP=row:
+are spread over the streams by row count, most rows first. ONLY: just the rows whose model id or row id holds one of
+its comma-separated texts (ONLY=deepseek-v4,hy3-shrunk.0a112c21); GROUP=row:
 every row a group of its own (its own caches root: rows run side by side, each compiling for itself).
 """
 
@@ -42,7 +43,12 @@ def main(which: str, res: str, streams: int) -> None:
         check=True,
     )
     rows = [r for r in json.loads(plan.stdout)["rows"] if r["model"].endswith("-shrunk") or r["model"] in DRAFTERS]
-    rows = [r for r in rows if (which == "all" or int(r["batch"]) == 1) and os.environ.get("ONLY", "") in r["model"]]
+    only = os.environ.get("ONLY", "").split(",")
+    rows = [
+        r
+        for r in rows
+        if (which == "all" or int(r["batch"]) == 1) and any(t in r["model"] or t in r["id"] for t in only)
+    ]
     # batch 1 first; a row on one GPU before one that needs two (tp or dcp 2), which a one-GPU host skips
     rows.sort(
         key=lambda r: (

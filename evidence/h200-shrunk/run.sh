@@ -27,7 +27,7 @@ export PATH="$PATH:/tmp/pydeps/bin"
 # DeepSeek-V4 needs two runtime kernel DSLs that vLLM 0.26.0 requires and the image's lock has, but the staging recipe
 # leaves out: TileLang for its mHC kernels (tilelang==0.1.9, z3-solver, ml-dtypes, torch-c-dlpack-ext) and the CuTe
 # DSL for its KV compressor (nvidia-cutlass-dsl[cu13]==4.6.0, quack-kernels==0.6.3). They travel as wheels in
-# /root/stage/wheels. The CuTe DSL puts `cutlass` on sys.path through a .pth file, which Python reads in
+# /root/stage/wheels, or as those wheels' contents unpacked into /tmp/pydeps before the call (smaller in xz). The CuTe DSL puts `cutlass` on sys.path through a .pth file, which Python reads in
 # site-packages only, not in a PYTHONPATH folder: its dsl_packages folder is named on PYTHONPATH instead.
 export PYTHONPATH="$PYTHONPATH:/tmp/pydeps/nvidia_cutlass_dsl/dsl_packages"
 python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl /root/stage/wheels/*.whl 2>/dev/null \
