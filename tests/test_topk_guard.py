@@ -137,6 +137,18 @@ def test_a_backend_the_guard_cannot_watch_is_refused_loudly(engine_pkg):
         watch("FLASHMLA_SPARSE", own, registry=registry, graph_none=graph_none),
     ):
         pass
+    own_layers = Runner()  # DeepSeek-V4 in vLLM 0.26.0: its attention layers hold the buffer and read it themselves
+
+    class DeepseekV4FlashMLAAttention(Module):
+        pass
+
+    own_layers.model = Module(DeepseekV4FlashMLAAttention(topk_indices_buffer=own_layers.buffer))
+    with (
+        pytest.raises(CannotWatch, match=r"run no sparse-attention implementation, not SparseImpl\.forward_mqa; its "
+                                         r"topk_indices_buffer is held by DeepseekV4FlashMLAAttention: attention of"),
+        watch("FLASHMLA_SPARSE", own_layers, registry=registry, graph_none=graph_none),
+    ):  # fmt: skip
+        pass
     dense = Runner()
     dense.model = Module(Module(impl=SparseImpl(dense.buffer)))  # the layers run it, but no buffer is held
     dense.model.children[0].impl.topk_indices_buffer = None

@@ -12,12 +12,13 @@ request can hold stale, plausible indices and the bad read goes unseen.
 Watching: the sparse-MLA implementation of the row's backend, resolved through vLLM's backend registry
 (`AttentionBackendEnum[name].get_class().get_impl_cls()`); its `forward_mqa` reads
 `topk_indices_buffer[:num_tokens]` (FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE, ROCM_AITER_MLA_SPARSE in vLLM
-0.26.0). The model's attention layers must run that very method: a backend, or a model with its own
-attention, that cannot be watched so raises CannotWatch before anything is generated, and the row fails
-saying why, never "0 bad reads". A step that replays a FULL CUDA graph runs no Python, and a short prefill may
-take dense MHA and read no top-k at all, so the forced steps run without CUDA graphs (the runner's graph
-dispatcher is told NONE; a runner without one is refused), and a guard that saw no sparse read says so: the row
-fails, as a guard that watched nothing proves nothing.
+0.26.0). The model's attention layers must run that very method: a backend, or a model with attention of its
+own (DeepSeek-V4's layers read the buffer themselves), that cannot be watched so raises CannotWatch before
+anything is generated, naming what holds the buffer, and the row fails saying why, never "0 bad reads". A step
+that replays a FULL CUDA graph runs no Python, and a short prefill may take dense MHA and read no top-k at all,
+so the forced steps run without CUDA graphs (the runner's graph dispatcher is told NONE; a runner without one is
+refused), and a guard that saw no sparse read says so: the row fails, as a guard that watched nothing proves
+nothing.
 
 Broken on purpose (`break_reads`, the suite's STACKGATE_BREAK_TOPK=1): every sparse read first throws away what
 the indexers wrote, so each top-k row reads as all -1, which is #52512's bad read made certain. A row run so must
@@ -119,8 +120,10 @@ def _watched_layers(model: Any, impl: type) -> int:
     watched = [cls for cls in runs if getattr(cls, "forward_mqa", None) is impl.forward_mqa]
     if not watched:
         seen = ", ".join(sorted({cls.__qualname__ for cls in runs})) or "no sparse-attention implementation"
+        holders = sorted({type(m).__name__ for m in model.modules() if getattr(m, BUFFER, None) is not None})
+        held = f"; its {BUFFER} is held by {', '.join(holders)}: attention of the model's own" if holders else ""
         raise CannotWatch(f"cannot watch the sparse reads: the model's attention layers run {seen}, not "
-                          f"{impl.__qualname__}.forward_mqa")  # fmt: skip
+                          f"{impl.__qualname__}.forward_mqa{held}")  # fmt: skip
     return len(watched)
 
 

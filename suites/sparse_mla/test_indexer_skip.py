@@ -44,24 +44,27 @@ def test_indexer_skip(row, request):
         full = engines.greedy(OUTPUT_TOKENS)  # the last warm one is profiled beside the cold one (harness.profile)
         warm_ms = [engines.timed_ms(engine, prompts, full, profile=last_warm(i, 3))[0] for i in range(3)]
     engines.new_length_first_use(engine, prompts, full)
+    guard, unwatched = None, ""
     try:  # the #52512 condition forced, after the timed requests: the forcing costs a fill per step
         broken = topk_guard.broken_on_purpose()
         with topk_guard.watch(row["backend"], engines.runner(engine), break_reads=broken) as guard:
             forced = engines.generate(engine, prompts, engines.greedy(OUTPUT_TOKENS))
-    except topk_guard.CannotWatch as exc:
-        engines.stop(engine)
-        pytest.fail(f"#52512 guard: {exc}", pytrace=False)
+    except topk_guard.CannotWatch as exc:  # a model with attention of its own: the row fails, the rest is measured
+        guard, unwatched = None, str(exc)
     engines.stop(engine)
-    repeated = degeneration.judge(engines.token_ids(forced), engines.token_ids(out))
     ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
     ev.metric("prefill_ms", prefill_ms, "ms", "warm")
     ev.metric("warm_request_ms", warm_ms, "ms", "warm")
     ev.metric("indexer_scoring_calls_first_request", scoring_first, "count", "cold")
     ev.metric("graph_captures_after_ready", graphs.captures, "count", "warm")
-    ev.metric("all_minus_one_topk_reads", len(guard.minus_one), "count", "none")
-    ev.metric("degenerated_requests", len(repeated.degenerated), "count", "none")
-    ev.prop("topk_guard", guard.to_json())
-    ev.prop("degeneration", repeated.to_json())
+    if guard is not None:
+        repeated = degeneration.judge(engines.token_ids(forced), engines.token_ids(out))
+        ev.metric("all_minus_one_topk_reads", len(guard.minus_one), "count", "none")
+        ev.metric("degenerated_requests", len(repeated.degenerated), "count", "none")
+        ev.prop("topk_guard", guard.to_json())
+        ev.prop("degeneration", repeated.to_json())
+    else:
+        ev.prop("topk_guard", {"watched": False, "why": unwatched})
 
     reference = engines.start(config.llm_kwargs(row, attention_config={"sparse_mla_force_mqa": True}))
     with probes.mla_layer0_output(probes.pure_prefill) as ref_cap:
@@ -78,13 +81,16 @@ def test_indexer_skip(row, request):
                                       f"({scoring_first} calls)")  # fmt: skip
     else:
         ev.expect(scoring_first > 0, f"prefill of {row['context']} > top-k {topk} ran no indexer scoring")
-    ev.expect(guard.forced_steps > 0, "#52512 guard: no engine step ran with the condition forced")
-    ev.expect(guard.reads > 0, f"#52512 guard: saw no sparse read of the top-k buffer in {guard.forced_steps} forced "
-                               "steps: it proves nothing on this row")  # fmt: skip
-    said = f" (top-k buffer broken on purpose, {topk_guard.ENV_BREAK}=1)" if guard.broken else ""
-    ev.expect(not guard.minus_one, f"#52512{said}: sparse attention read all -1 top-k rows {guard.minus_one[:3]}")
-    ev.expect(not repeated.degenerated, f"#52512: degenerated into repeated tokens with the all -1 top-k condition "
-                                        f"forced: {'; '.join(repeated.degenerated[:3])}")  # fmt: skip
+    if guard is None:
+        ev.expect(False, f"#52512 guard: {unwatched}")
+    else:
+        ev.expect(guard.forced_steps > 0, "#52512 guard: no engine step ran with the condition forced")
+        ev.expect(guard.reads > 0, f"#52512 guard: saw no sparse read of the top-k buffer in {guard.forced_steps} "
+                                   "forced steps: it proves nothing on this row")  # fmt: skip
+        said = f" (top-k buffer broken on purpose, {topk_guard.ENV_BREAK}=1)" if guard.broken else ""
+        ev.expect(not guard.minus_one, f"#52512{said}: sparse attention read all -1 top-k rows {guard.minus_one[:3]}")
+        ev.expect(not repeated.degenerated, f"#52512: degenerated into repeated tokens with the all -1 top-k "
+                                            f"condition forced: {'; '.join(repeated.degenerated[:3])}")  # fmt: skip
     ev.tolerance(err, "attn_output_rel_err")
     ev.graph_replay(graphs.captures if graphs.available else None)
     ev.finish()
