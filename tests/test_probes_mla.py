@@ -99,3 +99,17 @@ def test_a_vllm_without_deepseek_v32s_own_layer_patches_forward_impl_only(vllm, 
     with probes.mla_layer0_output(probes.pure_prefill) as cap:
         layer0.forward_impl(None, None, None, None, Metadata(0, 1, 0, 2), Out([0.0] * 2))
     assert cap.rows.rows == [1.0, 1.0]
+
+
+def test_a_step_never_captured_says_whether_the_models_attention_came_by(vllm) -> None:
+    with probes.mla_layer0_output(probes.mixed_prefill_rows) as cap:
+        pass  # DeepSeek-V4 in vLLM 0.26.0: its layers attend on a path of their own, never through forward_impl
+    assert cap.rows is None and cap.calls == 0
+    assert "never ran MLAAttention.forward_impl" in cap.unseen("mixed prefill+decode")
+    layer0 = vllm.mla("model.layers.0.self_attn.attn")
+    with probes.mla_layer0_output(probes.mixed_prefill_rows) as cap:
+        layer0.forward_impl(None, None, None, None, Metadata(0, 1, 0, 2), Out([0.0] * 2))  # a prefill, not mixed
+    assert cap.rows is None and cap.calls == 1
+    assert cap.unseen("mixed prefill+decode") == (
+        "no mixed prefill+decode step was observed: the workload did not exercise that path"
+    )

@@ -175,10 +175,23 @@ def dispatches(model_runner: Any) -> Iterator[Dispatches]:
     with ExitStack() as stack:
         stack.enter_context(patched(CudagraphDispatcher, "dispatch", dispatch))
         stack.enter_context(patched(torch.cuda.CUDAGraph, "replay", count_replay))
+        breakable = _breakable_capture()
+        if breakable is not None:  # its segments replay through bound methods taken at capture, unseen above
+            stack.enter_context(patched(breakable, "replay", count_replay))
         drafter = getattr(model_runner, "drafter", None)
         if drafter is not None and hasattr(drafter, "propose"):
             stack.enter_context(patched(drafter, "propose", propose))
         yield rec
+
+
+def _breakable_capture() -> Any:
+    """vLLM's breakable CUDA graph (DeepSeek-V4, MiniMax-M3: `VLLM_USE_BREAKABLE_CUDAGRAPH`, vLLM 0.26+), whose
+    `replay` runs graph segments bound to `torch.cuda.CUDAGraph.replay` when they were captured; else None."""
+    try:
+        from vllm.compilation.breakable_cudagraph import BreakableCUDAGraphCapture
+    except ImportError:
+        return None
+    return BreakableCUDAGraphCapture
 
 
 # --- MLA attention outputs of the first layer on chosen steps (numerics vs a reference) ----------------
@@ -188,6 +201,14 @@ def dispatches(model_runner: Any) -> Iterator[Dispatches]:
 class Capture:
     rows: Any = None  # float32 CPU tensor of the first matching step's first-layer attention output
     steps: list[dict[str, int]] = field(default_factory=list)
+    calls: int = 0  # layer-0 MLA attention calls seen on any step: 0 means the model's attention is not watched
+
+    def unseen(self, step: str) -> str:
+        """Why no `step` was captured: the model's attention never came by, or the workload made no such step."""
+        if not self.calls:
+            return (f"no {step} step was observed: the model's attention never ran MLAAttention.forward_impl (a "
+                    "path of its own, which this probe does not watch)")  # fmt: skip
+        return f"no {step} step was observed: the workload did not exercise that path"
 
 
 @contextmanager
@@ -205,6 +226,8 @@ def mla_layer0_output(select: Callable[[Any], slice | None]) -> Iterator[Capture
 
     def take(layer: Any, md: Any, output: Any) -> None:
         m = _LAYER.search(getattr(layer, "layer_name", ""))
+        if m and m.group(1) == "0":
+            cap.calls += 1
         if cap.rows is None and md is not None and output is not None and m and m.group(1) == "0":
             rows = select(md)
             if rows is not None:

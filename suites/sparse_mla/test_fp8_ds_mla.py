@@ -92,7 +92,7 @@ def test_fp8_ds_mla(row, request):
     if err == err:
         ev.metric("attn_output_rel_err", err, "relative L2", "none")
     if cap.rows is None:
-        ev.expect(False, "no mixed prefill+decode step was observed: the workload did not exercise the mixed path")
+        ev.expect(False, cap.unseen("mixed prefill+decode"))
     ev.tolerance(err, "attn_output_rel_err")
     ev.graph_replay(eager)
     ev.finish()
