@@ -1,4 +1,4 @@
-"""run.sh's plan: "stream suite row group" lines for cuda-sm90's shrunk-model and DSpark/DFlash rows.
+"""run.sh's plan: "stream suite row group gpus" lines for cuda-sm90's shrunk-model and DSpark/DFlash rows.
 
 usage: [ONLY=text] [GROUP=row] plan.py one|b1|all RESULTS STREAMS
 Rows with a result in RESULTS/*/junit-*.xml are left out (a row that a stop interrupted is not). GLM-5.2's #48407 row
@@ -83,7 +83,7 @@ def main(which: str, res: str, streams: int) -> None:
         s = sizes.index(min(sizes))
         stream_of[g], sizes[s] = s, sizes[s] + load[g]
     for suite, r in todo:
-        print(stream_of[group(r)], suite, r["id"], group(r))
+        print(stream_of[group(r)], suite, r["id"], group(r), r["gpus"])
 
 
 def group(row: dict) -> str:

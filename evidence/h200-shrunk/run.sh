@@ -44,20 +44,22 @@ R=/root/res-shrunk
 mkdir -p "$R"
 pack() { rm -rf "$R"/*/logs/*.result.json; tar -C /root -czf "$OUT/shrunk-$WHICH.tar.gz" res-shrunk; }
 
-# the plan: "stream suite row group" lines, rows already run skipped
+# the plan: "stream suite row group gpus" lines, rows already run skipped
 python3 "evidence/h200-shrunk/plan.py" "$WHICH" "$R" "$STREAMS" > "$R/plan-$WHICH.txt" || exit 1
 echo "$(wc -l < "$R/plan-$WHICH.txt") rows to run in $STREAMS streams on $NGPU GPUs"
 
 stream() {  # one stream: its rows in plan order, one ci run each, on its GPU and each group's own caches root
-  local n=$1 gpu=$(($1 % NGPU)) s suite id group run broken t0 name
-  while read -r s suite id group; do
+  local n=$1 gpu=$(($1 % NGPU)) s suite id group gpus run broken t0 name vis
+  while read -r s suite id group gpus; do
     [ "$s" = "$n" ] || continue
+    # a row on several GPUs (tp or dcp 2) sees all of the host's; on a one-GPU host it skips, saying so
+    vis=$gpu; [ "${gpus:-1}" -gt 1 ] && vis=$(seq -s, 0 $((NGPU - 1)))
     t0=$SECONDS name="s$n-$suite-${id%%.*}-${id#*.cuda-sm90.}" broken=0 run=$suite
     [ "$suite" = break ] && broken=1 run=sparse_mla
-    STACKGATE_BREAK_TOPK=$broken STACKGATE_RUNTIME_CACHES="/root/rt-shrunk/$group" CUDA_VISIBLE_DEVICES=$gpu \
+    STACKGATE_BREAK_TOPK=$broken STACKGATE_RUNTIME_CACHES="/root/rt-shrunk/$group" CUDA_VISIBLE_DEVICES=$vis \
       python3 -m ci run cuda-sm90 "$run" --host --unbaked --keep-caches --rows "$id" --timeout "${ROW_TIMEOUT:-300}" \
       --out "$R/$name" > "$R/$name.log" 2>&1
-    echo "$name: exit $? in $((SECONDS - t0)) s (GPU $gpu)"
+    echo "$name: exit $? in $((SECONDS - t0)) s (GPU $vis)"
   done < "$R/plan-$WHICH.txt"
 }
 pids=""
