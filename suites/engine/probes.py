@@ -226,9 +226,10 @@ def mla_layer0_output(select: Callable[[Any], slice | None]) -> Iterator[Capture
 
     def take(layer: Any, md: Any, output: Any) -> None:
         m = _LAYER.search(getattr(layer, "layer_name", ""))
-        if m and m.group(1) == "0":
-            cap.calls += 1
-        if cap.rows is None and md is not None and output is not None and m and m.group(1) == "0":
+        if not (m and m.group(1) == "0"):
+            return
+        cap.calls += 1
+        if cap.rows is None and md is not None and output is not None:
             rows = select(md)
             if rows is not None:
                 cap.rows = output[rows].float().cpu()
