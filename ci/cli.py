@@ -17,6 +17,7 @@ from ci import flow, options
 from ci.bench import commands as bench
 from ci.buildkite import commands as buildkite
 from ci.errors import EXIT_CODES, StackgateError, UsageError
+from ci.fork import commands as fork
 from ci.images import commands as images
 from ci.images import kernels
 from ci.report import commands as report
@@ -45,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
     reproduce.add_parser(sub)
     report.add_parser(sub)
     upstream.add_parser(sub)
+    fork.add_parser(sub)
     bench.add_parser(sub)
     buildkite.add_parsers(sub)
     return ap

@@ -11,7 +11,7 @@ CI = Path(__file__).resolve().parent.parent / "ci"
 # Each stage may import only the stages before it (and the shared modules at ci/'s top). The docker engine
 # module serves the images and the runs, and reads the stack's targets. ci.upstream reads a fork checkout's git
 # history against the stack's changes; the report shows its document beside the verdicts.
-STAGES = ("stack", "upstream", "engine", "images", "run", "results", "report")
+STAGES = ("stack", "upstream", "fork", "engine", "images", "run", "results", "report")
 SHARED = {"ci.errors", "ci.options", "ci.tables", "ci.revision", "ci.signals", "ci"}
 ON_TOP = {"ci.flow", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite"}
 # What a module on top may import beyond the shared ones, where it is held to less than every stage: the

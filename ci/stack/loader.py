@@ -10,16 +10,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
-
 from ci import options
 from ci.errors import StackError
 from ci.stack import pins, provenance, shrunk
 from ci.stack import yaml_lines as yamlsrc
 from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch
-from ci.stack.model import Backend, HistoryRow, Model, Stack, Target, Track
-from ci.stack.schema import PATTERNS
+from ci.stack.model import Backend, ForkSource, HistoryRow, Model, Stack, Target, Track
+from ci.stack.schema import validate as _validate
 from ci.stack.yaml_lines import Loc, Source
 
 T = TypeVar("T")
@@ -52,6 +50,7 @@ def load(root: Path | str | None = None) -> Stack:
     _check_tracks(tracks, backends)
     _check_changes(changes, tracks, models, backends, targets)
     _check_history(history_src, history, models, backends)
+    fork = _fork(root / "fork.yaml")
 
     return Stack(
         root=root,
@@ -62,6 +61,7 @@ def load(root: Path | str | None = None) -> Stack:
         changes=_frozen_map(changes),
         history=history,
         history_source=history_doc["source"],
+        fork=fork,
         digest=_digest(root),
     )
 
@@ -71,6 +71,14 @@ def _digest(root: Path) -> str:
     for path in sorted(p for p in root.rglob("*.yaml") if p.is_file()):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return "sha256:" + h.hexdigest()
+
+
+def _fork(path: Path) -> ForkSource | None:
+    """stack/fork.yaml, where the stack names a fork under test (without it, images hold a stock release)."""
+    if not path.is_file():
+        return None
+    src = yamlsrc.load(path)
+    return _validate(src, _mapping(src, ("fork",))["fork"], ("fork",), ForkSource)
 
 
 # An entry keeps its Source and location so that cross-reference errors can point at it.
@@ -143,38 +151,6 @@ def _index(entries: Iterable[_Entry], noun: str) -> dict[str, _Entry]:
             )
         out[obj.id] = (obj, src, loc)
     return out
-
-
-def _validate(src: Source, data: Any, loc: Loc, typ: Any) -> Any:
-    try:
-        return TypeAdapter(typ).validate_python(data)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        where = (*loc, *err["loc"])
-        raise src.error(where, _describe(err), hint=_hint(err)) from None
-
-
-def _describe(err: dict[str, Any]) -> str:
-    kind, field = err["type"], err["loc"][-1] if err["loc"] else ""
-    if kind == "missing" or kind == "missing_keyword_argument":
-        return f"missing required key '{field}'"
-    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
-        return f"unknown key '{field}'"
-    if kind == "string_pattern_mismatch" and err["ctx"]["pattern"] in PATTERNS:
-        return f"{err.get('input')!r} is not {PATTERNS[err['ctx']['pattern']]}"
-    return f"{err['msg']}; got {err.get('input')!r}"
-
-
-def _hint(err: dict[str, Any]) -> str:
-    if err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-        return "check the spelling; ci/model.py lists the keys each entry accepts"
-    if err["type"] in ("missing", "missing_keyword_argument"):
-        return "add it; ci/model.py documents each field"
-    if err["type"] == "bool_type":
-        return "write true or false"
-    if err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
-        return "quote it: YAML read it as a number"
-    return ""
 
 
 def _unknown(src: Source, loc: Loc, noun: str, value: str, known: Iterable[str]) -> StackError:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from ci.stack.change import Change
-from ci.stack.schema import Count, DrafterType, Family, GraphMode, Layout, Platform, Positive, frozen
+from ci.stack.schema import CommitId, Count, DrafterType, Family, GitRef, GraphMode, Layout, Platform, Positive, frozen
 
 # --- targets and backends --------------------------------------------------------------------
 
@@ -176,6 +176,30 @@ class HistoryRow:
     notes: str = ""
 
 
+# --- the fork under test --------------------------------------------------------------------
+
+
+@frozen
+class ForkBase:
+    """The upstream release whose wheel gives the fork's compiled parts; the fork's Python is laid over it."""
+
+    version: str  # the vLLM release (its wheel is the lock's, or the host's installed one)
+    ref: GitRef  # the ref in the fork's checkout that holds that release's tree: the overlay is base..ref
+    commit: CommitId | None = None  # upstream's release commit, as the wheel's vllm/_version.py names it
+
+
+@frozen
+class ForkSource:
+    """stack/fork.yaml: the fork's checkout (a path, relative to the stack folder, or a URL of a local clone's
+    origin; $STACKGATE_FORK or --fork override it), the ref judged, and its base."""
+
+    name: str
+    checkout: str
+    ref: GitRef
+    base: ForkBase
+    notes: str = ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Stack:
     """Everything under one stack directory, cross-checked. Mappings keep file order."""
@@ -188,4 +212,5 @@ class Stack:
     changes: Mapping[str, Change]
     history: tuple[HistoryRow, ...]
     history_source: str
+    fork: ForkSource | None = None  # stack/fork.yaml; None: the images hold a stock vLLM release
     digest: str = ""  # sha256 over every file read: results carry it, and a report flags another stack's

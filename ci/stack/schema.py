@@ -4,9 +4,12 @@ strictly (unknown keys are errors), and the closed vocabularies the YAML may use
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+
+if TYPE_CHECKING:
+    from ci.stack.yaml_lines import Loc, Source
 
 Family = Literal["cuda", "rocm", "cpu"]
 Platform = Literal["linux/amd64", "linux/arm64"]
@@ -21,9 +24,15 @@ Count = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(gt=0)]
 # A git commit id, whole or abbreviated to at least 7 hex digits (SHA-1 or SHA-256), lower case as git prints it.
 _COMMIT, _PATCH_ID = r"^[0-9a-f]{7,64}$", r"^([0-9a-f]{40}|[0-9a-f]{64})$"
+_REF = r"^[^-\s][^\s]*$"  # a git ref or commit as a user types it; never an option
 CommitId = Annotated[str, Field(pattern=_COMMIT)]
 PatchId = Annotated[str, Field(pattern=_PATCH_ID)]  # git patch-id's output
-PATTERNS = {_COMMIT: "a commit id (7 to 64 lower-case hex digits)", _PATCH_ID: "a patch-id (40 or 64 hex digits)"}
+GitRef = Annotated[str, Field(pattern=_REF)]
+PATTERNS = {
+    _COMMIT: "a commit id (7 to 64 lower-case hex digits)",
+    _PATCH_ID: "a patch-id (40 or 64 hex digits)",
+    _REF: "a git ref (a branch, tag or commit id)",
+}
 
 _STRICT = ConfigDict(extra="forbid")
 
@@ -31,3 +40,38 @@ _STRICT = ConfigDict(extra="forbid")
 def frozen(cls: type) -> type:
     cls.__pydantic_config__ = _STRICT  # type: ignore[attr-defined]
     return dataclass(frozen=True, kw_only=True)(cls)
+
+
+# --- validation with the YAML's own lines in every error -----------------------------------------
+
+
+def validate(src: Source, data: Any, loc: Loc, typ: Any) -> Any:
+    try:
+        return TypeAdapter(typ).validate_python(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = (*loc, *err["loc"])
+        raise src.error(where, _describe(err), hint=_hint(err)) from None
+
+
+def _describe(err: dict[str, Any]) -> str:
+    kind, field = err["type"], err["loc"][-1] if err["loc"] else ""
+    if kind == "missing" or kind == "missing_keyword_argument":
+        return f"missing required key '{field}'"
+    if kind in ("unexpected_keyword_argument", "extra_forbidden"):
+        return f"unknown key '{field}'"
+    if kind == "string_pattern_mismatch" and err["ctx"]["pattern"] in PATTERNS:
+        return f"{err.get('input')!r} is not {PATTERNS[err['ctx']['pattern']]}"
+    return f"{err['msg']}; got {err.get('input')!r}"
+
+
+def _hint(err: dict[str, Any]) -> str:
+    if err["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+        return "check the spelling; ci/stack/model.py and ci/stack/change.py list the keys each entry accepts"
+    if err["type"] in ("missing", "missing_keyword_argument"):
+        return "add it; ci/stack/model.py and ci/stack/change.py document each field"
+    if err["type"] == "bool_type":
+        return "write true or false"
+    if err["type"] == "string_type" and isinstance(err.get("input"), (int, float)):
+        return "quote it: YAML read it as a number"
+    return ""

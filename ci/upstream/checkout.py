@@ -72,13 +72,39 @@ class Checkout:
     def git(self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)) -> str:
         return self._run(*args, stdin=stdin, ok=ok).stdout
 
-    def _run(self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)) -> subprocess.CompletedProcess:
+    def _run(
+        self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,), index: Path | None = None
+    ) -> subprocess.CompletedProcess:
+        env = {**_env(), "GIT_INDEX_FILE": str(index)} if index else _env()
         done = subprocess.run([*_GIT, "-C", str(self.path), *args], input=stdin, capture_output=True, text=True,
-                              env=_env(), errors="surrogateescape")  # fmt: skip
+                              env=env, errors="surrogateescape")  # fmt: skip
         if done.returncode not in ok:
             raise UsageError(f"git {' '.join(args[:3])} failed in {self.path}: {_last(done.stderr)}",
                              hint=f"check the checkout: git -C {self.path} status")  # fmt: skip
         return done
+
+    def with_index(self, index: Path, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)):
+        """A git command on a scratch index file (plumbing that builds a tree without touching any work tree,
+        so bare repositories and checkouts with files missing on disk work alike)."""
+        return self._run(*args, stdin=stdin, ok=ok, index=index)
+
+    def commit_tree(self, tree: str, parent: str, message: str, ident: dict[str, str]) -> str:
+        """A new commit object (no ref moved); `ident` fixes author and committer, so the id is reproducible."""
+        done = subprocess.run([*_GIT, "-C", str(self.path), "commit-tree", tree, "-p", parent], input=message,
+                              capture_output=True, text=True, env={**_env(), **ident})  # fmt: skip
+        if done.returncode != 0:
+            raise UsageError(f"git commit-tree failed in {self.path}: {_last(done.stderr)}",
+                             hint=f"check the checkout: git -C {self.path} status")  # fmt: skip
+        return done.stdout.strip()
+
+    def archive(self, commit: str, paths: Sequence[str]) -> bytes:
+        """A tar of `paths` as they are at `commit`, in one process."""
+        done = subprocess.run([*_GIT, "-C", str(self.path), "archive", "--format=tar", commit, "--",
+                               *(f":(literal){p}" for p in paths)], capture_output=True, env=_env())  # fmt: skip
+        if done.returncode != 0:
+            raise UsageError(f"git archive failed in {self.path}: {_last(done.stderr.decode(errors='replace'))}",
+                             hint=f"check the checkout: git -C {self.path} fsck")  # fmt: skip
+        return done.stdout
 
     def commit(self, ref: str) -> str | None:
         """The commit a ref names, or None where it names none."""

@@ -1,0 +1,2 @@
+"""Stage 1c: the fork under test. Its checkout and what it holds (`source`), its vLLM as an overlay bundle over the
+base release (`bundle`), the fork without one change (`ablate`), and that bundle installed on a bare host (`site`)."""

@@ -1,0 +1,132 @@
+"""The fork's vLLM as an overlay: the `vllm/` files its commit changes against its base release, packed with a
+manifest into one deterministic bundle that `harness.vllm_build.apply` lays over the base wheel's tree.
+
+The overlay is Python-only by construction: a diff that touches compiled sources (csrc/, CMake, setup.py's
+extensions, CUDA/C++ files) is refused, naming the files, because the base wheel's binaries would not be the
+fork's; those forks take the source-build route (`containers/source/Dockerfile`, `ci.images.source_build`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ci.errors import UsageError
+from ci.fork.source import Fork
+
+MANIFEST = "stackgate-fork.json"  # the same names as harness.vllm_build (a test holds them together)
+OVERLAY = "overlay/"
+PACKAGE = "vllm/"
+COMPILED_DIRS = ("csrc/", "cmake/")
+COMPILED_FILES = ("CMakeLists.txt", "setup.py")
+COMPILED_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".hip", ".cmake")
+
+
+class CompiledSources(UsageError):
+    """The fork's diff changes what the base wheel compiled: an overlay would run the base's binaries."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Overlay:
+    commit: str  # the tree built: the fork's ref, or an ablation's commit
+    changed: dict[str, str]  # path -> sha256 of the fork's file, for every vllm/ file added or modified
+    deleted: tuple[str, ...]
+    outside: tuple[str, ...]  # changed paths outside the package (tests, docs): not part of the build
+
+
+def compiled(paths: list[str]) -> list[str]:
+    return [
+        p
+        for p in paths
+        if p.startswith(COMPILED_DIRS) or p in COMPILED_FILES or PurePosixPath(p).suffix in COMPILED_SUFFIXES
+    ]
+
+
+def overlay(fork: Fork, commit: str) -> Overlay:
+    co = fork.checkout
+    out = co.git("diff", "--no-renames", "--name-status", "-z", fork.base_commit, commit, "--")
+    parts = out.split("\0")
+    status = dict(zip(parts[1::2], parts[0::2], strict=False))
+    status.pop("", None)
+    touched = sorted(status)
+    bad = compiled(touched)
+    if bad:
+        shown = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+        raise CompiledSources(
+            f"the fork's diff against its base {fork.source.base.version} ({fork.base_commit[:12]}..{commit[:12]}) "
+            f"changes compiled sources: {shown}; a Python overlay over the base wheel would run the base's binaries",
+            hint="build those from source: python -m ci fork source-build TARGET (containers/source/Dockerfile, "
+            "TORCH_CUDA_ARCH_LIST from the target), or drop the compiled change from the fork",
+        )
+    in_pkg = [p for p in touched if p.startswith(PACKAGE)]
+    kept = [p for p in in_pkg if status[p] != "D"]
+    hashes = _blob_hashes(fork, commit, kept)
+    return Overlay(
+        commit=commit,
+        changed=hashes,
+        deleted=tuple(p for p in in_pkg if status[p] == "D"),
+        outside=tuple(p for p in touched if not p.startswith(PACKAGE)),
+    )
+
+
+def _blob_hashes(fork: Fork, commit: str, paths: list[str]) -> dict[str, str]:
+    return {p: hashlib.sha256(data).hexdigest() for p, data in _blobs(fork, commit, paths).items()}
+
+
+def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:
+    """The files at `commit`, read in one `git archive` stream."""
+    if not paths:
+        return {}
+    found: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(fork.checkout.archive(commit, paths))) as tar:
+        for m in tar.getmembers():
+            if m.isfile():
+                found[m.name] = tar.extractfile(m).read()  # type: ignore[union-attr]
+    return found
+
+
+def manifest(fork: Fork, ov: Overlay, *, without: str | None) -> dict:
+    src = fork.source
+    changes = [c for c in fork.present if c != without]
+    return {
+        "schema": 1,
+        "fork": {"name": src.name, "ref": src.ref, "commit": fork.commit, "built": ov.commit},
+        "base": {
+            "version": src.base.version,
+            "ref": src.base.ref,
+            "commit": fork.base_commit,
+            "release_commit": src.base.commit,
+        },
+        "changes": changes,
+        "without": without,
+        "files": ov.changed,
+        "deleted": list(ov.deleted),
+        "outside_package": len(ov.outside),
+    }
+
+
+def write(fork: Fork, ov: Overlay, out: Path, *, without: str | None = None) -> Path:
+    """The bundle, byte for byte the same for the same fork commit (fixed member order, times and owners)."""
+    doc = manifest(fork, ov, without=without)
+    blobs = _blobs(fork, ov.commit, sorted(ov.changed))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        _add(tar, MANIFEST, json.dumps(doc, indent=1, sort_keys=True).encode())
+        for path in sorted(blobs):
+            _add(tar, OVERLAY + path, blobs[path])
+    tmp.write_bytes(gzip.compress(raw.getvalue(), mtime=0))
+    tmp.replace(out)
+    return out
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), 0o644, 0
+    tar.addfile(info, io.BytesIO(data))

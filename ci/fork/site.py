@@ -1,0 +1,69 @@
+"""The fork's vLLM on a host without docker (a bare GPU host): a new site folder holding the base install's
+`vllm/` as hard links (copies across file systems) and its dist-info, with the bundle laid over it. The base
+install is never written: every overlaid file is a new inode. Rows then run with the site first on PYTHONPATH.
+
+The bundle is applied by `harness.vllm_build` (the same code the image's fork layer runs), loaded here from the
+suites folder so both sides name a tree by one implementation.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+from ci import options
+from ci.errors import UsageError
+
+VLLM_BUILD = options.REPO / "suites" / "harness" / "vllm_build.py"
+
+
+def vllm_build() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("stackgate_vllm_build", VLLM_BUILD)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build(bundle: Path, base_site: Path, out: Path) -> dict:
+    """`out`/vllm = base_site/vllm + the bundle; returns the build manifest (with its `vllm_build`)."""
+    vb = vllm_build()
+    if not (base_site / "vllm").is_dir():
+        raise UsageError(
+            f"--base-site {base_site}: no vllm package there",
+            hint="the site folder the base vLLM wheel is installed in (pip install --target DIR)",
+        )
+    infos = sorted(base_site.glob("vllm-*.dist-info"))
+    if len(infos) != 1:
+        raise UsageError(
+            f"--base-site {base_site}: {len(infos)} vllm dist-info folders, expected one",
+            hint="install exactly one vLLM release there",
+        )
+    if out.exists():
+        if any(out.iterdir()) and not (out / vb.MANIFEST).is_file():
+            raise UsageError(
+                f"--site {out} exists and is not a fork build: refusing to replace it", hint="name a new folder"
+            )
+        shutil.rmtree(out)
+    tmp = out.with_name(f".{out.name}.building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    shutil.copytree(base_site / "vllm", tmp / "vllm", copy_function=_link, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(infos[0], tmp / infos[0].name)
+    try:
+        built = vb.apply(bundle, tmp)
+    except (ValueError, OSError, KeyError) as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UsageError(str(exc), hint="a bundle made for this base: python -m ci fork bundle --out FILE") from None
+    os.replace(tmp, out)
+    return built
+
+
+def _link(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)

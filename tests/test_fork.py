@@ -1,0 +1,232 @@
+"""The fork under test: a small synthetic fork repository (git builds it; nothing is mocked) with a base release
+tree, port commits for three changes and a later commit that builds on one of them; a base "wheel install" with a
+dist-info RECORD and a compiled part; the bundle, the ablation and the host build that lay the fork over it."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ci import cli
+from ci.errors import UsageError
+from ci.fork import ablate, bundle, site, source
+from ci.stack import loader
+from tests.git_repos import Repo, set_change
+
+BASE_FILES = {
+    "vllm/__init__.py": "__version__ = '0.26.0'\n",
+    "vllm/_version.py": "commit_id = 'gffd46bfab'\n",
+    "vllm/attention.py": "def attend(q):\n    return q\n\n\nDENSE = False\n",
+    "vllm/spec.py": "STEPS = 1\n",
+    "vllm/old.py": "GONE = True\n",
+    "csrc/kernel.cu": "// base kernel\n",
+}
+
+
+@pytest.fixture
+def fork_repo(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
+    repo = Repo(tmp_path / "fork")
+    ids = {"base": repo.commit("vLLM 0.26.0", BASE_FILES)}
+    repo.git("tag", "v0.26.0")
+    ids["48407"] = repo.commit(
+        "[Attention] dense short prefills (#48407)",
+        {"vllm/attention.py": BASE_FILES["vllm/attention.py"].replace("False", "True")},
+    )
+    ids["46849"] = repo.commit("[Spec] fuse draft decodes (#46849)", {"vllm/spec.py": "STEPS = 3\n"})
+    (repo.path / "vllm" / "old.py").unlink()
+    ids["46514"] = repo.commit("[MLA] fp8_ds_mla mixed batch (#46514)", {"vllm/mla.py": "LSE = True\n"})
+    # builds on #48407's own line: dropping #48407 alone would leave this commit's edit without its base
+    ids["52512"] = repo.commit(
+        "Do not use dense MHA for GLM (#52512)",
+        {"vllm/attention.py": BASE_FILES["vllm/attention.py"].replace("False", "True  # GLM off")},
+    )
+    return repo, ids
+
+
+def _stack(stack_copy: Path, repo: Repo, ids: dict[str, str], ref: str = "main") -> Path:
+    (stack_copy / "fork.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "fork": {
+                    "name": "test-fork",
+                    "checkout": str(repo.path),
+                    "ref": ref,
+                    "base": {"version": "0.26.0", "ref": "v0.26.0", "commit": "ffd46bfab"},
+                }
+            }
+        )
+    )
+    for change in ("48407", "46849", "46514"):
+        set_change(stack_copy, change, fork={"commits": [ids[change]], "patch_ids": {}})
+    return stack_copy
+
+
+def _base_site(root: Path) -> Path:
+    """A base "wheel install": the base tree, a compiled part, and a RECORD naming every file's sha256."""
+    site_dir = root / "base-site"
+    files = {k: v.encode() for k, v in BASE_FILES.items() if k.startswith("vllm/")}
+    files["vllm/_C.abi3.so"] = b"\x7fELF" + bytes(4096)
+    record = []
+    for name, data in files.items():
+        (site_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (site_dir / name).write_bytes(data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    info = site_dir / "vllm-0.26.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.26.0\n")
+    (info / "RECORD").write_text("\n".join(record) + "\n")
+    return site_dir
+
+
+def test_holdings_name_present_and_absent(stack_copy: Path, fork_repo) -> None:
+    repo, ids = fork_repo
+    st = loader.load(_stack(stack_copy, repo, ids))
+    fork = source.open_fork(st)
+    assert fork.present == ("46514", "46849", "48407")
+    assert fork.held["48804"].state == "absent" and "a9b1ee711" in fork.held["48804"].why
+    assert st.fork is not None and st.fork.base.version == "0.26.0"
+
+
+def test_fork_checkout_from_env_and_missing(stack_copy: Path, fork_repo, monkeypatch) -> None:
+    repo, ids = fork_repo
+    st = loader.load(_stack(stack_copy, repo, ids))
+    monkeypatch.setenv(source.ENV_FORK, str(repo.path.parent / "nowhere"))
+    with pytest.raises(UsageError, match="nowhere does not exist"):
+        source.open_fork(st)
+
+
+def test_two_bundles_of_one_ref_are_the_same_bytes_and_build(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
+    repo, ids = fork_repo
+    st = loader.load(_stack(stack_copy, repo, ids))
+    fork = source.open_fork(st)
+    ov = bundle.overlay(fork, fork.commit)
+    assert sorted(ov.changed) == ["vllm/attention.py", "vllm/mla.py", "vllm/spec.py"] and ov.deleted == ("vllm/old.py",)
+    a = bundle.write(fork, ov, tmp_path / "a.tar.gz")
+    b = bundle.write(fork, bundle.overlay(source.open_fork(st), fork.commit), tmp_path / "b.tar.gz")
+    assert a.read_bytes() == b.read_bytes()
+    base = _base_site(tmp_path)
+    one = site.build(a, base, tmp_path / "site-1")
+    two = site.build(b, base, tmp_path / "site-2")
+    assert one["vllm_build"] == two["vllm_build"] and one["changes"] == ["46514", "46849", "48407"]
+    assert (tmp_path / "site-1" / "vllm" / "spec.py").read_text() == "STEPS = 3\n"
+    assert not (tmp_path / "site-1" / "vllm" / "old.py").exists()
+    assert (base / "vllm" / "spec.py").read_text() == "STEPS = 1\n"  # the base install is never written
+    vb = site.vllm_build()
+    assert vb.tree_id(base / "vllm") != one["vllm_build"]  # the stock tree is another build
+
+
+def test_a_row_records_the_build_and_an_edited_tree_says_so(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
+    repo, ids = fork_repo
+    st = loader.load(_stack(stack_copy, repo, ids))
+    fork = source.open_fork(st)
+    built = site.build(
+        bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "f.tar.gz"),
+        _base_site(tmp_path),
+        tmp_path / "site",
+    )
+    suites = Path(__file__).resolve().parent.parent / "suites"
+    probe = [sys.executable, "-m", "harness.vllm_build", str(tmp_path / "site" / "vllm")]
+    seen = json.loads(subprocess.run(probe, cwd=suites, capture_output=True, text=True, check=True).stdout)
+    assert seen["vllm_build"] == built["vllm_build"] and seen["fork_changes"] == ["46514", "46849", "48407"]
+    assert "mismatch" not in seen
+    (tmp_path / "site" / "vllm" / "spec.py").write_text("STEPS = 9\n")
+    seen = json.loads(subprocess.run(probe, cwd=suites, capture_output=True, text=True, check=True).stdout)
+    assert "is not the build" in seen["mismatch"]
+
+
+def test_ablation_drops_one_change_and_keeps_the_rest(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
+    repo, ids = fork_repo
+    st = loader.load(_stack(stack_copy, repo, ids))
+    fork = source.open_fork(st)
+    commit = ablate.without(st, fork, "46849")
+    assert commit == ablate.without(st, source.open_fork(st), "46849")  # same inputs, same commit
+    ov = bundle.overlay(fork, commit)
+    assert "vllm/spec.py" not in ov.changed and "vllm/mla.py" in ov.changed
+    built = site.build(
+        bundle.write(fork, ov, tmp_path / "w.tar.gz", without="46849"), _base_site(tmp_path), tmp_path / "without"
+    )
+    assert built["changes"] == ["46514", "48407"] and built["without"] == "46849"
+    assert repo.git("rev-parse", ablate.ref_name("46849")) == commit
+
+
+def test_ablation_refuses_a_change_a_later_commit_builds_on(stack_copy: Path, fork_repo) -> None:
+    repo, ids = fork_repo
+    st = loader.load(_stack(stack_copy, repo, ids))
+    with pytest.raises(ablate.Dependent) as err:
+        ablate.without(st, source.open_fork(st), "48407")
+    text = str(err.value)
+    assert "cannot drop #48407" in text and "vllm/attention.py" in text and ids["52512"][:12] in text
+    assert "#52512" in text
+
+
+def test_ablation_refuses_a_change_another_is_stacked_on(stack_copy: Path, fork_repo) -> None:
+    repo, ids = fork_repo
+    path = _stack(stack_copy, repo, ids)
+    set_change(path, "46514", upstream={"stacked_on": [46849]})
+    st = loader.load(path)
+    with pytest.raises(ablate.Dependent, match="#46514, present in the fork, is stacked on it"):
+        ablate.without(st, source.open_fork(st), "46849")
+
+
+def test_compiled_sources_refuse_the_overlay_naming_the_files(stack_copy: Path, fork_repo) -> None:
+    repo, ids = fork_repo
+    repo.commit("a kernel of our own", {"csrc/kernel.cu": "// fork kernel\n", "CMakeLists.txt": "project(x)\n"})
+    st = loader.load(_stack(stack_copy, repo, ids))
+    fork = source.open_fork(st)
+    with pytest.raises(bundle.CompiledSources) as err:
+        bundle.overlay(fork, fork.commit)
+    assert "CMakeLists.txt, csrc/kernel.cu" in str(err.value) and "source-build" in str(err.value)
+
+
+def test_a_bundle_for_another_base_release_is_refused(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
+    repo, ids = fork_repo
+    st = loader.load(_stack(stack_copy, repo, ids))
+    fork = source.open_fork(st)
+    made = bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "f.tar.gz")
+    base = _base_site(tmp_path)
+    (base / "vllm-0.26.0.dist-info").rename(base / "vllm-0.27.0.dist-info")
+    with pytest.raises(UsageError, match=r"lays the fork over vLLM 0\.26\.0; .* holds vLLM 0\.27\.0"):
+        site.build(made, base, tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+
+
+def test_the_command_line_builds_a_site(stack_copy: Path, fork_repo, tmp_path: Path, capsys) -> None:
+    repo, ids = fork_repo
+    path = _stack(stack_copy, repo, ids)
+    base = _base_site(tmp_path)
+    assert cli.main(["fork", "--stack", str(path)]) == 0
+    assert re.search(r"#48804 +absent", capsys.readouterr().out)
+    code = cli.main(
+        [
+            "fork",
+            "build",
+            "--stack",
+            str(path),
+            "--host",
+            "--base-site",
+            str(base),
+            "--site",
+            str(tmp_path / "s"),
+            "--without",
+            "46514",
+        ]
+    )
+    assert code == 0 and "changes: 46849, 48407" in capsys.readouterr().out
+    assert (
+        cli.main(["fork", "bundle", "--stack", str(path), "--out", str(tmp_path / "x.tgz"), "--without", "48407"]) == 2
+    )
+    assert "cannot drop #48407" in capsys.readouterr().err
+
+
+def test_the_bundle_names_match_the_harness() -> None:
+    vb = site.vllm_build()
+    assert (vb.BUNDLE_MANIFEST, vb.OVERLAY) == (bundle.MANIFEST, bundle.OVERLAY)
