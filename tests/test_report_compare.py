@@ -287,3 +287,53 @@ def test_changes_no_side_ran_are_one_line_not_a_table_of_missing(tmp_path: Path)
     assert {r[0] for r in table.rows[:-1]} == {"#48804"}  # its verdict and criteria, side by side
     assert table.rows[-1] == ("#46514, #46849, #48407, composition, selftest", "no row on any side: not compared",
                               "—", "—")  # fmt: skip
+
+
+def _fork_side(folder: Path, selected: Sequence[Row], *, changes: str, without: str = "", present: bool,
+               build: str, prefill: Sequence[float]) -> None:  # fmt: skip
+    """Rows as a fork build records them: its changes, the change it dropped, the probe, the tree's id."""
+    props = (("fork_changes", changes), ("change_present", "true" if present else "false"), ("vllm_build", build),
+             *((("fork_without", without),) if without else ()))  # fmt: skip
+
+    def edit(r: Row, c: synthetic.FakeCase) -> synthetic.FakeCase:
+        m = synthetic.metric("prefill_ms", sorted(prefill)[len(prefill) // 2], "ms", "warm", prefill)
+        return replace(synthetic.with_metric(c, m), props=props, vllm_version="0.26.0")
+
+    write_rows(folder, list(selected), edit)
+
+
+def test_each_change_as_ported_is_judged_against_the_fork_without_it(tmp_path: Path) -> None:
+    picked = rows("48407", target="cuda-sm90")[:2]
+    fork, without = tmp_path / "fork", tmp_path / "without-48407"
+    _fork_side(fork, picked, changes="46514,46849,48407", present=True, build="sha256:" + "a" * 64,
+               prefill=[10.0, 10.1, 10.2, 10.0, 10.1])  # fmt: skip
+    _fork_side(without, picked, changes="46514,46849", without="48407", present=False, build="sha256:" + "b" * 64,
+               prefill=[10.0, 10.1, 10.2, 10.0, 10.1])  # fmt: skip
+    c = _compare(fork, without)
+    (p,) = c.ported
+    assert (p.change, p.fork, p.without, p.seen, p.isolated) == ("48407", "fork", "without-48407",
+                                                                 ("present", "absent"), True)  # fmt: skip
+    assert p.builds == ("a" * 12, "b" * 12) and set(p.rows) == {r.id for r in picked}
+    status = {k.name: k.status for k in p.verdict.criteria}
+    assert status["regression within the allowed bound versus the baseline"] == "pass"
+    assert status["model/context/batch matrix covered on every target"] == "missing"  # GB10, Strix Halo never ran
+    assert not p.verdict.ready and "matrix" in p.verdict.text
+
+    out = tmp_path / "out"
+    assert _cli(str(fork), "--compare", str(without), "--out", str(out)).returncode == 0
+    md = (out / "report.md").read_text()
+    assert "Each change as ported: the fork against the fork without it" in md
+    assert f"| #48407 | fork ({'a' * 12}) | without-48407 ({'b' * 12}) | 2 | present / absent | ❌ not ready" in md
+    doc = json.loads((out / "report.json").read_text())["comparison"]["ported"]
+    assert doc[0]["change"] == "48407" and doc[0]["presence"] == ["present", "absent"] and doc[0]["isolated"]
+
+
+def test_a_change_the_ablated_build_still_holds_is_not_credited(tmp_path: Path) -> None:
+    picked = rows("48407", target="cuda-sm90")[:1]
+    fork, without = tmp_path / "fork", tmp_path / "without"
+    _fork_side(fork, picked, changes="48407", present=True, build="sha256:" + "a" * 64, prefill=[10.0] * 4)
+    _fork_side(without, picked, changes="", without="48407", present=True, build="sha256:" + "a" * 64,
+               prefill=[10.0] * 4)  # fmt: skip
+    (p,) = _compare(fork, without).ported
+    assert not p.isolated
+    assert "reads present, not absent" in p.problems[0] and "same vLLM build" in p.problems[1]

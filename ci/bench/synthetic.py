@@ -33,6 +33,7 @@ class FakeCase:
     metrics: tuple[Metric, ...] = ()
     jit_traced: str = ""  # stackgate.jit.traced_after_ready, where given
     first_request_only: str = ""  # stackgate.first_request_only, where given
+    props: tuple[tuple[str, str], ...] = ()  # further stackgate.<name> properties (a fork build's, the probe's)
 
 
 def metric(name: str, value: float, unit: str, phase: Phase, samples: Sequence[float] = ()) -> Metric:
@@ -105,6 +106,8 @@ def write(path: Path, target: str, suite: str, cases: Sequence[FakeCase], shard:
                 tc.add_property("stackgate.jit.traced_after_ready", c.jit_traced)
             if c.first_request_only:
                 tc.add_property("stackgate.first_request_only", c.first_request_only)
+            for key, value in c.props:
+                tc.add_property(f"stackgate.{key}", value)
             for m in c.metrics:
                 tc.add_property(f"stackgate.metric.{m.name}", json.dumps(m.to_json()))
         result = {"failure": Failure, "error": Error, "skipped": Skipped}.get(c.status)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ci.report.view import CRITERION_MARK, STATUS_MARK, Table
 from ci.results.compare import Comparison, Line, Summary, Versus
+from ci.results.ported import Ported
 from ci.results.stats import Shift
 from ci.stack.table import change_label
 
@@ -29,12 +30,41 @@ def intro(c: Comparison) -> str:
 
 def tables(c: Comparison) -> list[tuple[str, Table]]:
     """The section's tables in order, each with its heading."""
+    ported = [("Each change as ported: the fork against the fork without it", ported_table(c)),
+              ("Criteria as ported", ported_criteria_table(c))] if c.ported else []  # fmt: skip
     return [
+        *ported,
         ("Sides", sides_table(c)),
         ("Verdict per side", verdicts_table(c)),
         ("Measurements", measurements_table(c)),
         ("Rows missing from a side", partial_table(c)),
     ]
+
+
+def _as_ported(p: Ported) -> str:
+    if not p.isolated:
+        return "not isolated: " + "; ".join(p.problems)
+    return "✅ " + p.verdict.text if p.verdict.ready else "❌ " + p.verdict.text
+
+
+def ported_table(c: Comparison) -> Table:
+    """Per change with a fork side and a side without it: the builds, the rows both ran, what the presence probe saw,
+    and the verdict on the fork's build with its allowed regression judged against the build without the change."""
+    rows = []
+    for p in c.ported:
+        rows.append((change_label(p.change), f"{p.fork} ({p.builds[0]})", f"{p.without} ({p.builds[1]})",
+                     str(len(p.rows)), f"{p.seen[0]} / {p.seen[1]}", _as_ported(p)))  # fmt: skip
+    return Table(headers=("Change", "On the fork (build)", "Without it (build)", "Rows on both",
+                          "Probe: fork / without", "Verdict on the fork's build"), rows=tuple(rows))  # fmt: skip
+
+
+def ported_criteria_table(c: Comparison) -> Table:
+    """Each criterion of each change as ported, with what decided it: the cause of every one that blocks."""
+    rows = []
+    for p in c.ported:
+        for k in p.verdict.criteria:
+            rows.append((change_label(p.change), k.name, CRITERION_MARK[k.status], k.evidence))
+    return Table(headers=("Change", "Criterion", "On the fork", "Evidence"), rows=tuple(rows))
 
 
 def sides_table(c: Comparison) -> Table:
@@ -156,6 +186,13 @@ def to_json(c: Comparison) -> dict[str, object]:
              "sides": {label: _summary_json(s) for label, s in zip(c.labels, ln.sides, strict=True)},
              "versus_reference": {label: _versus_json(v) for label, v in zip(c.labels[1:], ln.versus[1:], strict=True)}}
             for ln in c.lines
+        ],
+        "ported": [
+            {"change": p.change, "fork": p.fork, "without": p.without, "builds": list(p.builds), "rows": list(p.rows),
+             "presence": list(p.seen), "isolated": p.isolated, "problems": list(p.problems), "ready": p.verdict.ready,
+             "verdict": p.verdict.text,
+             "criteria": [{"name": k.name, "status": k.status, "evidence": k.evidence} for k in p.verdict.criteria]}
+            for p in c.ported
         ],
         "missing": [
             {"row": row, "on": [lb for lb, here in zip(c.labels, present, strict=True) if here],

@@ -65,7 +65,7 @@ def build(
         other = merge.collect([path], p)  # each side judged as side A is, against the same baseline
         sides.append(compare.side(name, [path], other, compare.judge(st, other, base, in_scope), filtered))
     return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read,
-                  comparison=compare.compare(sides), **rebase)  # fmt: skip
+                  comparison=compare.compare(sides, st), **rebase)  # fmt: skip
 
 
 def _upstream(path: Path | None) -> dict[str, Any]:

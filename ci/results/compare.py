@@ -17,12 +17,13 @@ from pathlib import Path
 from statistics import median
 
 from ci.errors import ResultsError, UsageError
-from ci.results import acceptance
+from ci.results import acceptance, ported
 from ci.results.acceptance import Verdict
 from ci.results.baseline import Baseline
 from ci.results.junit import Case
 from ci.results.merge import Results, RowResult
 from ci.results.metrics import Metric
+from ci.results.ported import Ported
 from ci.results.stats import Shift, shift
 from ci.stack.model import Stack
 
@@ -98,6 +99,7 @@ class Comparison:
     sides: tuple[Side, ...]
     lines: tuple[Line, ...]
     partial: tuple[tuple[str, tuple[bool, ...]], ...]  # rows some side lacks, with which sides hold them
+    ported: tuple[Ported, ...] = ()  # each change with a fork side and a side without it (ci.results.ported)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -148,8 +150,9 @@ def _one_build(label: str, row: RowResult) -> None:
                            "--out DIR")  # fmt: skip
 
 
-def compare(sides: Sequence[Side]) -> Comparison:
-    """Every row and metric of the sides, each other side against A; rows some side lacks, listed."""
+def compare(sides: Sequence[Side], stack: Stack | None = None) -> Comparison:
+    """Every row and metric of the sides, each other side against A; rows some side lacks, listed; with the stack,
+    each change that one side holds as a fork build and another lacks, judged as ported."""
     order = list(dict.fromkeys(row for s in sides for row in s.rows))
     lines: list[Line] = []
     partial = []
@@ -165,7 +168,8 @@ def compare(sides: Sequence[Side]) -> Comparison:
             (name, None) for name, attr in _JIT_COUNTS.items() if any(getattr(c, attr) is not None for c in cases)
         )
         lines += [_line(row, name, sides) for name in names]
-    return Comparison(sides=tuple(sides), lines=tuple(lines), partial=tuple(partial))
+    judged = ported.find(stack, sides) if stack is not None else ()
+    return Comparison(sides=tuple(sides), lines=tuple(lines), partial=tuple(partial), ported=judged)
 
 
 # what a row's whole process tree compiled (the JIT sentinel's properties), one sample per run, compared as

@@ -42,7 +42,11 @@ class Case:
     message: str
     details: str  # the failure's, error's or skip's full text ("" for a pass)
     log: str  # the row's full log, where the harness named it (<system-out>full log: PATH)
-    vllm_version: str | None = None  # stackgate.vllm_version (+ vllm_commit): the vLLM build the test ran on
+    vllm_version: str | None = None  # stackgate.vllm_version (+ vllm_commit, vllm_build): the vLLM the test ran on
+    vllm_build: str | None = None  # stackgate.vllm_build: the content id of the vLLM tree (harness.vllm_build)
+    fork_changes: tuple[str, ...] | None = None  # stackgate.fork_changes: a fork build's imported changes
+    fork_without: str | None = None  # stackgate.fork_without: the change an ablated fork build dropped
+    change_present: bool | None = None  # stackgate.change_present: the row's presence probe
     time: float | None
     jit_compiles: int | None
     jit_kernels: tuple[str, ...]
@@ -168,6 +172,10 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
         problems=tuple(problems),
         aot=props.get(PREFIX + "aot") or scope.aot,
         vllm_version=_vllm_build(props),
+        vllm_build=props.get(PREFIX + "vllm_build"),
+        fork_changes=_listed(props.get(PREFIX + "fork_changes")),
+        fork_without=props.get(PREFIX + "fork_without"),
+        change_present={"true": True, "false": False}.get(props.get(PREFIX + "change_present", "")),
         cause=props.get(PREFIX + "cause"),
         jit_traced=props.get(PREFIX + "jit.traced_after_ready"),
         first_request_only=props.get(PREFIX + "first_request_only"),
@@ -175,9 +183,16 @@ def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
 
 
 def _vllm_build(props: dict[str, str]) -> str | None:
-    """The vLLM a case ran on: its version, and the commit of its build where the test recorded one."""
+    """The vLLM a case ran on: its version, the commit of its build where the test recorded one, and the tree's
+    content id (a fork build and the same fork without one change share version and commit, not the tree)."""
     version, commit = props.get(PREFIX + "vllm_version"), props.get(PREFIX + "vllm_commit")
-    return f"{version} ({commit})" if version and commit else version
+    tree = (props.get(PREFIX + "vllm_build") or "").removeprefix("sha256:")[:12]
+    named = f"{version} ({commit})" if version and commit else version
+    return f"{named} build {tree}" if named and tree else named
+
+
+def _listed(raw: str | None) -> tuple[str, ...] | None:
+    return None if raw is None else tuple(x for x in raw.split(",") if x)
 
 
 def _log(tc: _Case) -> str:

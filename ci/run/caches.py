@@ -5,9 +5,9 @@ Every JIT cache a run writes (Triton, inductor, vLLM's compile cache with DeepGE
 CUDA's compute cache) lives under one root per target, at the same absolute path when baking and when
 running: cache keys embed paths. The bake runs the suites' warm-up (`harness.warmup`) there after the
 host AOT bake, then packs the root as one tarball named by the hash of its key and of its content, with
-a manifest: the key (what invalidates the caches: vLLM, torch, triton, Python, driver, GPU, target, the
-root's path) and every file with its sha256. A run installs an artefact only where its key is this
-host's, field by field, and says which field differs otherwise.
+a manifest: the key (what invalidates the caches: vLLM and its tree's content id, torch, triton, Python,
+driver, GPU, target, the root's path) and every file with its sha256. A run installs an artefact only where
+its key is this host's, field by field, and says which field differs otherwise.
 """
 
 from __future__ import annotations
@@ -63,6 +63,18 @@ def _version(dist: str) -> str:
         return "absent"
 
 
+def _vllm_build() -> str:
+    """The content id of the vLLM tree this host's Python imports (harness.vllm_build), found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return "absent"
+    from ci.fork import site
+
+    return site.vllm_build().tree_id(Path(next(iter(spec.submodule_search_locations))))
+
+
 def _driver() -> str:
     try:
         done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -100,6 +112,7 @@ def key(target: Target, kind: str = "warm", rows_env: Mapping[str, str] | None =
         "python": platform.python_version(),
         "machine": platform.machine(),
         "vllm": _version("vllm"),
+        "vllm_build": _vllm_build(),  # the fork and the fork without a change share the release, not the tree
         "torch": _version("torch"),
         "triton": _version("triton"),
     }

@@ -42,10 +42,29 @@ class Evidence:
         commit = presence.vllm_commit()
         if commit:  # the build, not only the release: a fork's wheel and upstream's differ here
             ev.prop("vllm_commit", commit)
+        ev.build(presence.vllm_root())
         if profiling.enabled():  # a diagnosis: the profilers slow the timed requests
             ev.prop("profiled", profiling.folder().as_posix())
         ev.presence(check())
         return ev
+
+    def build(self, root: Any) -> None:
+        """The tree under test by content (`vllm_build`), and for a fork build the imported changes it holds; a tree
+        that is not the build its manifest names fails the row (it would be judged as a build it is not)."""
+        if root is None:
+            return
+        from harness import vllm_build
+
+        built = vllm_build.describe(root)
+        self.prop("vllm_build", built["vllm_build"])
+        if "fork_changes" in built:
+            self.prop("fork_changes", ",".join(built["fork_changes"]))
+            fork = built.get("fork", {})
+            self.prop("fork", f"{fork.get('name')} {fork.get('ref')} {str(fork.get('built', ''))[:12]}")
+            if built.get("without"):
+                self.prop("fork_without", built["without"])
+        if "mismatch" in built:
+            self.failures.append(built["mismatch"])
 
     def metric(self, name: str, samples: float | Sequence[float], unit: str, phase: str = "none") -> Measurement:
         values = [float(samples)] if isinstance(samples, (int, float)) else [float(s) for s in samples]

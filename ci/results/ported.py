@@ -1,0 +1,98 @@
+"""Each imported change as ported: its rows on the fork's own build, judged with the same fork without that change
+(`ci fork bundle --without`) as the baseline its allowed regression is measured against.
+
+The sides are found from what the rows recorded, not from labels: a fork side's cases name the change among
+`stackgate.fork_changes`; the ablated side's cases name it as `stackgate.fork_without`. Both must be builds of one
+base release, and the change's presence probe must say present on the fork and absent without it; where it does
+not, the judgement says so instead of crediting the change with the difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol
+
+from ci.results import acceptance
+from ci.results.acceptance import Verdict
+from ci.results.baseline import Baseline
+from ci.results.junit import Case
+from ci.results.merge import Results, RowResult
+from ci.stack.model import Stack
+
+
+class SideOf(Protocol):
+    """What `find` reads of a comparison side (ci.results.compare.Side)."""
+
+    label: str
+    rows: dict[str, RowResult]
+    results: Results
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ported:
+    change: str
+    fork: str  # the side label holding the fork's build
+    without: str  # the side label holding the fork without the change
+    builds: tuple[str, str]  # each side's vllm_build, as recorded
+    rows: tuple[str, ...]  # the change's rows that ran on both sides
+    seen: tuple[str, str]  # the presence probe on each side: "present", "absent", "mixed", "not recorded"
+    verdict: Verdict  # the fork side's, its allowed regression judged against the side without the change
+    problems: tuple[str, ...]  # why the two sides do not isolate the change, where they do not
+
+    @property
+    def isolated(self) -> bool:
+        return not self.problems
+
+
+def find(stack: Stack, sides: Sequence[SideOf]) -> tuple[Ported, ...]:
+    out = []
+    for change in stack.changes.values():
+        cid = change.id
+        fork = _side(sides, cid, lambda c, cid=cid: cid in (c.fork_changes or ()) and c.fork_without != cid)
+        without = _side(sides, cid, lambda c, cid=cid: c.fork_without == cid)
+        if fork is None or without is None:
+            continue
+        rows = tuple(r for r, res in fork.rows.items() if res.change == change.id and r in without.rows)
+        baseline = Baseline(
+            path=f"side {without.label!r} (the fork without #{change.id})",
+            rows=MappingProxyType({r: MappingProxyType(without.rows[r].metrics) for r in rows}),
+        )
+        required = tuple(t.id for t in stack.targets.values() if t.required)
+        verdict = acceptance.judge(change, fork.results, baseline, required)
+        seen = (_seen(fork, rows), _seen(without, rows))
+        builds = (_build(fork, rows), _build(without, rows))
+        problems = []
+        if seen[0] != "present":
+            problems.append(f"the presence probe on side {fork.label!r} reads {seen[0]}, not present")
+        if seen[1] != "absent":
+            problems.append(f"the presence probe on side {without.label!r} reads {seen[1]}, not absent")
+        if builds[0] == builds[1]:
+            problems.append(f"both sides ran the same vLLM build {builds[0]}")
+        out.append(Ported(change=change.id, fork=fork.label, without=without.label, builds=builds, rows=rows,
+                          seen=seen, verdict=verdict, problems=tuple(problems)))  # fmt: skip
+    return tuple(out)
+
+
+def _side(sides: Sequence[SideOf], change: str, holds: Callable[[Case], bool]) -> SideOf | None:
+    """The first side whose runs of the change's rows are all fork builds for which `holds` is true."""
+    for s in sides:
+        cases = [c for r in s.rows.values() if r.change == change for c in r.cases]
+        if cases and all(c.fork_changes is not None and holds(c) for c in cases):
+            return s
+    return None
+
+
+def _seen(side: SideOf, rows: tuple[str, ...]) -> str:
+    values = {c.change_present for r in rows for c in side.rows[r].cases if c.status != "skipped"}
+    if not values or values == {None}:
+        return "not recorded"
+    if len(values) > 1:
+        return "mixed"
+    return "present" if values.pop() else "absent"
+
+
+def _build(side: SideOf, rows: tuple[str, ...]) -> str:
+    builds = sorted({c.vllm_build or "not recorded" for r in rows for c in side.rows[r].cases})
+    return ", ".join(b.removeprefix("sha256:")[:12] for b in builds)
