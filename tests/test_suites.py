@@ -384,3 +384,32 @@ def test_the_suites_are_a_vllm_general_plugin_wherever_they_are_on_the_path():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
                           env={"PYTHONPATH": str(SUITES), "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert done.stdout.strip() == "['engine.dummy_weights:register']"
+
+
+def test_a_row_records_its_vllm_tree_and_fork_build(engine_pkg, tmp_path, monkeypatch):
+    """What Evidence.start records of the vLLM it imports: the tree's content id always; for a fork build (its
+    manifest beside the package) the imported changes it holds; and a tree edited after its build fails the row."""
+    import json as _json
+
+    from engine.evidence import Evidence
+    from harness import vllm_build
+
+    vllm = tmp_path / "site" / "vllm"
+    vllm.mkdir(parents=True)
+    (vllm / "__init__.py").write_text("")
+    request = types.SimpleNamespace(node=types.SimpleNamespace(user_properties=[]))
+    ev = Evidence(request, row=None)
+    ev.build(vllm)
+    props = dict(request.node.user_properties)
+    assert props == {"stackgate.vllm_build": vllm_build.tree_id(vllm)} and not ev.failures
+    manifest = {"schema": 1, "vllm_build": vllm_build.tree_id(vllm), "changes": ["46514", "48407"],
+                "without": "46849", "fork": {"name": "demo", "ref": "main", "built": "ab" * 20}}  # fmt: skip
+    (vllm.parent / vllm_build.MANIFEST).write_text(_json.dumps(manifest))
+    request.node.user_properties.clear()
+    ev.build(vllm)
+    props = dict(request.node.user_properties)
+    assert props["stackgate.fork_changes"] == "46514,48407" and props["stackgate.fork_without"] == "46849"
+    assert props["stackgate.fork"] == "demo main " + "ab" * 6 and not ev.failures
+    (vllm / "__init__.py").write_text("edited = True\n")
+    ev.build(vllm)
+    assert "is not the build" in ev.failures[0]

@@ -97,14 +97,15 @@ def stack_for(src: Path, dest: Path, ids: dict[str, str]) -> None:
         doc["fork"].update(fork)
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
-    edit("48407", {"merge_commit": ids["merged"][:12]}, {})
+    # the stack's own port records name another fork's commits (stack/fork.yaml): this history has its own
+    edit("48407", {"merge_commit": ids["merged"][:12]}, {"kind": "convergence", "commits": []})
     edit("48804", {"commits": [ids["pr1"][:10], ids["pr2"][:10]]}, {"commits": [ids["port1"][:9], ids["port2"][:9]]})
     edit(
         "46514",
         {"state": "open", "merged_on": None, "first_release": None},
         {"kind": "port", "commits": [ids["half"][:9], ids["gone"][:9]]},
     )
-    edit("46849", {"commits": [ids["pr46849"][:9]]}, {})
+    edit("46849", {"commits": [ids["pr46849"][:9]]}, {"kind": "pending", "commits": []})
 
 
 def main(stack_dir: Path, repeats: int) -> int:
