@@ -60,8 +60,8 @@ def overlay(fork: Fork, commit: str) -> Overlay:
         raise CompiledSources(
             f"the fork's diff against its base {fork.source.base.version} ({fork.base_commit[:12]}..{commit[:12]}) "
             f"changes compiled sources: {shown}; a Python overlay over the base wheel would run the base's binaries",
-            hint="build those from source: python -m ci fork source-build TARGET (containers/source/Dockerfile, "
-            "TORCH_CUDA_ARCH_LIST from the target), or drop the compiled change from the fork",
+            hint="build those from source: python -m ci source-build TARGET CHECKOUT --build-command '...' "
+            "(containers/source/Dockerfile, TORCH_CUDA_ARCH_LIST from the target), or drop the compiled change",
         )
     in_pkg = [p for p in touched if p.startswith(PACKAGE)]
     kept = [p for p in in_pkg if status[p] != "D"]

@@ -66,6 +66,14 @@ def cmd_lock(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_source_build(args: argparse.Namespace) -> int:
+    from ci.images import source_build
+
+    return source_build.main(
+        args.target, args.source, base=args.base, tag=args.tag, build_command=args.build_command, stack_dir=args.stack
+    )
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     b = options.verb(sub, "build", help="build a target's image (BuildKit, --network none); prints its id",
                      codes=(0, 2, 3, 6))  # fmt: skip
@@ -109,3 +117,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     lk.add_argument("--index-url", action="append", default=[], metavar="URL",
                     help="one more extra index to resolve against (repeatable), beside package_indexes")  # fmt: skip
     lk.set_defaults(func=cmd_lock)
+
+    sb = options.verb(
+        sub,
+        "source-build",
+        help="compile a source tree's CUDA extensions for a target's arch list "
+        "(containers/source/Dockerfile, --network none, no GPU) and check every file's SASS",
+        codes=(0, 2, 3, 6),
+    )
+    sb.add_argument("target", help="a CUDA target id, e.g. cuda-sm121a")
+    sb.add_argument("source", type=Path, help="the source tree (a fork's checkout, or a small extension)")
+    sb.add_argument(
+        "--build-command",
+        default="./build.sh",
+        help="run in the source tree (default: %(default)s); vLLM's: pip wheel --no-build-isolation .",
+    )
+    sb.add_argument("--base", help="build on this base instead of the one made with mmdebstrap")
+    sb.add_argument("--tag", help="tag of the image (default: stackgate/source-build-<target>:latest)")
+    sb.set_defaults(func=cmd_source_build)
