@@ -5,11 +5,14 @@ dist-info RECORD and a compiled part; the bundle, the ablation and the host buil
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -230,3 +233,62 @@ def test_the_command_line_builds_a_site(stack_copy: Path, fork_repo, tmp_path: P
 def test_the_bundle_names_match_the_harness() -> None:
     vb = site.vllm_build()
     assert (vb.BUNDLE_MANIFEST, vb.OVERLAY) == (bundle.MANIFEST, bundle.OVERLAY)
+
+
+@pytest.mark.docker
+def test_the_images_fork_layer_lays_the_bundle_over_the_venvs_vllm(stack_copy, fork_repo, tmp_path, docker_client):
+    """The cuda Dockerfile's fork layer, as written there, built for real over a venv holding a stand-in base release:
+    the image's tree is the fork build (its id equals the host build's), and without a bundle the layer is a no-op."""
+    from ci import engine
+    from ci.images import build as images
+    from ci.images import source_build
+
+    repo, ids = fork_repo
+    st = loader.load(_stack(stack_copy, repo, ids))
+    fork = source.open_fork(st)
+    base_site = _base_site(tmp_path)
+    host = site.build(
+        bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "b.tgz"), base_site, tmp_path / "s"
+    )
+    ctx = tmp_path / "ctx"
+    root = Path(__file__).resolve().parent.parent
+    for rel in ("suites/harness/vllm_build.py", "containers/fork-layer.sh"):
+        (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(root / rel, ctx / rel)
+    shutil.copytree(base_site, ctx / "base-site")
+    (ctx / images.FORK).mkdir()
+    shutil.copy(tmp_path / "b.tgz", ctx / images.FORK / images.FORK_BUNDLE)
+    cuda = (root / "containers" / "cuda" / "Dockerfile").read_text()
+    layer = cuda[
+        cuda.index('ARG FORK_BUNDLE=""') : cuda.index("/tmp/vllm_build.py\n", cuda.index('ARG FORK_BUNDLE=""')) + 19
+    ]
+    cli = engine.find()
+    base = source_build.local_base(cli, images.host_platform())
+    (ctx / "Dockerfile").write_text(
+        f"FROM {base}\nRUN python3 -m venv /opt/venv\nENV PATH=/opt/venv/bin:$PATH\n"
+        "COPY base-site/ /opt/venv/lib/python3.11/site-packages/\n" + layer + "\n"
+    )
+    tags = [f"stackgate-test-fork-layer:{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    try:
+        for tag, bundle_name in zip(tags, (images.FORK_BUNDLE, ""), strict=True):
+            argv = [
+                cli.path,
+                "build",
+                "--network",
+                "none",
+                "-q",
+                "-t",
+                tag,
+                "--build-arg",
+                f"FORK_BUNDLE={bundle_name}",
+            ]
+            subprocess.run([*argv, str(ctx)], check=True, capture_output=True, env=cli.env())
+        probe = "cat /opt/venv/lib/python3.11/site-packages/stackgate-vllm-build.json"
+        made = json.loads(docker_client.containers.run(tags[0], ["sh", "-c", probe], remove=True))
+        assert made["vllm_build"] == host["vllm_build"] and made["changes"] == ["46514", "46849", "48407"]
+        stock = docker_client.containers.run(tags[1], ["sh", "-c", f"{probe} 2>&1 || echo none"], remove=True)
+        assert stock.decode().strip().endswith("none")
+    finally:
+        for tag in tags:
+            with contextlib.suppress(Exception):
+                docker_client.images.remove(tag, force=True)

@@ -14,6 +14,7 @@ import fcntl
 import json
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -30,6 +31,8 @@ from ci.stack.model import Target
 
 REPO_ROOT = options.REPO
 STAGE = Path(".whl/stage")  # fixed: the engine's BuildKit does not expand ARGs in RUN --mount sources
+FORK = Path(".fork")  # the fork's bundle for the image's fork layer (containers/fork-layer.sh); empty: a stock vLLM
+FORK_BUNDLE = "bundle.tar.gz"
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 LABELS = (
     "org.opencontainers.image.revision",
@@ -118,7 +121,13 @@ def resolve_base(target: Target, *, base: str | None = None, allow_unpinned: boo
 
 
 def plan(
-    target: Target, base: Base, git: revision.GitInfo, *, root: Path = REPO_ROOT, tag: str | None = None
+    target: Target,
+    base: Base,
+    git: revision.GitInfo,
+    *,
+    root: Path = REPO_ROOT,
+    tag: str | None = None,
+    fork: bool = False,
 ) -> BuildPlan:
     dockerfile = root / "containers" / target.family / "Dockerfile"
     lock = lock_path(target, root)
@@ -150,6 +159,7 @@ def plan(
         "TRITON_TARGETS": ",".join(target.triton_targets),
         "KERNEL_LISTS": " ".join(target.kernel_lists),
         "SOURCE_DATE_EPOCH": str(git.epoch),
+        "FORK_BUNDLE": FORK_BUNDLE if fork else "",
         **target.env,
     }
     labels = {
@@ -195,8 +205,10 @@ def build(
     tag: str | None = None,
     root: Path = REPO_ROOT,
     no_cache: bool = False,
+    fork_bundle: Path | None = None,
 ) -> Built:
-    """Build the target's image; `no_cache` runs every step again (`ci verify --rebuild`)."""
+    """Build the target's image; `no_cache` runs every step again (`ci verify --rebuild`); `fork_bundle` (`ci fork
+    bundle`) lays the fork's vLLM over the locked release."""
     t0 = time.monotonic()
     cli = engine.find()
     git = revision.git_info(root)
@@ -207,8 +219,12 @@ def build(
         chosen = Base(name=made.name, digest=made.image_id, bootstrapped=True, lock=made.lock.digest)
     if chosen.bootstrapped and engine.image_id(cli, chosen.name) != chosen.digest:
         raise BuildError(f"{chosen.name} no longer resolves to {chosen.digest}", hint="remove the tag and rebuild")
-    p = plan(target, chosen, git, root=root, tag=tag)
+    p = plan(target, chosen, git, root=root, tag=tag, fork=fork_bundle is not None)
     check_buildable(target, root=root)
+    (root / FORK).mkdir(exist_ok=True)
+    (root / FORK / FORK_BUNDLE).unlink(missing_ok=True)
+    if fork_bundle is not None:
+        shutil.copyfile(fork_bundle, root / FORK / FORK_BUNDLE)
     if not chosen.bootstrapped:
         ensure_base(cli, chosen)
     files = wheels.fetch(target, p.lock)

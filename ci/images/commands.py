@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ci import options, revision
-from ci.errors import NotHere
+from ci.errors import NotHere, UsageError
 from ci.images import bake, build, debs, lock, rebuild, verify
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack
@@ -18,7 +18,16 @@ BAKE_TIMEOUT_S = 1800.0  # the warm-up starts every row's engine once: far longe
 
 def cmd_build(args: argparse.Namespace) -> int:
     target = build.target_for(args)
-    built = build.build(target, base=args.base, allow_unpinned=args.allow_unpinned, tag=args.tag)
+    bundle = None
+    if args.fork or args.without:
+        if target.family == "cpu":
+            raise UsageError(f"target {target.id}'s image holds no vLLM to lay the fork over", hint="pick a GPU target")
+        from ci.fork import commands as fork
+        from ci.fork import source
+
+        st = loader.load(args.stack)
+        bundle = fork.make_bundle(st, source.open_fork(st), build.REPO_ROOT / ".whl" / "fork.tar.gz", args.without)
+    built = build.build(target, base=args.base, allow_unpinned=args.allow_unpinned, tag=args.tag, fork_bundle=bundle)
     print(f"image {built.tags[0]}\nid    {built.image_id}\n({built.seconds:.1f} s, tags: {', '.join(built.tags)})")
     return 0
 
@@ -81,6 +90,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--base", help="build on this base instead of the target's pinned one")
     b.add_argument("--allow-unpinned", action="store_true", help="accept a base given by tag without a digest")
     b.add_argument("--tag", help="tag the image with this name instead of stackgate/<target>:{<rev>,latest}")
+    b.add_argument("--fork", action="store_true", help="lay the fork under test (stack/fork.yaml) over the release")
+    b.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")
     b.set_defaults(func=cmd_build)
 
     k = options.verb(sub, "bake", help="run the image's warm-up on the target's devices and commit the caches",
