@@ -35,11 +35,12 @@ def step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
-def prepare_image(st: Stack, target: Target) -> Blocked | None:
-    """Build (cached: a no-op when current) and verify; a host that cannot build the image blocks the rows."""
-    step(f"python -m ci build {target.id}")
+def prepare_image(st: Stack, target: Target, fork: Path | None = None) -> Blocked | None:
+    """Build (cached: a no-op when current) and verify; a host that cannot build the image blocks the rows. `fork`:
+    the fork's bundle (`ci fork bundle`), laid over the locked release."""
+    step(f"python -m ci build {target.id}" + (" --fork" if fork else ""))
     try:
-        built = build.build(target)
+        built = build.build(target, fork_bundle=fork)
     except StackgateError as exc:
         if exc.exit_code != NOTHING_RAN:
             raise
@@ -60,9 +61,18 @@ def record_not_run(folder: Path, target: Target, suite: str, rows: list[str], wh
     print(f"not run: {len(rows)} rows of {target.id}/{suite}: {why.reason}\n  fix: {why.fix}", flush=True)
 
 
-def run_target(st: Stack, target: Target, suites: list[str], out: Path, *, use_host: bool, timeout_s: float) -> int:
+def run_target(
+    st: Stack,
+    target: Target,
+    suites: list[str],
+    out: Path,
+    *,
+    use_host: bool,
+    timeout_s: float,
+    fork: Path | None = None,
+) -> int:
     """Build, verify and run one target's suites into out/<target>-<suite>/; the worst exit status."""
-    blocked = None if use_host else prepare_image(st, target)
+    blocked = None if use_host else prepare_image(st, target, fork)
     if blocked is None and not host.present(target):
         blocked = Blocked(
             reason=f"this host has no {target.name} ({host.describe()})",
@@ -96,13 +106,14 @@ def main(args: argparse.Namespace) -> int:
         if why:
             print(f"{why.splitlines()[0]}: running the suites on this host's Python instead (--host)", flush=True)
             use_host = True
+    fork = _fork_bundle(st, args, use_host)
     p = plan.build(st)
     codes: list[int] = []
     folders: list[Path] = []
     for target in targets:
         suites = sorted({r.suite for r in p.select(targets=[target.id], suites=args.suite).rows})
         print(f"target: {target.id} ({target.name}); suites: {', '.join(suites) or 'none'}", flush=True)
-        codes.append(run_target(st, target, suites, args.out, use_host=use_host, timeout_s=args.timeout))
+        codes.append(run_target(st, target, suites, args.out, use_host=use_host, timeout_s=args.timeout, fork=fork))
         folders += [args.out / f"{target.id}-{s}" for s in suites]
     from ci.report import write as report  # junitparser and lxml load only when a report is written
 
@@ -115,6 +126,24 @@ def main(args: argparse.Namespace) -> int:
     if failing:
         return max(failing)
     return NOTHING_RAN if codes and all(c == NOTHING_RAN for c in codes) else 0
+
+
+def _fork_bundle(st: Stack, args: argparse.Namespace, use_host: bool) -> Path | None:
+    """--fork / --without: the fork's bundle for the images (a bare host lays it with `ci fork build --host`)."""
+    if not (args.fork or args.without):
+        return None
+    if use_host:
+        raise UsageError(
+            "--fork builds the fork's vLLM into the target's image; this run has no docker engine",
+            hint="on a bare host: python -m ci fork build --host --base-site SITE --site DIR, then run "
+            "with PYTHONPATH=DIR:SITE (README, 'The fork under test')",
+        )
+    from ci.fork import commands as fork_commands
+    from ci.fork import source
+
+    step("python -m ci fork bundle" + (f" --without {args.without}" if args.without else ""))
+    out = args.out / "fork" / ("fork.tar.gz" if not args.without else f"without-{args.without}.tar.gz")
+    return fork_commands.make_bundle(st, source.open_fork(st), out, args.without)
 
 
 def bake(args: argparse.Namespace) -> int:
@@ -168,6 +197,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--out", type=Path, default=Path("out"),
                    help="results (<target>-<suite>/) and the report (report/) (default: %(default)s)")  # fmt: skip
     m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
+    m.add_argument("--fork", action="store_true", help="the images hold the fork under test (stack/fork.yaml)")
+    m.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")
     m.add_argument("--timeout", type=options.seconds, default=options.DEFAULT_TIMEOUT_S,
                    help="seconds per test item (default: %(default)s)")  # fmt: skip
     m.set_defaults(func=main)

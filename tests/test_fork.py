@@ -241,7 +241,7 @@ def test_the_images_fork_layer_lays_the_bundle_over_the_venvs_vllm(stack_copy, f
     the image's tree is the fork build (its id equals the host build's), and without a bundle the layer is a no-op."""
     from ci import engine
     from ci.images import build as images
-    from ci.images import source_build
+    from ci.images import fork_layer, source_build
 
     repo, ids = fork_repo
     st = loader.load(_stack(stack_copy, repo, ids))
@@ -256,8 +256,8 @@ def test_the_images_fork_layer_lays_the_bundle_over_the_venvs_vllm(stack_copy, f
         (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / rel, ctx / rel)
     shutil.copytree(base_site, ctx / "base-site")
-    (ctx / images.FORK).mkdir()
-    shutil.copy(tmp_path / "b.tgz", ctx / images.FORK / images.FORK_BUNDLE)
+    (ctx / fork_layer.FORK).mkdir()
+    shutil.copy(tmp_path / "b.tgz", ctx / fork_layer.FORK / fork_layer.FORK_BUNDLE)
     cuda = (root / "containers" / "cuda" / "Dockerfile").read_text()
     layer = cuda[
         cuda.index('ARG FORK_BUNDLE=""') : cuda.index("/tmp/vllm_build.py\n", cuda.index('ARG FORK_BUNDLE=""')) + 19
@@ -270,7 +270,7 @@ def test_the_images_fork_layer_lays_the_bundle_over_the_venvs_vllm(stack_copy, f
     )
     tags = [f"stackgate-test-fork-layer:{uuid.uuid4().hex[:8]}" for _ in range(2)]
     try:
-        for tag, bundle_name in zip(tags, (images.FORK_BUNDLE, ""), strict=True):
+        for tag, bundle_name in zip(tags, (fork_layer.FORK_BUNDLE, ""), strict=True):
             argv = [
                 cli.path,
                 "build",
@@ -292,3 +292,23 @@ def test_the_images_fork_layer_lays_the_bundle_over_the_venvs_vllm(stack_copy, f
         for tag in tags:
             with contextlib.suppress(Exception):
                 docker_client.images.remove(tag, force=True)
+
+
+def test_the_flow_takes_the_fork_only_into_images(stack_copy, fork_repo, capsys) -> None:
+    """`ci main --fork` lays the fork into the target's image; a run on this host's Python says how instead, and the
+    cpu image, which holds no vLLM, has no fork layer to take it."""
+    from ci.images import build as images
+    from ci.images import fork_layer
+
+    repo, ids = fork_repo
+    path = _stack(stack_copy, repo, ids)
+    assert cli.main(["main", "--stack", str(path), "--host", "--fork", "--target", "cpu"]) == 2
+    assert "ci fork build --host" in capsys.readouterr().err
+    st = loader.load(path)
+    git = images.revision.git_info(images.REPO_ROOT)
+    base = images.Base(name="local/base", digest="")
+    forked = images.plan(st.targets["cuda-sm90"], base, git, fork=True)
+    assert forked.build_args["FORK_BUNDLE"] == fork_layer.FORK_BUNDLE
+    assert images.plan(st.targets["cuda-sm90"], base, git).build_args["FORK_BUNDLE"] == ""
+    with pytest.raises(UsageError, match=r"Dockerfile of cpu has no fork layer"):
+        images.plan(st.targets["cpu"], base, git, fork=True)

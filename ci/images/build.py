@@ -14,7 +14,6 @@ import fcntl
 import json
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -25,14 +24,12 @@ from pathlib import Path
 
 from ci import engine, options, revision
 from ci.errors import BuildError, NotHere
-from ci.images import bootstrap, normalize, wheels
+from ci.images import bootstrap, fork_layer, normalize, wheels
 from ci.stack import loader as stack
 from ci.stack.model import Target
 
 REPO_ROOT = options.REPO
 STAGE = Path(".whl/stage")  # fixed: the engine's BuildKit does not expand ARGs in RUN --mount sources
-FORK = Path(".fork")  # the fork's bundle for the image's fork layer (containers/fork-layer.sh); empty: a stock vLLM
-FORK_BUNDLE = "bundle.tar.gz"
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 LABELS = (
     "org.opencontainers.image.revision",
@@ -159,7 +156,7 @@ def plan(
         "TRITON_TARGETS": ",".join(target.triton_targets),
         "KERNEL_LISTS": " ".join(target.kernel_lists),
         "SOURCE_DATE_EPOCH": str(git.epoch),
-        "FORK_BUNDLE": FORK_BUNDLE if fork else "",
+        "FORK_BUNDLE": fork_layer.build_arg(dockerfile, target, fork),
         **target.env,
     }
     labels = {
@@ -221,10 +218,7 @@ def build(
         raise BuildError(f"{chosen.name} no longer resolves to {chosen.digest}", hint="remove the tag and rebuild")
     p = plan(target, chosen, git, root=root, tag=tag, fork=fork_bundle is not None)
     check_buildable(target, root=root)
-    (root / FORK).mkdir(exist_ok=True)
-    (root / FORK / FORK_BUNDLE).unlink(missing_ok=True)
-    if fork_bundle is not None:
-        shutil.copyfile(fork_bundle, root / FORK / FORK_BUNDLE)
+    fork_layer.stage(root, fork_bundle)
     if not chosen.bootstrapped:
         ensure_base(cli, chosen)
     files = wheels.fetch(target, p.lock)
