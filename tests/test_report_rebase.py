@@ -39,7 +39,8 @@ def test_the_report_shows_each_changes_rebase_state_beside_its_verdict(tmp_path,
     verdicts = md.split("## Verdicts", 1)[1].split("###", 1)[0]
     assert "| Change | Track | Verdict | Blocked by | Failing rows | Rebase state |" in verdicts
     assert "| #48804 | kernel-warmup | ❌ not ready |" in verdicts and "| ported |" in verdicts
-    assert "| unknown; 1 flag |" in verdicts  # #46514: no merge commit recorded, stacked on an untracked PR
+    # #46514: its demo-fork port (stack/fork.yaml) is not in this history; stacked on an untracked PR, merged upstream
+    assert "| #46514 | fp8-ds-mla |" in verdicts and "| absent; 2 flags |" in verdicts
     assert "Rebase state of " in verdicts and "2 own commits over upstream/main" in verdicts
     section = md.split("### #48804 ", 1)[1].split("###", 1)[0]
     assert "Rebase state: ported: port present: " in section
