@@ -157,8 +157,9 @@ def test_more_than_500_jobs_are_uploaded_in_parts(tmp_path: Path, stack_copy, ed
 def test_filters_narrow_the_pipeline_and_its_report(tmp_path: Path) -> None:
     _, steps = pipeline(tmp_path, "--target", "cpu", "--change", "selftest")
     assert [s.get("key") for s in steps] == ["build-cpu", "run-cpu-selftest-0", None, "report", "gate"]
-    report = next(c for c in steps[3]["commands"] if c.startswith("nox -s report"))
-    assert report.endswith("-- results --out report --target cpu --change selftest")
+    report = next(c for c in steps[3]["commands"] if "nox -s report" in c)
+    assert report.endswith("-- results --out report --target cpu --change selftest || status=$$?")  # $ escaped
+    assert steps[3]["commands"][-1] == 'exit "$$status"'  # a failing row fails the step after its annotation
 
 
 def test_no_row_to_run_is_a_usage_error(capsys) -> None:

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from git_repos import Repo, set_change
 
 from ci import cli
 from ci.errors import UsageError
 from ci.fork import ablate, bundle, site, source
 from ci.stack import loader
-from tests.git_repos import Repo, set_change
 
 BASE_FILES = {
     "vllm/__init__.py": "__version__ = '0.26.0'\n",

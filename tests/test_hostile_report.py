@@ -65,7 +65,7 @@ def test_a_baseline_nested_deep_or_holding_nan_is_an_input_problem(tmp_path: Pat
 def test_the_repro_hint_quotes_a_hostile_row_id(tmp_path: Path) -> None:
     evil = "x; touch /tmp/pwned #"
     junit = _junit(tmp_path / "j.xml", evil, failure=True)
-    assert main(["report", str(junit), "--out", str(tmp_path / "r")]) == 0
+    assert main(["report", str(junit), "--out", str(tmp_path / "r")]) == 1  # a failed testcase, outside the plan
     doc = _strict(tmp_path / "r" / "report.json")
     row = next(r for r in doc["rows"] if r["id"] == evil)
     assert row["repro"] == f"python -m ci repro {shlex.quote(evil)}"

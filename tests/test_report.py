@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from report_helpers import rows, write_rows
 
+from ci.bench import synthetic
 from ci.cli import main
 from ci.report import html as report_html
 from ci.report import markdown as report_md
@@ -64,7 +65,7 @@ def messy(tmp_path: Path) -> tuple[Path, list]:
 def test_messy_inputs_give_a_full_report_that_shows_every_problem(tmp_path: Path, messy) -> None:
     junit, (evil, dup, skipped_over) = messy
     out = tmp_path / "out"
-    assert main(["report", str(junit), "--out", str(out)]) == 0
+    assert main(["report", str(junit), "--out", str(out)]) == 1  # a failing, a disagreeing and a cut-short row
 
     doc = json.loads((out / "report.json").read_text())
     inputs = {Path(i["path"]).name: i["status"] for i in doc["inputs"]}
@@ -106,7 +107,7 @@ def test_html_is_self_contained(tmp_path: Path, messy) -> None:
 def test_a_failed_run_leaves_the_previous_report_intact(tmp_path: Path, messy, monkeypatch) -> None:
     junit, _ = messy
     out = tmp_path / "out"
-    assert main(["report", str(junit), "--out", str(out)]) == 0
+    assert main(["report", str(junit), "--out", str(out)]) == 1
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     def broken(_report):
@@ -156,3 +157,20 @@ def test_an_unusable_baseline_is_listed_and_the_report_still_written(tmp_path: P
     doc = json.loads((tmp_path / "o" / "report.json").read_text())
     base = next(i for i in doc["inputs"] if i["role"] == "baseline")
     assert base["status"] == "unreadable" and "not a stackgate report.json" in base["problem"]
+
+
+def test_a_failed_testcase_outside_the_plan_fails_the_report_unless_declared_informational(tmp_path, capsys) -> None:
+    """A harness test, a suite of one's own or another tool's JUnit: counted in the headline, and a failure there is
+    a failing report (exit 1), as a failing row is; --outside-informational keeps it shown but out of the status."""
+    selftest = rows("selftest", target="cpu")
+    junit = tmp_path / "junit"
+    write_rows(junit, selftest)
+    foreign = [synthetic.FakeCase(row="", change="", target="cpu", suite="selftest", classname="tests.test_other",
+                                  test=f"test_{i}", status="failure" if i % 2 else "pass", message="boom")
+               for i in range(4)]  # fmt: skip
+    synthetic.write(junit / "other-tool.xml", "cpu", "selftest", foreign)
+    assert main(["report", str(junit), "--out", str(tmp_path / "r")]) == 1
+    out = capsys.readouterr().out
+    assert f"({len(selftest)} pass, " in out and "4 testcases outside the plan (2 failed or errored)," in out
+    assert main(["report", str(junit), "--out", str(tmp_path / "r"), "--outside-informational"]) == 0
+    assert "4 testcases outside the plan (2 failed or errored; informational)" in capsys.readouterr().out

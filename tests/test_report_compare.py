@@ -229,7 +229,7 @@ def test_three_cache_conditions_with_labels_and_a_verdict_per_side(tmp_path: Pat
             "--label", "a-empty", "--label", "b-aot", "--label", "c-artefact", "--out", str(out),
             "--baseline", str(tmp_path / "base" / "report.json"), "--change", "48804"]  # fmt: skip
     done = _cli(*argv)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # side A holds a failing row
     doc = json.loads((out / "report.json").read_text())["comparison"]
     assert [s["label"] for s in doc["sides"]] == ["a-empty", "b-aot", "c-artefact"]
     assert [s["caches"] for s in doc["sides"]] == [["empty"], ["aot"], ["artefact:caches-x.tar.gz"]]

@@ -10,7 +10,7 @@ from ci.errors import STRICT_INPUTS, UsageError
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ci.report.write import build, problems, render, summary, write_atomic
+    from ci.report.write import build, failing, problems, render, summary, write_atomic
 
     if args.label and not args.compare:
         raise UsageError("--label names the sides of a comparison, and no --compare was given",
@@ -19,13 +19,15 @@ def cmd_report(args: argparse.Namespace) -> int:
                    changes=args.change, compare_paths=args.compare, labels=args.label,
                    upstream_path=args.upstream)  # fmt: skip
     write_atomic(args.out, render(report))  # rendered whole before anything is written
-    print(summary(report, args.out))
-    return STRICT_INPUTS if args.strict and problems(report) else 0
+    print(summary(report, args.out, outside_informational=args.outside_informational))
+    if args.strict and problems(report):
+        return STRICT_INPUTS
+    return 1 if failing(report, outside_informational=args.outside_informational) else 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     r = options.verb(sub, "report", help="combine JUnit into report.md/html/json with a verdict per imported change",
-                     codes=(0, 2, 5, 7))  # fmt: skip
+                     codes=(0, 1, 2, 5, 7))  # fmt: skip
     r.add_argument("inputs", nargs="+", type=Path, metavar="JUNIT",
                    help="JUnit files or results folders (every *.xml and not-run.json below them)")  # fmt: skip
     r.add_argument("--out", type=Path, required=True, help="directory for report.md, report.html, report.json")
@@ -48,6 +50,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="NAME",
         help="a side's name in the comparison, once per side, A first (default: each side's folder name)",
+    )
+    r.add_argument(
+        "--outside-informational",
+        action="store_true",
+        help="testcases outside the plan (another tool's JUnit, a suite of your own) are counted and shown, but "
+        "their failures do not set the exit status; the headline says so",
     )
     options.add_filters(r, "target", "suite", "change")
     r.set_defaults(func=cmd_report)

@@ -119,14 +119,34 @@ def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
                 os.unlink(tmp)
 
 
-def summary(report: Report, out: Path) -> str:
+BAD = ("failure", "error", "conflict", "incomplete")  # a row or testcase in one of these fails `ci report`
+
+
+def outside(report: Report) -> tuple[int, int]:
+    """Testcases outside the plan (result rows the plan lacks, tests naming no row): how many, how many failed."""
+    res = report.results
+    cases = [c for r in res.rows if r.planned is None for c in r.cases] + list(res.unkeyed)
+    return len(cases), sum(c.status in ("failure", "error") for c in cases)
+
+
+def failing(report: Report, *, outside_informational: bool = False) -> bool:
+    """Whether a row of the plan failed, errored, disagreed or was cut short, or a testcase outside the plan failed
+    (unless those were declared informational): `ci report` then exits 1."""
+    planned = any(r.status in BAD for r in report.results.rows if r.planned is not None)
+    return planned or (not outside_informational and outside(report)[1] > 0)
+
+
+def summary(report: Report, out: Path, *, outside_informational: bool = False) -> str:
     """What was written, and how it stands; the banner's warnings go to stderr as well."""
     for line in banner(report):
         print(f"warning: {line}", file=sys.stderr)
     res = report.results
     ready = sum(v.ready for v in report.verdicts)
     tally = ", ".join(f"{n} {status}" for status, n in counts(res).items())
-    line = (f"wrote {', '.join(OUTPUTS)} to {out}: {len(res.rows)} rows ({tally}), {len(res.inputs)} inputs "
+    n_out, bad_out = outside(report)
+    told = (f", {n_out} testcase{'s' * (n_out != 1)} outside the plan ({bad_out} failed or errored"
+            f"{'; informational' if outside_informational else ''})") if n_out else ""  # fmt: skip
+    line = (f"wrote {', '.join(OUTPUTS)} to {out}: {len(res.rows)} rows ({tally}){told}, {len(res.inputs)} inputs "
             f"({len(res.problems())} with problems); {ready} of {len(report.verdicts)} changes ready")  # fmt: skip
     c = report.comparison
     if c:
