@@ -323,7 +323,7 @@ def test_each_change_as_ported_is_judged_against_the_fork_without_it(tmp_path: P
     assert _cli(str(fork), "--compare", str(without), "--out", str(out)).returncode == 0
     md = (out / "report.md").read_text()
     assert "Each change as ported: the fork against the fork without it" in md
-    assert f"| #48407 | fork ({'a' * 12}) | without-48407 ({'b' * 12}) | 2 | present / absent | ❌ not ready" in md
+    assert f"| #48407 | fork ({'a' * 12}) | without-48407 ({'b' * 12}) | 2 | present / absent | ❌ not ready; " in md
     doc = json.loads((out / "report.json").read_text())["comparison"]["ported"]
     assert doc[0]["change"] == "48407" and doc[0]["presence"] == ["present", "absent"] and doc[0]["isolated"]
 

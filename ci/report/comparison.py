@@ -42,9 +42,19 @@ def tables(c: Comparison) -> list[tuple[str, Table]]:
 
 
 def _as_ported(p: Ported) -> str:
+    """The verdict, its failing criteria apart from the ones still missing evidence (a target not run, too few
+    samples): the first are what the change as ported got wrong, the second what is left to measure."""
     if not p.isolated:
         return "not isolated: " + "; ".join(p.problems)
-    return "✅ " + p.verdict.text if p.verdict.ready else "❌ " + p.verdict.text
+    if p.verdict.ready:
+        return "✅ " + p.verdict.text
+    failed = [k.name for k in p.verdict.blocking if k.status == "fail"]
+    missing = [k.name for k in p.verdict.blocking if k.status != "fail"]
+    parts = [
+        f"fails: {', '.join(failed)}" if failed else "",
+        f"evidence missing: {', '.join(missing)}" if missing else "",
+    ]
+    return "❌ not ready; " + "; ".join(x for x in parts if x)
 
 
 def ported_table(c: Comparison) -> Table:
