@@ -174,3 +174,30 @@ def test_a_failed_testcase_outside_the_plan_fails_the_report_unless_declared_inf
     assert f"({len(selftest)} pass, " in out and "4 testcases outside the plan (2 failed or errored)," in out
     assert main(["report", str(junit), "--out", str(tmp_path / "r"), "--outside-informational"]) == 0
     assert "4 testcases outside the plan (2 failed or errored; informational)" in capsys.readouterr().out
+
+
+def test_report_json_validates_against_its_published_schema(tmp_path) -> None:
+    """ci/report/report.schema.json is the contract of report.json: a report with failures, a comparison with a fork
+    side and the side without a change, and the generator, stack digest and stable criterion ids it names."""
+    import jsonschema
+
+    from ci.report import json_doc
+
+    schema = json.loads(json_doc.SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    picked = rows("48407", target="cuda-sm90")[:2]
+    for name, props in (("fork", (("fork_changes", "48407"),)), ("without", (("fork_without", "48407"),
+                                                                          ("fork_changes", "")))):  # fmt: skip
+        write_rows(tmp_path / name, picked, lambda r, c, props=props: replace(c, props=props, status="failure"))
+    assert (
+        main(["report", str(tmp_path / "fork"), "--compare", str(tmp_path / "without"), "--out", str(tmp_path / "r")])
+        == 1
+    )
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert doc["generator"]["name"] == "stackgate" and doc["stack"]["digest"].startswith("sha256:")
+    ids = [c["id"] for c in doc["changes"][0]["criteria"]]
+    assert ids == ["tied", "cold_warm", "no_jit", "matrix", "tolerance", "graph_replay", "allowed_regression"]
+    assert doc["comparison"]["ported"][0]["change"] == "48407"
+    run = next(r for r in doc["rows"] if r["id"] == picked[0].id)["runs"][0]
+    assert run["fork_changes"] == ["48407"]

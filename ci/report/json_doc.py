@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ci
+from ci import revision
 from ci.report import comparison, rebase
 from ci.report.view import FAILING, Report, rerun
+from ci.results import criteria
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
+
+SCHEMA = Path(__file__).with_name("report.schema.json")  # the document's published JSON Schema
+# each criterion by a stable id, for scripts: its name is English and may be reworded
+CRITERION_IDS = {criteria.TIED: "tied", criteria.COLD_WARM: "cold_warm", criteria.NO_JIT: "no_jit",
+                 criteria.MATRIX: "matrix", criteria.TOLERANCE: "tolerance", criteria.GRAPH: "graph_replay",
+                 criteria.REGRESSION: "allowed_regression"}  # fmt: skip
 
 
 def _upstream(up: Upstream | None) -> dict[str, object] | None:
@@ -49,12 +58,15 @@ def _report(report: Report) -> dict[str, object]:
             inputs.append({"path": b.path, "status": b.status, "problem": b.problem, "role": role, "testcases": 0})
     return {
         "schema": 1,
+        "generator": {"name": "stackgate", "version": ci.__version__, "revision": revision.git_revision()},
+        "stack": {"digest": report.stack.digest},
         "changes": [
             {"id": v.change.id, "title": v.change.title, "track": v.change.track, "verdict": v.text,
              "ready": v.ready, "gating": v.change.gating, "blocked_by": [c.name for c in v.blocking],
              "upstream": _upstream(v.change.upstream),
              **({"rebase": rebase.to_json(report, v.change.id)} if report.upstream else {}),
-             "criteria": [{"name": c.name, "status": c.status, "evidence": c.evidence} for c in v.criteria]}
+             "criteria": [{"id": CRITERION_IDS.get(c.name, c.name), "name": c.name, "status": c.status,
+                           "evidence": c.evidence} for c in v.criteria]}
             for v in report.verdicts
         ],
         "rows": [
@@ -66,6 +78,9 @@ def _report(report: Report) -> dict[str, object]:
              "runs": [{"file": c.file, "junit_suite": c.junit_suite, "test": f"{c.classname}::{c.name}",
                        "status": c.status, "message": c.message, "image_digest": c.image_digest,
                        "git_revision": c.git_revision, "problems": list(c.problems),
+                       "vllm_version": c.vllm_version, "vllm_build": c.vllm_build,
+                       "fork_changes": None if c.fork_changes is None else list(c.fork_changes),
+                       "fork_without": c.fork_without,
                        "jit": {"compiles": c.jit_compiles, "kernels": list(c.jit_kernels),
                                "cache_new_files": c.jit_cache_new_files}} for c in r.cases]}
             for r in res.rows
