@@ -5,8 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 _MD_ESCAPES = str.maketrans(
-    {"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "\r": " ", "`": "\\`", "_": "\\_", "*": "\\*"}
-)  # fmt: skip  (function names must not turn italic)
+    {
+        "|": "\\|",
+        "<": "&lt;",
+        ">": "&gt;",
+        "&": "&amp;",
+        "\n": " ",
+        "\r": " ",
+        "`": "\\`",
+        "_": "\\_",
+        "*": "\\*",
+        "[": "\\[",
+        "]": "\\]",
+    }
+)  # function names must not turn italic; failure text must not make links or images
 
 
 def md_cell(value: object) -> str:

@@ -112,7 +112,8 @@ def test_report_on_a_mistyped_path_warns_and_strict_fails(tmp_path: Path) -> Non
     assert f"warning: input {missing}: not found (no such file)" in done.stderr
     assert "warning: no testcase was read from the inputs" in done.stderr
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "> [!WARNING]" in md and md_cell(f"input {missing}: not found") in md
+    assert "**Warnings** (2 kinds)" in md and md_cell(f"input {missing}: not found") in md
+    assert md.index("## Summary") < md.index("**Warnings**")  # the verdicts first, then what to be wary of
     html = (tmp_path / "r" / "report.html").read_text()
     assert 'class="banner"' in html and "not found" in html
     strict = _ci("report", str(missing), "--out", str(tmp_path / "s"), "--strict")

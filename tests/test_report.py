@@ -201,3 +201,13 @@ def test_report_json_validates_against_its_published_schema(tmp_path) -> None:
     assert doc["comparison"]["ported"][0]["change"] == "48407"
     run = next(r for r in doc["rows"] if r["id"] == picked[0].id)["runs"][0]
     assert run["fork_changes"] == ["48407"]
+
+
+def test_failure_text_cannot_make_links_or_images_in_the_annotation(tmp_path) -> None:
+    """A failure message is untrusted: in report.md it stays text, whatever Markdown it holds."""
+    evil = "boom ![x](https://example.invalid/p.png) [click](https://example.invalid) <img src=x>"
+    selftest = rows("selftest", target="cpu")
+    write_rows(tmp_path / "j", selftest[:1], lambda r, c: replace(c, status="failure", message=evil))
+    main(["report", str(tmp_path / "j"), "--out", str(tmp_path / "r")])
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "](https://" not in md.replace("\\](https://", "") and "<img" not in md and "!\\[x\\]" in md

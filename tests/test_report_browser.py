@@ -43,11 +43,11 @@ def failing_run(tmp_path_factory: pytest.TempPathFactory, request) -> Path:
     assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
     done = subprocess.run([sys.executable, "-m", "ci", "--stack", str(stack), "report", str(root / "results"),
                            "--out", str(root / "report")], cwd=REPO, capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # failing rows fail the report too
     return root
 
 
-@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+@pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)], ids=["desktop", "phone"])
 def test_the_page_in_a_real_browser(failing_run: Path, width: int, height: int) -> None:
     sync_playwright = _need_browser()
     html = failing_run / "report" / "report.html"
@@ -65,7 +65,16 @@ def test_the_page_in_a_real_browser(failing_run: Path, width: int, height: int) 
         page.goto(html.as_uri())
         assert errors == [] and requests == [html.as_uri()]  # the page and nothing else
         verdicts = page.locator("#verdicts").bounding_box()
-        assert verdicts is not None and verdicts["y"] < height / 2, verdicts
+        assert verdicts is not None, verdicts
+        # the first screen: each change's verdict, its causes with their row counts and the next step
+        table = page.locator("#summary table").bounding_box()
+        assert table is not None and table["y"] < height / 3, table
+        first = page.locator("#summary tbody tr", has_text="#selftest")
+        box = first.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= height, box  # within the first viewport
+        cells = first.locator("td").all_inner_texts()
+        assert "not ready" in cells[1] and "exceeds 1e-30" in cells[2] and "rows)" in cells[2]
+        assert cells[3].startswith("python -m ci repro ")
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         page.goto(f"{html.as_uri()}#row-{row}")
         target = page.locator(f"[id='row-{row}']")

@@ -12,13 +12,12 @@ from functools import cache
 
 import jinja2
 
-from ci.report import comparison, composition, models, plot, rebase, triage
+from ci.report import comparison, composition, first_screen, models, plot, rebase, triage
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
     Report,
     Table,
-    banner,
     change_heading,
     counts,
     duplicates_table,
@@ -101,7 +100,9 @@ def render(report: Report) -> str:
         ready=sum(v.ready for v in report.verdicts),
         verdicts=verdicts,
         tally=_tally(counts(report.results)),
-        banner=banner(report),
+        banner=first_screen.warnings(report),
+        judged=first_screen.judged(report),
+        first=first_screen.table(report),
         matrices=matrices,
         extra=extra,
         status_class=_STATUS_CLASS,

@@ -8,13 +8,12 @@ so every table that remains is whole, and a note says what was left out and wher
 from __future__ import annotations
 
 from ci import tables
-from ci.report import comparison, composition, models, rebase
+from ci.report import comparison, composition, first_screen, models, rebase
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
     Report,
     Table,
-    banner,
     change_heading,
     cold_warm,
     cold_warm_table,
@@ -53,10 +52,11 @@ def _document(report: Report, only_failing: bool) -> str:
     ready = sum(v.ready for v in report.verdicts)
     out.append(f"**{ready} of {len(report.verdicts)} imported changes ready for default enablement.** "
                + "Rows: " + ", ".join(f"{STATUS_MARK[k]} {n}" for k, n in counts(res).items()) + ".")  # fmt: skip
-    warnings = banner(report)
+    out += ["", md(first_screen.judged(report)), "", "## Summary", "", *_table(first_screen.table(report)), ""]
+    warnings = first_screen.warnings(report)  # plain Markdown: Buildkite's renderer has no GitHub alerts
     if warnings:
-        out += ["", "> [!WARNING]", *(f"> {md(w)}  " for w in warnings)]
-    out.append("")
+        kinds = f"{len(warnings)} kind{'s' * (len(warnings) != 1)}"
+        out += [f"**Warnings** ({kinds})", "", *(f"- {md(w)}" for w in warnings), ""]
     if report.comparison:
         c = report.comparison
         out += [f"## {md(comparison.title(c))}", "", md(comparison.intro(c)), ""]

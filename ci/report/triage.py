@@ -26,17 +26,21 @@ class Failing:
     how: Rerun
 
 
-def causes(report: Report, verdict: Verdict, limit: int = 3) -> list[tuple[str, int]]:
-    """The commonest first clauses of the change's failure messages, with how many rows say each: one cause
-    ("change absent in vLLM 0.26.0") behind every row should be said once, before the criteria."""
+def causes(report: Report, verdict: Verdict, limit: int | None = 3) -> list[tuple[str, int]]:
+    """The change's failure causes with how many rows say each, most rows first: every clause of each row's message
+    (a row absent *and* crashing says both), numbers folded, so one cause behind many rows is said once."""
     first: dict[str, str] = {}
     said: Counter[str] = Counter()
     for r in report.results.rows:
         if r.change == verdict.change.id and r.status in FAILING and (r.message or r.note):
-            text = (r.message or r.note).split(";", 1)[0].strip()
-            key = _NUMBER.sub("#", text)  # "max_abs_err 4.7e-09 exceeds" on every row is one cause
-            first.setdefault(key, text)
-            said[key] += 1
+            keys = set()
+            for clause in (r.message or r.note).split("; "):
+                text = clause.strip()
+                key = _NUMBER.sub("#", text)  # "max_abs_err 4.7e-09 exceeds" on every row is one cause
+                if text and key not in keys:
+                    first.setdefault(key, text)
+                    keys.add(key)
+                    said[key] += 1
     return [(first[key], n) for key, n in said.most_common(limit)]
 
 
