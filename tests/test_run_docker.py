@@ -147,7 +147,7 @@ def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_ima
     tree = failing_tree(tmp_path / "suites")
     argv = ["run", "cpu", "selftest", "--image", test_image, "--suites-dir", str(tree)]
     assert cli.main([*argv, "--out", str(tmp_path / "results" / "cpu-selftest-0")]) == 1
-    assert cli.main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "report")]) == 0
+    assert cli.main(["report", str(tmp_path / "results"), "--out", str(tmp_path / "report")]) == 1  # failing rows
     report = tmp_path / "report" / "report.json"
     row = next(r for r in json.loads(report.read_text())["rows"] if r["status"] == "failure")
 
