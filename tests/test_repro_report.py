@@ -142,3 +142,47 @@ def test_every_target_gets_its_platform_devices_and_env(target: str, tmp_path: P
     assert [words[i + 1] for i, w in enumerate(words) if w == "--device"] == list(t.devices.paths)
     assert all(f"{k}={v}" in words for k, v in t.env.items())
     assert f"/opt/stackgate/suites/{row.suite}/test_x.py::test_y[{row.id}]" in words
+
+
+# a test naming no row, beside the rows: it fails, and so must the report, with a line that re-runs it
+PLAIN_TEST = """\
+def test_plain_check():
+    assert 1 + 1 == 3, "arithmetic is off"
+"""
+
+
+def test_a_failing_test_outside_the_plan_fails_the_report_and_its_printed_line_reproduces_it(tmp_path) -> None:
+    tree = tmp_path / "suites"
+    (tree / "selftest").mkdir(parents=True)
+    (tree / "selftest" / "test_plain.py").write_text(PLAIN_TEST)
+    (tree / "selftest" / "test_fits.py").write_text(FAILING_TEST.replace("<= 4096", "<= 10**9"))  # rows pass
+    out = tmp_path / "results" / "r0"
+    assert cli.main(["run", "cpu", "selftest", "--host", "--suites-dir", str(tree), "--out", str(out)]) == 1
+    done = subprocess.run([sys.executable, "-m", "ci", "report", str(tmp_path / "results"), "--out",
+                           str(tmp_path / "report")], cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "1 testcase outside the plan (1 failed or errored)" in done.stdout
+    doc = json.loads((tmp_path / "report" / "report.json").read_text())
+    (plain,) = [c for c in doc["unkeyed"] if c["test"].endswith("test_plain_check")]
+    line = plain["repro_command"]
+    assert line and "selftest/test_plain.py::test_plain_check" in line
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    (again,) = (out / "repro-test-test_plain_check").glob("junit-repro-*.xml")
+    text = again.read_text()
+    assert "test_plain_check" in text and "arithmetic is off" in text and "<failure" in text
+    assert "test_context_fits" not in text  # that one test, not the suite
+    assert "test_plain.py::test_plain_check" in (tmp_path / "report" / "report.md").read_text().replace("\\", "")
+
+
+def test_ci_repro_takes_a_test_id_from_a_rows_json(tmp_path, capsys) -> None:
+    tree = tmp_path / "suites"
+    (tree / "selftest").mkdir(parents=True)
+    (tree / "selftest" / "test_plain.py").write_text(PLAIN_TEST)
+    out = tmp_path / "r0"
+    cli.main(["run", "cpu", "selftest", "--host", "--suites-dir", str(tree), "--out", str(out)])
+    capsys.readouterr()
+    assert cli.main(["repro", "selftest/test_plain.py::test_plain_check", "--rows-json", str(out / "rows.json")]) == 0
+    said = capsys.readouterr().out
+    assert "# docker" in said and "selftest/test_plain.py::test_plain_check" in said and "--stackgate-row" not in said
+    assert cli.main(["repro", "selftest/../x.py::t", "--rows-json", str(out / "rows.json")]) == 2

@@ -7,7 +7,7 @@ from pathlib import Path
 import ci
 from ci import revision
 from ci.report import comparison, rebase
-from ci.report.view import FAILING, Report, rerun
+from ci.report.view import FAILING, Report, rerun, rerun_test
 from ci.results import criteria
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
@@ -85,7 +85,7 @@ def _report(report: Report) -> dict[str, object]:
                                "cache_new_files": c.jit_cache_new_files}} for c in r.cases]}
             for r in res.rows
         ],
-        "unkeyed": [{"file": c.file, "test": f"{c.classname}::{c.name}", "status": c.status, "message": c.message}
-                    for c in res.unkeyed],
+        "unkeyed": [{"file": c.file, "test": f"{c.classname}::{c.name}", "status": c.status, "message": c.message,
+                     "repro_command": rerun_test(c) or None} for c in res.unkeyed],
         "inputs": inputs,
     }  # fmt: skip

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ci.results.acceptance import Verdict
 from ci.results.compare import Comparison
-from ci.results.junit import FileRead, Metric
+from ci.results.junit import Case, FileRead, Metric
 from ci.results.merge import Results, RowResult
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
@@ -120,6 +120,21 @@ def rerun(r: RowResult) -> Rerun:
     return Rerun(hint=repro(r.id, rows_json), command=lines.docker if in_image else lines.host)
 
 
+def rerun_test(case: Case) -> str:
+    """The line that re-runs one testcase outside the plan as its run did, or "" where its run left no rows.json."""
+    from ci.errors import UsageError
+    from ci.run import repro as repro_cmd
+
+    rows_json = Path(case.file).resolve().parent / "rows.json"
+    if case.status not in ("failure", "error") or not rows_json.is_file():
+        return ""
+    try:
+        lines = repro_cmd.test_commands(rows_json, f"{case.classname}::{case.name}")
+    except UsageError:
+        return ""
+    return lines.docker if case.image_digest not in (None, "", "none") else lines.host
+
+
 def short(text: str, limit: int = _NOTE_CHARS) -> str:
     one = " ".join(text.split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
@@ -225,10 +240,11 @@ def _notes(r: RowResult) -> str:
 
 def unplanned_table(results: Results) -> Table:
     """Results for row ids the plan lacks, and testcases naming no row at all."""
-    rows = [(r.id, r.target, STATUS_MARK[r.status], short(r.note or r.message)) for r in results.rows if not r.planned]
-    rows += [(f"{c.classname}::{c.name}", c.target or "?", STATUS_MARK[c.status], short(f"{c.file}: {c.message}"))
-             for c in results.unkeyed]  # fmt: skip
-    return Table(headers=("Row or test", "Target", "Status", "Notes"), rows=tuple(rows))
+    rows = [(r.id, r.target, STATUS_MARK[r.status], short(r.note or r.message), "") for r in results.rows
+            if not r.planned]  # fmt: skip
+    rows += [(f"{c.classname}::{c.name}", c.target or "?", STATUS_MARK[c.status], short(f"{c.file}: {c.message}"),
+              rerun_test(c)) for c in results.unkeyed]  # fmt: skip
+    return Table(headers=("Row or test", "Target", "Status", "Notes", "Re-run"), rows=tuple(rows))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ from typing import Any
 from ci.errors import UsageError
 from ci.run import execute as run
 
+_TEST_MODULE = re.compile(r"^(test_.*|.*_test)$")  # pytest's default python_files
 ROW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$")  # no '/' and no '..': it names a folder
 
 
@@ -80,19 +81,61 @@ def commands(
             f"row {row_id!r} is not in {rows_json}", hint=f"rows there: {', '.join(sorted(known)) or 'none'}"
         )
     out = (out or rows_json.parent / f"repro-{row_id}").resolve()
+    return _lines(doc, rows_json, out, row_id, ("--stackgate-row", row_id), (), image=image, python=python)
+
+
+def test_commands(
+    rows_json: Path, test: str, *, image: str | None = None, out: Path | None = None, python: str = "python3"
+) -> Repro:
+    """The lines that re-run one testcase outside the plan (a test naming no row) as its run did: its pytest node
+    id under the run's suites tree. `test` is a node id (`selftest/test_x.py::test_y`) or the report's
+    `classname::name` (`selftest.test_x::test_y`)."""
+    rows_json = rows_json.resolve()
+    doc = _document(rows_json)
+    node = node_id(test, doc["suite"])
+    if node is None:
+        raise UsageError(f"{test!r} names no test of suite {doc['suite']} that pytest can select",
+                         hint="give its node id: SUITE/test_FILE.py::test_NAME")  # fmt: skip
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", node.rsplit("::", 1)[-1])[:60]
+    out = (out or rows_json.parent / f"repro-test-{name}").resolve()
+    return _lines(doc, rows_json, out, name, (), (node,), image=image, python=python)
+
+
+def node_id(test: str, suite: str) -> str | None:
+    """A pytest node id relative to the suites root, from a node id or a JUnit `classname::name`; None where it
+    names no test module of the suite."""
+    if ".py::" in test:
+        return test if test.startswith(f"{suite}/") and ".." not in test.split("::", 1)[0] else None
+    classname, _, name = test.partition("::")
+    parts = classname.split(".")
+    split = next((i for i, p in enumerate(parts) if p[:1].isupper()), len(parts))
+    module, classes = parts[:split], parts[split:]
+    if len(module) < 2 or module[0] != suite or not _TEST_MODULE.match(module[-1]) or not name:
+        return None
+    return f"{'/'.join(module)}.py::{'::'.join([*classes, name])}"
+
+
+def _lines(doc: dict[str, Any], rows_json: Path, out: Path, name: str, select: tuple[str, ...],
+           tests: tuple[str, ...], *, image: str | None, python: str) -> Repro:  # fmt: skip
     img = image or image_of(doc)
     if not img or img == "host":
         img = "IMAGE"  # a host run names no image: the person picks one
-    spec = container_spec(doc, rows_json, row_id, out, image_ref=img)
-    suite, target = doc["suite"], doc["target"]
-    suites = Path(doc["suites_dir"]) if doc.get("suites_dir") else run.DEFAULT_SUITES
-    only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", "--stackgate-row", row_id)
+    target = doc["target"]
+    only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", *select)
+    given = Path(doc["suites_dir"]) if doc.get("suites_dir") else None
+    spec = run.make_container_spec(
+        image=img, devices=target.get("devices") or {}, target_env=target.get("env") or {}, rows_json=rows_json,
+        out=out, suites_dir=given, suite=doc["suite"], junit_name=f"junit-repro-{name}.xml", extra=only,
+        platform=target.get("platform"), tests=tests,
+    )  # fmt: skip
+    suites = given or run.DEFAULT_SUITES
     env = {**(target.get("env") or {}), "STACKGATE_ROWS": str(rows_json),
            "PYTHONPATH": f"{run.STARTUP}:{run.DEFAULT_SUITES}",
            "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl")}  # fmt: skip
-    pytest = run.pytest_command(python, str(suites), suite, str(out / f"junit-repro-{row_id}.xml"), *only)
+    junit = str(out / f"junit-repro-{name}.xml")
+    pytest = run.pytest_command(python, str(suites), doc["suite"], junit, *only, tests=tests)
     host = "mkdir -p " + shlex.quote(str(out)) + " && env " + shlex.join([f"{k}={v}" for k, v in env.items()] + pytest)
-    return Repro(row=row_id, docker=f"mkdir -p {shlex.quote(str(out))} && {spec.cli()}", host=host)
+    return Repro(row=name, docker=f"mkdir -p {shlex.quote(str(out))} && {spec.cli()}", host=host)
 
 
 def row_document(rows_json: Path, row_id: str) -> dict[str, Any] | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,6 @@ from ci.errors import NotHere, RunError, UsageError
 from ci.run import host, repro
 from ci.stack import rows_json
 
-_TEST_MODULE = re.compile(r"^(test_.*|.*_test)$")  # pytest's default python_files
 # where `nox -s report` (and the pipeline's report step) and `ci main` write it
 DEFAULT_REPORTS = (Path("report/report.json"), Path("out/report/report.json"))
 _MACHINES = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
@@ -61,13 +59,10 @@ def node_ids(entry: dict[str, Any], suite: str) -> tuple[str, ...]:
     bad = [r for r in runs if r.get("status") in ("failure", "error")] or runs
     out: list[str] = []
     for run in bad:
-        classname, _, name = str(run.get("test", "")).partition("::")
-        parts = classname.split(".")
-        split = next((i for i, p in enumerate(parts) if p[:1].isupper()), len(parts))
-        module, classes = parts[:split], parts[split:]
-        if len(module) < 2 or module[0] != suite or not _TEST_MODULE.match(module[-1]) or not name:
+        node = repro.node_id(str(run.get("test", "")), suite)
+        if node is None:
             return ()
-        out.append(f"{'/'.join(module)}.py::{'::'.join([*classes, name])}")
+        out.append(node)
     return tuple(dict.fromkeys(out))
 
 
@@ -86,6 +81,8 @@ def _check_here(target: dict[str, Any], row_id: str) -> None:
 
 
 def from_report(args: argparse.Namespace, report: Path) -> int:
+    if "::" in args.row:  # a testcase outside the plan: the report carries its line
+        return _test_from_report(args, report)
     repro.check_row_id(args.row)
     report = report.resolve()
     entry = report_row(report, args.row)
@@ -116,6 +113,21 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
     return subprocess.run(spec.argv(), check=False).returncode
 
 
+def _test_from_report(args: argparse.Namespace, report: Path) -> int:
+    try:
+        tests = {c["test"]: c for c in json.loads(report.read_text())["unkeyed"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
+                         hint="point --report at the report.json of a report folder") from None  # fmt: skip
+    line = (tests.get(args.row) or {}).get("repro_command")
+    if not line:
+        failing = [t for t, c in tests.items() if c.get("repro_command")][:5]
+        raise UsageError(f"{report} has no re-run line for test {args.row!r}",
+                         hint=f"its failing tests outside the plan: {', '.join(failing) or 'none'}")  # fmt: skip
+    print(line, flush=True)
+    return 0 if args.print_only else subprocess.run(["bash", "-c", line], check=False).returncode
+
+
 def main(args: argparse.Namespace) -> int:
     if args.report is not None and args.rows_json is not None:
         raise UsageError("--report and --rows-json both name the run", hint="give one of them")
@@ -130,7 +142,8 @@ def main(args: argparse.Namespace) -> int:
     rows_json = args.rows_json
     if not rows_json.exists():
         raise UsageError(f"{rows_json} not found", hint="point --rows-json at a results folder's rows.json")
-    r = repro.commands(rows_json, args.row, image=args.image, out=args.out)
+    make = repro.test_commands if "::" in args.row else repro.commands  # a test naming no row, or a row
+    r = make(rows_json, args.row, image=args.image, out=args.out)
     print(f"# docker\n{r.docker}\n# host (--host equivalent)\n{r.host}")
     return 0
 
@@ -139,7 +152,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = options.verb(sub, "repro", help="re-run one row as it ran: from a report (the docker line, run unless "
                      "--print), or print its docker and host lines from a results folder's rows.json",
                      codes=(0, 1, 2, 4, 6))  # fmt: skip
-    p.add_argument("row", help="a row id, as the report or rows.json names it")
+    p.add_argument(
+        "row",
+        help="a row id, as the report or rows.json names it; or a test outside the plan "
+        "(its node id, SUITE/test_FILE.py::test_NAME, or the report's classname::name)",
+    )
     p.add_argument("--report", type=Path, metavar="REPORT_JSON",
                    help="a report.json (ci report): re-run the row from it alone, printing the docker line first; "
                    "exit with its status (default: report/report.json, else out/report/report.json)")  # fmt: skip
