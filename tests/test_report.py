@@ -99,7 +99,7 @@ def test_html_is_self_contained(tmp_path: Path, messy) -> None:
     junit, _ = messy
     main(["report", str(junit), "--out", str(tmp_path / "out")])
     html = (tmp_path / "out" / "report.html").read_text()
-    assert "<svg" in html and "cold (dark) and warm (light) per row" in html and 'name="viewport"' in html
+    assert "<svg" in html and "cold (dark), warm (light)" in html and 'name="viewport"' in html
     assert not re.search(r"<(script|link|img|iframe)\b|src=|@import|url\(", html)
     assert re.findall(r"https?://[^\"' ]+", html) == ["http://www.w3.org/2000/svg"] * html.count("<svg")
 
@@ -211,3 +211,26 @@ def test_failure_text_cannot_make_links_or_images_in_the_annotation(tmp_path) ->
     main(["report", str(tmp_path / "j"), "--out", str(tmp_path / "r")])
     md = (tmp_path / "r" / "report.md").read_text()
     assert "](https://" not in md.replace("\\](https://", "") and "<img" not in md and "!\\[x\\]" in md
+
+
+def test_charts_read_at_any_width_log_where_values_span_decades() -> None:
+    """Plain numbers with units (no scientific notation), each row's name on its own line (never clipped), and a log
+    axis once a cold bar is decades above its warm one, so the warm bar stays visible."""
+    from ci.report import plot
+    from ci.report.triage import Pair
+
+    def m(name: str, value: float, phase: str) -> synthetic.Metric:
+        return synthetic.metric(name, value, "ms", phase, [value * 0.98, value, value * 1.02])  # type: ignore[arg-type]
+
+    row = "46514.cuda-sm90.deepseek-v4-flash-shrunk.8283bff9"
+    cold, warm = m("cold_first_request_ms", 54503.0, "cold"), m("warm_request_ms", 179.0, "warm")
+    wide = [Pair(row=row, target="cuda-sm90", quantity="request_ms", cold=cold, warm=warm)]
+    svg = plot.chart("request_ms", "ms", wide)
+    assert "log scale" in svg and "54,503 ms" in svg and "179 ms" in svg and "e+" not in svg
+    assert ">100,000<" in svg and ">100<" in svg  # decade ticks
+    assert f'class="l">{wide[0].row}</text>' in svg
+    near = [
+        Pair(row="r", target="cpu", quantity="q", cold=m("cold_q_ms", 12.0, "cold"), warm=m("warm_q_ms", 10.0, "warm"))
+    ]
+    assert "linear scale" in plot.chart("q", "ms", near)
+    assert [plot.num(v) for v in (1496.2, 0.2746, 12.345, 0.0)] == ["1,496", "0.275", "12.3", "0"]

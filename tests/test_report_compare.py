@@ -121,7 +121,7 @@ def test_medians_deltas_ratio_and_interval_in_every_output(tmp_path: Path) -> No
     assert (vs_json["delta"], vs_json["hodges_lehmann"], vs_json["interval"]) == (10.0, 10.0, [8.0, 12.0])
     assert vs_json["confidence"] == pytest.approx(0.9) and vs_json["ratio"] == pytest.approx(21 / 11)
     md, html = (out / "report.md").read_text(), (out / "report.html").read_text()
-    want = f"| {ROW.id} | {md_cell(COLD)} | fork | 21 ms | 3 | 20–22 | +10 ms | 1.909 | +10 | \\[8, 12\\] | 90.0% |"
+    want = f"| {ROW.id} | {md_cell(COLD)} | fork | 21 ms | 3 | 20–22 | +10 ms | 1.909 | +10 ms | \\[8, 12\\] ms | 90.0%"
     assert want in md
     assert "## Comparison: upstream vs fork" in md and "0.27.0.dev1+fork" in md and "| aot |" in md
     assert "Comparison: upstream vs fork" in html and "[8, 12]" in html and "90.0%" in html
@@ -170,7 +170,7 @@ def test_one_sample_against_one_says_n_too_small(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main(["report", str(a), "--compare", str(b), "--out", str(out)]) == 0
     assert (
-        f"| {ROW.id} | {md_cell(COLD)} | b | 450 ms | 1 | 450–450 | -450 ms | 0.500 | -450 | n too small | — |"
+        f"| {ROW.id} | {md_cell(COLD)} | b | 450 ms | 1 | 450–450 | -450 ms | 0.500 | -450 ms | n too small | — |"
         in (out / "report.md").read_text()
     )
     m = json.loads((out / "report.json").read_text())["comparison"]["metrics"][0]["versus_reference"]["b"]

@@ -3,6 +3,8 @@ and its object in report.json. Side A is the reference; the rest of the report i
 
 from __future__ import annotations
 
+import math
+
 from ci.report.view import CRITERION_MARK, STATUS_MARK, Table
 from ci.results.compare import Comparison, Line, Summary, Versus
 from ci.results.ported import Ported
@@ -112,8 +114,11 @@ def verdicts_table(c: Comparison) -> Table:
     return Table(headers=("Change", "Verdict or criterion", *c.labels), rows=tuple(rows))
 
 
-def num(x: float) -> str:
-    return f"{x:.6g}"
+def num(x: float, spread: float = 0.0) -> str:
+    """Rounded to what the spread supports (two significant digits of it), else to four significant digits."""
+    if spread > 0 and math.isfinite(spread) and math.isfinite(x):
+        return f"{round(x, max(0, 1 - math.floor(math.log10(spread)))):g}"
+    return f"{x:.4g}"
 
 
 def _with_unit(text: str, unit: str) -> str:
@@ -121,7 +126,10 @@ def _with_unit(text: str, unit: str) -> str:
 
 
 def interval(s: Shift) -> str:
-    return TOO_FEW if s.interval is None else f"[{num(s.interval[0])}, {num(s.interval[1])}]"
+    if s.interval is None:
+        return TOO_FEW
+    width = s.interval[1] - s.interval[0]
+    return f"[{num(s.interval[0], width)}, {num(s.interval[1], width)}]"
 
 
 def confidence(s: Shift) -> str:
@@ -133,15 +141,24 @@ def _cells(line: Line, i: int) -> tuple[str, ...]:
     if mine is None:
         head: tuple[str, ...] = ("—", "0", "—")
     else:
-        head = (_with_unit(num(mine.median), line.unit), str(mine.n), f"{num(mine.low)}–{num(mine.high)}")
+        spread = mine.high - mine.low
+        head = (_with_unit(num(mine.median, spread), line.unit), str(mine.n),
+                f"{num(mine.low, spread)}–{num(mine.high, spread)}")  # fmt: skip
     vs: Versus | None = line.versus[i]
     if i == 0:
         return (*head, "reference", "", "", "", "")
     if vs is None:
         return (*head, "—", "—", "—", "—", "—")
     ratio = "—" if vs.ratio is None else f"{vs.ratio:.3f}"
-    shift = f"{vs.shift.estimate:+.6g}"
-    return (*head, _with_unit(f"{vs.delta:+.6g}", line.unit), ratio, shift, interval(vs.shift), confidence(vs.shift))
+    width = vs.shift.interval[1] - vs.shift.interval[0] if vs.shift.interval else 0.0
+    shift = _with_unit(_signed(num(vs.shift.estimate, width)), line.unit)
+    delta = _with_unit(_signed(num(vs.delta, width)), line.unit)
+    return (*head, delta, ratio, shift, _with_unit(interval(vs.shift), line.unit if vs.shift.interval else ""),
+            confidence(vs.shift))  # fmt: skip
+
+
+def _signed(text: str) -> str:
+    return text if text.startswith("-") else f"+{text}"
 
 
 def measurements_table(c: Comparison) -> Table:
