@@ -3,6 +3,7 @@ strictly (unknown keys are errors), and the closed vocabularies the YAML may use
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -45,9 +46,15 @@ def frozen(cls: type) -> type:
 # --- validation with the YAML's own lines in every error -----------------------------------------
 
 
+@functools.cache
+def _adapter(typ: Any) -> TypeAdapter:
+    """One adapter per type: building one costs ~10 ms (its schema), and a stack validates ~40 entries."""
+    return TypeAdapter(typ)
+
+
 def validate(src: Source, data: Any, loc: Loc, typ: Any) -> Any:
     try:
-        return TypeAdapter(typ).validate_python(data)
+        return _adapter(typ).validate_python(data)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         where = (*loc, *err["loc"])
