@@ -34,9 +34,14 @@ class CompiledSources(UsageError):
 @dataclass(frozen=True, kw_only=True)
 class Overlay:
     commit: str  # the tree built: the fork's ref, or an ablation's commit
-    changed: dict[str, str]  # path -> sha256 of the fork's file, for every vllm/ file added or modified
+    files: dict[str, bytes]  # path -> the fork's file, for every vllm/ file added or modified (one git archive)
     deleted: tuple[str, ...]
     outside: tuple[str, ...]  # changed paths outside the package (tests, docs): not part of the build
+
+    @property
+    def changed(self) -> dict[str, str]:
+        """path -> sha256 of each added or modified file: the bundle's manifest."""
+        return {p: hashlib.sha256(data).hexdigest() for p, data in self.files.items()}
 
 
 def compiled(paths: list[str]) -> list[str]:
@@ -65,17 +70,12 @@ def overlay(fork: Fork, commit: str) -> Overlay:
         )
     in_pkg = [p for p in touched if p.startswith(PACKAGE)]
     kept = [p for p in in_pkg if status[p] != "D"]
-    hashes = _blob_hashes(fork, commit, kept)
     return Overlay(
         commit=commit,
-        changed=hashes,
+        files=_blobs(fork, commit, kept),
         deleted=tuple(p for p in in_pkg if status[p] == "D"),
         outside=tuple(p for p in touched if not p.startswith(PACKAGE)),
     )
-
-
-def _blob_hashes(fork: Fork, commit: str, paths: list[str]) -> dict[str, str]:
-    return {p: hashlib.sha256(data).hexdigest() for p, data in _blobs(fork, commit, paths).items()}
 
 
 def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:
@@ -113,14 +113,13 @@ def manifest(fork: Fork, ov: Overlay, *, without: str | None) -> dict:
 def write(fork: Fork, ov: Overlay, out: Path, *, without: str | None = None) -> Path:
     """The bundle, byte for byte the same for the same fork commit (fixed member order, times and owners)."""
     doc = manifest(fork, ov, without=without)
-    blobs = _blobs(fork, ov.commit, sorted(ov.changed))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         _add(tar, MANIFEST, json.dumps(doc, indent=1, sort_keys=True).encode())
-        for path in sorted(blobs):
-            _add(tar, OVERLAY + path, blobs[path])
+        for path in sorted(ov.files):
+            _add(tar, OVERLAY + path, ov.files[path])
     tmp.write_bytes(gzip.compress(raw.getvalue(), mtime=0))
     tmp.replace(out)
     return out

@@ -8,6 +8,7 @@ suites folder so both sides name a tree by one implementation.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -20,6 +21,7 @@ from ci.errors import UsageError
 VLLM_BUILD = options.REPO / "suites" / "harness" / "vllm_build.py"
 
 
+@functools.cache  # one module object: the caches key asks for it at every bake and install
 def vllm_build() -> ModuleType:
     spec = importlib.util.spec_from_file_location("stackgate_vllm_build", VLLM_BUILD)
     assert spec and spec.loader

@@ -33,16 +33,16 @@ def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
     return triage.causes(report, verdict, limit=None)
 
 
-def next_step(report: Report, verdict: Verdict) -> str:
-    """One command that moves the change on: re-run a failing row of its commonest cause; else run the rows a
-    required target has not run; else nothing."""
+def next_step(report: Report, verdict: Verdict, found: list[tuple[str, int]]) -> str:
+    """One command that moves the change on: re-run a failing row of its commonest cause (`found`, from `causes`);
+    else run the rows a required target has not run; else nothing."""
     if verdict.ready:
         return "none: ready"
     failing = [r for r in report.results.rows if r.change == verdict.change.id and r.status in FAILING]
     if failing:
-        top = causes(report, verdict)
-        first = next((r for r in failing if top and _key(r.message or r.note) == _key(top[0][0])), failing[0])
-        return f"python -m ci repro {shlex.quote(first.id)}"
+        top = triage.cause_key(found[0][0]) if found else None
+        says = (r for r in failing if top in {triage.cause_key(c) for c in triage.clauses(r.message or r.note)})
+        return f"python -m ci repro {shlex.quote(next(says, failing[0]).id)}"
     missing = [r for r in report.results.rows if r.change == verdict.change.id and not r.cases and r.planned]
     if missing:
         target = report.stack.targets[missing[0].target]
@@ -54,10 +54,6 @@ def next_step(report: Report, verdict: Verdict) -> str:
 def _short(text: str) -> str:
     text = text.removeprefix("Failed: ")  # pytest.fail's prefix, on every failing row
     return text if len(text) <= _LONG else text[: _LONG - 1] + "…"
-
-
-def _key(text: str) -> str:
-    return re.sub(r"\d[\d.]*", "#", text.split(";", 1)[0].strip())
 
 
 def table(report: Report) -> Table:
@@ -73,7 +69,7 @@ def table(report: Report) -> Table:
             blocked = ", ".join(CRITERION_IDS.get(c.name, c.name) for c in v.blocking)
             said = f"no row ran ({len(mine)} planned)" if not ran else f"no failing row; blocked by {blocked}"
         rows.append((f"#{v.change.id}", "✅ ready" if v.ready else "❌ not ready", said or "none",
-                     next_step(report, v)))  # fmt: skip
+                     next_step(report, v, found)))  # fmt: skip
     return Table(headers=("Change", "Verdict", "Causes (rows)", "Next step"), rows=tuple(rows))
 
 

@@ -26,6 +26,16 @@ class Failing:
     how: Rerun
 
 
+def clauses(message: str) -> list[str]:
+    """The causes one failure message gives: the harness joins a row's missed criteria with "; "."""
+    return [c.strip() for c in message.split("; ") if c.strip()]
+
+
+def cause_key(text: str) -> str:
+    """One cause whatever its numbers: "max_abs_err 4.7e-09 exceeds" on every row is one cause."""
+    return _NUMBER.sub("#", text)
+
+
 def causes(report: Report, verdict: Verdict, limit: int | None = 3) -> list[tuple[str, int]]:
     """The change's failure causes with how many rows say each, most rows first: every clause of each row's message
     (a row absent *and* crashing says both), numbers folded, so one cause behind many rows is said once."""
@@ -34,10 +44,9 @@ def causes(report: Report, verdict: Verdict, limit: int | None = 3) -> list[tupl
     for r in report.results.rows:
         if r.change == verdict.change.id and r.status in FAILING and (r.message or r.note):
             keys = set()
-            for clause in (r.message or r.note).split("; "):
-                text = clause.strip()
-                key = _NUMBER.sub("#", text)  # "max_abs_err 4.7e-09 exceeds" on every row is one cause
-                if text and key not in keys:
+            for text in clauses(r.message or r.note):
+                key = cause_key(text)
+                if key not in keys:
                     first.setdefault(key, text)
                     keys.add(key)
                     said[key] += 1
