@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
-
-from junitparser import Attr, Error, Failure, Skipped, xunit2
+from typing import Any, Literal
 
 from ci.results.metrics import Metric, finite, metrics_of
 
@@ -82,6 +80,7 @@ class Scope:
     stack_digest: str = ""
     aot: str | None = None  # the AOT cache the rows ran with ("image", "host:<manifest>", "none"); None: not said
     caches: str | None = None  # what the JIT caches started from ("empty", "aot", "artefact:<file>", "image")
+    timestamp: str = ""  # the <testsuite timestamp>: when the run wrote it ("" where not said)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,33 +93,23 @@ class FileRead:
     cut_rows: tuple[str, ...] = ()  # rows whose testcase the file ended inside
 
 
-class _Case(xunit2.TestCase):
-    file = Attr()  # pytest's legacy family writes the test file here
+def props_of(elem: Any) -> dict[str, str]:
+    """The <property> name/value pairs of a <testcase> or <testsuite> (its direct <properties> child)."""
+    for child in elem:
+        if child.tag == "properties":
+            return {p.get("name", ""): p.get("value", "") for p in child if p.tag == "property"}
+    return {}
 
 
-class _Suite(xunit2.TestSuite):
-    testcase = _Case
-
-
-class _Xml(xunit2.JUnitXml):
-    testsuite = _Suite
-
-
-def _props(elem: _Case | _Suite) -> dict[str, str]:
-    # Read from the parsed element rather than through junitparser's Property wrappers: one wrapper
-    # object per property made properties most of the cost of reading 10,000 testcases.
-    props = elem._elem.find("properties")
-    return {} if props is None else {p.get("name", ""): p.get("value", "") for p in props if p.tag == "property"}
-
-
-def _scope(suite_name: str, props: dict[str, str]) -> Scope:
+def scope_of(suite_name: str, props: dict[str, str], timestamp: str | None = None) -> Scope:
     target, suite = props.get(PREFIX + "target"), props.get(PREFIX + "suite")
     if suite_name.startswith(PREFIX) and suite_name.count(".") >= 3:
         # stackgate.<target>.<suite>.<shard>
         head, named_suite, _shard = suite_name.rsplit(".", 2)
         target, suite = target or head[len(PREFIX) :], suite or named_suite
     return Scope(target=target, suite=suite, stack_digest=props.get(PREFIX + "stack_digest", ""),
-                 aot=props.get(PREFIX + "aot"), caches=props.get(PREFIX + "caches"))  # fmt: skip
+                 aot=props.get(PREFIX + "aot"), caches=props.get(PREFIX + "caches"),
+                 timestamp=timestamp or "")  # fmt: skip
 
 
 def row_from_name(name: str) -> str | None:
@@ -132,53 +121,62 @@ def row_from_name(name: str) -> str | None:
     return found.group(0) if found else None
 
 
-def _read_case(file: str, suite_name: str, scope: Scope, tc: _Case) -> Case:
-    props = _props(tc)
-    problems: list[str] = []
+_RANK = {"pass": 0, "skipped": 1, "failure": 2, "error": 3}  # a testcase with several results shows the worst
+
+
+def read_case(file: str, suite_name: str, scope: Scope, tc: Any) -> Case:
+    """One <testcase> element (lxml's or xml.etree's) as a Case. Read straight from the element: wrapper
+    objects per property and per result made reading 10,000 testcases several times lxml's own parse."""
+    props: dict[str, str] = {}
     status: CaseStatus = "pass"
-    message, details = "", ""
-    # child() looks at direct children only; TestCase.result walks every descendant, properties included
-    for kind, word in ((Error, "error"), (Failure, "failure"), (Skipped, "skipped")):
-        hit = tc.child(kind)
-        if hit is not None:
-            status = word  # type: ignore[assignment]
-            details = (hit.text or "").strip()
-            message = hit.message or details.split("\n", 1)[0]
-            break
+    message, details, out = "", "", ""
+    for child in tc:  # direct children only: a <failure> inside <properties> is no result
+        tag = child.tag
+        if tag == "properties":
+            props = {p.get("name", ""): p.get("value", "") for p in child if p.tag == "property"}
+        elif tag in _RANK and _RANK[tag] > _RANK[status]:
+            status = tag  # type: ignore[assignment]
+            details = (child.text or "").strip()
+            message = child.get("message") or details.split("\n", 1)[0]
+        elif tag == "system-out":
+            out = child.text or ""
+    problems: list[str] = []
     metrics = metrics_of([(k[len(_METRIC) :], v) for k, v in props.items() if k.startswith(_METRIC)], problems)
     kernels = props.get(PREFIX + "jit.kernels", "")
+    name = tc.get("name") or ""
+    get = props.get
     return Case(
         file=file,
         junit_suite=suite_name,
-        name=tc.name or "",
-        classname=tc.classname or "",
-        path=tc.file or "",
-        row=props.get(PREFIX + "row") or row_from_name(tc.name or ""),
-        change=props.get(PREFIX + "change"),
-        track=props.get(PREFIX + "track"),
-        target=props.get(PREFIX + "target") or scope.target,
-        suite=props.get(PREFIX + "suite") or scope.suite,
-        image_digest=props.get(PREFIX + "image_digest"),
-        git_revision=props.get(PREFIX + "git_revision"),
+        name=name,
+        classname=tc.get("classname") or "",
+        path=tc.get("file") or "",
+        row=get(PREFIX + "row") or row_from_name(name),
+        change=get(PREFIX + "change"),
+        track=get(PREFIX + "track"),
+        target=get(PREFIX + "target") or scope.target,
+        suite=get(PREFIX + "suite") or scope.suite,
+        image_digest=get(PREFIX + "image_digest"),
+        git_revision=get(PREFIX + "git_revision"),
         status=status,
         message=message,
         details=details,
-        log=_log(tc),
-        time=_time(tc, problems),
+        log=out.split("full log: ", 1)[1].strip().splitlines()[0] if "full log: " in out else "",
+        time=_time(tc.get("time"), problems),
         jit_compiles=_int(props, PREFIX + "jit.compiles", problems),
         jit_kernels=tuple(k.strip() for k in kernels.split(",") if k.strip()),
         jit_cache_new_files=_int(props, PREFIX + "jit.cache_new_files", problems),
         metrics=tuple(metrics),
         problems=tuple(problems),
-        aot=props.get(PREFIX + "aot") or scope.aot,
+        aot=get(PREFIX + "aot") or scope.aot,
         vllm_version=_vllm_build(props),
-        vllm_build=props.get(PREFIX + "vllm_build"),
-        fork_changes=_listed(props.get(PREFIX + "fork_changes")),
-        fork_without=props.get(PREFIX + "fork_without"),
-        change_present={"true": True, "false": False}.get(props.get(PREFIX + "change_present", "")),
-        cause=props.get(PREFIX + "cause"),
-        jit_traced=props.get(PREFIX + "jit.traced_after_ready"),
-        first_request_only=props.get(PREFIX + "first_request_only"),
+        vllm_build=get(PREFIX + "vllm_build"),
+        fork_changes=_listed(get(PREFIX + "fork_changes")),
+        fork_without=get(PREFIX + "fork_without"),
+        change_present={"true": True, "false": False}.get(get(PREFIX + "change_present", "")),
+        cause=get(PREFIX + "cause"),
+        jit_traced=get(PREFIX + "jit.traced_after_ready"),
+        first_request_only=get(PREFIX + "first_request_only"),
     )
 
 
@@ -195,14 +193,7 @@ def _listed(raw: str | None) -> tuple[str, ...] | None:
     return None if raw is None else tuple(x for x in raw.split(",") if x)
 
 
-def _log(tc: _Case) -> str:
-    out = tc._elem.find("system-out")
-    text = (out.text or "") if out is not None else ""
-    return text.split("full log: ", 1)[1].strip().splitlines()[0] if "full log: " in text else ""
-
-
-def _time(tc: _Case, problems: list[str]) -> float | None:
-    raw = tc._elem.get("time")
+def _time(raw: str | None, problems: list[str]) -> float | None:
     try:
         return finite(raw, "time") if raw is not None else None
     except ValueError:

@@ -63,12 +63,12 @@ class RowResult:
     duplicates: tuple[str, ...]  # tests run more than once for this row
     note: str = ""  # why incomplete, or what disagrees
 
-    @property
+    @cached_property
     def ran(self) -> tuple[Case, ...]:
         """Cases that executed and so may carry measurements (not skipped, not crashed)."""
         return tuple(c for c in self.cases if c.status in ("pass", "failure"))
 
-    @property
+    @cached_property
     def message(self) -> str:
         bad = [c for c in self.cases if c.status != "pass" and c.message]
         return bad[0].message if bad else ""
@@ -145,7 +145,9 @@ def not_run_notes(paths: Iterable[Path]) -> dict[str, str]:
 
 
 def collect(paths: Sequence[Path], plan: Plan) -> Results:
-    reads = tuple(x if isinstance(x, FileRead) else reading.read(x) for x in expand(paths))
+    given = expand(paths)
+    files = iter(reading.read_all([x for x in given if not isinstance(x, FileRead)]))
+    reads = tuple(x if isinstance(x, FileRead) else next(files) for x in given)
     return merge(reads, plan, not_run_notes(paths))
 
 

@@ -1,35 +1,58 @@
 """Read one JUnit XML file into typed test cases (`ci.results.junit`), following docs/boundary.md.
 
-junitparser reads whole documents (xunit2 and legacy, pytest's and others'). A file cut short, the
-usual trace of a runner killed while writing, cannot be read by it at all; for those alone an
-incremental xml.etree parse recovers the test cases that were written completely and the row that
-was being written when the file ended.
+lxml reads whole documents (xunit2 and legacy, pytest's and others'), and each testcase is read straight
+from its element. A file cut short, the usual trace of a runner killed while writing, cannot be parsed
+whole; for those alone an incremental xml.etree parse recovers the test cases that were written
+completely and the row that was being written when the file ended.
 """
 
 from __future__ import annotations
 
+import itertools
+import threading
+from collections import deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
-from junitparser import JUnitXmlError
+from lxml import etree
 
-from ci.results.junit import (
-    PREFIX,
-    Case,
-    FileRead,
-    FileStatus,
-    Scope,
-    _Case,
-    _props,
-    _read_case,
-    _scope,
-    _Suite,
-    _Xml,
-    row_from_name,
-)
+from ci.results.junit import PREFIX, Case, FileRead, FileStatus, Scope, props_of, read_case, row_from_name, scope_of
+
+_PARSERS = threading.local()  # an lxml parser serves one thread at a time
+_READERS = 2  # files parsed ahead of the one being read into cases: lxml parses without the GIL
+
+
+def _parser() -> etree.XMLParser:
+    parser = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        # Results are untrusted input: no entity expansion, no network; huge_tree for long failure texts.
+        parser = _PARSERS.parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+    return parser
 
 
 def read(path: Path) -> FileRead:
+    return _cases(path, _parse(path))
+
+
+def read_all(paths: Iterable[Path]) -> Iterator[FileRead]:
+    """`read` over many files, in order, the next files parsed in threads while one is read into cases. At most
+    `_READERS` parsed files wait at a time: a parsed tree takes several times its file's size in memory."""
+    todo = iter(paths)
+    with ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="junit-parse") as pool:
+        ahead: deque[tuple[Path, Future[FileRead | etree._Element | bytes]]] = deque()
+        for path in itertools.islice(todo, _READERS):
+            ahead.append((path, pool.submit(_parse, path)))
+        while ahead:
+            path, parsed = ahead.popleft()
+            for nxt in itertools.islice(todo, 1):
+                ahead.append((nxt, pool.submit(_parse, nxt)))
+            yield _cases(path, parsed.result())
+
+
+def _parse(path: Path) -> FileRead | etree._Element | bytes:
+    """The file's root element; its bytes where it is not well-formed XML; a FileRead where it cannot be read."""
     name = str(path)
     try:
         data = path.read_bytes()
@@ -40,28 +63,31 @@ def read(path: Path) -> FileRead:
     if not data.strip():
         return FileRead(path=name, status="empty", problem="the file is empty" if not data else "only whitespace")
     try:
-        doc = _Xml.fromstring(data)
-    except JUnitXmlError:
+        return etree.fromstring(data, _parser())
+    except etree.XMLSyntaxError:
+        return data
+
+
+def _cases(path: Path, parsed: FileRead | etree._Element | bytes) -> FileRead:
+    name = str(path)
+    if isinstance(parsed, FileRead):
+        return parsed
+    if isinstance(parsed, bytes):
+        return _salvage(name, parsed)
+    if parsed.tag not in ("testsuites", "testsuite"):
         return FileRead(path=name, status="not JUnit", problem="root element is neither <testsuites> nor <testsuite>")
-    except SyntaxError:  # xml.etree's ParseError and lxml's XMLSyntaxError both derive from it
-        return _salvage(name, data)
     cases, scopes = [], []
-    for suite in _walk_suites(doc):
-        scope = _scope(suite.name or "", _props(suite))
+    for suite in _walk_suites(parsed):
+        suite_name = suite.get("name") or ""
+        scope = scope_of(suite_name, props_of(suite), suite.get("timestamp"))
         scopes.append(scope)
-        cases += [_read_case(name, suite.name or "", scope, tc) for tc in suite.iterchildren(_Case)]
+        cases += [read_case(name, suite_name, scope, tc) for tc in suite.iterchildren("testcase")]
     return FileRead(path=name, status="ok", problem="", cases=tuple(cases), scopes=tuple(scopes))
 
 
-def _walk_suites(doc: _Xml) -> list[_Suite]:
-    """Every <testsuite>, nested ones included, each once (junitparser flattens nested cases)."""
-    out: list[_Suite] = []
-    todo = list(doc)
-    while todo:
-        suite = todo.pop(0)
-        out.append(suite)
-        todo[:0] = list(suite.iterchildren(_Suite))
-    return out
+def _walk_suites(root: etree._Element) -> list[etree._Element]:
+    """Every <testsuite>, nested ones included, each once, in document order."""
+    return list(root.iter("testsuite"))
 
 
 def _salvage(name: str, data: bytes) -> FileRead:
@@ -88,17 +114,18 @@ def _salvage(name: str, data: bytes) -> FileRead:
             continue
         stack.pop()
         if elem.tag == "properties" and stack and stack[-1].tag == "testsuite":
-            suites.append((stack[-1].get("name", ""), _scope(stack[-1].get("name", ""), _elem_props(elem))))
+            suite, props = stack[-1], _elem_props(elem)
+            suites.append((suite.get("name", ""), scope_of(suite.get("name", ""), props, suite.get("timestamp"))))
         elif elem.tag == "testcase":
             suite_name = next((s.get("name", "") for s in reversed(stack) if s.tag == "testsuite"), "")
-            scope = next((sc for n, sc in reversed(suites) if n == suite_name), _scope(suite_name, {}))
-            cases.append(_read_case(name, suite_name, scope, _Case.fromelem(elem)))
+            scope = next((sc for n, sc in reversed(suites) if n == suite_name), scope_of(suite_name, {}))
+            cases.append(read_case(name, suite_name, scope, elem))
     if root is None or root.tag not in ("testsuites", "testsuite"):
         first = f"root <{root.tag}>, then " if root is not None else ""
         return FileRead(path=name, status="not XML", problem=first + _where(error, "no element"))
     scopes = [sc for _, sc in suites]
     for open_suite in (e for e in stack if e.tag == "testsuite"):
-        scopes.append(_scope(open_suite.get("name", ""), {}))
+        scopes.append(scope_of(open_suite.get("name", ""), {}))
     cut = []
     for open_case in (e for e in stack if e.tag == "testcase"):
         props = {p.get("name"): p.get("value") for p in open_case.iter("property")}
