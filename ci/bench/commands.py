@@ -11,6 +11,8 @@ from ci.bench import planning, runs, upstream
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.only == "upstream":
         return upstream.main(args.stack, args.repeats // 4 or 1)
+    if args.only == "report":
+        return planning.main(args.stack, args.repeats)
     rc = planning.main(args.stack, args.repeats)
     print()
     rc = upstream.main(args.stack, args.repeats // 4 or 1) or rc
@@ -27,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--run-repeats", type=int, default=5, help="repeats of each run-overhead figure (default: %(default)s)"
     )
     b.add_argument("--image", help="the cpu image for the docker figures (default: this checkout's, built if needed)")
-    b.add_argument("--only", choices=("upstream",),
-                   help="only this benchmark: upstream (ci upstream on a 20,000-commit history)")  # fmt: skip
+    b.add_argument("--only", choices=("upstream", "report"),
+                   help="only this benchmark: upstream (ci upstream on a 20,000-commit history), report (planning "
+                        "and the report beside lxml's parse)")  # fmt: skip
     b.set_defaults(func=cmd_bench)

@@ -15,7 +15,6 @@ from ci.stack.model import Stack
 from ci.stack.plan import build
 
 TEMPLATES = options.REPO / "evidence"
-CPU_SELFTEST = TEMPLATES / "cpu-selftest" / "junit-cpu-selftest-0.xml"  # a real run, on this machine
 
 
 def templates(sources: list[Path] | None = None) -> list[etree._Element]:
