@@ -93,7 +93,8 @@ def test_the_printed_rerun_line_reproduces_the_failure(failing_run: Path) -> Non
     line = row["repro_command"]
     assert line and "--stackgate-row" in line
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # python3 = this venv's
-    subprocess.run(["bash", "-c", line], cwd=failing_run, env=env, capture_output=True, text=True, timeout=600)
+    # the line runs from the folder the report was made in (the checkout): paths below it read "$PWD"
+    subprocess.run(["bash", "-c", line], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     out = Path(line.split("mkdir -p ", 1)[1].split(" ", 1)[0])
     again = [p for p in out.glob("junit-repro-*.xml")]
     assert again, f"no JUnit from {line}"

@@ -167,7 +167,8 @@ def test_a_failing_test_outside_the_plan_fails_the_report_and_its_printed_line_r
     line = plain["repro_command"]
     assert line and "selftest/test_plain.py::test_plain_check" in line
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    # the line runs from the folder the report was made in (here the checkout): its paths below it say "$PWD"
+    subprocess.run(["bash", "-c", line], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     (again,) = (out / "repro-test-test_plain_check").glob("junit-repro-*.xml")
     text = again.read_text()
     assert "test_plain_check" in text and "arithmetic is off" in text and "<failure" in text
@@ -186,3 +187,36 @@ def test_ci_repro_takes_a_test_id_from_a_rows_json(tmp_path, capsys) -> None:
     said = capsys.readouterr().out
     assert "# docker" in said and "selftest/test_plain.py::test_plain_check" in said and "--stackgate-row" not in said
     assert cli.main(["repro", "selftest/../x.py::t", "--rows-json", str(out / "rows.json")]) == 2
+
+
+def test_the_report_names_no_path_of_the_machine_and_its_line_works_from_a_copy(tmp_path) -> None:
+    """Made from a folder (a checkout, a build's downloaded artifacts), the report writes every path relative to it:
+    the re-run line says "$PWD", and pasted in a copy of that folder elsewhere, it re-runs the test there."""
+    made = tmp_path / "made"
+    tree = made / "suites"
+    (tree / "selftest").mkdir(parents=True)
+    (tree / "selftest" / "test_plain.py").write_text(PLAIN_TEST)
+    (tree / "selftest" / "test_fits.py").write_text(FAILING_TEST)  # two rows fail
+    assert cli.main(["run", "cpu", "selftest", "--host", "--suites-dir", str(tree), "--out",
+                     str(made / "results" / "r0")]) == 1  # fmt: skip
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "ci", "report", "results", "--out", "report"], cwd=made, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    for name in ("report.md", "report.html", "report.json"):
+        assert str(tmp_path) not in (made / "report" / name).read_text(), name
+    doc = json.loads((made / "report" / "report.json").read_text())
+    assert doc["generator"]["argv"] == ["report", "results", "--out", "report"]
+    failing = [r for r in doc["rows"] if r["status"] == "failure"]
+    assert failing and all(r["repro"].endswith("--rows-json results/r0/rows.json") for r in failing)
+    assert all('"$PWD"/results/r0/' in r["repro_command"] for r in failing)
+    html = (made / "report" / "report.html").read_text()
+    assert 'href="../results/r0/logs/' in html  # the failing rows' logs, beside their JUnit
+    assert "full log: logs/" in (made / "results" / "r0" / "junit-cpu-selftest-0.xml").read_text()
+
+    moved = tmp_path / "elsewhere"
+    made.rename(moved)
+    (plain,) = [c for c in doc["unkeyed"] if c["test"].endswith("test_plain_check")]
+    subprocess.run(["bash", "-c", plain["repro_command"]], cwd=moved, env=env, capture_output=True, timeout=300)
+    (again,) = (moved / "results" / "r0" / "repro-test-test_plain_check").glob("junit-repro-*.xml")
+    assert "arithmetic is off" in again.read_text()

@@ -9,6 +9,7 @@ from pathlib import Path
 from report_helpers import PLAN, STACK, rows, write_rows
 
 from ci.report import write as report
+from ci.report.view import banner
 from ci.results import acceptance, criteria
 from ci.results import merge as results
 
@@ -58,10 +59,10 @@ def test_results_made_with_another_stack_are_flagged(tmp_path: Path, stack_copy:
                                      'value="sha256:0000000000000000000000000000"/>', 1)  # fmt: skip
     junit.write_text(text)
     rep = report.build(STACK.root, [junit], None)
-    assert any("was made with another stack (sha256:000000000000" in line for line in report.banner(rep))
+    assert any("was made with another stack (sha256:000000000000" in line for line in banner(rep))
     same = junit.read_text().replace("sha256:0000000000000000000000000000", STACK.digest)
     junit.write_text(same)
-    assert not any("another stack" in line for line in report.banner(report.build(STACK.root, [junit], None)))
+    assert not any("another stack" in line for line in banner(report.build(STACK.root, [junit], None)))
 
 
 def test_a_first_request_slower_than_the_bound_fails_cold_warm(tmp_path: Path) -> None:
@@ -154,7 +155,7 @@ def test_one_targets_rows_from_two_vllm_builds_are_flagged(tmp_path: Path) -> No
     second = selected[1].id
     marker = f'<property name="stackgate.row" value="{second}"/>'
     junit.write_text(text.replace(marker, marker + '<property name="stackgate.vllm_version" value="0.27.0"/>', 1))
-    lines = report.banner(report.build(STACK.root, [junit], None))
+    lines = banner(report.build(STACK.root, [junit], None))
     assert "cpu: results from 2 vLLM versions (0.26.0, 0.27.0)" in lines
 
 
@@ -169,7 +170,7 @@ def test_one_release_from_two_builds_is_two_builds(tmp_path: Path) -> None:
                             f'<property name="stackgate.vllm_commit" value="{commit}"/>', 1)  # fmt: skip
     junit.write_text(text)
     built = report.build(STACK.root, [junit], None)
-    assert "cpu: results from 2 vLLM versions (0.26.0 (g1234567), 0.26.0 (gffd46bfab))" in report.banner(built)
+    assert "cpu: results from 2 vLLM versions (0.26.0 (g1234567), 0.26.0 (gffd46bfab))" in banner(built)
     from ci.report.view import inputs_table
 
     [(_, _, _, _, _, shown)] = inputs_table(built).rows  # the inputs table names the builds of every file

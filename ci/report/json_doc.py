@@ -7,7 +7,8 @@ from pathlib import Path
 import ci
 from ci import revision
 from ci.report import comparison, rebase
-from ci.report.view import FAILING, Report, rerun, rerun_test
+from ci.report.rerun import rerun, rerun_test, rows_json_beside, shown
+from ci.report.view import FAILING, Report
 from ci.results import criteria
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
@@ -36,8 +37,11 @@ def _run_document(r: RowResult) -> dict[str, object] | None:
     from ci.run import repro  # the run stage reads its own file; the report only carries it
 
     case = next((c for c in r.cases if c.status != "pass"), r.cases[0] if r.cases else None)
-    path = Path(case.file).resolve().parent / "rows.json" if case else None
-    return repro.row_document(path, r.id) if path is not None and path.is_file() else None
+    path = rows_json_beside(case.file) if case else None
+    doc = repro.row_document(path, r.id) if path is not None else None
+    if doc and doc.get("suites_dir"):  # relative to the folder the report was made in, as every path it writes
+        doc["suites_dir"] = shown(Path(doc["suites_dir"]))
+    return doc
 
 
 def to_json(report: Report) -> dict[str, object]:
@@ -58,7 +62,8 @@ def _report(report: Report) -> dict[str, object]:
             inputs.append({"path": b.path, "status": b.status, "problem": b.problem, "role": role, "testcases": 0})
     return {
         "schema": 1,
-        "generator": {"name": "stackgate", "version": ci.__version__, "revision": revision.git_revision()},
+        "generator": {"name": "stackgate", "version": ci.__version__, "revision": revision.git_revision(),
+                      "argv": list(report.made_with)},
         "stack": {"digest": report.stack.digest},
         "changes": [
             {"id": v.change.id, "title": v.change.title, "track": v.change.track, "verdict": v.text,

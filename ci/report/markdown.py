@@ -79,7 +79,15 @@ def _document(report: Report, only_failing: bool) -> str:
     if named.rows:
         intro = f"Each named model's rows beside its shrunk twin's (random weights): {models.tally(named)}."
         out += ["## Named models", "", md(intro), "", *_table(named), ""]
-    out += ["## Failing rows", "", *_table(failing_table(res)), ""]
+    out += [
+        "## Failing rows",
+        "",
+        "Run the re-run lines from the folder this report was made in (the checkout, or where "
+        "the build's artifacts were downloaded).",
+        "",
+        *_table(failing_table(res)),
+        "",
+    ]
     out += ["## Inputs", "", *_table(inputs_table(report)), ""]
     dups = duplicates_table(res)
     if dups.rows:

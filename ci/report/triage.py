@@ -4,11 +4,13 @@ quantity, per row. report.html is drawn from these; report.md from the tables in
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
 
-from ci.report.view import FAILING, Report, Rerun, rerun
+from ci.report.rerun import Rerun, log_file, rerun, shown
+from ci.report.view import FAILING, Report
 from ci.results.acceptance import Verdict
 from ci.results.junit import Metric
 from ci.results.merge import RowResult
@@ -21,7 +23,8 @@ class Failing:
     row: RowResult
     message: str  # the whole first failure message
     details: str  # the whole failure text (traceback, log tail)
-    log: str  # the row's log file, where the harness named one
+    log: str  # the row's log file, where the harness named one: relative to the working folder where it was found
+    log_href: str = ""  # the same file relative to the report's folder ("" where it is not beside the JUnit)
     seconds: float  # the row's testcases, added up
     how: Rerun
 
@@ -60,8 +63,10 @@ def failing(report: Report, verdict: Verdict) -> list[Failing]:
             continue
         bad = next((c for c in r.cases if c.status != "pass"), r.cases[0] if r.cases else None)
         details = bad.details if bad else ""
-        log = bad.log if bad else ""
-        out.append(Failing(row=r, message=r.message or r.note, details=details, log=log,
+        found = log_file(bad) if bad else None
+        log = shown(found) if found else (bad.log if bad else "")
+        href = os.path.relpath(found, report.out) if found and report.out else ""
+        out.append(Failing(row=r, message=r.message or r.note, details=details, log=log, log_href=href,
                            seconds=sum(c.time or 0.0 for c in r.cases), how=rerun(r)))  # fmt: skip
     return out
 

@@ -5,14 +5,14 @@ Both report.md and report.html are drawn from these tables, so the two never dis
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.report.rerun import rerun, rerun_test, shown
 from ci.results.acceptance import Verdict
 from ci.results.compare import Comparison
-from ci.results.junit import Case, FileRead, Metric
+from ci.results.junit import FileRead, Metric
 from ci.results.merge import Results, RowResult
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
@@ -45,6 +45,8 @@ class Report:
     comparison: Comparison | None = None  # --compare: the other sides, this report's results being side A
     upstream: Snapshot | None = None  # --upstream: each change's rebase state in a fork checkout (ci upstream)
     upstream_read: FileRead | None = None  # the --upstream file and whether it could be used
+    out: Path | None = None  # the folder the report is written to: its links are relative to it
+    made_with: tuple[str, ...] = ()  # the `python -m ci` arguments that made it, paths as given
 
 
 def banner(report: Report) -> list[str]:
@@ -58,7 +60,7 @@ def banner(report: Report) -> list[str]:
     other = sorted({(f.path, s.stack_digest) for f in res.inputs for s in f.scopes
                     if s.stack_digest and s.stack_digest != report.stack.digest})  # fmt: skip
     lines += [f"input {path} was made with another stack ({digest[:19]}…); this report judges with "
-              f"{report.stack.digest[:19]}… ({report.stack.root})" for path, digest in other]  # fmt: skip
+              f"{report.stack.digest[:19]}… ({shown(report.stack.root)})" for path, digest in other]  # fmt: skip
     lines += _mixed_builds(res)
     for side in report.comparison.sides[1:] if report.comparison else ():
         lines += [f"side {side.label}: input {f.path}: {f.status} ({f.problem})" for f in side.results.problems()]
@@ -86,53 +88,6 @@ def _mixed_builds(res: Results) -> list[str]:
     cut = {"images": 19, "vLLM versions": None}  # image digests shortened; a vLLM build whole
     return [f"{target}: results from {len(values)} {what} ({', '.join(sorted(v[: cut[what]] for v in values))})"
             for (target, what), values in seen.items() if len(values) > 1]  # fmt: skip
-
-
-def repro(row_id: str, rows_json: Path | None = None) -> str:
-    """The command that prints a row's re-run lines. Row ids come from result files: quoted, so pasting it
-    runs nothing but this command."""
-    where = f" --rows-json {shlex.quote(str(rows_json))}" if rows_json else ""
-    return f"python -m ci repro {shlex.quote(row_id)}{where}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rerun:
-    hint: str  # `python -m ci repro <id> --rows-json <path>`: prints both lines
-    command: str  # the line that re-runs the row itself (docker where it ran in an image), "" where unknown
-    why_not: str = ""  # why no command could be made
-
-
-def rerun(r: RowResult) -> Rerun:
-    """How to re-run a row, from the report alone: the rows.json `ci run` left beside the row's JUnit."""
-    from ci.errors import UsageError
-    from ci.run import repro as repro_cmd  # the run stage makes the line; the report only shows it
-
-    case = r.cases[0] if r.cases else None
-    rows_json = Path(case.file).resolve().parent / "rows.json" if case else None
-    if rows_json is None or not rows_json.is_file():
-        why = f"no rows.json beside {case.file}" if case else "no result file"
-        return Rerun(hint=repro(r.id), command="", why_not=why)
-    try:
-        lines = repro_cmd.commands(rows_json, r.id)
-    except UsageError as exc:
-        return Rerun(hint=repro(r.id, rows_json), command="", why_not=exc.message)
-    in_image = case is not None and case.image_digest not in (None, "", "none")
-    return Rerun(hint=repro(r.id, rows_json), command=lines.docker if in_image else lines.host)
-
-
-def rerun_test(case: Case) -> str:
-    """The line that re-runs one testcase outside the plan as its run did, or "" where its run left no rows.json."""
-    from ci.errors import UsageError
-    from ci.run import repro as repro_cmd
-
-    rows_json = Path(case.file).resolve().parent / "rows.json"
-    if case.status not in ("failure", "error") or not rows_json.is_file():
-        return ""
-    try:
-        lines = repro_cmd.test_commands(rows_json, f"{case.classname}::{case.name}")
-    except UsageError:
-        return ""
-    return lines.docker if case.image_digest not in (None, "", "none") else lines.host
 
 
 def short(text: str, limit: int = _NOTE_CHARS) -> str:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ci.errors import ReportError, UsageError
-from ci.report import html, json_doc, markdown
-from ci.report.view import Report, banner, counts
+from ci.report import first_screen, html, json_doc, markdown
+from ci.report.rerun import forget
+from ci.report.view import Report, counts
 from ci.results import baseline, compare, merge
 from ci.results.junit import FileRead
 from ci.stack import loader, plan
@@ -38,9 +39,12 @@ def build(
     compare_paths: Sequence[Path] = (),
     labels: Sequence[str] = (),
     upstream_path: Path | None = None,
+    out: Path | None = None,
+    made_with: Sequence[str] = (),
 ) -> Report:
     """The report over the planned rows the filters keep (all of them by default). With `compare_paths`, one results
     folder or JUnit file per further side, the report is side A's (`inputs`) with the comparison added."""
+    forget()  # rows.json files looked up by an earlier report in this process may have changed
     st = loader.load(stack_dir)
     p = plan.build(st).select(targets=targets, suites=suites, changes=changes)
     res = merge.collect(inputs, p)
@@ -55,7 +59,7 @@ def build(
             base_read = FileRead(path=str(baseline_path), status="unreadable", problem=exc.message)
     in_scope = {r.change for r in p.rows} if (targets or suites or changes) else set(st.changes)
     verdicts = compare.judge(st, res, base, in_scope)
-    rebase = _upstream(upstream_path)
+    rebase: dict[str, Any] = {**_upstream(upstream_path), "out": out, "made_with": tuple(made_with)}
     if not compare_paths:
         return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read, **rebase)
     names = compare.labels([inputs, *([c] for c in compare_paths)], labels)
@@ -137,8 +141,8 @@ def failing(report: Report, *, outside_informational: bool = False) -> bool:
 
 
 def summary(report: Report, out: Path, *, outside_informational: bool = False) -> str:
-    """What was written, and how it stands; the banner's warnings go to stderr as well."""
-    for line in banner(report):
+    """What was written, and how it stands; the banner's warnings go to stderr as well, grouped by kind."""
+    for line in first_screen.warnings(report):
         print(f"warning: {line}", file=sys.stderr)
     res = report.results
     ready = sum(v.ready for v in report.verdicts)

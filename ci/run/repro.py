@@ -60,7 +60,7 @@ def container_spec(
     """The container that re-runs `row_id` as its run did: the run's image, platform, devices, env and suites."""
     target = doc["target"]
     only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", "--stackgate-row", row_id)
-    given = suites_dir or (Path(doc["suites_dir"]) if doc.get("suites_dir") else None)
+    given = suites_dir or (Path(doc["suites_dir"]).resolve() if doc.get("suites_dir") else None)
     return run.make_container_spec(
         image=image_ref, devices=target.get("devices") or {}, target_env=target.get("env") or {},
         rows_json=rows_json, out=out, suites_dir=given, suite=doc["suite"], junit_name=f"junit-repro-{row_id}.xml",
@@ -69,9 +69,16 @@ def container_spec(
 
 
 def commands(
-    rows_json: Path, row_id: str, *, image: str | None = None, out: Path | None = None, python: str = "python3"
+    rows_json: Path,
+    row_id: str,
+    *,
+    image: str | None = None,
+    out: Path | None = None,
+    python: str = "python3",
+    base: Path | None = None,
 ) -> Repro:
-    """The docker line and the host line (run with `python`: the host's Python that has the suites' deps)."""
+    """The docker line and the host line (run with `python`: the host's Python that has the suites' deps). With
+    `base`, paths below it are written as `"$PWD"/…`: lines that work from that folder on any machine."""
     rows_json = rows_json.resolve()
     check_row_id(row_id)
     doc = _document(rows_json)
@@ -81,11 +88,17 @@ def commands(
             f"row {row_id!r} is not in {rows_json}", hint=f"rows there: {', '.join(sorted(known)) or 'none'}"
         )
     out = (out or rows_json.parent / f"repro-{row_id}").resolve()
-    return _lines(doc, rows_json, out, row_id, ("--stackgate-row", row_id), (), image=image, python=python)
+    return _lines(doc, rows_json, out, row_id, ("--stackgate-row", row_id), (), image=image, python=python, base=base)
 
 
 def test_commands(
-    rows_json: Path, test: str, *, image: str | None = None, out: Path | None = None, python: str = "python3"
+    rows_json: Path,
+    test: str,
+    *,
+    image: str | None = None,
+    out: Path | None = None,
+    python: str = "python3",
+    base: Path | None = None,
 ) -> Repro:
     """The lines that re-run one testcase outside the plan (a test naming no row) as its run did: its pytest node
     id under the run's suites tree. `test` is a node id (`selftest/test_x.py::test_y`) or the report's
@@ -98,7 +111,7 @@ def test_commands(
                          hint="give its node id: SUITE/test_FILE.py::test_NAME")  # fmt: skip
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", node.rsplit("::", 1)[-1])[:60]
     out = (out or rows_json.parent / f"repro-test-{name}").resolve()
-    return _lines(doc, rows_json, out, name, (), (node,), image=image, python=python)
+    return _lines(doc, rows_json, out, name, (), (node,), image=image, python=python, base=base)
 
 
 def node_id(test: str, suite: str) -> str | None:
@@ -116,13 +129,13 @@ def node_id(test: str, suite: str) -> str | None:
 
 
 def _lines(doc: dict[str, Any], rows_json: Path, out: Path, name: str, select: tuple[str, ...],
-           tests: tuple[str, ...], *, image: str | None, python: str) -> Repro:  # fmt: skip
+           tests: tuple[str, ...], *, image: str | None, python: str, base: Path | None) -> Repro:  # fmt: skip
     img = image or image_of(doc)
     if not img or img == "host":
         img = "IMAGE"  # a host run names no image: the person picks one
     target = doc["target"]
     only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", *select)
-    given = Path(doc["suites_dir"]) if doc.get("suites_dir") else None
+    given = Path(doc["suites_dir"]).resolve() if doc.get("suites_dir") else None
     spec = run.make_container_spec(
         image=img, devices=target.get("devices") or {}, target_env=target.get("env") or {}, rows_json=rows_json,
         out=out, suites_dir=given, suite=doc["suite"], junit_name=f"junit-repro-{name}.xml", extra=only,
@@ -134,8 +147,26 @@ def _lines(doc: dict[str, Any], rows_json: Path, out: Path, name: str, select: t
            "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl")}  # fmt: skip
     junit = str(out / f"junit-repro-{name}.xml")
     pytest = run.pytest_command(python, str(suites), doc["suite"], junit, *only, tests=tests)
-    host = "mkdir -p " + shlex.quote(str(out)) + " && env " + shlex.join([f"{k}={v}" for k, v in env.items()] + pytest)
-    return Repro(row=name, docker=f"mkdir -p {shlex.quote(str(out))} && {spec.cli()}", host=host)
+    mkdir = f"mkdir -p {join([str(out)], base)} && "
+    host = mkdir + "env " + join([f"{k}={v}" for k, v in env.items()] + pytest, base)
+    return Repro(row=name, docker=mkdir + join(spec.argv(), base), host=host)
+
+
+def join(argv: list[str], base: Path | None = None) -> str:
+    """`shlex.join`, except that every path below `base` is written `"$PWD"/<relative>`: the line then works from
+    that folder (a checkout, a build's downloaded artifacts) on any machine, and names none of the machine that
+    made it. Each piece around a path is quoted on its own, so the shell reads the same argument back."""
+    if base is None:
+        return shlex.join(argv)
+    prefix = str(base.resolve()).rstrip("/") + "/"
+    return " ".join(_portable(arg, prefix) for arg in argv)
+
+
+def _portable(arg: str, prefix: str) -> str:
+    if prefix not in arg:
+        return shlex.quote(arg)
+    pieces = arg.split(prefix)
+    return '"$PWD"/'.join(shlex.quote(p) if p else "" for p in pieces)
 
 
 def row_document(rows_json: Path, row_id: str) -> dict[str, Any] | None:

@@ -43,7 +43,7 @@ def _names(nodeid: str) -> tuple[str, str]:
     return classname, parts[-1] if parts else nodeid
 
 
-def _case(c: Case) -> TestCase:
+def _case(c: Case, folder: Path) -> TestCase:
     classname, name = _names(c.nodeid)
     tc = TestCase(name, classname, round(c.outcome.duration_s, 3))
     for key, value in c.properties:
@@ -57,8 +57,17 @@ def _case(c: Case) -> TestCase:
     elif o.status == "skipped":
         tc.result = [Skipped(o.message)]
     if o.log and o.status in ("failed", "error"):
-        tc.system_out = f"full log: {o.log}"
+        tc.system_out = f"full log: {_beside(Path(o.log), folder)}"
     return tc
+
+
+def _beside(log: Path, folder: Path) -> str:
+    """The log's path relative to the JUnit file's folder where it lies below it: results folders travel (an
+    artifact, a copy under evidence/), and the path of the machine that ran them would not."""
+    try:
+        return str(log.resolve().relative_to(folder.resolve()))
+    except ValueError:
+        return str(log)
 
 
 def _with_text(result: Failure | Error, text: str) -> Failure | Error:
@@ -76,7 +85,7 @@ def write(
     for key, value in properties.items():
         suite.add_property(key, value)
     for c in cases:
-        suite.add_testcase(_case(c))
+        suite.add_testcase(_case(c, path.parent))
     suite.update_statistics()
     xml = JUnitXml()
     xml.add_testsuite(suite)

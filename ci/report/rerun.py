@@ -1,0 +1,98 @@
+"""How a reader re-runs what failed, from the report alone, and finds its log: the lines `ci repro` prints for a row
+or a test, made from the rows.json `ci run` left beside the JUnit, with every path written relative to the folder
+the report was made in (a checkout, a build's downloaded artifacts), never the machine's."""
+
+from __future__ import annotations
+
+import functools
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci.results.junit import Case
+from ci.results.merge import RowResult
+
+
+def shown(path: Path) -> str:
+    """A path as the report prints it: relative to the working folder where it lies below it (a checkout, a
+    build's downloaded artifacts), so that the report names nothing of the machine that made it."""
+    where, resolved = Path.cwd().resolve(), path.resolve()
+    return str(resolved.relative_to(where)) if resolved.is_relative_to(where) else str(path)
+
+
+def log_file(case: Case) -> Path | None:
+    """The row's full log where it lies beside its JUnit file: the harness names it relative to that file, or
+    (older runs) by the absolute path of the machine that ran it, whose `logs/<name>` travels with the JUnit."""
+    if not case.log or not case.file:
+        return None
+    named, beside = Path(case.log), Path(case.file).parent
+    for candidate in (beside / named, beside / "logs" / named.name):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def repro(row_id: str, rows_json: Path | None = None) -> str:
+    """The command that prints a row's re-run lines. Row ids come from result files: quoted, so pasting it
+    runs nothing but this command."""
+    where = f" --rows-json {shlex.quote(shown(rows_json))}" if rows_json else ""
+    return f"python -m ci repro {shlex.quote(row_id)}{where}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rerun:
+    hint: str  # `python -m ci repro <id> --rows-json <path>`: prints both lines
+    command: str  # the line that re-runs the row itself (docker where it ran in an image), "" where unknown
+    why_not: str = ""  # why no command could be made
+
+
+def rerun(r: RowResult) -> Rerun:
+    """How to re-run a row, from the report alone: the rows.json `ci run` left beside the row's JUnit."""
+    case = r.cases[0] if r.cases else None
+    if case is None:
+        return Rerun(hint=repro(r.id), command="", why_not="no result file")
+    return _rerun(r.id, case.file, case.image_digest not in (None, "", "none"), str(Path.cwd()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rerun(row_id: str, file: str, in_image: bool, cwd: str) -> Rerun:
+    """One per row and working folder: every section of the report that names a failing row asks for it."""
+    from ci.errors import UsageError
+    from ci.run import repro as repro_cmd  # the run stage makes the line; the report only shows it
+
+    rows_json = rows_json_beside(file)
+    if rows_json is None:
+        return Rerun(hint=repro(row_id), command="", why_not=f"no rows.json beside {file}")
+    try:
+        lines = repro_cmd.commands(rows_json, row_id, base=Path(cwd))
+    except UsageError as exc:
+        return Rerun(hint=repro(row_id, rows_json), command="", why_not=exc.message)
+    return Rerun(hint=repro(row_id, rows_json), command=lines.docker if in_image else lines.host)
+
+
+@functools.lru_cache(maxsize=1024)
+def rows_json_beside(junit_file: str) -> Path | None:
+    """The rows.json `ci run` wrote beside a JUnit file, where there is one (looked up once per report: `forget`)."""
+    found = Path(junit_file).resolve().parent / "rows.json"
+    return found if found.is_file() else None
+
+
+def forget() -> None:
+    """Drop what the last report looked up on disk: a new report sees the files as they are now."""
+    _rerun.cache_clear()
+    rows_json_beside.cache_clear()
+
+
+def rerun_test(case: Case) -> str:
+    """The line that re-runs one testcase outside the plan as its run did, or "" where its run left no rows.json."""
+    from ci.errors import UsageError
+    from ci.run import repro as repro_cmd
+
+    rows_json = rows_json_beside(case.file)
+    if case.status not in ("failure", "error") or rows_json is None:
+        return ""
+    try:
+        lines = repro_cmd.test_commands(rows_json, f"{case.classname}::{case.name}", base=Path.cwd())
+    except UsageError:
+        return ""
+    return lines.docker if case.image_digest not in (None, "", "none") else lines.host
