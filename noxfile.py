@@ -80,6 +80,14 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session
+def evidence(session: nox.Session) -> None:
+    """Re-render every committed report under evidence/ from its committed JUnit and fail where one differs from
+    what is committed (-- --write puts today's rendering in place; -- FOLDER checks one)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "ci.evidence", *session.posargs)
+
+
+@nox.session
 def upstream(session: nox.Session) -> None:
     """Each imported change's state in a fork checkout, from git alone: -- --fork PATH [--upstream-ref REF]
     [--format json|markdown] (--record writes the port commits' patch-ids into stack/changes/)."""

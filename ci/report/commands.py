@@ -3,21 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci import options
 from ci.errors import STRICT_INPUTS, UsageError
 
+if TYPE_CHECKING:
+    from ci.report.view import Report
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from ci.report.write import build, failing, problems, render, summary, write_atomic
+
+def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
+    """The report `python -m ci <argv>` makes (`args`, parsed from it), recording `argv` in report.json."""
+    from ci.report.write import build
 
     if args.label and not args.compare:
         raise UsageError("--label names the sides of a comparison, and no --compare was given",
                          hint="python -m ci report A --compare B --label A --label B --out DIR")  # fmt: skip
-    report = build(args.stack, args.inputs, args.baseline, targets=args.target, suites=args.suite,
-                   changes=args.change, compare_paths=args.compare, labels=args.label,
-                   upstream_path=args.upstream)  # fmt: skip
+    return build(args.stack, args.inputs, args.baseline, targets=args.target, suites=args.suite,
+                 changes=args.change, compare_paths=args.compare, labels=args.label,
+                 upstream_path=args.upstream, out=args.out, made_with=argv)  # fmt: skip
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ci.report.write import failing, problems, render, summary, write_atomic
+
+    report = from_args(args, sys.argv[1:])
     write_atomic(args.out, render(report))  # rendered whole before anything is written
     print(summary(report, args.out, outside_informational=args.outside_informational))
     if args.strict and problems(report):

@@ -25,7 +25,9 @@ def judged(report: Report) -> str:
     planned = Counter(r.target for r in report.results.rows if r.planned is not None)
     where = ", ".join(f"{t} ({ran[t]} of {planned[t]} rows ran)" for t in planned if ran[t]) or "no target: no row ran"
     vllm = "; ".join(builds) if builds else "not recorded"
-    return f"Judged: vLLM {vllm}. Stack {report.stack.digest.removeprefix('sha256:')[:12]}. Targets: {where}."
+    days = sorted({s.timestamp[:10] for f in report.results.inputs for s in f.scopes if s.timestamp[:10]})
+    when = f" Run {days[0]}" + (f" to {days[-1]}" if days[-1] != days[0] else "") + "." if days else ""
+    return f"Judged: vLLM {vllm}. Stack {report.stack.digest.removeprefix('sha256:')[:12]}. Targets: {where}.{when}"
 
 
 def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:

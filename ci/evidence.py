@@ -1,0 +1,113 @@
+"""`python -m ci.evidence`: every committed report re-rendered from its committed JUnit, and set against what is
+committed (`nox -s evidence`; `--write` puts today's rendering in place).
+
+A report records the `python -m ci` arguments that made it (report.json `generator.argv`, paths as given from the
+repository root). Each is made again with today's code, in memory, and its report.md, report.html and report.json
+must equal the committed files byte for byte, but for report.json's `generator.revision`: the commit that made it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ci import options
+from ci.report import commands as report_commands
+from ci.report.write import OUTPUTS, render, write_atomic
+
+EVIDENCE = options.REPO / "evidence"
+
+
+def reports(root: Path = EVIDENCE) -> list[Path]:
+    """Every committed report folder under `root`: a folder holding a report.json."""
+    return sorted(p.parent for p in root.rglob("report.json"))
+
+
+def argv_of(folder: Path) -> list[str]:
+    """The arguments that made the report in `folder`, from its report.json; a ValueError names what is missing."""
+    doc = json.loads((folder / "report.json").read_text())
+    argv = (doc.get("generator") or {}).get("argv")
+    if not argv:
+        raise ValueError(f"{folder / 'report.json'}: generator.argv is missing: it predates recorded arguments; "
+                         "render it once with python -m ci report ... --out, from the repository root")  # fmt: skip
+    return list(argv)
+
+
+def rendered(folder: Path) -> dict[str, bytes]:
+    """The report in `folder` as today's code renders it from its recorded arguments (run from the repository root)."""
+    from ci.cli import parser  # the report's own command line reads the recorded arguments
+
+    argv = argv_of(folder)
+    args = parser().parse_args(argv)
+    if args.func is not report_commands.cmd_report:
+        raise ValueError(f"{folder / 'report.json'}: generator.argv is {argv[:1]}, not a `report` command")
+    if Path(args.out).resolve() != folder.resolve():
+        raise ValueError(f"{folder / 'report.json'}: generator.argv writes to {args.out}, not to {folder}")
+    return render(report_commands.from_args(args, argv))
+
+
+def differences(folder: Path, fresh: dict[str, bytes]) -> list[str]:
+    """What differs between the committed files and `fresh`, as the first lines of a unified diff per file."""
+    out = []
+    for name in OUTPUTS:
+        path = folder / name
+        old = path.read_bytes() if path.is_file() else b""
+        new = fresh[name]
+        if name == "report.json":
+            old, new = _without_revision(old), _without_revision(new)
+        if old != new:
+            diff = difflib.unified_diff(_lines(old), _lines(new), f"{path} (committed)", f"{path} (today)", n=0)
+            out.append("\n".join(list(diff)[:12]))
+    return out
+
+
+def _without_revision(raw: bytes) -> bytes:
+    if not raw:
+        return raw
+    doc = json.loads(raw)
+    doc.get("generator", {}).pop("revision", None)
+    return json.dumps(doc, ensure_ascii=False, indent=0, sort_keys=True).encode()
+
+
+def _lines(raw: bytes) -> list[str]:
+    return raw.decode(errors="replace").splitlines()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ci.evidence", description=__doc__.split("\n\n")[0])
+    ap.add_argument("folders", nargs="*", type=Path, help="report folders (default: every report under evidence/)")
+    ap.add_argument("--write", action="store_true", help="write today's rendering in place of what differs")
+    args = ap.parse_args(argv)
+    os.chdir(options.REPO)  # recorded paths are relative to the repository root
+    failed = 0
+    for folder in args.folders or [p.relative_to(options.REPO) for p in reports()]:
+        try:
+            fresh = rendered(folder)
+        except (ValueError, OSError) as exc:
+            print(f"{folder}: cannot re-render: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        found = differences(folder, fresh)
+        if found and args.write:
+            write_atomic(folder, fresh)
+            print(f"{folder}: re-rendered ({len(found)} file(s) changed)")
+        elif found:
+            failed += 1
+            print(f"{folder}: differs from today's rendering of its JUnit:\n" + "\n".join(found), file=sys.stderr)
+        else:
+            print(f"{folder}: as today's code renders it")
+    if failed and not args.write:
+        print(
+            f"{failed} report(s) differ or cannot be re-rendered: python -m ci.evidence --write re-renders them",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

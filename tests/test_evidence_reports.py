@@ -1,0 +1,67 @@
+"""The committed evidence reports are what today's code renders from their committed JUnit (`nox -s evidence`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ci import evidence, options
+
+REPORTS = evidence.reports()
+
+
+def test_every_committed_report_records_the_command_that_made_it():
+    assert len(REPORTS) >= 10
+    for folder in REPORTS:
+        argv = evidence.argv_of(folder)
+        assert argv[0] == "report" and "--out" in argv, folder
+
+
+@pytest.mark.parametrize("folder", REPORTS, ids=[str(p.relative_to(evidence.EVIDENCE)) for p in REPORTS])
+def test_a_committed_report_is_todays_rendering_of_its_junit(folder, monkeypatch):
+    monkeypatch.chdir(options.REPO)  # recorded paths are relative to the repository root
+    assert evidence.differences(folder, evidence.rendered(folder)) == []
+
+
+def test_a_report_that_differs_is_found_and_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(options.REPO)
+    folder = REPORTS[0]
+    fresh = evidence.rendered(folder)
+    edited = {**fresh, "report.md": fresh["report.md"].replace(b"not ready", b"ready", 1)}
+    found = evidence.differences(folder, edited)
+    assert len(found) == 1 and "report.md (committed)" in found[0] and "-" in found[0]
+
+
+def test_the_revision_alone_is_no_difference(monkeypatch):
+    monkeypatch.chdir(options.REPO)
+    folder = REPORTS[0]
+    fresh = evidence.rendered(folder)
+    doc = json.loads(fresh["report.json"])
+    doc["generator"]["revision"] = "0" * 40
+    other = {**fresh, "report.json": json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"}
+    assert evidence.differences(folder, other) == []
+    doc["generator"]["version"] = "9.9.9"
+    other = {**fresh, "report.json": json.dumps(doc).encode()}
+    assert evidence.differences(folder, other)
+
+
+def test_the_command_line_passes_a_true_report_and_refuses_a_moved_one(tmp_path):
+    """`python -m ci.evidence`: exit 0 on a committed report; exit 1, naming why, on a copy elsewhere (its
+    recorded --out names another folder, so it cannot be the rendering of that command)."""
+    folder = REPORTS[0]
+    copy = tmp_path / "report"
+    shutil.copytree(folder, copy)
+    env = {**os.environ, "PYTHONPATH": str(options.REPO)}
+    ok = subprocess.run([sys.executable, "-m", "ci.evidence", str(folder)], cwd=tmp_path, env=env,
+                        capture_output=True, text=True)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    assert "as today's code renders it" in ok.stdout
+    moved = subprocess.run([sys.executable, "-m", "ci.evidence", str(copy)], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)  # fmt: skip
+    assert moved.returncode == 1
+    assert f"not to {copy}" in moved.stderr
