@@ -19,6 +19,7 @@ from pathlib import Path
 from ci import options
 from ci.report import commands as report_commands
 from ci.report.write import OUTPUTS, render, write_atomic
+from ci.run import execute
 
 EVIDENCE = options.REPO / "evidence"
 
@@ -48,7 +49,17 @@ def rendered(folder: Path) -> dict[str, bytes]:
         raise ValueError(f"{folder / 'report.json'}: generator.argv is {argv[:1]}, not a `report` command")
     if Path(args.out).resolve() != folder.resolve():
         raise ValueError(f"{folder / 'report.json'}: generator.argv writes to {args.out}, not to {folder}")
-    return render(report_commands.from_args(args, argv))
+    # The re-run lines would mount this machine's model cache where it has one: evidence is rendered as on a
+    # machine without one, so that every machine renders the same bytes.
+    before = os.environ.get(execute.ENV_MODEL_CACHE)
+    os.environ[execute.ENV_MODEL_CACHE] = str(folder / "no-model-cache")
+    try:
+        return render(report_commands.from_args(args, argv))
+    finally:
+        if before is None:
+            del os.environ[execute.ENV_MODEL_CACHE]
+        else:
+            os.environ[execute.ENV_MODEL_CACHE] = before
 
 
 def differences(folder: Path, fresh: dict[str, bytes]) -> list[str]:
