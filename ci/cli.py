@@ -21,7 +21,8 @@ from ci.fork import commands as fork
 from ci.images import commands as images
 from ci.images import kernels
 from ci.report import commands as report
-from ci.run import execute, reproduce
+from ci.run import commands as run_commands
+from ci.run import reproduce
 from ci.stack import commands as stack_commands
 from ci.stack import loader
 from ci.upstream import commands as upstream
@@ -42,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     images.add_parsers(sub)
     sub.choices["bake"].set_defaults(func=flow.bake)  # --host packs an artefact; without it, the image route
     kernels.add_parser(sub)
-    execute.add_parser(sub)
+    run_commands.add_parser(sub)
     reproduce.add_parser(sub)
     report.add_parser(sub)
     upstream.add_parser(sub)

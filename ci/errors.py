@@ -16,6 +16,8 @@ EXIT_CODES = {
     6: "nothing could run here: the target's image cannot be built or its hardware is absent (report written)",
     7: "--strict report: an input was missing, empty or unreadable (report written)",
     8: "gate: a change the stack marks as gating is not ready (report.json's verdicts name it)",
+    9: "ci run --deadline: rows were left unstarted or stopped in flight (each row that ran has its JUnit; --resume "
+    "runs the rest)",
     130: "stopped by SIGINT (128 + 2): the JUnit holds the rows that finished and the one interrupted",
     143: "stopped by SIGTERM (128 + 15; SIGHUP gives 129): the JUnit holds the rows finished and the one interrupted",
 }

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ci import engine, options
 from ci.errors import NOTHING_RAN, StackgateError, UsageError
 from ci.images import build, verify
 from ci.results.merge import NOT_RUN
-from ci.run import execute, host
+from ci.run import commands as run_commands
+from ci.run import execute, host, scheduled
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
 
@@ -70,8 +72,11 @@ def run_target(
     use_host: bool,
     timeout_s: float,
     fork: Path | None = None,
+    schedule: execute.Schedule | None = None,
+    deadline_at: float | None = None,
 ) -> int:
-    """Build, verify and run one target's suites into out/<target>-<suite>/; the worst exit status."""
+    """Build, verify and run one target's suites into out/<target>-<suite>/; the worst exit status. `schedule`: the
+    rows over the host's devices (`ci run --gpus ...`); `deadline_at` (time.monotonic()): no suite starts after."""
     blocked = None if use_host else prepare_image(st, target, fork)
     if blocked is None and not host.present(target):
         blocked = Blocked(
@@ -88,11 +93,23 @@ def run_target(
             why = Blocked(reason=blocked.reason, fix=blocked.fix.replace("<suite>", suite))
             record_not_run(folder, target, suite, [r.id for r in rows], why)
             continue
-        (folder / NOT_RUN).unlink(missing_ok=True)
+        left = deadline_at - time.monotonic() if deadline_at is not None else None
+        if left is not None and left <= 0:
+            why = Blocked(reason="not started before --deadline", fix="run the same command with --resume")
+            record_not_run(folder, target, suite, [r.id for r in rows], why)
+            worst = max(worst, scheduled.DEADLINE_EXIT)
+            continue
+        if schedule is not None and not schedule.resume:
+            (folder / NOT_RUN).unlink(missing_ok=True)
         step(f"python -m ci run {target.id} {suite}" + (" --host" if use_host else ""))
+        given = replace(schedule, deadline_s=left) if schedule is not None else None
         spec = execute.RunSpec(target=target, suite=suite, rows=rows, out=folder.resolve(), suites_dir=None,
-                               timeout_s=timeout_s)  # fmt: skip
-        worst = max(worst, execute.run_rows(st, spec, host=use_host))
+                               timeout_s=timeout_s, schedule=given)  # fmt: skip
+        try:
+            worst = max(worst, execute.run_rows(st, spec, host=use_host))
+        except scheduled.DeadlineReached as exc:
+            print(f"{exc.message}", flush=True)  # the report still follows, in the time kept for it
+            worst = max(worst, exc.exit_code)
         ran = True
     return worst if ran else NOTHING_RAN
 
@@ -107,13 +124,15 @@ def main(args: argparse.Namespace) -> int:
             print(f"{why.splitlines()[0]}: running the suites on this host's Python instead (--host)", flush=True)
             use_host = True
     fork = _fork_bundle(st, args, use_host)
+    deadline_at = time.monotonic() + args.deadline if args.deadline is not None else None
     p = plan.build(st)
     codes: list[int] = []
     folders: list[Path] = []
     for target in targets:
         suites = sorted({r.suite for r in p.select(targets=[target.id], suites=args.suite).rows})
         print(f"target: {target.id} ({target.name}); suites: {', '.join(suites) or 'none'}", flush=True)
-        codes.append(run_target(st, target, suites, args.out, use_host=use_host, timeout_s=args.timeout, fork=fork))
+        codes.append(run_target(st, target, suites, args.out, use_host=use_host, timeout_s=args.timeout, fork=fork,
+                                schedule=run_commands.schedule(args, target), deadline_at=deadline_at))  # fmt: skip
         folders += [args.out / f"{target.id}-{s}" for s in suites]
     from ci.report import write as report  # junitparser and lxml load only when a report is written
 
@@ -192,7 +211,7 @@ def bake(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     m = options.verb(sub, "main", help="the whole flow (build, verify, run, report) for this host's target, "
-                     "or for --target", codes=(0, 1, 2, 3, 4, 5, 6, 130, 143))  # fmt: skip
+                     "or for --target", codes=(0, 1, 2, 3, 4, 5, 6, 9, 130, 143))  # fmt: skip
     options.add_filters(m, "target", "suite")
     m.add_argument("--out", type=Path, default=Path("out"),
                    help="results (<target>-<suite>/) and the report (report/) (default: %(default)s)")  # fmt: skip
@@ -201,4 +220,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")
     m.add_argument("--timeout", type=options.seconds, default=options.DEFAULT_TIMEOUT_S,
                    help="seconds per test item (default: %(default)s)")  # fmt: skip
+    run_commands.add_schedule_options(m)
     m.set_defaults(func=main)

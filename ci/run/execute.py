@@ -8,7 +8,6 @@ exit code of a process that vLLM or NCCL can os._exit(0) proves nothing.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -23,7 +22,6 @@ from ci.errors import UsageError
 from ci.images import build as images
 from ci.run import caches, gpus, guard, host_aot
 from ci.run.outcome import verdict
-from ci.stack import loader as stack
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
 
@@ -43,6 +41,7 @@ class RunSpec:
     caches: Path | None = None  # a bake artefact to install first (--host only)
     unbaked: bool = False  # --host only: no AOT bake, the rows start from empty JIT caches
     keep_caches: bool = False  # with unbaked: what earlier unbaked runs here compiled is reused ("as found")
+    schedule: Schedule | None = None  # None: one harness session runs every row, one after another
 
     @property
     def junit(self) -> Path:
@@ -51,6 +50,16 @@ class RunSpec:
     @property
     def rows_json(self) -> Path:
         return self.out / "rows.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """`ci run` over the host's devices (ci.run.scheduled): each row its own session, packed by memory."""
+
+    gpus: tuple[str, ...] = ()  # --gpus: these devices (default every GPU of the target on this host)
+    gpu_memory_gib: float | None = None  # --gpu-memory: each device's, in place of what it reports
+    resume: bool = False
+    deadline_s: float | None = None
 
 
 def select_rows(st: Stack, target: str, suite: str, ids: list[str]) -> tuple[plan.Row, ...]:
@@ -160,9 +169,9 @@ def host_env(spec: RunSpec) -> dict[str, str]:
     return env
 
 
-def run_host(spec: RunSpec) -> int:
-    suites_root = spec.suites_dir or DEFAULT_SUITES
-    cmd = pytest_command(sys.executable, str(suites_root), spec.suite, str(spec.junit), *_pytest_options(spec))
+def host_session(spec: RunSpec) -> dict[str, str]:
+    """The environment of the harness on this host, its JIT caches made ready first (the artefact installed, or
+    the AOT bake run): once per `ci run`, however many sessions run its rows."""
     env = host_env(spec)
     if spec.unbaked:
         env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target, keep=spec.keep_caches)
@@ -174,7 +183,18 @@ def run_host(spec: RunSpec) -> int:
         # "aot" only where the bake gave the rows a cache; else the root holds whatever earlier runs left
         made = "aot" if baked else "as found (no AOT bake)"
         env["STACKGATE_CACHES_FROM"] = f"artefact:{spec.caches.name}" if spec.caches is not None else made
-    proc = subprocess.Popen(cmd, env=env, cwd=suites_root, preexec_fn=signals.die_with_parent)
+    return env
+
+
+def host_command(spec: RunSpec, *extra: str, junit: Path | None = None) -> list[str]:
+    suites_root = str(spec.suites_dir or DEFAULT_SUITES)
+    junit_path = str(junit or spec.junit)
+    return pytest_command(sys.executable, suites_root, spec.suite, junit_path, *_pytest_options(spec), *extra)
+
+
+def run_host(spec: RunSpec) -> int:
+    cmd, env = host_command(spec), host_session(spec)
+    proc = subprocess.Popen(cmd, env=env, cwd=spec.suites_dir or DEFAULT_SUITES, preexec_fn=signals.die_with_parent)
     with signals.forwarding(proc.send_signal) as received:
         code = proc.wait()
     if received:
@@ -232,51 +252,35 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
         doc["target"]["env"] = container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
     rows_json.write(spec.rows_json, doc)
     print(f"{len(spec.rows)} rows of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
+    if spec.schedule is not None:
+        return _scheduled(st, spec, host=host, image=str(image_doc["ref"]))
     status = run_host(spec) if host else run_docker(spec, str(image_doc["ref"]))
     return verdict(spec.junit, status)
 
 
-def main(args: argparse.Namespace) -> int:
-    st = stack.load(args.stack)
-    suites_root = args.suites_dir or DEFAULT_SUITES
-    if not (suites_root / args.suite).is_dir():
-        raise UsageError(f"no suite {args.suite!r} in {suites_root}", hint="name a folder of the suites tree")
-    spec = RunSpec(
-        target=st.targets[args.target], suite=args.suite, rows=select_rows(st, args.target, args.suite, args.rows),
-        out=args.out.resolve(), suites_dir=args.suites_dir.resolve() if args.suites_dir else None,
-        timeout_s=args.timeout, shard=args.shard, caches=args.caches, unbaked=args.unbaked,
-        keep_caches=args.keep_caches,
-    )  # fmt: skip
-    for flag, given in (("--caches", args.caches is not None), ("--unbaked", args.unbaked)):
-        if given and not args.host:
-            raise UsageError(f"{flag} is about this host's JIT caches", hint="add --host (an image carries its caches)")
-    if args.caches is not None and args.unbaked:
-        raise UsageError("--caches and --unbaked contradict each other", hint="give one: the artefact, or none")
-    if args.keep_caches and not args.unbaked:
-        raise UsageError("--keep-caches is about an --unbaked run's caches", hint="add --unbaked --host")
-    return run_rows(st, spec, host=args.host, image=args.image)
+def _scheduled(st: Stack, spec: RunSpec, *, host: bool, image: str) -> int:
+    from ci.run import scheduled
 
+    assert spec.schedule is not None
+    devices = gpus.host_devices(spec.target, spec.schedule.gpus, spec.schedule.gpu_memory_gib)
+    env = host_session(spec) if host else None
+    junit = {r.id: scheduled.row_junit(spec.out, spec.target.id, spec.suite, spec.shard, r.id) for r in spec.rows}
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = options.verb(sub, "run", help="run a target's rows of one suite in its image (or --host) and write JUnit",
-                     codes=(0, 1, 2, 4, 6, 130, 143))  # fmt: skip
-    p.add_argument("target", help="a target id, e.g. cpu, cuda-sm121a")
-    p.add_argument("suite", help="a suite the stack names (spec_decode, sparse_mla, selftest) or a --suites-dir folder")
-    options.add_filters(p, "rows")
-    p.add_argument("--image", help="image reference (default: the target's image as ci build or ci bake made it)")
-    p.add_argument("--host", action="store_true", help="run on this host's Python, without docker")
-    p.add_argument("--suites-dir", type=Path, help="another suites tree (default: the image's, or ./suites)")
-    p.add_argument("--timeout", type=options.seconds, default=options.DEFAULT_TIMEOUT_S,
-                   help="seconds per test item (default: %(default)s)")  # fmt: skip
-    p.add_argument("--shard", type=int, default=0, help="shard index, part of the JUnit file and suite name")
-    p.add_argument("--caches", type=Path, metavar="ARTEFACT",
-                   help="with --host: install a bake artefact (ci bake TARGET --host --out DIR) first; refused "
-                   "where it was made for another host")  # fmt: skip
-    p.add_argument("--unbaked", action="store_true",
-                   help="with --host: no AOT bake and no artefact; refused unless the target's runtime caches "
-                   "root ($STACKGATE_RUNTIME_CACHES/<target>) is empty (the control of a bake A/B)")  # fmt: skip
-    p.add_argument("--keep-caches", action="store_true",
-                   help="with --unbaked: the root may hold what earlier --unbaked runs here compiled, reused "
-                   "(the rows say their caches were 'as found'); for runs about anything but JIT")  # fmt: skip
-    p.add_argument("--out", type=Path, required=True, help="results folder: rows.json, JUnit, logs")
-    p.set_defaults(func=main)
+    def command(job: Any, ids: tuple[str, ...], path: Path) -> tuple[list[str], dict[str, str] | None, Path | None]:
+        one = ("--stackgate-row", job.row.id)
+        if host:
+            visible = {"CUDA_VISIBLE_DEVICES": ",".join(ids)} if any(ids) else {}
+            return host_command(spec, *one, junit=path), {**(env or {}), **visible}, spec.suites_dir or DEFAULT_SUITES
+        c = make_container_spec(
+            image=image, devices=asdict(spec.target.devices), target_env=spec.target.env, rows_json=spec.rows_json,
+            out=spec.out, suites_dir=spec.suites_dir, suite=spec.suite, junit_name=path.name,
+            extra=(*_pytest_options(spec), *one), platform=spec.target.platform, gpu_ids=[i for i in ids if i],
+        )  # fmt: skip
+        return c.argv(), None, None
+
+    where = ", ".join(f"{d.id or 'this host'} ({d.memory_gib:.0f} GiB)" if d.memory_gib else d.id or "this host"
+                      for d in devices)  # fmt: skip
+    print(f"scheduling {len(spec.rows)} rows on {len(devices)} device(s): {where}", flush=True)
+    plan = scheduled.Plan(command=command, junit=lambda job: junit[job.row.id], out=spec.out)
+    return scheduled.run(st, spec.rows, devices, plan, resume=spec.schedule.resume,
+                         deadline_s=spec.schedule.deadline_s)  # fmt: skip

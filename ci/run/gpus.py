@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from ci.errors import UsageError
+from ci.run.schedule import Device
 from ci.stack.model import Target
 
 
@@ -45,3 +47,57 @@ def container_gpus(target: Target, gpus_needed: Iterable[int], available: list[s
     if target.devices.gpus != "all" or not available:
         return ()
     return tuple(available[: max(max(gpus_needed, default=1), 1)])
+
+
+def host_devices(target: Target, chosen: Sequence[str] = (), memory_gib: float | None = None) -> list[Device]:
+    """The devices `ci run` schedules the target's rows on: this host's GPUs of the target (NVIDIA: by compute
+    capability, narrowed to $CUDA_VISIBLE_DEVICES), or `chosen` (`--gpus 0,1`); each with its memory, or
+    `memory_gib` for every one (`--gpu-memory`: a stand-in, or a limit). A GPU sharing the host's memory (GB10: no
+    memory of its own to report) counts the host's. No GPU (the cpu target): one device, rows one at a time."""
+    found = _nvidia(target.detect.nvidia_compute_capability) if target.detect.nvidia_compute_capability else []
+    if chosen:
+        known = {d.id: d for d in found}
+        by_index = dict(enumerate(found))
+        picked = []
+        for c in chosen:
+            d = known.get(c) or (by_index.get(int(c)) if c.isdigit() and found else None)
+            if found and d is None:
+                raise UsageError(f"--gpus {','.join(chosen)}: no GPU {c!r} of {target.id} on this host",
+                                 hint=f"its GPUs: {', '.join(d.id for d in found)}")  # fmt: skip
+            picked.append(d or Device(id=c, memory_gib=None))
+        found = picked
+    if not found:
+        found = [Device(id="", memory_gib=None)]  # this host's own, whatever it has
+    if memory_gib is not None:
+        found = [Device(id=d.id, memory_gib=memory_gib) for d in found]
+    return found
+
+
+def _nvidia(capability: str) -> list[Device]:
+    """This host's NVIDIA GPUs of `capability` (by index, as $CUDA_VISIBLE_DEVICES narrows them) and their memory."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,compute_cap,memory.total",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20,
+                             check=True).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return devices_from(out, os.environ.get("CUDA_VISIBLE_DEVICES"), capability, _host_memory_gib())
+
+
+def devices_from(smi_csv: str, cuda_visible_devices: str | None, capability: str, host_gib: float) -> list[Device]:
+    rows = [[p.strip() for p in line.split(",")] for line in smi_csv.splitlines() if line.count(",") == 3]
+    memory = {r[1]: (float(r[3]) / 1024 if r[3].replace(".", "", 1).isdigit() else host_gib) for r in rows}
+    uuids = visible("\n".join(",".join(r[:3]) for r in rows), cuda_visible_devices, capability)
+    index = {r[1]: r[0] for r in rows}
+    return [Device(id=index[u], memory_gib=memory[u]) for u in uuids]
+
+
+def _host_memory_gib() -> float:
+    try:
+        with open("/proc/meminfo") as fh:
+            kib = next(int(line.split()[1]) for line in fh if line.startswith("MemTotal:"))
+        return kib / 2**20
+    except (OSError, StopIteration, ValueError):
+        return 0.0

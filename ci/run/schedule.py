@@ -1,0 +1,113 @@
+"""Which row runs next, and on which GPUs: a host's rows packed onto its devices by memory budget.
+
+A random-weight row holds a fixed KV budget (12 GiB, `suites/engine/config.py`) beside its small weights and CUDA
+context, so several share one device; a row with hub weights takes whole devices. A row of N GPUs gets N devices
+that fit it, and waits for them: rows behind it are not started on devices it is waiting for. Rows of one model and
+change run one after another (they share warm JIT caches and never race on them), in plan order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ci.stack.model import Stack
+from ci.stack.plan import Row
+
+# What a random-weight row holds on a device: its fixed 12 GiB KV budget, weights of at most a few GiB, the CUDA
+# context and its graphs. Seven fit on an H200's 139 GiB (as the shrunk campaign ran them), six on a GB10.
+DUMMY_ROW_GIB = 18.0
+
+
+@dataclass(frozen=True)
+class Device:
+    id: str  # what CUDA_VISIBLE_DEVICES / docker --gpus take: an index or a UUID
+    memory_gib: float | None  # None: unknown, one row at a time
+
+
+@dataclass(frozen=True)
+class Job:
+    row: Row
+    gpus: int
+    memory_gib: float | None  # per device; None: the whole devices
+    group: str  # model/change: its rows run one at a time
+
+
+def jobs(rows: Sequence[Row], st: Stack) -> list[Job]:
+    """The rows as jobs: the widest first (they would wait longest behind narrow ones), then the rows of the largest
+    groups (a group's rows run one after another: the longest chains start first), else in plan order."""
+    out = []
+    for row in rows:
+        dummy = st.models[row.model].weights == "dummy" if row.model in st.models else False
+        out.append(Job(row=row, gpus=max(row.gpus, 1), memory_gib=DUMMY_ROW_GIB if dummy else None,
+                       group=f"{row.model}/{row.change}"))  # fmt: skip
+    order = {id(j): n for n, j in enumerate(out)}
+    size = Counter(j.group for j in out)
+    return sorted(out, key=lambda j: (-j.gpus, -size[j.group], order[id(j)]))
+
+
+class Packing:
+    """The devices' free memory and their rows, as jobs start and end."""
+
+    def __init__(self, devices: Sequence[Device]) -> None:
+        self.devices = list(devices)
+        self.used: dict[str, float] = {d.id: 0.0 for d in devices}
+        self.rows: dict[str, int] = {d.id: 0 for d in devices}
+        self.whole: set[str] = set()  # devices a hub-weight row holds
+
+    def fits_at_all(self, job: Job) -> bool:
+        return job.gpus <= len(self.devices) and all(
+            job.memory_gib is None or d.memory_gib is None or job.memory_gib <= d.memory_gib
+            for d in self.devices[: job.gpus]
+        )
+
+    def place(self, job: Job) -> tuple[str, ...] | None:
+        """The devices `job` starts on now (reserved), or None where not enough are free."""
+        free = [d for d in self.devices if self._takes(d, job)]
+        if len(free) < job.gpus:
+            return None
+        # the emptiest first: rows spread over the devices before they share one
+        chosen = sorted(free, key=lambda d: (self.rows[d.id], self.used[d.id]))[: job.gpus]
+        for d in chosen:
+            self.rows[d.id] += 1
+            if job.memory_gib is None:
+                self.whole.add(d.id)
+            else:
+                self.used[d.id] += job.memory_gib
+        return tuple(d.id for d in chosen)
+
+    def release(self, job: Job, ids: Sequence[str]) -> None:
+        for i in ids:
+            self.rows[i] -= 1
+            if job.memory_gib is None:
+                self.whole.discard(i)
+            else:
+                self.used[i] -= job.memory_gib
+
+    def _takes(self, d: Device, job: Job) -> bool:
+        if d.id in self.whole:
+            return False
+        if job.memory_gib is None or d.memory_gib is None:
+            return self.rows[d.id] == 0
+        return self.used[d.id] + job.memory_gib <= d.memory_gib
+
+
+def next_jobs(pending: list[Job], packing: Packing, busy_groups: set[str]) -> list[tuple[Job, tuple[str, ...]]]:
+    """The jobs to start now, in order, each with its devices (taken out of `pending`). A job whose group is busy
+    waits its turn; a job of several GPUs that cannot be placed stops the round, so that the devices it waits for
+    free up instead of filling with narrower rows."""
+    started = []
+    groups = set(busy_groups)
+    for job in list(pending):
+        if job.group in groups:
+            continue
+        ids = packing.place(job)
+        if ids is None:
+            if job.gpus > 1:
+                break
+            continue
+        pending.remove(job)
+        groups.add(job.group)
+        started.append((job, ids))
+    return started

@@ -1,0 +1,178 @@
+"""`ci run` over a host's devices: every row its own harness session, started as devices free up (`schedule`).
+
+Each row writes its own JUnit (`junit-<target>-<suite>-<shard>.<row hash>.xml`) beside the run's one rows.json,
+so that a stop loses nothing finished, `--resume` skips every row with a result and runs again the one a stop
+interrupted, and `--deadline` stops starting rows in time for every JUnit to be written. A session that ends
+without its JUnit (the harness died) leaves one that says so: the row fails, it is never silently missing.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from lxml import etree
+
+from ci import signals
+from ci.errors import NOTHING_RAN, StackgateError
+from ci.run import guard
+from ci.run.schedule import Device, Job, Packing, jobs, next_jobs
+from ci.stack.model import Stack
+
+DEADLINE_EXIT = 9
+NOT_RUN = "not-run.json"  # the record `ci report` reads for rows a run did not start (docs/boundary.md)
+
+
+class DeadlineReached(StackgateError):
+    exit_code = DEADLINE_EXIT
+
+
+@dataclass
+class Running:
+    job: Job
+    devices: tuple[str, ...]
+    proc: subprocess.Popen[bytes]
+    junit: Path
+    started: float
+
+
+def row_junit(out: Path, target: str, suite: str, shard: int, row_id: str) -> Path:
+    return out / f"junit-{target}-{suite}-{shard}.{row_id.rsplit('.', 1)[-1]}.xml"
+
+
+_WORST = ("skipped", "pass", "failure", "error")  # a row of several testcases says its worst
+
+
+def outcome(junit: Path) -> str:
+    """What a row's JUnit says: pass, failure, error, skipped, interrupted (a stop cut it: run it again) or missing."""
+    try:
+        root = etree.parse(str(junit)).getroot()
+    except (OSError, etree.XMLSyntaxError):
+        return "missing"
+    found = ""
+    for tc in root.iter("testcase"):
+        results = {child.tag: child for child in tc if child.tag in ("error", "failure", "skipped")}
+        if (results.get("error", tc).get("message") or "").startswith("interrupted by "):
+            return "interrupted"
+        said = next((k for k in ("error", "failure", "skipped") if k in results), "pass")
+        found = max(found or said, said, key=_WORST.index)
+    return found or "missing"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """What the sessions need: how to start one row's session on some devices, and where its JUnit goes."""
+
+    command: Callable[[Job, tuple[str, ...], Path], tuple[list[str], dict[str, str] | None, Path | None]]
+    junit: Callable[[Job], Path]
+    out: Path
+
+
+def run(st: Stack, rows: Sequence, devices: Sequence[Device], plan: Plan, *, resume: bool = False,
+        deadline_s: float | None = None) -> int:  # fmt: skip
+    """Run every row, as many at once as the devices hold; the exit status of `ci run`."""
+    start = time.monotonic()
+    (plan.out / NOT_RUN).unlink(missing_ok=True)  # what an earlier run left unstarted is this run's to start
+    pending = jobs(rows, st)
+    packing = Packing(devices)
+    for job in list(pending):  # a row wider than the host: on every device, where the harness says it cannot run
+        if not packing.fits_at_all(job):
+            pending[pending.index(job)] = replace(job, gpus=len(devices), memory_gib=None)
+    done: dict[str, str] = {}
+    if not resume:  # an earlier run's results in this folder must not stand in for this run's
+        for job in pending:
+            plan.junit(job).unlink(missing_ok=True)
+    if resume:
+        for job in list(pending):
+            said = outcome(plan.junit(job))
+            if said not in ("missing", "interrupted"):
+                done[job.row.id] = said
+                pending.remove(job)
+        print(f"--resume: {len(done)} rows have a result in {plan.out}, {len(pending)} to run", flush=True)
+    total, running, took = len(pending), [], []
+    deadline = start + deadline_s if deadline_s is not None else None
+    reserve = min(30.0, deadline_s / 4) if deadline_s is not None else 0.0
+    cut = False
+    with signals.forwarding(lambda sig: [r.proc.send_signal(sig) for r in running]) as received:
+        while pending or running:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline - reserve and not cut:
+                cut = True  # the rows in flight are stopped; each session writes its JUnit, the interrupted row too
+                for r in running:
+                    r.proc.terminate()
+            if not received and not cut:
+                guess = statistics.median(took) if took else 0.0
+                if deadline is None or now + guess <= deadline - reserve:
+                    for job, ids in next_jobs(pending, packing, {r.job.group for r in running}):
+                        argv, env, cwd = plan.command(job, ids, plan.junit(job))
+                        log = plan.out / "logs" / f"session-{job.row.id}.log"
+                        log.parent.mkdir(parents=True, exist_ok=True)
+                        with log.open("wb") as fh:
+                            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
+                                                    preexec_fn=signals.die_with_parent)  # fmt: skip
+                        running.append(Running(job=job, devices=ids, proc=proc, junit=plan.junit(job), started=now))
+            for r in [r for r in running if r.proc.poll() is not None]:
+                running.remove(r)
+                packing.release(r.job, r.devices)
+                took.append(time.monotonic() - r.started)
+                said = _settle(r, plan.out)
+                done[r.job.row.id] = said
+                left = len(pending) + len(running)
+                eta = statistics.median(took) * left / max(1, len(running) or 1)
+                where = f" on GPU {','.join(r.devices)}" if any(r.devices) else ""
+                print(f"[{total - left}/{total}] {said:<11} {r.job.row.id}  {took[-1]:.0f} s{where}"
+                      f" · {left} left, ETA {_minutes(eta) if left else 'done'}", flush=True)  # fmt: skip
+            if (received or cut) and not running:
+                break
+            time.sleep(0.2)
+    if received:
+        raise guard.Stopped(received[0], plan.out)
+    if pending:
+        _not_started(plan.out, [j.row.id for j in pending], deadline_s or 0.0)
+    statuses = list(done.values())
+    print(f"{len(statuses)} rows: " + ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses))), flush=True)
+    if pending or "interrupted" in statuses:
+        raise DeadlineReached(f"--deadline {deadline_s:g} s: {len(pending)} rows not started, "
+                              f"{statuses.count('interrupted')} stopped in flight; the rest have their JUnit in "
+                              f"{plan.out}", hint="run the same command with --resume to go on")  # fmt: skip
+    if any(s in ("failure", "error", "missing") for s in statuses):
+        return 1
+    return NOTHING_RAN if statuses and all(s == "skipped" for s in statuses) else 0
+
+
+def _settle(r: Running, out: Path) -> str:
+    """The row's outcome; where its session ended without a JUnit, one saying so is written in its place."""
+    said = outcome(r.junit)
+    if said != "missing":
+        return said
+    code = r.proc.returncode
+    message = (f"the row's harness session ended (exit {code}) without writing its JUnit: no result of this row "
+               f"exists; its output: logs/session-{r.job.row.id}.log")  # fmt: skip
+    root = etree.Element("testsuites")
+    suite = etree.SubElement(root, "testsuite", name=r.junit.stem.removeprefix("junit-"), tests="1", errors="1")
+    props = etree.SubElement(suite, "properties")
+    etree.SubElement(props, "property", name="stackgate.target", value=r.job.row.target)
+    etree.SubElement(props, "property", name="stackgate.suite", value=r.job.row.suite)
+    tc = etree.SubElement(suite, "testcase", name=f"session[{r.job.row.id}]", classname="harness", time="0")
+    tprops = etree.SubElement(tc, "properties")
+    etree.SubElement(tprops, "property", name="stackgate.row", value=r.job.row.id)
+    etree.SubElement(tc, "error", message=message)
+    tmp = r.junit.with_suffix(".tmp")
+    etree.ElementTree(root).write(str(tmp), encoding="utf-8", xml_declaration=True)
+    tmp.replace(r.junit)
+    return "missing"
+
+
+def _not_started(out: Path, ids: list[str], deadline_s: float) -> None:
+    doc = {"rows": ids, "reason": f"not started before ci run's --deadline ({deadline_s:g} s)",
+           "fix": "run the same ci run with --resume"}  # fmt: skip
+    (out / NOT_RUN).write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"

@@ -1,0 +1,205 @@
+"""`ci run` over a host's devices, on this machine's CPU with stand-in GPUs: rows packed by memory budget, a row of
+N GPUs waiting for N free ones, every row its own JUnit, --resume after a SIGTERM, --deadline, a dead harness."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ci import cli
+from ci.run import scheduled
+from ci.run.schedule import DUMMY_ROW_GIB, Device, Packing, jobs, next_jobs
+from ci.stack import loader, plan
+
+REPO = Path(__file__).resolve().parent.parent
+STACK = loader.load(REPO / "stack")
+BASE = next(r for r in plan.build(STACK).rows if r.target == "cpu")  # cpu-selftest: random weights
+
+
+def row(n: int, *, gpus: int = 1, model: str = "cpu-selftest", change: str | None = None) -> plan.Row:
+    return replace(BASE, id=f"c{n}.cpu.{model}.{n:08x}", change=change or f"c{n}", model=model, tp=gpus)
+
+
+def test_random_weight_rows_share_a_device_by_budget_and_a_hub_row_takes_it_whole() -> None:
+    devices = [Device("0", 2 * DUMMY_ROW_GIB), Device("1", 2 * DUMMY_ROW_GIB)]
+    pending = jobs([row(n) for n in range(5)], STACK)
+    packing = Packing(devices)
+    started = next_jobs(pending, packing, set())
+    assert sorted(ids for _, ids in started) == [("0",), ("0",), ("1",), ("1",)] and len(pending) == 1
+    hub = jobs([row(9, model="llama-3-8b-eagle")], STACK)
+    assert hub[0].memory_gib is None and next_jobs(hub, packing, set()) == []  # no device is idle
+    for job, ids in started:
+        if ids == ("0",):
+            packing.release(job, ids)
+    assert [ids for _, ids in next_jobs(hub, packing, set())] == [("0",)]  # device 0 idle: the hub row takes it
+
+
+def test_a_row_of_two_gpus_waits_for_two_free_and_narrower_rows_do_not_take_them() -> None:
+    devices = [Device("a", DUMMY_ROW_GIB), Device("b", DUMMY_ROW_GIB)]  # one random-weight row each
+    packing = Packing(devices)
+    first = next_jobs(jobs([row(1)], STACK), packing, set())
+    pending = jobs([row(2, gpus=2), row(3)], STACK)
+    assert pending[0].gpus == 2  # the widest first
+    assert next_jobs(pending, packing, set()) == [] and len(pending) == 2  # row 3 would take the GPU row 2 waits for
+    packing.release(*first[0])
+    ((job, ids),) = next_jobs(pending, packing, set())
+    assert job.gpus == 2 and sorted(ids) == ["a", "b"] and [j.row.id for j in pending] == [row(3).id]
+
+
+def test_rows_of_one_model_and_change_run_one_after_another() -> None:
+    packing = Packing([Device("0", 1000.0)])
+    pending = jobs([row(1, change="same"), row(2, change="same"), row(3)], STACK)
+    started = next_jobs(pending, packing, set())
+    assert sorted(j.row.id for j, _ in started) == sorted([row(1, change="same").id, row(3).id])
+
+
+# A stand-in for the harness: records when and where it ran, sleeps, writes its row's JUnit; on SIGTERM it writes
+# the row as interrupted, as the harness does. FAIL_NO_JUNIT makes it die without writing.
+WORKER = textwrap.dedent("""
+    import os, signal, sys, time
+    junit, row, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    def write(result):
+        with open(junit + ".tmp", "w") as fh:
+            fh.write(f'<testsuites><testsuite name="s"><testcase name="t[{row}]">'
+                     f'<properties><property name="stackgate.row" value="{row}"/>'
+                     f'<property name="gpus" value="{os.environ.get("CUDA_VISIBLE_DEVICES", "")}"/>'
+                     f'<property name="span" value="{start} {time.time()}"/></properties>'
+                     f'{result}</testcase></testsuite></testsuites>')
+        os.replace(junit + ".tmp", junit)
+    def stop(signum, frame):
+        write('<error message="interrupted by SIGTERM: the run was stopped during this row"/>')
+        sys.exit(143)
+    signal.signal(signal.SIGTERM, stop)
+    start = time.time()
+    time.sleep(seconds)
+    if row.startswith("dies"):
+        sys.exit(3)
+    write("")
+""")
+
+DRIVER = textwrap.dedent("""
+    import json, sys
+    from dataclasses import replace
+    from pathlib import Path
+    from ci.run import scheduled
+    from ci.run.schedule import Device
+    from ci.stack import loader, plan
+    out, spec = Path(sys.argv[1]), json.loads(sys.argv[2])
+    st = loader.load(Path(spec["stack"]))
+    base = next(r for r in plan.build(st).rows if r.target == "cpu")
+    rows = [replace(base, id=f"{p}{n}.cpu.cpu-selftest.{n:08x}", change=f"{p}{n}", tp=g)
+            for n, (p, g) in enumerate(spec["rows"])]
+    worker = out / "worker.py"
+    def command(job, ids, junit):
+        return [sys.executable, str(worker), str(junit), job.row.id, str(spec["seconds"])], \\
+            {"CUDA_VISIBLE_DEVICES": ",".join(ids)}, None
+    junit = lambda job: out / f"junit-{job.row.id}.xml"
+    devices = [Device(i, spec["memory"]) for i in spec["devices"]]
+    try:
+        code = scheduled.run(st, rows, devices, scheduled.Plan(command=command, junit=junit, out=out),
+                             resume=spec.get("resume", False), deadline_s=spec.get("deadline"))
+    except Exception as exc:
+        print("raised", type(exc).__name__, getattr(exc, "exit_code", None), exc, flush=True)
+        sys.exit(getattr(exc, "exit_code", 99))
+    sys.exit(code)
+""")
+
+
+def _drive(out: Path, **spec) -> subprocess.Popen[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "worker.py").write_text(WORKER)
+    spec = {"stack": str(REPO / "stack"), "seconds": 1.5, "memory": 2 * DUMMY_ROW_GIB, "devices": ["0", "1"], **spec}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-c", DRIVER, str(out), json.dumps(spec)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def _props(out: Path) -> dict[str, dict[str, str]]:
+    from lxml import etree
+
+    found = {}
+    for f in out.glob("junit-*.xml"):
+        tc = etree.parse(str(f)).getroot().find(".//testcase")
+        found[f.stem.removeprefix("junit-")] = {p.get("name"): p.get("value") for p in tc.iter("property")}
+    return found
+
+
+def test_four_rows_run_at_once_two_per_stand_in_gpu_each_with_its_junit(tmp_path: Path) -> None:
+    proc = _drive(tmp_path, rows=[["r", 1]] * 4)
+    said, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, said
+    props = _props(tmp_path)
+    assert len(props) == 4 and sorted(p["gpus"] for p in props.values()) == ["0", "0", "1", "1"]
+    spans = [tuple(map(float, p["span"].split())) for p in props.values()]
+    assert max(s for s, _ in spans) < min(e for _, e in spans)  # all four ran at the same time
+    assert "[4/4] pass" in said and "ETA" in said
+
+
+def test_a_sigterm_keeps_what_finished_and_resume_runs_the_rest_and_the_interrupted_row(tmp_path: Path) -> None:
+    # one stand-in GPU of 18 GiB: one row at a time, 1.5 s each
+    proc = _drive(tmp_path, rows=[["r", 1]] * 4, memory=DUMMY_ROW_GIB, devices=["0"])
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("junit-*.xml"))) < 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # the second row is in flight
+    proc.send_signal(signal.SIGTERM)
+    said, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143, said
+    outcomes = {f.name: scheduled.outcome(f) for f in tmp_path.glob("junit-*.xml")}
+    assert sorted(outcomes.values()) == ["interrupted", "pass"], outcomes
+    proc = _drive(tmp_path, rows=[["r", 1]] * 4, memory=DUMMY_ROW_GIB, devices=["0"], resume=True)
+    said, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, said
+    assert "--resume: 1 rows have a result" in said and "[3/3]" in said
+    assert sorted(scheduled.outcome(f) for f in tmp_path.glob("junit-*.xml")) == ["pass"] * 4
+
+
+def test_the_deadline_stops_starting_rows_and_every_started_row_has_its_junit_in_time(tmp_path: Path) -> None:
+    start = time.time()
+    proc = _drive(tmp_path, rows=[["r", 1]] * 5, memory=DUMMY_ROW_GIB, devices=["0"], seconds=2.0, deadline=8.0)
+    said, _ = proc.communicate(timeout=60)
+    assert proc.returncode == scheduled.DEADLINE_EXIT, said
+    files = list(tmp_path.glob("junit-*.xml"))
+    assert 1 <= len(files) < 5 and all(f.stat().st_mtime <= start + 8.0 for f in files)
+    left = json.loads((tmp_path / scheduled.NOT_RUN).read_text())
+    assert len(left["rows"]) + len(files) == 5 and "--resume" in left["fix"]
+    assert "run the same command with --resume" in said
+
+
+def test_a_session_that_dies_without_junit_fails_its_row_saying_so(tmp_path: Path) -> None:
+    proc = _drive(tmp_path, rows=[["dies", 1], ["r", 1]])
+    said, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, said
+    (dead,) = [f for f in tmp_path.glob("junit-dies*.xml")]
+    assert scheduled.outcome(dead) == "error"  # the JUnit written in its place
+    assert "without writing its JUnit" in dead.read_text() and "missing" in said
+
+
+def test_ci_run_schedules_the_cpu_rows_on_stand_in_gpus_and_the_report_reads_every_row(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    assert cli.main(["run", "cpu", "selftest", "--host", "--gpus", "a,b", "--gpu-memory", "36", "--out", str(out)]) == 0
+    files = sorted(out.glob("junit-cpu-selftest-0.*.xml"))
+    assert len(files) == 4 and (out / "rows.json").is_file()
+    assert cli.main(["report", str(out), "--out", str(tmp_path / "report"), "--target", "cpu"]) == 0
+    rows = [r for r in json.loads((tmp_path / "report" / "report.json").read_text())["rows"] if r["target"] == "cpu"]
+    assert rows and all(r["status"] == "pass" for r in rows)
+    assert cli.main(["run", "cpu", "selftest", "--host", "--one-session", "--resume", "--out", str(out)]) == 2
+
+
+@pytest.mark.parametrize("given", [["--gpus", "0"], ["--deadline", "60"]])
+def test_schedule_options_ask_for_the_schedule(given: list[str], tmp_path: Path) -> None:
+    from ci.run import commands
+
+    args = cli.parser().parse_args(["run", "cpu", "selftest", *given, "--out", str(tmp_path)])
+    assert commands.schedule(args, STACK.targets["cpu"]) is not None
+    plain = cli.parser().parse_args(["run", "cpu", "selftest", "--out", str(tmp_path)])
+    assert commands.schedule(plain, STACK.targets["cpu"]) is None
