@@ -124,7 +124,12 @@ def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, sof
         # the build is a no-op where this agent's engine holds the current image, and builds it where not;
         # `ci run` itself runs the rows, from nox's venv: its exit status (1: a row failed) reaches the agent
         commands=(nox("build", *opts.stack_args(), target.id), "nox -s run --install-only", shlex.join(run)),
-        artifact_paths=(f"{out}/junit-{target.id}-{suite}-{shard}.xml", f"{out}/rows.json", f"{out}/logs/**/*"),
+        artifact_paths=(
+            f"{out}/junit-{target.id}-{suite}-{shard}*.xml",
+            f"{out}/rows.json",
+            f"{out}/not-run.json",
+            f"{out}/logs/**/*",
+        ),  # one JUnit per row where the agent schedules them
         soft_fail=soft_fail,
     )
 
