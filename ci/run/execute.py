@@ -198,7 +198,7 @@ def run_host(spec: RunSpec) -> int:
     with signals.forwarding(proc.send_signal) as received:
         code = proc.wait()
     if received:
-        verdict(spec.junit, code)
+        verdict(spec.junit, code, stopped=True)
         raise guard.Stopped(received[0], spec.junit)
     return code
 
@@ -207,7 +207,7 @@ def run_docker(spec: RunSpec, image: str) -> int:
     received: list[int] = []
     code = container.run(container_spec(spec, image), on_signal=received.append)
     if received:
-        verdict(spec.junit, code)
+        verdict(spec.junit, code, stopped=True)
         raise guard.Stopped(received[0], spec.junit)
     return code
 
@@ -255,7 +255,7 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
     if spec.schedule is not None:
         return _scheduled(st, spec, host=host, image=str(image_doc["ref"]))
     status = run_host(spec) if host else run_docker(spec, str(image_doc["ref"]))
-    return verdict(spec.junit, status)
+    return verdict(spec.junit, status, [r.id for r in spec.rows])
 
 
 def _scheduled(st: Stack, spec: RunSpec, *, host: bool, image: str) -> int:

@@ -1,15 +1,25 @@
-"""What a run's JUnit file says, as `ci run`'s exit status: failed, nothing ran here, or fine."""
+"""What a run's JUnit file says, as `ci run`'s exit status: failed, nothing ran here, or fine; and a harness that
+ended any other way than by finishing (a crash, the OOM killer) is a run error, never a green step."""
 
 from __future__ import annotations
 
+import json
+import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 from ci.errors import NOTHING_RAN, RunError
 
+NOT_RUN = "not-run.json"  # beside rows.json: the rows a run did not reach (docs/boundary.md)
+HARNESS_DONE = (0, 1)  # pytest's exits for "every item ran": all passed, some failed
 
-def verdict(junit_path: Path, exit_status: int) -> int:
+
+def verdict(junit_path: Path, exit_status: int, expected: Sequence[str] = (), *, stopped: bool = False) -> int:
     """1 when a testcase failed or errored; 6 when none ran (every one skipped, or none at all: a step on
-    the wrong agent must not go green); else 0. A missing or unreadable file is a RunError."""
+    the wrong agent must not go green); else 0. A missing or unreadable file is a RunError, and so is a harness
+    that ended otherwise than by finishing (`exit_status` not 0 or 1) or left rows of `expected` out of its JUnit:
+    those rows are recorded as not run (not-run.json beside the JUnit), with the cause, before it is raised.
+    `stopped`: `ci run` itself passed a signal on, and the harness ended as told (guard.Stopped follows)."""
     from junitparser import Error, Failure, JUnitXml, Skipped
 
     if not junit_path.exists():
@@ -21,6 +31,8 @@ def verdict(junit_path: Path, exit_status: int) -> int:
     except Exception as exc:  # junitparser raises lxml/ElementTree errors
         raise RunError(f"{junit_path}: unreadable JUnit ({exc})") from None
     cases = [c for s in xml for c in s]
+    if not stopped:
+        _ended_early(junit_path, exit_status, expected, cases)
     bad = [c for c in cases if any(isinstance(r, (Failure, Error)) for r in c.result)]
     skipped = [c for c in cases if any(isinstance(r, Skipped) for r in c.result)]
     print(f"{junit_path}: {len(cases)} testcases, {len(bad)} failed or errored, {len(skipped)} skipped")
@@ -31,3 +43,26 @@ def verdict(junit_path: Path, exit_status: int) -> int:
         print(f"nothing could run here: {why or 'no testcase'}")
         return NOTHING_RAN
     return 0
+
+
+def _ended_early(junit_path: Path, exit_status: int, expected: Sequence[str], cases: list) -> None:
+    written = {p.get("value") for c in cases for p in c._elem.iter("property") if p.get("name") == "stackgate.row"}
+    missing = [r for r in expected if r not in written]
+    if exit_status in HARNESS_DONE and not missing:
+        return
+    how = (f"was killed by {signal.Signals(-exit_status).name}" if exit_status < 0 and -exit_status in
+           signal.valid_signals() else f"exited {exit_status}")  # fmt: skip
+    cause = (
+        f"the harness {how} before it ran {len(missing)} of the {len(expected)} rows"
+        if missing
+        else f"the harness {how} (pytest ends 0 or 1 when every item ran)"
+    )
+    if missing:
+        doc = {"rows": missing, "reason": cause, "fix": f"see the run's output and {junit_path.parent}/logs; then "
+               "ci run again with --rows naming them"}  # fmt: skip
+        (junit_path.parent / NOT_RUN).write_text(json.dumps(doc, indent=1) + "\n")
+    raise RunError(
+        f"{cause}: {junit_path} holds only what it wrote before",
+        hint=f"see the output above and "
+        f"{junit_path.parent}/logs{'; the rows not reached are in ' + NOT_RUN if missing else ''}",
+    )

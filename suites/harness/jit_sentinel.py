@@ -277,7 +277,6 @@ def installed() -> bool:
 
 def read_events(path: str | None = None, offset: int = 0) -> tuple[list[dict], int]:
     """Events appended since byte `offset`, and the offset to pass next time. A torn last line waits."""
-    import json
 
     path = path or log_path()
     try:
@@ -287,8 +286,28 @@ def read_events(path: str | None = None, offset: int = 0) -> tuple[list[dict], i
     except FileNotFoundError:
         return [], offset
     end = data.rfind(b"\n") + 1  # a line still being written is read on the next call
-    events = [json.loads(line) for line in data[:end].splitlines() if line.strip()]
-    return events, offset + end
+    return [e for line in data[:end].splitlines() if line.strip() for e in _events(line)], offset + end
+
+
+def _events(line: bytes) -> list[dict]:
+    """One log line as its event. A line torn by a process killed mid-write (or a short write on a full disk) runs
+    into the next one: the whole event at its end is kept, and the torn part counts as a compile that could not be
+    read, so that a torn log never passes a row that must not compile, nor stops the run."""
+    import json
+
+    try:
+        return [json.loads(line)]
+    except ValueError:
+        pass
+    start = line.rfind(b'{"')
+    torn = line[:start] if start > 0 else line
+    unreadable = {"kernel": "(an unreadable JIT-log line)", "torn": torn[:200].decode(errors="replace")}
+    if start > 0:
+        try:
+            return [unreadable, json.loads(line[start:])]
+        except ValueError:
+            pass
+    return [unreadable]
 
 
 def compiles(events: Iterable[dict]) -> list[dict]:

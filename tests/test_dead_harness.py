@@ -1,0 +1,79 @@
+"""A harness that dies is never a green run: `ci run` exits non-zero naming the cause, and every row is accounted for,
+in the JUnit (what finished) or in not-run.json (the row in flight and every later one). A torn JIT-log line, the
+trace of a row process killed mid-write, is one unreadable compile of its row, not the end of the run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from junitparser.xunit2 import JUnitXml
+
+from ci.errors import EXIT_CODES
+from ci.stack import loader, plan
+
+REPO = Path(__file__).resolve().parent.parent
+ROWS = [r.id for r in plan.build(loader.load(REPO / "stack")).select(targets=["cpu"], suites=["selftest"]).rows]
+
+
+def _run(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    tree = tmp_path / "suites" / "selftest"
+    tree.mkdir(parents=True)
+    (tree / "test_rows.py").write_text(body)
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "ci", "run", "cpu", "selftest", "--host", "--suites-dir",
+                           str(tmp_path / "suites"), "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    return done, out
+
+
+def _rows_in(junit: Path) -> list[str]:
+    return [p.value for s in JUnitXml.fromfile(str(junit)) for c in s for p in c.properties() if p.name == "stackgate.row"]
+
+
+KILLS_ITS_HARNESS = """
+import os, signal
+import pytest
+
+
+@pytest.mark.track("harness-selftest")
+def test_row(row):
+    if row.id == ROWS[1]:  # the second row: the harness (this process's parent) dies, as under the OOM killer
+        os.kill(os.getppid(), signal.SIGKILL)
+"""
+
+
+def test_a_harness_killed_mid_run_is_a_run_error_and_the_rows_it_never_finished_are_not_run(tmp_path: Path) -> None:
+    done, out = _run(tmp_path, f"ROWS = {ROWS!r}\n" + KILLS_ITS_HARNESS)
+    assert done.returncode == 4, done.stdout + done.stderr  # rows could not be run: never 0
+    assert "the harness was killed by SIGKILL before it ran 3 of the 4 rows" in done.stderr
+    written = _rows_in(out / "junit-cpu-selftest-0.xml")
+    left = json.loads((out / "not-run.json").read_text())["rows"]
+    assert written == ROWS[:1] and left == ROWS[1:]  # the row in flight and every later one
+    assert 4 in EXIT_CODES
+
+
+TORN_LOG = """
+import os
+import pytest
+
+
+@pytest.mark.track("harness-selftest")
+def test_row(row):
+    if row.id == ROWS[0]:  # a process killed mid-write leaves half a line, and the next event runs into it
+        with open(os.environ["STACKGATE_JIT_LOG"], "a") as fh:
+            fh.write('{"kernel": "torn", "cache_')
+            fh.write('{"kernel": "whole_kernel", "cache_hit": false}\\n')
+"""
+
+
+def test_a_torn_jit_log_line_is_an_unreadable_compile_of_its_row_and_the_run_goes_on(tmp_path: Path) -> None:
+    done, out = _run(tmp_path, f"ROWS = {ROWS!r}\n" + TORN_LOG)
+    assert "INTERNALERROR" not in done.stdout + done.stderr
+    junit = out / "junit-cpu-selftest-0.xml"
+    assert sorted(_rows_in(junit)) == sorted(ROWS)  # every row ran and has its result
+    text = junit.read_text()
+    assert "(an unreadable JIT-log line)" in text and "whole_kernel" in text
+    assert done.returncode in (0, 1), done.stdout + done.stderr  # the rows' own verdict, no run error
