@@ -30,7 +30,8 @@ def _run(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess[str], P
 
 
 def _rows_in(junit: Path) -> list[str]:
-    return [p.value for s in JUnitXml.fromfile(str(junit)) for c in s for p in c.properties() if p.name == "stackgate.row"]
+    cases = [c for s in JUnitXml.fromfile(str(junit)) for c in s]
+    return [p.value for c in cases for p in c.properties() if p.name == "stackgate.row"]
 
 
 KILLS_ITS_HARNESS = """
