@@ -58,17 +58,42 @@ def style(changes: tuple[ChangeState, ...]) -> Style:
     return "success" if changes and all(c.ready for c in changes) else "warning"
 
 
+def unjudged(report: Path, changes: tuple[ChangeState, ...], stack_dir: Path) -> list[str]:
+    """The changes this stack marks gating that the report gives no verdict for (a report filtered to other
+    changes, or made with another stack): the gate cannot open on a verdict that was never given."""
+    from ci.stack import loader
+
+    st = loader.load(stack_dir)
+    judged = {c.id for c in changes}
+    out = [f"change {cid} is gating in {st.root} and {report} holds no verdict for it"
+           for cid, ch in sorted(st.changes.items()) if ch.gating and cid not in judged]  # fmt: skip
+    try:
+        digest = (json.loads(report.read_text()).get("stack") or {}).get("digest")
+    except (OSError, ValueError, AttributeError):
+        digest = None
+    if out and digest and digest != st.digest:
+        out.append(f"{report} was made with another stack ({str(digest)[:19]}…, this one is {st.digest[:19]}…)")
+    return out
+
+
 def main(args: argparse.Namespace) -> int:
     changes = read(args.report)
+    missing = unjudged(args.report, changes, args.stack)
     if args.style:
-        print(style(changes))
+        print("error" if missing else style(changes))
         return 0
+    for line in missing:
+        print(f"NOT JUDGED: {line}")
     gating = [c for c in changes if c.gating]
     for c in gating:
         print(f"{'ready' if c.ready else 'NOT READY'}: change {c.id} (gating): {c.verdict}")
     if not gating:
         print(f"no change in {args.report} is marked gating (gating: true in stack/changes/<id>.yaml): gate open")
     closed = [c.id for c in gating if not c.ready]
+    if missing:
+        print(f"gate closed: {len(missing)} gating change(s) without a verdict in {args.report}: report them "
+              "(python -m ci report RESULTS --out DIR, without a --change filter leaving them out)")  # fmt: skip
+        return GATE_CLOSED
     if closed:
         print(f"gate closed: {len(closed)} gating change(s) not ready: {', '.join(closed)}")
         return GATE_CLOSED

@@ -16,7 +16,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from ci.errors import ReportError
 from ci.results import junit, reading
 from ci.results.junit import Case, FileRead
 from ci.results.metrics import Metric
@@ -128,27 +127,38 @@ def expand(paths: Iterable[Path]) -> list[Path | FileRead]:
 NOT_RUN = "not-run.json"  # written by the flow beside rows.json for rows it could not start: docs/boundary.md
 
 
-def not_run_notes(paths: Iterable[Path]) -> dict[str, str]:
+def not_run_notes(paths: Iterable[Path]) -> tuple[dict[str, str], list[FileRead]]:
     """Row id -> why it did not run and the command that makes it possible, from every not-run.json below
-    the results folders given. A record never turns a row with results into "not run"."""
+    the results folders given, and the records that could not be read (input problems of the report: one bad
+    record never withholds the rest). A record never turns a row with results into "not run"."""
     out: dict[str, str] = {}
+    bad: list[FileRead] = []
     for path in paths:
         for rec in sorted(path.rglob(NOT_RUN)) if path.is_dir() else ():
             try:
                 doc = json.loads(rec.read_text())
+                if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list) or "reason" not in doc:
+                    raise TypeError("an object with rows (a list) and reason")
                 note = f"{doc['reason']}; fix: {doc['fix']}" if doc.get("fix") else str(doc["reason"])
                 out.update(dict.fromkeys((str(r) for r in doc["rows"]), note))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ReportError(f"{rec}: not a not-run record ({type(exc).__name__}: {exc})",
-                                  hint="remove it, or rerun the step that wrote it") from None  # fmt: skip
-    return out
+            except (OSError, ValueError, TypeError, RecursionError) as exc:
+                bad.append(
+                    FileRead(
+                        path=str(rec),
+                        status="unreadable",
+                        problem=f"not a not-run record "
+                        f"({type(exc).__name__}: {exc}); remove it, or rerun the step that wrote it",
+                    )
+                )
+    return out, bad
 
 
 def collect(paths: Sequence[Path], plan: Plan) -> Results:
     given = expand(paths)
     files = iter(reading.read_all([x for x in given if not isinstance(x, FileRead)]))
     reads = tuple(x if isinstance(x, FileRead) else next(files) for x in given)
-    return merge(reads, plan, not_run_notes(paths))
+    notes, bad = not_run_notes(paths)
+    return merge((*reads, *bad), plan, notes)
 
 
 def merge(reads: Sequence[FileRead], plan: Plan, not_run: dict[str, str] | None = None) -> Results:

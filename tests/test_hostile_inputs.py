@@ -1,0 +1,50 @@
+"""Bad input never costs a result, and a gate never opens on a verdict that was never given."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from report_helpers import rows, write_rows
+
+from ci import cli
+from ci.errors import GATE_CLOSED
+
+
+def test_a_gating_change_the_report_never_judged_closes_the_gate(
+    tmp_path: Path, stack_copy: Path, edit, capsys
+) -> None:
+    edit(
+        stack_copy / "changes" / "selftest.yaml", "track: harness-selftest\n", "track: harness-selftest\ngating: true\n"
+    )
+    [junit] = write_rows(tmp_path / "j", rows("selftest"))
+    out = tmp_path / "r"
+    # a report filtered to another change: no verdict for the gating one
+    cli.main(["--stack", str(stack_copy), "report", str(junit), "--change", "48804", "--out", str(out)])
+    capsys.readouterr()
+    assert cli.main(["--stack", str(stack_copy), "gate", str(out / "report.json")]) == GATE_CLOSED
+    said = capsys.readouterr().out
+    assert "NOT JUDGED: change selftest is gating" in said and "gate closed" in said
+    assert cli.main(["--stack", str(stack_copy), "gate", str(out / "report.json"), "--style"]) == 0
+    assert capsys.readouterr().out.strip() == "error"
+    # the same report judged in full: the verdict decides again
+    cli.main(["--stack", str(stack_copy), "report", str(junit), "--out", str(out)])
+    capsys.readouterr()
+    cli.main(["--stack", str(stack_copy), "gate", str(out / "report.json")])
+    assert "NOT JUDGED" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("record", ['{"rows": ["a"], "reas', "[1, 2, 3]", '{"rows": "abc", "reason": "x"}'],
+                         ids=["truncated", "a-list", "rows-not-a-list"])  # fmt: skip
+def test_a_bad_not_run_record_is_an_input_problem_and_the_report_is_still_written(tmp_path: Path, record: str) -> None:
+    results = tmp_path / "results"
+    write_rows(results / "cpu-selftest", rows("selftest"))
+    (results / "cpu-selftest" / "not-run.json").write_text(record)
+    out = tmp_path / "r"
+    assert cli.main(["report", str(results), "--out", str(out)]) == 0  # the rows' own verdict: they passed
+    doc = json.loads((out / "report.json").read_text())
+    bad = [i for i in doc["inputs"] if i["path"].endswith("not-run.json")]
+    assert bad and bad[0]["status"] == "unreadable" and "not a not-run record" in bad[0]["problem"]
+    assert any(r["status"] == "pass" for r in doc["rows"])
+    assert cli.main(["report", str(results), "--out", str(out), "--strict"]) == 7
