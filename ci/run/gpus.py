@@ -87,8 +87,10 @@ def _nvidia(capability: str) -> list[Device]:
 
 
 def devices_from(smi_csv: str, cuda_visible_devices: str | None, capability: str, host_gib: float) -> list[Device]:
-    rows = [[p.strip() for p in line.split(",")] for line in smi_csv.splitlines() if line.count(",") == 3]
-    memory = {r[1]: (float(r[3]) / 1024 if r[3].replace(".", "", 1).isdigit() else host_gib) for r in rows}
+    rows = [[p.strip() for p in line.split(",")] for line in smi_csv.splitlines() if line.count(",") in (2, 3)]
+    # MiB as nvidia-smi reports it; "[N/A]" on a GPU without memory of its own (GB10): the host's; none said: unknown
+    memory = {r[1]: (float(r[3]) / 1024 if r[3].replace(".", "", 1).isdigit() else host_gib) if len(r) > 3 else None
+              for r in rows}  # fmt: skip
     uuids = visible("\n".join(",".join(r[:3]) for r in rows), cuda_visible_devices, capability)
     index = {r[1]: r[0] for r in rows}
     return [Device(id=index[u], memory_gib=memory[u]) for u in uuids]
