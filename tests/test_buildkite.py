@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from ci import cli
+from ci.errors import GATE_CLOSED
 from ci.stack import loader, plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,7 +69,7 @@ def test_every_target_and_suite_runs_its_rows_once_on_the_targets_queue(default)
     ran: dict[tuple[str, str], list[str]] = defaultdict(list)
     for step in _runs(steps):
         target, suite, _, rows, _ = _rows_of(step)
-        assert step["agents"] == {"queue": st.targets[target].queue}
+        assert step["agents"]["queue"] == st.targets[target].queue
         assert step["depends_on"] == [f"build-{target}"]
         ran[(target, suite)] += rows
     assert {k: sorted(v) for k, v in ran.items()} == {k: sorted(v) for k, v in planned.items()}
@@ -111,7 +112,8 @@ def test_retries_only_where_the_agent_was_lost(default) -> None:
 def test_every_dollar_is_left_to_the_steps_shell(default) -> None:
     text = default[0].read_text()
     body = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    assert "$$(nox -s gate -- report/report.json --style)" in body and '"$$style"' in body
+    assert "$$(.nox/run/bin/python -m ci gate report/report.json --style || echo error)" in body
+    assert '"$$style"' in body
     assert re.findall(r"(?<!\$)\$(?!\$)", body.replace("$$", "")) == []
 
 
@@ -158,8 +160,8 @@ def test_more_than_500_jobs_are_uploaded_in_parts(tmp_path: Path, stack_copy, ed
 def test_filters_narrow_the_pipeline_and_its_report(tmp_path: Path) -> None:
     _, steps = pipeline(tmp_path, "--target", "cpu", "--change", "selftest")
     assert [s.get("key") for s in steps] == ["build-cpu", "run-cpu-selftest-0", None, "report", "gate"]
-    report = next(c for c in steps[3]["commands"] if "nox -s report" in c)
-    assert report.endswith("-- results --out report --target cpu --change selftest || status=$$?")  # $ escaped
+    report = next(c for c in steps[3]["commands"] if " -m ci report" in c)  # the venv's python: its exit reaches here
+    assert report.endswith("report results --out report --target cpu --change selftest || status=$$?")  # $ escaped
     assert steps[3]["commands"][-1] == 'exit "$$status"'  # a failing row fails the step after its annotation
 
 
@@ -203,6 +205,12 @@ import nox.registry
 repo = os.environ["STACKGATE_REPO"]
 args = sys.argv[1:]
 assert args[0] == "-s", args
+if "--install-only" in args:  # the session's venv, as nox leaves it: its python runs this checkout's ci
+    os.makedirs(f".nox/{args[1]}/bin", exist_ok=True)
+    with open(f".nox/{args[1]}/bin/python", "w") as fh:
+        fh.write(f'#!/bin/sh\\nPYTHONPATH="{repo}" exec {sys.executable} "$@"\\n')
+    os.chmod(f".nox/{args[1]}/bin/python", 0o755)
+    sys.exit(0)
 posargs = args[3:] if args[2:3] == ["--"] else []
 runpy.run_path(os.path.join(repo, "noxfile.py"))
 
@@ -299,4 +307,27 @@ def test_the_report_and_gate_steps_run_here_on_cpu_results(
 
     gate_work = tmp_path / "gate"
     shutil.copytree(work / ".buildkite", gate_work / ".buildkite")  # a fresh checkout: only report.json downloaded
-    assert (_run_step(by_key["gate"], gate_work, env, store) == 0) is gate_passes
+    gate = _run_step(by_key["gate"], gate_work, env, store)
+    assert gate == (0 if gate_passes else GATE_CLOSED)  # the gate's own exit reaches the agent, not nox's 1
+
+
+def test_every_step_has_a_timeout_and_a_run_step_asks_for_the_gpus_of_its_rows(tmp_path: Path) -> None:
+    """A hung job holds an agent only until its timeout: every row at its whole item timeout, one after another.
+    Each run step's rows need one GPU count, and its job asks for an agent with that many."""
+    from ci.buildkite import steps as bk
+    from ci.options import DEFAULT_TIMEOUT_S
+
+    _, made = pipeline(tmp_path, "--target", "cuda-sm90")
+    st = loader.load(REPO / "stack")
+    by_id = {r.id: r for r in plan.build(st).rows}
+    assert all(isinstance(s.get("timeout_in_minutes"), int) and s["timeout_in_minutes"] > 0 for s in made if "key" in s)
+    runs = _runs(made)
+    counts = set()
+    for step in runs:
+        ids = _rows_of(step)[3]
+        need = {by_id[i].gpus for i in ids}
+        assert len(need) == 1, (step["key"], need)  # a shard never mixes GPU counts
+        assert step["agents"]["gpus"] == str(need.pop())
+        assert step["timeout_in_minutes"] == bk.RUN_SETUP_MIN + -(-len(ids) * DEFAULT_TIMEOUT_S // 60)
+        counts.add(step["agents"]["gpus"])
+    assert {"1", "2", "8"} <= counts

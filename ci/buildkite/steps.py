@@ -10,6 +10,7 @@ is a result, and a retry would hide it.
 from __future__ import annotations
 
 import copy
+import math
 import re
 import shlex
 from collections.abc import Sequence
@@ -17,10 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ci import options
 from ci.stack.model import Stack, Target
 from ci.stack.plan import Plan, Row
 
 TOOLS = "source .buildkite/tools.sh"  # the pinned nox and uv on PATH (.buildkite/tools.txt, hashed)
+BUILD_MIN, REPORT_MIN, GATE_MIN = 180, 20, 10  # minutes: an image of 8+ GB built, verified and baked; the report
+RUN_SETUP_MIN = 30  # a run step's own work beside its rows: the image (a no-op where current) and nox's venv
 RESULTS, REPORT = "results", "report"
 VENV_PYTHON = ".nox/run/bin/python"  # nox's venv of the `run` session: nox itself reports every failure as 1
 AGENT_LOST = {"automatic": [{"exit_status": -1, "limit": 2}]}  # the agent vanished mid-job: never a test's exit
@@ -64,9 +68,12 @@ class Step:
     depends_on: tuple[str, ...] = ()
     artifact_paths: tuple[str, ...] = ()
     soft_fail: str = ""  # why this step's test failures (exit 1) do not fail the build; "" where they do
+    timeout_min: int = 30  # a hung job holds an agent until Buildkite stops it
+    tags: tuple[tuple[str, str], ...] = ()  # agent tags beyond the queue: the GPUs the job's rows need
 
     def to_yaml(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"key": self.key, "label": self.label, "agents": {"queue": self.queue}}
+        agents = {"queue": self.queue, **dict(self.tags)}
+        out: dict[str, Any] = {"key": self.key, "label": self.label, "agents": agents}
         if self.depends_on:
             out["depends_on"] = list(self.depends_on)
         out["commands"] = [TOOLS, *self.commands]
@@ -74,6 +81,7 @@ class Step:
             out["artifact_paths"] = list(self.artifact_paths)
         if self.soft_fail:
             out["soft_fail"] = [{"exit_status": 1}]
+        out["timeout_in_minutes"] = self.timeout_min
         out["retry"] = copy.deepcopy(AGENT_LOST)
         return out
 
@@ -108,12 +116,20 @@ def open_upstream(st: Stack, rows: Sequence[Row]) -> str:
 
 def build_step(target: Target, opts: Options) -> Step:
     verbs = ("build", "verify", "bake") if target.gpus else ("build", "verify")  # bake: the warm-up on its GPUs
+    commands = tuple(nox(v, *opts.stack_args(), target.id) for v in verbs)
     return Step(key=key("build", target.id), label=f":docker: build {target.id}", queue=target.queue,
-                commands=tuple(nox(v, *opts.stack_args(), target.id) for v in verbs))  # fmt: skip
+                commands=commands, timeout_min=BUILD_MIN)  # fmt: skip
+
+
+def run_minutes(rows: Sequence[Row]) -> int:
+    """A run step's timeout: every row at its whole per-item timeout, one after another (the most the harness lets
+    them take), and the step's own setup."""
+    return RUN_SETUP_MIN + math.ceil(len(rows) * options.DEFAULT_TIMEOUT_S / 60)
 
 
 def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, soft_fail: str, opts: Options) -> Step:
     out = f"{RESULTS}/{target.id}-{suite}-{shard}"
+    gpus = max((r.gpus for r in rows), default=1)
     run = [VENV_PYTHON, "-m", "ci", "run", *opts.stack_args(), target.id, suite, "--shard", str(shard),
            "--rows", ",".join(r.id for r in rows), "--out", out]  # fmt: skip
     return Step(
@@ -131,17 +147,28 @@ def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, sof
             f"{out}/logs/**/*",
         ),  # one JUnit per row where the agent schedules them
         soft_fail=soft_fail,
+        timeout_min=run_minutes(rows),
+        tags=((target.gpu_tag, str(gpus)),) if target.gpus and target.gpu_tag else (),
     )
 
 
 def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options) -> list[Step]:
-    """A suite's rows in shards of `size`; rows of changes whose upstream PR is open shard apart, soft-failing."""
+    """A suite's rows in shards of `size`, each of one GPU count (its job asks an agent with that many); rows of
+    changes whose upstream PR is open shard apart, soft-failing."""
     rows = plan.select(targets=[target.id], suites=[suite]).rows
-    firm = [r for r in rows if not open_upstream(st, [r])]
-    soft = [r for r in rows if open_upstream(st, [r])]
     size = opts.shard_size
-    groups = [(g, "") for g in shards(firm, size)] + [(g, open_upstream(st, g)) for g in shards(soft, size)]
+    groups: list[tuple[tuple[Row, ...], str]] = []
+    for gpus in sorted({r.gpus for r in rows}):
+        same = [r for r in rows if r.gpus == gpus]
+        firm = [r for r in same if not open_upstream(st, [r])]
+        soft = [r for r in same if open_upstream(st, [r])]
+        groups += [(g, "") for g in shards(firm, size)] + [(g, open_upstream(st, g)) for g in shards(soft, size)]
     return [run_step(target, suite, n, g, soft_fail=why, opts=opts) for n, (g, why) in enumerate(groups)]
+
+
+def ci(*args: str) -> str:
+    """`python -m ci ...` from nox's venv: nox turns every failure into 1, and the agent must see 5, 7 and 8."""
+    return shlex.join([VENV_PYTHON, "-m", "ci", *args])
 
 
 def report_step(opts: Options, queue: str) -> Step:
@@ -156,21 +183,24 @@ def report_step(opts: Options, queue: str) -> Step:
             f"mkdir -p {RESULTS}",
             f'buildkite-agent artifact download "{RESULTS}/*/junit-*.xml" . || echo "no JUnit was uploaded"',
             f'buildkite-agent artifact download "{RESULTS}/*/rows.json" . || echo "no rows.json was uploaded"',
-            # a failing row fails the report (exit 1) after the annotation is made, so it shows on the build
-            f"status=0; {nox(*report)} || status=$?",
-            f"style=$({nox('gate', json_path, '--style')})",
+            "nox -s run --install-only",
+            # a failing row fails the report (exit 1; 5, 7 as the README says) after the annotation is made
+            f"status=0; {ci(*report)} || status=$?",
+            f"style=$({ci('gate', *opts.stack_args(), json_path, '--style')} || echo error)",
             f'buildkite-agent annotate --context acceptance --style "$style" < {REPORT}/report.md',
             'exit "$status"',
         ),
         artifact_paths=tuple(f"{REPORT}/{name}" for name in ("report.md", "report.html", "report.json")),
+        timeout_min=REPORT_MIN,
     )
 
 
-def gate_step(queue: str) -> Step:
+def gate_step(opts: Options, queue: str) -> Step:
     json_path = f"{REPORT}/report.json"
     return Step(key="gate", label=":vertical_traffic_light: gate: gating changes ready", queue=queue,
-                depends_on=("report",),
-                commands=(f"buildkite-agent artifact download {json_path} .", nox("gate", json_path)))  # fmt: skip
+                depends_on=("report",), timeout_min=GATE_MIN,
+                commands=(f"buildkite-agent artifact download {json_path} .", "nox -s run --install-only",
+                          ci("gate", *opts.stack_args(), json_path)))  # fmt: skip
 
 
 def steps(st: Stack, plan: Plan, opts: Options) -> list[Step | Wait]:
@@ -182,4 +212,4 @@ def steps(st: Stack, plan: Plan, opts: Options) -> list[Step | Wait]:
         for suite in sorted({r.suite for r in chosen.rows if r.target == t.id}):
             out += run_steps(st, chosen, t, suite, opts)
     queue = next(t.queue for t in st.targets.values() if t.detect.fallback)  # no GPU needed to report
-    return [*out, Wait(continue_on_failure=True), report_step(opts, queue), gate_step(queue)]
+    return [*out, Wait(continue_on_failure=True), report_step(opts, queue), gate_step(opts, queue)]

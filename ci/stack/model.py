@@ -73,6 +73,7 @@ class Target:
     required: bool = False  # named by the tracking issue: every change must cover it, or say why not
     # shared objects whose device code need not include this arch, each with the reason (ci verify shows it)
     sass_exempt: dict[str, str] = field(default_factory=dict)
+    gpu_tag: str = "gpus"  # the Buildkite agent tag a run step asks for its rows' GPU count with: gpus=2
     notes: str = ""
 
     @property
