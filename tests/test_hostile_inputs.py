@@ -48,3 +48,20 @@ def test_a_bad_not_run_record_is_an_input_problem_and_the_report_is_still_writte
     assert bad and bad[0]["status"] == "unreadable" and "not a not-run record" in bad[0]["problem"]
     assert any(r["status"] == "pass" for r in doc["rows"])
     assert cli.main(["report", str(results), "--out", str(out), "--strict"]) == 7
+
+
+def test_a_refused_run_leaves_the_previous_runs_results_as_they_were(tmp_path: Path, monkeypatch) -> None:
+    """A mistyped --caches, or --unbaked on a caches root that is not empty, is refused before --out is touched."""
+    monkeypatch.setenv("STACKGATE_RUNTIME_CACHES", str(tmp_path / "caches"))
+    out = tmp_path / "out"
+    assert cli.main(["run", "cpu", "selftest", "--host", "--out", str(out)]) == 0
+    junit = out / "junit-cpu-selftest-0.xml"
+    before = junit.read_bytes(), (out / "rows.json").read_bytes()
+    assert (
+        cli.main(["run", "cpu", "selftest", "--host", "--caches", str(tmp_path / "typo.tar.gz"), "--out", str(out)])
+        == 2
+    )
+    (tmp_path / "caches" / "cpu" / "triton").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "caches" / "cpu" / "triton" / "left.bin").write_bytes(b"x")
+    assert cli.main(["run", "cpu", "selftest", "--host", "--unbaked", "--out", str(out)]) == 2
+    assert (junit.read_bytes(), (out / "rows.json").read_bytes()) == before

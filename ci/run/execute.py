@@ -192,8 +192,8 @@ def host_command(spec: RunSpec, *extra: str, junit: Path | None = None) -> list[
     return pytest_command(sys.executable, suites_root, spec.suite, junit_path, *_pytest_options(spec), *extra)
 
 
-def run_host(spec: RunSpec) -> int:
-    cmd, env = host_command(spec), host_session(spec)
+def run_host(spec: RunSpec, env: dict[str, str] | None = None) -> int:
+    cmd, env = host_command(spec), env if env is not None else host_session(spec)
     proc = subprocess.Popen(cmd, env=env, cwd=spec.suites_dir or DEFAULT_SUITES, preexec_fn=signals.die_with_parent)
     with signals.forwarding(proc.send_signal) as received:
         code = proc.wait()
@@ -239,6 +239,9 @@ def _usable_folder(out: Path) -> None:
 
 
 def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> int:
+    # what can refuse the run (an artefact made for another host, a caches root that is not empty) does so before
+    # anything in --out is touched: a refused run leaves the previous run's results as they were
+    env = host_session(spec) if host else None
     spec.junit.unlink(missing_ok=True)  # a stale file from an earlier run must not stand in for this one
     if host:
         image_doc: dict[str, str | None] = {"ref": "host", "digest": None}
@@ -253,17 +256,18 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
     rows_json.write(spec.rows_json, doc)
     print(f"{len(spec.rows)} rows of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
     if spec.schedule is not None:
-        return _scheduled(st, spec, host=host, image=str(image_doc["ref"]))
-    status = run_host(spec) if host else run_docker(spec, str(image_doc["ref"]))
+        return _scheduled(st, spec, env=env, image=str(image_doc["ref"]))
+    status = run_host(spec, env) if env is not None else run_docker(spec, str(image_doc["ref"]))
     return verdict(spec.junit, status, [r.id for r in spec.rows])
 
 
-def _scheduled(st: Stack, spec: RunSpec, *, host: bool, image: str) -> int:
+def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str) -> int:
+    """`env`: the harness's on this host (--host); None: each row in the image."""
     from ci.run import scheduled
 
     assert spec.schedule is not None
     devices = gpus.host_devices(spec.target, spec.schedule.gpus, spec.schedule.gpu_memory_gib)
-    env = host_session(spec) if host else None
+    host = env is not None
     junit = {r.id: scheduled.row_junit(spec.out, spec.target.id, spec.suite, spec.shard, r.id) for r in spec.rows}
 
     def command(job: Any, ids: tuple[str, ...], path: Path) -> tuple[list[str], dict[str, str] | None, Path | None]:
