@@ -65,3 +65,24 @@ def test_a_refused_run_leaves_the_previous_runs_results_as_they_were(tmp_path: P
     (tmp_path / "caches" / "cpu" / "triton" / "left.bin").write_bytes(b"x")
     assert cli.main(["run", "cpu", "selftest", "--host", "--unbaked", "--out", str(out)]) == 2
     assert (junit.read_bytes(), (out / "rows.json").read_bytes()) == before
+
+
+def test_a_fifo_or_a_device_as_input_is_refused_at_once_not_read(tmp_path: Path, stack_copy: Path) -> None:
+    """A FIFO would block the reader until someone writes; /dev/zero would never end."""
+    import os
+
+    fifo = tmp_path / "junit-fifo.xml"
+    os.mkfifo(fifo)
+    zero = tmp_path / "junit-zero.xml"
+    zero.symlink_to("/dev/zero")
+    out = tmp_path / "r"
+    assert cli.main(["report", str(fifo), str(zero), "--out", str(out), "--baseline", str(fifo)]) == 0
+    doc = json.loads((out / "report.json").read_text())
+    junit = {Path(i["path"]).name: (i["status"], i["problem"]) for i in doc["inputs"] if i["role"] == "junit"}
+    assert junit["junit-fifo.xml"] == ("unreadable", "a FIFO, not a regular file")
+    assert junit["junit-zero.xml"] == ("unreadable", "a character device, not a regular file")
+    (baseline,) = [i["problem"] for i in doc["inputs"] if i["role"] == "baseline"]
+    assert baseline == f"{fifo}: baseline cannot be read: a FIFO, not a regular file"
+    (stack_copy / "tracks.yaml").unlink()
+    os.mkfifo(stack_copy / "tracks.yaml")
+    assert cli.main(["--stack", str(stack_copy), "plan"]) == 2

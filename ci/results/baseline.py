@@ -16,6 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
+from ci import files
 from ci.errors import ReportError
 from ci.results.metrics import Metric, metric_from_json
 from ci.results.stats import mann_whitney_greater, sign_test_greater
@@ -79,10 +80,13 @@ def _sign_only(delta: float) -> float:
     return 0.0 if delta == 0 else math.copysign(math.inf, delta)
 
 
+MAX_BYTES = 1 << 30  # a report.json of 10,000 rows is 15 MB; a device never ends
+
+
 def load(path: Path) -> Baseline:
     """Read the `rows[].metrics` of a report.json this tool wrote; anything else is a ReportError."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(files.read_regular(path, MAX_BYTES).decode("utf-8"))
         rows = {}
         for row in doc["rows"]:
             rows[str(row["id"])] = MappingProxyType(

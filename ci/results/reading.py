@@ -18,8 +18,10 @@ from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
 from lxml import etree
 
+from ci import files
 from ci.results.junit import PREFIX, Case, FileRead, FileStatus, Scope, props_of, read_case, row_from_name, scope_of
 
+MAX_JUNIT_BYTES = 4 << 30  # far above any run's JUnit (a 10,000-row report reads 64 MB); a device never ends
 _PARSERS = threading.local()  # an lxml parser serves one thread at a time
 _READERS = 2  # files parsed ahead of the one being read into cases: lxml parses without the GIL
 
@@ -55,7 +57,7 @@ def _parse(path: Path) -> FileRead | etree._Element | bytes:
     """The file's root element; its bytes where it is not well-formed XML; a FileRead where it cannot be read."""
     name = str(path)
     try:
-        data = path.read_bytes()
+        data = files.read_regular(path, MAX_JUNIT_BYTES)
     except FileNotFoundError:
         return FileRead(path=name, status="not found", problem="no such file")
     except OSError as exc:

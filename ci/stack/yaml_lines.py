@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from ci import files
 from ci.errors import StackError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -53,11 +54,9 @@ def load(path: Path) -> Source:
     """Parse one stack file. Everything YAML can do beyond plain data (custom or Python tags, merge keys,
     alias bombs, bytes that are not UTF-8) is a StackError naming the line, never a traceback."""
     try:
-        raw = path.read_bytes()
+        raw = files.read_regular(path, MAX_BYTES)
     except OSError as exc:
         raise StackError(path, None, "", f"cannot read: {exc.strerror}", hint="check the --stack directory") from exc
-    if len(raw) > MAX_BYTES:
-        raise StackError(path, None, "", f"{len(raw)} bytes: over the {MAX_BYTES}-byte limit for a stack file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from ci import files
 from ci.errors import UsageError
 
 State = Literal["converged", "ported", "partially ported", "diverged", "absent", "unknown", "not imported"]
@@ -115,7 +116,7 @@ _MAKE = "python -m ci upstream --fork CHECKOUT --format json > upstream.json"
 def read(path: Path) -> Snapshot:
     """upstream.json as `ci upstream --format json` wrote it; anything else is a UsageError naming the file."""
     try:
-        return Snapshot.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+        return Snapshot.from_json(json.loads(files.read_regular(Path(path), 64 << 20).decode("utf-8")))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror}",
                          hint=_MAKE) from None  # fmt: skip
