@@ -98,6 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader has all it wanted (`plan | head`): no traceback, and nothing more to flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        # Ctrl-C before anything was started that passes it on (a run's harness does, and ends with 130 itself)
+        print("stopped by SIGINT before anything ran", file=sys.stderr)
+        return 130
 
 
 def run() -> None:

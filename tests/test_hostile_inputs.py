@@ -86,3 +86,23 @@ def test_a_fifo_or_a_device_as_input_is_refused_at_once_not_read(tmp_path: Path,
     (stack_copy / "tracks.yaml").unlink()
     os.mkfifo(stack_copy / "tracks.yaml")
     assert cli.main(["--stack", str(stack_copy), "plan"]) == 2
+
+
+@pytest.mark.parametrize("flag", ["--baseline", "--stack"])
+def test_a_control_character_in_a_pipeline_path_is_refused_not_written_into_the_yaml(flag: str, capsys) -> None:
+    value = "report.json\nenv:\n  LD_PRELOAD: /tmp/x.so"
+    args = ["pipeline", flag, value] if flag == "--baseline" else [flag, value, "pipeline"]
+    assert cli.main(args) == 2
+    said = capsys.readouterr()
+    assert "control character" in said.err and "LD_PRELOAD" not in said.out
+
+
+def test_ctrl_c_before_anything_ran_is_exit_130_without_a_traceback(monkeypatch, capsys) -> None:
+    from ci.stack import loader
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loader, "load", interrupted)
+    assert cli.main(["plan"]) == 130
+    assert "stopped by SIGINT" in capsys.readouterr().err

@@ -22,7 +22,20 @@ def positive(text: str) -> int:
     return value
 
 
+def _plain(flag: str, value: object) -> None:
+    """A value the pipeline writes into its YAML and commands: no control character (a newline would become YAML of
+    its own, an `env:` with LD_PRELOAD say)."""
+    text = str(value)
+    bad = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise UsageError(f"{flag} {text!r} holds the control character {bad!r}",
+                         hint="name the path without control characters")  # fmt: skip
+
+
 def cmd_pipeline(args: argparse.Namespace) -> int:
+    for flag, value in (("--stack", args.stack), ("--baseline", args.baseline)):
+        if value is not None:
+            _plain(flag, value)
     st = loader.load(args.stack)
     given_stack = args.stack if args.stack != options.default_stack() else None
     opts = steps.Options(targets=tuple(args.target), suites=tuple(args.suite), changes=tuple(args.change),
