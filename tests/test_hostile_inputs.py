@@ -106,3 +106,24 @@ def test_ctrl_c_before_anything_ran_is_exit_130_without_a_traceback(monkeypatch,
     monkeypatch.setattr(loader, "load", interrupted)
     assert cli.main(["plan"]) == 130
     assert "stopped by SIGINT" in capsys.readouterr().err
+
+
+def test_a_matrix_past_the_bound_is_refused_naming_the_change_and_its_count(stack_copy: Path, edit, capsys) -> None:
+    change = stack_copy / "changes" / "46849.yaml"
+    contexts = ", ".join(str(1024 + n) for n in range(50))
+    batches = ", ".join(str(1 + n) for n in range(45))
+    edit(change, "  context: [1024]\n  batch: [1, 8, 32]\n", f"  context: [{contexts}]\n  batch: [{batches}]\n")
+    assert cli.main(["--stack", str(stack_copy), "plan"]) == 2
+    err = capsys.readouterr().err
+    assert "change 46849's matrix has 2,250 combinations (context 50, batch 45)" in err and "46849.yaml" in err
+
+
+def test_a_matrix_near_the_bound_plans(stack_copy: Path, edit) -> None:
+    from ci.stack import loader, plan
+
+    change = stack_copy / "changes" / "46849.yaml"
+    contexts = ", ".join(str(1024 + n) for n in range(40))
+    batches = ", ".join(str(1 + n) for n in range(50))
+    edit(change, "  context: [1024]\n  batch: [1, 8, 32]\n", f"  context: [{contexts}]\n  batch: [{batches}]\n")
+    rows = plan.build(loader.load(stack_copy)).select(changes=["46849"]).rows
+    assert len(rows) > 2000 * 10 and len({r.id for r in rows}) == len(rows)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 
@@ -117,6 +118,7 @@ def build(stack: Stack) -> Plan:
     excluded: list[Excluded] = []
     shrunk = {m.shrunk_of: m for m in stack.models.values() if m.shrunk_of}
     for change in stack.changes.values():
+        _bounded(stack, change)
         track = stack.tracks[change.track]
         for target in stack.targets.values():
             listed = [stack.models[m] for m in change.models]
@@ -139,6 +141,7 @@ def _expand(stack: Stack, change: Change, target: Target, model: Model) -> tuple
     """The rows of one (change, target, model), and every distinct reason a combination was refused."""
     track = stack.tracks[change.track]
     rows: list[Row] = []
+    ids: set[str] = set()
     reasons: dict[str, None] = {}
     for combo in _combos(change.matrix):
         pinned_models, pinned_backend = combo.pop("models"), combo.pop("backend")
@@ -176,9 +179,25 @@ def _expand(stack: Stack, change: Change, target: Target, model: Model) -> tuple
             if not values["speculative"]:
                 values["num_speculative_tokens"] = 0
             row = _row(change, track.id, track.suite, target.id, model, backend, values)
-            if all(r.id != row.id for r in rows):  # "auto" and the model's own dtype can make the same row
+            if row.id not in ids:  # "auto" and the model's own dtype can make the same row
+                ids.add(row.id)
                 rows.append(row)
     return rows, "; ".join(reasons)
+
+
+MAX_COMBINATIONS = 2048  # per change: each is a row on every eligible model and target; a matrix is written by hand
+
+
+def _bounded(stack: Stack, change: Change) -> None:
+    """A matrix whose axes multiply past MAX_COMBINATIONS is refused before it is expanded, naming the change."""
+    axes = [len(getattr(change.matrix, name) or (None,)) for name in AXES]
+    count = math.prod(axes) + len(change.matrix.include)
+    if count > MAX_COMBINATIONS:
+        sizes = ", ".join(f"{name} {n}" for name, n in zip(AXES, axes, strict=True) if n > 1)
+        raise StackError(stack.root / "changes" / f"{change.id}.yaml", None, "matrix",
+                         f"change {change.id}'s matrix has {count:,} combinations ({sizes}), over the "
+                         f"{MAX_COMBINATIONS:,} a change may plan",
+                         hint="narrow an axis, or exclude combinations")  # fmt: skip
 
 
 def _combos(matrix: Matrix) -> Iterator[dict]:
