@@ -127,3 +127,93 @@ def test_a_matrix_near_the_bound_plans(stack_copy: Path, edit) -> None:
     edit(change, "  context: [1024]\n  batch: [1, 8, 32]\n", f"  context: [{contexts}]\n  batch: [{batches}]\n")
     rows = plan.build(loader.load(stack_copy)).select(changes=["46849"]).rows
     assert len(rows) > 2000 * 10 and len({r.id for r in rows}) == len(rows)
+
+
+def _artefact(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """A real artefact of the cpu target's root (caches.pack), and that root emptied again."""
+    import shutil
+
+    from ci.run import caches
+    from ci.stack import loader
+
+    monkeypatch.setenv("STACKGATE_RUNTIME_CACHES", str(tmp_path / "rt"))
+    target = loader.load().targets["cpu"]
+    top = caches.root(target)
+    (top / "triton" / "k1").mkdir(parents=True)
+    (top / "triton" / "k1" / "kernel.bin").write_bytes(b"\x01" * 4096)
+    (top / "triton" / "k2").mkdir(parents=True)
+    (top / "triton" / "k2" / "kernel.json").write_text('{"name": "k2"}\n')
+    art = caches.pack(target, tmp_path / "art", kind="aot")  # the AOT bake's kind: no GPU or switch in its key
+    shutil.rmtree(top)
+    return art, top
+
+
+def _retar(art: Path, out: Path, edit) -> Path:
+    """The artefact rewritten member by member, `edit(info, data)` returning what to write (or None to drop)."""
+    import io
+    import tarfile
+
+    with tarfile.open(art, "r:gz") as src, tarfile.open(out, "w:gz") as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else b""
+            done = edit(m, data)
+            if done is not None:
+                info, blob = done
+                info.size = len(blob)
+                dst.addfile(info, io.BytesIO(blob))
+    return out
+
+
+@pytest.mark.parametrize("tamper", ["extra-member", "changed-bytes", "cut-trailer", "manifest-shape"])
+def test_an_artefact_that_is_not_what_its_manifest_says_is_refused_and_nothing_installed(
+    tmp_path: Path, monkeypatch, capsys, tamper: str
+) -> None:
+    import io
+    import tarfile
+
+    art, top = _artefact(tmp_path, monkeypatch)
+    bad = tmp_path / "bad.tar.gz"
+    if tamper == "extra-member":  # a file the manifest does not list, beside the listed ones
+        with tarfile.open(art, "r:gz") as src, tarfile.open(bad, "w:gz") as dst:
+            for m in src.getmembers():
+                dst.addfile(m, src.extractfile(m) if m.isfile() else None)
+            extra = tarfile.TarInfo("root/triton/k1/planted.so")
+            extra.size = 1 << 16
+            dst.addfile(extra, io.BytesIO(b"\0" * (1 << 16)))
+        said = "not in its manifest"
+    elif tamper == "changed-bytes":
+        _retar(art, bad, lambda m, data: (m, b"\x02" * len(data) if m.name.endswith("kernel.bin") else data))
+        said = "is not the file its manifest names"
+    elif tamper == "cut-trailer":
+        bad.write_bytes(art.read_bytes()[:-6])  # the gzip trailer's CRC and length cut off
+        said = "not a caches artefact"
+    else:
+        _retar(art, bad, lambda m, data: (m, b'{"key": [], "files": 3}' if m.name == "stackgate-caches.json" else data))
+        said = "not a caches artefact"
+    out = tmp_path / "out"
+    assert cli.main(["run", "cpu", "selftest", "--host", "--caches", str(bad), "--out", str(out)]) == 2
+    assert said in capsys.readouterr().err
+    assert not top.exists() or not any(p.is_file() for p in top.rglob("*"))  # nothing moved into the root
+    assert cli.main(["run", "cpu", "selftest", "--host", "--caches", str(art), "--out", str(out)]) == 0
+    assert (top / "triton" / "k1" / "kernel.bin").read_bytes() == b"\x01" * 4096
+
+
+@pytest.mark.parametrize(
+    ("verb", "doc", "said"),
+    [
+        ("gate", {"changes": [1, 2]}, "changes[0] is a int, not an object"),
+        ("gate", {"changes": "all"}, "changes is a str, not a list"),
+        ("repro", {"suite": "selftest", "target": "cpu", "timeout_s": 1, "rows": [{"id": "x.cpu.m.00000000"}]},
+         "target is a str"),
+        ("repro", {"suite": "selftest", "target": {"env": [1]}, "timeout_s": 1, "rows": [{"id": "x.cpu.m.00000000"}]},
+         "target.env is a list"),
+        ("repro", [], "a list, not an object"),
+    ],
+    ids=["gate-changes-not-objects", "gate-changes-not-a-list", "repro-target", "repro-env", "repro-list"],
+)  # fmt: skip
+def test_tampered_json_is_exit_2_naming_the_field(tmp_path: Path, capsys, verb: str, doc, said: str) -> None:
+    path = tmp_path / ("report.json" if verb == "gate" else "rows.json")
+    path.write_text(json.dumps(doc))
+    argv = ["gate", str(path)] if verb == "gate" else ["repro", "x.cpu.m.00000000", "--rows-json", str(path)]
+    assert cli.main(argv) == 2
+    assert said in capsys.readouterr().err

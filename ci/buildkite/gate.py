@@ -38,8 +38,14 @@ def read(report: Path) -> tuple[ChangeState, ...]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
                          hint="point it at the report.json of a report folder") from None  # fmt: skip
+    if not isinstance(changes, list):
+        raise UsageError(f"{report}: changes is a {type(changes).__name__}, not a list",
+                         hint="point it at the report.json of a report folder")  # fmt: skip
     out = []
     for i, c in enumerate(changes):
+        if not isinstance(c, dict):
+            raise UsageError(f"{report}: changes[{i}] is a {type(c).__name__}, not an object",
+                             hint="point it at the report.json of a report folder")  # fmt: skip
         missing = [k for k in ("id", "ready", "gating", "verdict") if k not in c]
         if missing:
             raise UsageError(

@@ -17,9 +17,11 @@ import io
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -147,27 +149,69 @@ def pack(target: Target, out: Path, kind: str = "warm", rows_env: Mapping[str, s
 
 def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Unpack an artefact into the target's root, refusing one made for another host or with other switches
-    than the rows' env (`rows_env`); the env to run with."""
+    than the rows' env (`rows_env`); the env to run with. Every member is checked against the manifest (name,
+    size, sha256) in a folder beside the root before anything moves into it: a member the manifest does not list,
+    one that differs, or an archive cut short is refused, and the root is left as it was."""
+    fix = f"make one with: python -m ci bake {target.id} --host --out DIR"
+    top = root(target)
+    top.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{top.name}.install-", dir=top.parent))
     try:
-        with tarfile.open(artefact, "r:gz") as tar:
-            member = tar.extractfile(MANIFEST)
-            if member is None:
-                raise KeyError(MANIFEST)
-            doc = json.loads(member.read())
-            mismatch = _differences(doc["key"], key(target, doc["key"].get("kind", "warm"), rows_env))
-            if mismatch:
-                raise UsageError(f"{artefact}: made for another host: {'; '.join(mismatch)}",
-                                 hint=f"bake one here: python -m ci bake {target.id} --host --out DIR")  # fmt: skip
-            top = root(target)
-            top.mkdir(parents=True, exist_ok=True)
-            members = [m for m in tar.getmembers() if m.name.startswith("root/") and m.isfile()]
-            for m in members:
-                m.name = m.name.removeprefix("root/")
-            tar.extractall(top, members=members, filter="data")
-    except (OSError, tarfile.TarError, KeyError, ValueError) as exc:
-        raise UsageError(f"{artefact}: not a caches artefact ({type(exc).__name__}: {exc})",
-                         hint=f"make one with: python -m ci bake {target.id} --host --out DIR") from None  # fmt: skip
+        try:
+            with tarfile.open(artefact, "r:gz") as tar:
+                listed = _manifest(tar, target, rows_env, artefact)
+                members = [m for m in tar.getmembers() if m.name != MANIFEST]
+                _against(listed, members, artefact)
+                for m in members:
+                    m.name = m.name.removeprefix("root/")
+                tar.extractall(staging, members=members, filter="data")
+                assert tar.fileobj is not None
+                while tar.fileobj.read(1 << 20):  # to the gzip trailer: its length and CRC are checked there
+                    pass
+        except (OSError, EOFError, tarfile.TarError, KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise UsageError(f"{artefact}: not a caches artefact ({type(exc).__name__}: {exc})", hint=fix) from None
+        for rel, (size, digest) in listed.items():
+            got = staging / rel
+            if got.stat().st_size != size or _sha256(got) != digest:
+                raise UsageError(f"{artefact}: {rel} is not the file its manifest names (size or sha256)", hint=fix)
+        for rel in listed:  # all checked: into place
+            dest = top / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / rel, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return env(target)
+
+
+def _manifest(tar: tarfile.TarFile, target: Target, rows_env: Mapping[str, str] | None,
+              artefact: Path) -> dict[str, tuple[int, str]]:  # fmt: skip
+    """The artefact's files by path: (bytes, sha256), after its key is found to be this host's."""
+    member = tar.extractfile(MANIFEST)
+    if member is None:
+        raise KeyError(MANIFEST)
+    doc = json.loads(member.read(16 << 20))
+    if not isinstance(doc, dict) or not isinstance(doc.get("key"), dict) or not isinstance(doc.get("files"), list):
+        raise TypeError(f"{MANIFEST} is not an object with key (an object) and files (a list)")
+    mismatch = _differences(doc["key"], key(target, doc["key"].get("kind", "warm"), rows_env))
+    if mismatch:
+        raise UsageError(f"{artefact}: made for another host: {'; '.join(mismatch)}",
+                         hint=f"bake one here: python -m ci bake {target.id} --host --out DIR")  # fmt: skip
+    return {str(f["path"]): (int(f["bytes"]), str(f["sha256"])) for f in doc["files"]}
+
+
+def _against(listed: Mapping[str, tuple[int, str]], members: list[tarfile.TarInfo], artefact: Path) -> None:
+    """Every member a regular file the manifest lists, of the size it says (from the headers, before a byte is
+    unpacked: a huge member not in the manifest is never written), and every listed file present."""
+    seen = set()
+    for m in members:
+        rel = m.name.removeprefix("root/")
+        if not m.name.startswith("root/") or not m.isfile() or rel not in listed:
+            raise ValueError(f"member {m.name} is not in its manifest")
+        if m.size != listed[rel][0]:
+            raise ValueError(f"member {m.name} holds {m.size} bytes, its manifest says {listed[rel][0]}")
+        seen.add(rel)
+    if missing := sorted(set(listed) - seen):
+        raise ValueError(f"{len(missing)} file(s) of its manifest are missing, e.g. {missing[0]}")
 
 
 def unbaked(target: Target, *, keep: bool = False) -> str:

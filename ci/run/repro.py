@@ -182,15 +182,44 @@ def row_document(rows_json: Path, row_id: str) -> dict[str, Any] | None:
     return {**copy.deepcopy({k: v for k, v in doc.items() if k != "rows"}), "rows": copy.deepcopy(rows)}
 
 
+# rows.json's fields that the re-run lines are made from, with the JSON type each must have
+_SHAPE = {"suite": str, "target": dict, "timeout_s": (int, float), "rows": list}
+
+
 def _document(rows_json: Path) -> dict[str, Any]:
     try:
-        doc = _read(rows_json)
-        missing = [k for k in ("suite", "target", "timeout_s", "rows") if k not in doc]
-        if missing or not all(isinstance(r, dict) and "id" in r for r in doc["rows"]):
-            raise KeyError(", ".join(missing) or "rows[].id")
+        return _shaped(_read(rows_json))
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise UsageError(f"{rows_json}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
                          hint="point --rows-json at the rows.json in a results folder") from None  # fmt: skip
+
+
+def checked(doc: Any, where: str) -> dict[str, Any]:
+    """A rows.json document carried elsewhere (report.json's rows[].rows_json), its shape checked as a file's."""
+    try:
+        return _shaped(doc)
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"{where}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
+                         hint="write the report again: python -m ci report RESULTS --out DIR") from None  # fmt: skip
+
+
+def _shaped(doc: Any) -> dict[str, Any]:
+    """`doc`, where it has the fields and JSON types the re-run lines are made from; else a KeyError or TypeError."""
+    if not isinstance(doc, dict):
+        raise TypeError(f"a {type(doc).__name__}, not an object")
+    missing = [k for k in _SHAPE if k not in doc]
+    if missing or not all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in doc["rows"]):
+        raise KeyError(", ".join(missing) or "rows[].id")
+    wrong = [f"{k} is a {type(doc[k]).__name__}" for k, t in _SHAPE.items() if not isinstance(doc[k], t)]
+    if wrong:
+        raise TypeError("; ".join(wrong))
+    wrong += [f"{k} is a {type(doc[k]).__name__}" for k, t in (("image", dict), ("suites_dir", str))
+              if doc.get(k) is not None and not isinstance(doc[k], t)]  # fmt: skip
+    target = doc["target"]
+    wrong += [f"target.{k} is a {type(target[k]).__name__}" for k, t in (("env", dict), ("devices", dict),
+              ("platform", str)) if target.get(k) is not None and not isinstance(target[k], t)]  # fmt: skip
+    if wrong:
+        raise TypeError("; ".join(wrong))
     return doc
 
 

@@ -32,7 +32,7 @@ def report_row(report: Path, row_id: str) -> dict[str, Any]:
     """The row's entry in report.json; a usage error names what is wrong with the file or the row."""
     try:
         doc = json.loads(report.read_text())
-        rows = {r["id"]: r for r in doc["rows"]}
+        rows = {r["id"]: r for r in doc["rows"] if isinstance(r, dict)}
     except FileNotFoundError:
         raise UsageError(f"{report} not found", hint="point --report at a report.json (python -m ci report)") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -86,7 +86,7 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
     repro.check_row_id(args.row)
     report = report.resolve()
     entry = report_row(report, args.row)
-    doc = entry["rows_json"]
+    doc = repro.checked(entry["rows_json"], f"{report}: row {args.row}'s rows_json")
     out = (args.out or report.parent / f"repro-{args.row}").resolve()
     image = args.image or repro.image_of(doc)
     if not image or image == "host":
