@@ -217,3 +217,28 @@ def test_tampered_json_is_exit_2_naming_the_field(tmp_path: Path, capsys, verb: 
     argv = ["gate", str(path)] if verb == "gate" else ["repro", "x.cpu.m.00000000", "--rows-json", str(path)]
     assert cli.main(argv) == 2
     assert said in capsys.readouterr().err
+
+
+def test_the_report_set_is_replaced_whole_when_a_rename_fails(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    from ci.errors import ReportError
+    from ci.report import write
+
+    out = tmp_path / "report"
+    write.write_atomic(out, {"report.md": b"old md", "report.html": b"old html", "report.json": b"old json"})
+    real = os.replace
+    calls = []
+
+    def third_fails(src, dst):
+        calls.append(dst)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", third_fails)
+    with pytest.raises(ReportError):
+        write.write_atomic(out, {"report.md": b"new md", "report.html": b"new html", "report.json": b"new json"})
+    monkeypatch.setattr(os, "replace", real)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == {
+        "report.md": b"old md", "report.html": b"old html", "report.json": b"old json"}  # fmt: skip

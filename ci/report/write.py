@@ -98,8 +98,12 @@ def render(report: Report) -> dict[str, bytes]:
 
 
 def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
-    """Write every file beside its final name, then rename them all: nothing half-written is ever seen."""
+    """Write every file beside its final name, then rename them all: nothing half-written is ever seen. The set is
+    replaced as a whole: where one rename fails, the files already renamed get their previous version back (kept
+    as hard links until every rename is done), so the folder never mixes two reports."""
     temps: dict[str, str] = {}
+    kept: dict[str, str] = {}  # name -> a hard link to the file it replaces
+    done: list[str] = []
     umask = os.umask(0)  # mkstemp makes 0600 files; give the report the mode a plain open() would
     os.umask(umask)
     try:
@@ -112,13 +116,23 @@ def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
+        for name in temps:
+            if (out / name).exists():
+                kept[name] = f"{temps[name]}.previous"
+                os.link(out / name, kept[name])
         for name, tmp in temps.items():
             os.replace(tmp, out / name)
+            done.append(name)
     except OSError as exc:
+        for name in done:  # back to the previous report, whole
+            if name in kept:
+                os.replace(kept.pop(name), out / name)
+            else:
+                os.unlink(out / name)
         raise ReportError(f"{out}: cannot write the report: {exc.strerror or exc}",
                           hint="check that --out names a writable directory") from None  # fmt: skip
     finally:
-        for tmp in temps.values():
+        for tmp in [*temps.values(), *kept.values()]:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
