@@ -138,7 +138,7 @@ class ContainerSpec:
         for g in self.groups:
             args += ["--group-add", g]
         for m in self.mounts:
-            args += ["-v", f"{m.source}:{m.target}:{'ro' if m.read_only else 'rw'}"]
+            args += ["--mount", _mount(m)]
         for k, v in self.env.items():
             args += ["-e", f"{k}={v}"]
         return [*args, self.image, *self.command]
@@ -208,6 +208,13 @@ def without_jit_refusal(env: Mapping[str, str]) -> dict[str, str]:
 def target_devices(target: Target) -> dict[str, Any]:
     d = target.devices
     return device_options(d.gpus == "all", d.paths, d.groups)
+
+
+def _mount(m: Mount) -> str:
+    """`--mount`'s value for a bind mount: `-v SRC:DST:ro` cannot carry a path holding ':'; --mount reads its fields
+    as CSV, so a field holding a comma or a quote is quoted."""
+    fields = ["type=bind", f"source={m.source}", f"target={m.target}", *(["readonly"] if m.read_only else [])]
+    return ",".join(f'"{f.replace(chr(34), chr(34) * 2)}"' if any(c in f for c in ',"\n') else f for f in fields)
 
 
 def client(error: type[StackgateError] = RunError) -> Any:

@@ -242,3 +242,20 @@ def test_the_report_set_is_replaced_whole_when_a_rename_fails(tmp_path: Path, mo
     monkeypatch.setattr(os, "replace", real)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == {
         "report.md": b"old md", "report.html": b"old html", "report.json": b"old json"}  # fmt: skip
+
+
+def test_a_mount_of_a_path_holding_a_colon_or_a_comma_reads_back_whole() -> None:
+    """`-v SRC:DST:ro` splits a path at ':'; --mount takes its fields as CSV, a field with a comma quoted."""
+    import csv
+    import shlex
+
+    from ci.engine import ContainerSpec, Mount
+
+    odd = '/data/run:2026-12-02,"b"/rows.json'
+    spec = ContainerSpec(
+        image="img", command=("true",), env={}, mounts=(Mount(source=odd, target="/x", read_only=True),)
+    )
+    argv = shlex.split(spec.cli())
+    value = argv[argv.index("--mount") + 1]
+    fields = next(csv.reader([value]))
+    assert fields == ["type=bind", f"source={odd}", "target=/x", "readonly"]
