@@ -259,3 +259,49 @@ def test_a_mount_of_a_path_holding_a_colon_or_a_comma_reads_back_whole() -> None
     value = argv[argv.index("--mount") + 1]
     fields = next(csv.reader([value]))
     assert fields == ["type=bind", f"source={odd}", "target=/x", "readonly"]
+
+
+def test_a_sigterm_while_the_harness_collects_is_143_and_every_row_not_run(tmp_path: Path) -> None:
+    """Told to stop before a row ran, the run ends as told (128 + 15), not as a run that could not start (4)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tree = tmp_path / "suites" / "selftest"
+    tree.mkdir(parents=True)
+    # collection itself takes a while: the stop arrives before any row can start
+    (tree / "conftest.py").write_text("import time\ntime.sleep(30)\n")
+    (tree / "test_rows.py").write_text("def test_row(row):\n    pass\n")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "ci", "run", "cpu", "selftest", "--host", "--suites-dir",
+                             str(tmp_path / "suites"), "--out", str(out)], cwd=Path(__file__).resolve().parent.parent,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (out / "rows.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(2.0)  # the harness is collecting (its conftest sleeps)
+    proc.send_signal(signal.SIGTERM)
+    said, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143, said
+    assert "Traceback" not in said
+
+
+def test_a_pack_cut_short_leaves_no_file_under_an_artefact_name(tmp_path: Path, monkeypatch) -> None:
+    import tarfile
+
+    from ci.run import caches
+    from ci.stack import loader
+
+    monkeypatch.setenv("STACKGATE_RUNTIME_CACHES", str(tmp_path / "rt"))
+    target = loader.load().targets["cpu"]
+    (caches.root(target) / "triton").mkdir(parents=True)
+    (caches.root(target) / "triton" / "k.bin").write_bytes(b"x" * 100)
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tarfile.TarFile, "add", full_disk)
+    with pytest.raises(OSError):
+        caches.pack(target, tmp_path / "art", kind="aot")
+    assert list((tmp_path / "art").iterdir()) == []

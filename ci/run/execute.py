@@ -18,7 +18,7 @@ from typing import Any
 
 from ci import engine as container
 from ci import options, revision, signals
-from ci.errors import UsageError
+from ci.errors import RunError, UsageError
 from ci.images import build as images
 from ci.run import caches, gpus, guard, host_aot
 from ci.run.outcome import verdict
@@ -198,8 +198,7 @@ def run_host(spec: RunSpec, env: dict[str, str] | None = None) -> int:
     with signals.forwarding(proc.send_signal) as received:
         code = proc.wait()
     if received:
-        verdict(spec.junit, code, stopped=True)
-        raise guard.Stopped(received[0], spec.junit)
+        _stopped(spec, code, received[0])
     return code
 
 
@@ -207,9 +206,18 @@ def run_docker(spec: RunSpec, image: str) -> int:
     received: list[int] = []
     code = container.run(container_spec(spec, image), on_signal=received.append)
     if received:
-        verdict(spec.junit, code, stopped=True)
-        raise guard.Stopped(received[0], spec.junit)
+        _stopped(spec, code, received[0])
     return code
+
+
+def _stopped(spec: RunSpec, code: int, signum: int) -> None:
+    """The run was told to stop and did: 128 + the signal, whether or not the harness got to write its JUnit (a
+    stop while it still collected leaves none; every row is then not run)."""
+    try:
+        verdict(spec.junit, code, stopped=True)
+    except RunError as exc:
+        print(f"{exc.message}: stopped before any row ran", flush=True)
+    raise guard.Stopped(signum, spec.junit)
 
 
 def run_rows(
