@@ -78,3 +78,43 @@ def test_a_torn_jit_log_line_is_an_unreadable_compile_of_its_row_and_the_run_goe
     text = junit.read_text()
     assert "(an unreadable JIT-log line)" in text and "whole_kernel" in text
     assert done.returncode in (0, 1), done.stdout + done.stderr  # the rows' own verdict, no run error
+
+
+CANNOT_WRITE_JUNIT = """
+import os
+import shutil
+import pytest
+
+
+@pytest.mark.track("harness-selftest")
+def test_row(row):
+    if row.id == ROWS[1]:  # from now on the JUnit cannot be rewritten (as on a full disk): its path is a folder
+        junit = os.path.join(os.path.dirname(os.environ["STACKGATE_ROWS"]), "junit-cpu-selftest-0.xml")
+        os.unlink(junit)
+        os.makedirs(os.path.join(junit, "blocked"))
+"""
+
+
+def test_a_junit_that_cannot_be_written_is_a_run_error_not_a_green_run(tmp_path: Path) -> None:
+    done, _ = _run(tmp_path, f"ROWS = {ROWS!r}\n" + CANNOT_WRITE_JUNIT)
+    assert done.returncode not in (0, 1), done.stdout + done.stderr
+    assert "error:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_internal_error_of_the_harness_after_some_rows_is_a_run_error_with_the_rest_not_run(tmp_path: Path) -> None:
+    """What a JUnit rewrite failing on a full disk leaves: the file of the rows before it, and pytest's exit 3
+    (INTERNALERROR)."""
+    import pytest
+
+    from ci.errors import RunError
+    from ci.run.outcome import verdict
+
+    junit = tmp_path / "junit-cpu-selftest-0.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="s"><testcase name="t" classname="c"><properties>'
+        f'<property name="stackgate.row" value="{ROWS[0]}"/></properties></testcase></testsuite></testsuites>'
+    )
+    with pytest.raises(RunError, match=r"the harness exited 3 before it ran 3 of the 4 rows"):
+        verdict(junit, 3, ROWS)
+    assert json.loads((tmp_path / "not-run.json").read_text())["rows"] == ROWS[1:]
+    assert verdict(junit, 0, ROWS[:1]) == 0  # every row there, pytest finished: the rows' own verdict
