@@ -204,3 +204,21 @@ def test_a_bake_of_an_earlier_build_is_not_run(test_image: str, docker_client, c
     finally:
         for tag in ("latest", "baked"):
             docker_client.images.remove(f"{name}:{tag}", force=True)
+
+
+def test_scheduled_rows_each_run_in_their_own_container(tmp_path: Path, test_image: str, docker_client) -> None:
+    """The scheduler in docker mode (the default on a GPU host): one container per row, each writing its own JUnit
+    into the mounted results folder; two stand-in devices of two rows each, so the rows run side by side."""
+    tree = tmp_path / "suites"
+    (tree / "selftest").mkdir(parents=True)
+    (tree / "selftest" / "test_rows.py").write_text(
+        "import pytest\n\n@pytest.mark.track('harness-selftest')\ndef test_row(row):\n    pass\n"
+    )
+    out = tmp_path / "out"
+    argv = ["run", "cpu", "selftest", "--image", test_image, "--suites-dir", str(tree), "--gpus", "a,b",
+            "--gpu-memory", "36", "--out", str(out)]  # fmt: skip
+    assert cli.main(argv) == 0
+    files = sorted(out.glob("junit-cpu-selftest-0.*.xml"))
+    assert len(files) == 4 and all("<failure" not in f.read_text() for f in files)
+    assert {p.stat().st_uid for p in out.rglob("*")} == {os.getuid()}
+    assert not docker_client.containers.list(all=True, filters={"volume": str(out.resolve())})
