@@ -203,3 +203,23 @@ def test_schedule_options_ask_for_the_schedule(given: list[str], tmp_path: Path)
     assert commands.schedule(args, STACK.targets["cpu"]) is not None
     plain = cli.parser().parse_args(["run", "cpu", "selftest", "--out", str(tmp_path)])
     assert commands.schedule(plain, STACK.targets["cpu"]) is None
+
+
+def test_rows_side_by_side_each_write_their_own_jit_log(tmp_path: Path) -> None:
+    """A row's compiles are read from the JIT log its processes write: rows running at once each get their own, or
+    one row's compiles would count as another's."""
+    tree = tmp_path / "suites" / "selftest"
+    tree.mkdir(parents=True)
+    (tree / "test_rows.py").write_text(
+        "import os\nimport pytest\n\n@pytest.mark.track('harness-selftest')\n"
+        "def test_row(row, record_property):\n    record_property('jit_log', os.environ['STACKGATE_JIT_LOG'])\n"
+    )
+    out = tmp_path / "r"
+    argv = ["run", "cpu", "selftest", "--host", "--suites-dir", str(tmp_path / "suites"), "--gpus", "a,b",
+            "--gpu-memory", "36", "--out", str(out)]  # fmt: skip
+    assert cli.main(argv) == 0
+    from lxml import etree
+
+    logs = [p.get("value") for f in out.glob("junit-*.xml") for p in etree.parse(str(f)).iter("property")
+            if p.get("name") == "jit_log"]  # fmt: skip
+    assert len(logs) == 4 and len(set(logs)) == 4 and all(Path(p).parent == out.resolve() for p in logs)

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -270,7 +270,6 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
 
 
 def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str) -> int:
-    """`env`: the harness's on this host (--host); None: each row in the image."""
     from ci.run import scheduled
 
     assert spec.schedule is not None
@@ -280,19 +279,20 @@ def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: s
 
     def command(job: Any, ids: tuple[str, ...], path: Path) -> tuple[list[str], dict[str, str] | None, Path | None]:
         one = ("--stackgate-row", job.row.id)
+        # each row its own JIT log: rows side by side would otherwise count each other's compiles as their own
+        jit_log = f"jit-events.{path.stem.rsplit('.', 1)[-1]}.jsonl"
         if host:
             visible = {"CUDA_VISIBLE_DEVICES": ",".join(ids)} if any(ids) else {}
-            return host_command(spec, *one, junit=path), {**(env or {}), **visible}, spec.suites_dir or DEFAULT_SUITES
+            row_env = {**(env or {}), **visible, "STACKGATE_JIT_LOG": str(spec.out / jit_log)}
+            return host_command(spec, *one, junit=path), row_env, spec.suites_dir or DEFAULT_SUITES
         c = make_container_spec(
             image=image, devices=asdict(spec.target.devices), target_env=spec.target.env, rows_json=spec.rows_json,
             out=spec.out, suites_dir=spec.suites_dir, suite=spec.suite, junit_name=path.name,
             extra=(*_pytest_options(spec), *one), platform=spec.target.platform, gpu_ids=[i for i in ids if i],
         )  # fmt: skip
-        return c.argv(), None, None
+        return replace(c, env={**c.env, "STACKGATE_JIT_LOG": f"{container.RESULTS}/{jit_log}"}).argv(), None, None
 
-    where = ", ".join(f"{d.id or 'this host'} ({d.memory_gib:.0f} GiB)" if d.memory_gib else d.id or "this host"
-                      for d in devices)  # fmt: skip
-    print(f"scheduling {len(spec.rows)} rows on {len(devices)} device(s): {where}", flush=True)
+    print(f"scheduling {len(spec.rows)} rows on {len(devices)} device(s): {gpus.described(devices)}", flush=True)
     plan = scheduled.Plan(command=command, junit=lambda job: junit[job.row.id], out=spec.out)
     return scheduled.run(st, spec.rows, devices, plan, resume=spec.schedule.resume,
                          deadline_s=spec.schedule.deadline_s)  # fmt: skip

@@ -103,3 +103,7 @@ def _host_memory_gib() -> float:
         return kib / 2**20
     except (OSError, StopIteration, ValueError):
         return 0.0
+
+
+def described(devices: Sequence[Device]) -> str:
+    return ", ".join((d.id or "this host") + (f" ({d.memory_gib:.0f} GiB)" if d.memory_gib else "") for d in devices)
