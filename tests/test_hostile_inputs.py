@@ -305,3 +305,15 @@ def test_a_pack_cut_short_leaves_no_file_under_an_artefact_name(tmp_path: Path, 
     with pytest.raises(OSError):
         caches.pack(target, tmp_path / "art", kind="aot")
     assert list((tmp_path / "art").iterdir()) == []
+
+
+def test_a_full_filesystem_under_out_is_a_run_error_naming_the_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    from ci.stack import rows_json
+
+    def full(path, doc):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rows_json, "write", full)
+    assert cli.main(["run", "cpu", "selftest", "--host", "--out", str(tmp_path / "out")]) == 4
+    err = capsys.readouterr().err
+    assert "rows.json: No space left on device" in err and "Traceback" not in err

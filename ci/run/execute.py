@@ -211,8 +211,7 @@ def run_docker(spec: RunSpec, image: str) -> int:
 
 
 def _stopped(spec: RunSpec, code: int, signum: int) -> None:
-    """The run was told to stop and did: 128 + the signal, whether or not the harness got to write its JUnit (a
-    stop while it still collected leaves none; every row is then not run)."""
+    """Told to stop, the run ends with 128 + the signal, a JUnit written or not (none while it still collected)."""
     try:
         verdict(spec.junit, code, stopped=True)
     except RunError as exc:
@@ -261,7 +260,10 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
                              suites_dir=str(spec.suites_dir) if spec.suites_dir else None)  # fmt: skip
     if host and os.environ.get("STACKGATE_REFUSE_JIT") == "0":  # the env the rows get, so a repro gets it too
         doc["target"]["env"] = container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
-    rows_json.write(spec.rows_json, doc)
+    try:
+        rows_json.write(spec.rows_json, doc)
+    except OSError as exc:  # a full or read-only filesystem: said plainly, before any row starts
+        raise RunError(f"{spec.rows_json}: {exc.strerror or exc}", hint="free space in --out") from None
     print(f"{len(spec.rows)} rows of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
     if spec.schedule is not None:
         return _scheduled(st, spec, env=env, image=str(image_doc["ref"]))
