@@ -12,7 +12,6 @@ hardware, the rows are recorded as not run, with the reason and the command that
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,9 +19,8 @@ from pathlib import Path
 from ci import engine, options
 from ci.errors import NOTHING_RAN, StackgateError, UsageError
 from ci.images import build, verify
-from ci.results.merge import NOT_RUN
 from ci.run import commands as run_commands
-from ci.run import execute, host, scheduled
+from ci.run import execute, host, outcome, scheduled
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
 
@@ -58,8 +56,7 @@ def record_not_run(folder: Path, target: Target, suite: str, rows: list[str], wh
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("junit-*.xml"):
         stale.unlink()
-    doc = {"schema": 1, "target": target.id, "suite": suite, "rows": rows, "reason": why.reason, "fix": why.fix}
-    (folder / NOT_RUN).write_text(json.dumps(doc, indent=2) + "\n")
+    outcome.record_not_run(folder, target.id, suite, rows, why.reason, why.fix)
     print(f"not run: {len(rows)} rows of {target.id}/{suite}: {why.reason}\n  fix: {why.fix}", flush=True)
 
 
@@ -100,7 +97,7 @@ def run_target(
             worst = max(worst, scheduled.DEADLINE_EXIT)
             continue
         if schedule is not None and not schedule.resume:
-            (folder / NOT_RUN).unlink(missing_ok=True)
+            (folder / outcome.NOT_RUN).unlink(missing_ok=True)
         step(f"python -m ci run {target.id} {suite}" + (" --host" if use_host else ""))
         given = replace(schedule, deadline_s=left) if schedule is not None else None
         spec = execute.RunSpec(target=target, suite=suite, rows=rows, out=folder.resolve(), suites_dir=None,

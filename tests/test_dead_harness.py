@@ -15,7 +15,8 @@ from ci.errors import EXIT_CODES
 from ci.stack import loader, plan
 
 REPO = Path(__file__).resolve().parent.parent
-ROWS = [r.id for r in plan.build(loader.load(REPO / "stack")).select(targets=["cpu"], suites=["selftest"]).rows]
+PLANNED = plan.build(loader.load(REPO / "stack")).select(targets=["cpu"], suites=["selftest"]).rows
+ROWS = [r.id for r in PLANNED]
 
 
 def _run(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -115,6 +116,6 @@ def test_an_internal_error_of_the_harness_after_some_rows_is_a_run_error_with_th
         f'<property name="stackgate.row" value="{ROWS[0]}"/></properties></testcase></testsuite></testsuites>'
     )
     with pytest.raises(RunError, match=r"the harness exited 3 before it ran 3 of the 4 rows"):
-        verdict(junit, 3, ROWS)
+        verdict(junit, 3, PLANNED)
     assert json.loads((tmp_path / "not-run.json").read_text())["rows"] == ROWS[1:]
-    assert verdict(junit, 0, ROWS[:1]) == 0  # every row there, pytest finished: the rows' own verdict
+    assert verdict(junit, 0, PLANNED[:1]) == 0  # every row there, pytest finished: the rows' own verdict

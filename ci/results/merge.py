@@ -19,6 +19,7 @@ from typing import Literal
 from ci.results import junit, reading
 from ci.results.junit import Case, FileRead
 from ci.results.metrics import Metric
+from ci.run.outcome import NOT_RUN  # written beside rows.json for rows a run did not reach: docs/boundary.md
 from ci.stack.plan import Plan, Row
 
 _NAMED_MS = re.compile(r"\((\d+(?:\.\d+)?) ms\)$")  # a named part's time: harness.profile.describe_first_calls
@@ -122,9 +123,6 @@ def expand(paths: Iterable[Path]) -> list[Path | FileRead]:
                 seen.add(key)
                 out.append(f)
     return out
-
-
-NOT_RUN = "not-run.json"  # written by the flow beside rows.json for rows it could not start: docs/boundary.md
 
 
 def not_run_notes(paths: Iterable[Path]) -> tuple[dict[str, str], list[FileRead]]:

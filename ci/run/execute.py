@@ -268,7 +268,7 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
     if spec.schedule is not None:
         return _scheduled(st, spec, env=env, image=str(image_doc["ref"]))
     status = run_host(spec, env) if env is not None else run_docker(spec, str(image_doc["ref"]))
-    return verdict(spec.junit, status, [r.id for r in spec.rows])
+    return verdict(spec.junit, status, spec.rows)
 
 
 def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str) -> int:

@@ -9,12 +9,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci.errors import NOTHING_RAN, RunError
+from ci.stack.plan import Row
 
 NOT_RUN = "not-run.json"  # beside rows.json: the rows a run did not reach (docs/boundary.md)
 HARNESS_DONE = (0, 1)  # pytest's exits for "every item ran": all passed, some failed
 
 
-def verdict(junit_path: Path, exit_status: int, expected: Sequence[str] = (), *, stopped: bool = False) -> int:
+def verdict(junit_path: Path, exit_status: int, expected: Sequence[Row] = (), *, stopped: bool = False) -> int:
     """1 when a testcase failed or errored; 6 when none ran (every one skipped, or none at all: a step on
     the wrong agent must not go green); else 0. A missing or unreadable file is a RunError, and so is a harness
     that ended otherwise than by finishing (`exit_status` not 0 or 1) or left rows of `expected` out of its JUnit:
@@ -45,9 +46,17 @@ def verdict(junit_path: Path, exit_status: int, expected: Sequence[str] = (), *,
     return 0
 
 
-def _ended_early(junit_path: Path, exit_status: int, expected: Sequence[str], cases: list) -> None:
+def record_not_run(folder: Path, target: str, suite: str, rows: Sequence[str], reason: str, fix: str) -> Path:
+    """not-run.json in a results folder (docs/boundary.md): the rows a run did not reach, why, and what runs them."""
+    doc = {"schema": 1, "target": target, "suite": suite, "rows": list(rows), "reason": reason, "fix": fix}
+    path = folder / NOT_RUN
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path
+
+
+def _ended_early(junit_path: Path, exit_status: int, expected: Sequence[Row], cases: list) -> None:
     written = {p.get("value") for c in cases for p in c._elem.iter("property") if p.get("name") == "stackgate.row"}
-    missing = [r for r in expected if r not in written]
+    missing = [r.id for r in expected if r.id not in written]
     if exit_status in HARNESS_DONE and not missing:
         return
     how = (f"was killed by {signal.Signals(-exit_status).name}" if exit_status < 0 and -exit_status in
@@ -58,9 +67,8 @@ def _ended_early(junit_path: Path, exit_status: int, expected: Sequence[str], ca
         else f"the harness {how} (pytest ends 0 or 1 when every item ran)"
     )
     if missing:
-        doc = {"rows": missing, "reason": cause, "fix": f"see the run's output and {junit_path.parent}/logs; then "
-               "ci run again with --rows naming them"}  # fmt: skip
-        (junit_path.parent / NOT_RUN).write_text(json.dumps(doc, indent=1) + "\n")
+        fix = f"see the run's output and {junit_path.parent}/logs; then ci run again with --rows naming them"
+        record_not_run(junit_path.parent, expected[0].target, expected[0].suite, missing, cause, fix)
     raise RunError(
         f"{cause}: {junit_path} holds only what it wrote before",
         hint=f"see the output above and "

@@ -8,7 +8,6 @@ without its JUnit (the harness died) leaves one that says so: the row fails, it 
 
 from __future__ import annotations
 
-import json
 import statistics
 import subprocess
 import time
@@ -21,11 +20,11 @@ from lxml import etree
 from ci import signals
 from ci.errors import NOTHING_RAN, StackgateError
 from ci.run import guard
+from ci.run.outcome import NOT_RUN, record_not_run
 from ci.run.schedule import Device, Job, Packing, jobs, next_jobs
 from ci.stack.model import Stack
 
 DEADLINE_EXIT = 9
-NOT_RUN = "not-run.json"  # the record `ci report` reads for rows a run did not start (docs/boundary.md)
 
 
 class DeadlineReached(StackgateError):
@@ -87,7 +86,7 @@ def run(st: Stack, rows: Sequence, devices: Sequence[Device], plan: Plan, *, res
     if not resume:  # an earlier run's results in this folder must not stand in for this run's
         for job in pending:
             plan.junit(job).unlink(missing_ok=True)
-    if resume:
+    else:
         for job in list(pending):
             said = outcome(plan.junit(job))
             if said not in ("missing", "interrupted"):
@@ -120,10 +119,10 @@ def run(st: Stack, rows: Sequence, devices: Sequence[Device], plan: Plan, *, res
                 running.remove(r)
                 packing.release(r.job, r.devices)
                 took.append(time.monotonic() - r.started)
-                said = _settle(r, plan.out)
+                said = _settle(r)
                 done[r.job.row.id] = said
                 left = len(pending) + len(running)
-                eta = statistics.median(took) * left / max(1, len(running) or 1)
+                eta = statistics.median(took) * left / max(1, len(running))
                 where = f" on GPU {','.join(r.devices)}" if any(r.devices) else ""
                 print(f"[{total - left}/{total}] {said:<11} {r.job.row.id}  {took[-1]:.0f} s{where}"
                       f" · {left} left, ETA {_minutes(eta) if left else 'done'}", flush=True)  # fmt: skip
@@ -133,7 +132,10 @@ def run(st: Stack, rows: Sequence, devices: Sequence[Device], plan: Plan, *, res
     if received:
         raise guard.Stopped(received[0], plan.out)
     if pending:
-        _not_started(plan.out, [j.row.id for j in pending], deadline_s or 0.0)
+        first = pending[0].row
+        record_not_run(plan.out, first.target, first.suite, [j.row.id for j in pending],
+                       f"not started before ci run's --deadline ({deadline_s or 0:g} s)",
+                       "run the same ci run with --resume")  # fmt: skip
     statuses = list(done.values())
     print(f"{len(statuses)} rows: " + ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses))), flush=True)
     if pending or "interrupted" in statuses:
@@ -145,7 +147,7 @@ def run(st: Stack, rows: Sequence, devices: Sequence[Device], plan: Plan, *, res
     return NOTHING_RAN if statuses and all(s == "skipped" for s in statuses) else 0
 
 
-def _settle(r: Running, out: Path) -> str:
+def _settle(r: Running) -> str:
     """The row's outcome; where its session ended without a JUnit, one saying so is written in its place."""
     said = outcome(r.junit)
     if said != "missing":
@@ -166,12 +168,6 @@ def _settle(r: Running, out: Path) -> str:
     etree.ElementTree(root).write(str(tmp), encoding="utf-8", xml_declaration=True)
     tmp.replace(r.junit)
     return "missing"
-
-
-def _not_started(out: Path, ids: list[str], deadline_s: float) -> None:
-    doc = {"rows": ids, "reason": f"not started before ci run's --deadline ({deadline_s:g} s)",
-           "fix": "run the same ci run with --resume"}  # fmt: skip
-    (out / NOT_RUN).write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def _minutes(seconds: float) -> str:
