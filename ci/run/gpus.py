@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from ci.errors import UsageError
 from ci.run.schedule import Device
@@ -29,7 +30,8 @@ def nvidia_uuids(capability: str) -> list[str]:
 
 
 def visible(smi_csv: str, cuda_visible_devices: str | None, capability: str) -> list[str]:
-    gpus = [[p.strip() for p in line.split(",")] for line in smi_csv.splitlines() if line.count(",") == 2]
+    # index, uuid, compute capability (and the memory, where it was asked for)
+    gpus = [[p.strip() for p in line.split(",")][:3] for line in smi_csv.splitlines() if line.count(",") in (2, 3)]
     if cuda_visible_devices is not None:
         chosen: list[list[str]] = []
         for entry in (e.strip() for e in cuda_visible_devices.split(",")):
@@ -69,7 +71,7 @@ def host_devices(target: Target, chosen: Sequence[str] = (), memory_gib: float |
     if not found:
         found = [Device(id="", memory_gib=None)]  # this host's own, whatever it has
     if memory_gib is not None:
-        found = [Device(id=d.id, memory_gib=memory_gib) for d in found]
+        found = [replace(d, memory_gib=memory_gib) for d in found]
     return found
 
 
@@ -91,7 +93,7 @@ def devices_from(smi_csv: str, cuda_visible_devices: str | None, capability: str
     # MiB as nvidia-smi reports it; "[N/A]" on a GPU without memory of its own (GB10): the host's; none said: unknown
     memory = {r[1]: (float(r[3]) / 1024 if r[3].replace(".", "", 1).isdigit() else host_gib) if len(r) > 3 else None
               for r in rows}  # fmt: skip
-    uuids = visible("\n".join(",".join(r[:3]) for r in rows), cuda_visible_devices, capability)
+    uuids = visible(smi_csv, cuda_visible_devices, capability)
     index = {r[1]: r[0] for r in rows}
     return [Device(id=index[u], memory_gib=memory[u]) for u in uuids]
 
