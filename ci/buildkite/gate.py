@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ci import options
+from ci import files, options
 from ci.errors import GATE_CLOSED, UsageError
 
 Style = Literal["success", "warning", "error"]
@@ -26,10 +26,11 @@ class ChangeState:
     verdict: str
 
 
-def read(report: Path) -> tuple[ChangeState, ...]:
-    """Each change's verdict as report.json states it; a usage error names what the file lacks."""
+def read(report: Path) -> tuple[tuple[ChangeState, ...], str | None]:
+    """Each change's verdict as report.json states it, and the digest of the stack that judged them; a usage error
+    names what the file lacks."""
     try:
-        doc = json.loads(report.read_text())
+        doc = json.loads(files.read_regular(report, files.REPORT_JSON_MAX).decode("utf-8"))
         changes = doc["changes"]
     except FileNotFoundError:
         raise UsageError(
@@ -54,7 +55,8 @@ def read(report: Path) -> tuple[ChangeState, ...]:
             )
         out.append(ChangeState(id=str(c["id"]), ready=c["ready"] is True, gating=c["gating"] is True,
                                verdict=str(c["verdict"])))  # fmt: skip
-    return tuple(out)
+    stack = doc.get("stack")
+    return tuple(out), str(stack["digest"]) if isinstance(stack, dict) and stack.get("digest") else None
 
 
 def style(changes: tuple[ChangeState, ...]) -> Style:
@@ -64,7 +66,7 @@ def style(changes: tuple[ChangeState, ...]) -> Style:
     return "success" if changes and all(c.ready for c in changes) else "warning"
 
 
-def unjudged(report: Path, changes: tuple[ChangeState, ...], stack_dir: Path) -> list[str]:
+def unjudged(report: Path, changes: tuple[ChangeState, ...], digest: str | None, stack_dir: Path) -> list[str]:
     """The changes this stack marks gating that the report gives no verdict for (a report filtered to other
     changes, or made with another stack): the gate cannot open on a verdict that was never given."""
     from ci.stack import loader
@@ -73,18 +75,14 @@ def unjudged(report: Path, changes: tuple[ChangeState, ...], stack_dir: Path) ->
     judged = {c.id for c in changes}
     out = [f"change {cid} is gating in {st.root} and {report} holds no verdict for it"
            for cid, ch in sorted(st.changes.items()) if ch.gating and cid not in judged]  # fmt: skip
-    try:
-        digest = (json.loads(report.read_text()).get("stack") or {}).get("digest")
-    except (OSError, ValueError, AttributeError):
-        digest = None
     if out and digest and digest != st.digest:
-        out.append(f"{report} was made with another stack ({str(digest)[:19]}…, this one is {st.digest[:19]}…)")
+        out.append(f"{report} was made with another stack ({digest[:19]}…, this one is {st.digest[:19]}…)")
     return out
 
 
 def main(args: argparse.Namespace) -> int:
-    changes = read(args.report)
-    missing = unjudged(args.report, changes, args.stack)
+    changes, digest = read(args.report)
+    missing = unjudged(args.report, changes, digest, args.stack)
     if args.style:
         print("error" if missing else style(changes))
         return 0

@@ -51,7 +51,7 @@ def rerun(r: RowResult) -> Rerun:
     case = r.cases[0] if r.cases else None
     if case is None:
         return Rerun(hint=repro(r.id), command="", why_not="no result file")
-    return _rerun(r.id, case.file, case.image_digest not in (None, "", "none"), str(Path.cwd()))
+    return _rerun(r.id, case.file, _in_image(case), str(Path.cwd()))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -95,4 +95,9 @@ def rerun_test(case: Case) -> str:
         lines = repro_cmd.test_commands(rows_json, f"{case.classname}::{case.name}", base=Path.cwd())
     except UsageError:
         return ""
-    return lines.docker if case.image_digest not in (None, "", "none") else lines.host
+    return lines.docker if _in_image(case) else lines.host
+
+
+def _in_image(case: Case) -> bool:
+    """Whether the case ran in an image (its re-run line is then docker's), not on a host's Python."""
+    return case.image_digest not in (None, "", "none")

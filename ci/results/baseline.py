@@ -80,13 +80,10 @@ def _sign_only(delta: float) -> float:
     return 0.0 if delta == 0 else math.copysign(math.inf, delta)
 
 
-MAX_BYTES = 1 << 30  # a report.json of 10,000 rows is 15 MB; a device never ends
-
-
 def load(path: Path) -> Baseline:
     """Read the `rows[].metrics` of a report.json this tool wrote; anything else is a ReportError."""
     try:
-        doc = json.loads(files.read_regular(path, MAX_BYTES).decode("utf-8"))
+        doc = json.loads(files.read_regular(path, files.REPORT_JSON_MAX).decode("utf-8"))
         rows = {}
         for row in doc["rows"]:
             rows[str(row["id"])] = MappingProxyType(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ci import files
 from ci.errors import UsageError
 from ci.run import execute as run
 
@@ -50,22 +51,28 @@ def check_row_id(row_id: str) -> None:
 def container_spec(
     doc: dict[str, Any],
     rows_json: Path,
-    row_id: str,
+    name: str,
     out: Path,
     *,
     image_ref: str,
     tests: tuple[str, ...] = (),
     suites_dir: Path | None = None,
+    select: tuple[str, ...] | None = None,
 ):
-    """The container that re-runs `row_id` as its run did: the run's image, platform, devices, env and suites."""
+    """The container that re-runs row `name` as its run did: the run's image, platform, devices, env and suites.
+    `select`: the pytest options that pick what runs (default: `--stackgate-row name`; none for a test's node id)."""
     target = doc["target"]
-    only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", "--stackgate-row", row_id)
-    given = suites_dir or (Path(doc["suites_dir"]).resolve() if doc.get("suites_dir") else None)
+    only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", *(("--stackgate-row", name) if select is None else select))
     return run.make_container_spec(
         image=image_ref, devices=target.get("devices") or {}, target_env=target.get("env") or {},
-        rows_json=rows_json, out=out, suites_dir=given, suite=doc["suite"], junit_name=f"junit-repro-{row_id}.xml",
-        extra=only, platform=target.get("platform"), tests=tests,
+        rows_json=rows_json, out=out, suites_dir=suites_dir or _suites_dir(doc), suite=doc["suite"],
+        junit_name=f"junit-repro-{name}.xml", extra=only, platform=target.get("platform"), tests=tests,
     )  # fmt: skip
+
+
+def _suites_dir(doc: dict[str, Any]) -> Path | None:
+    """The suites tree the run mounted, where it named one (else the image's own)."""
+    return Path(doc["suites_dir"]).resolve() if doc.get("suites_dir") else None
 
 
 def commands(
@@ -135,13 +142,8 @@ def _lines(doc: dict[str, Any], rows_json: Path, out: Path, name: str, select: t
         img = "IMAGE"  # a host run names no image: the person picks one
     target = doc["target"]
     only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", *select)
-    given = Path(doc["suites_dir"]).resolve() if doc.get("suites_dir") else None
-    spec = run.make_container_spec(
-        image=img, devices=target.get("devices") or {}, target_env=target.get("env") or {}, rows_json=rows_json,
-        out=out, suites_dir=given, suite=doc["suite"], junit_name=f"junit-repro-{name}.xml", extra=only,
-        platform=target.get("platform"), tests=tests,
-    )  # fmt: skip
-    suites = given or run.DEFAULT_SUITES
+    spec = container_spec(doc, rows_json, name, out, image_ref=img, tests=tests, select=select)
+    suites = _suites_dir(doc) or run.DEFAULT_SUITES
     env = {**(target.get("env") or {}), "STACKGATE_ROWS": str(rows_json),
            "PYTHONPATH": f"{run.STARTUP}:{run.DEFAULT_SUITES}",
            "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl")}  # fmt: skip
@@ -226,4 +228,4 @@ def _shaped(doc: Any) -> dict[str, Any]:
 @functools.lru_cache(maxsize=16)
 def _read(path: Path) -> Any:
     """One parse per rows.json: the report asks for every failing row of a run."""
-    return json.loads(path.read_text())
+    return json.loads(files.read_regular(path, 64 << 20).decode("utf-8"))  # a rows.json of thousands of rows: a few MB

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ci import options
+from ci import files, options
 from ci.errors import NotHere, RunError, UsageError
 from ci.run import host, repro
 from ci.stack import rows_json
@@ -28,10 +28,15 @@ DEFAULT_REPORTS = (Path("report/report.json"), Path("out/report/report.json"))
 _MACHINES = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
 
 
+def _report_doc(report: Path) -> Any:
+    """report.json, read as untrusted input (a regular file, within a report's size)."""
+    return json.loads(files.read_regular(report, files.REPORT_JSON_MAX).decode("utf-8"))
+
+
 def report_row(report: Path, row_id: str) -> dict[str, Any]:
     """The row's entry in report.json; a usage error names what is wrong with the file or the row."""
     try:
-        doc = json.loads(report.read_text())
+        doc = _report_doc(report)
         rows = {r["id"]: r for r in doc["rows"] if isinstance(r, dict)}
     except FileNotFoundError:
         raise UsageError(f"{report} not found", hint="point --report at a report.json (python -m ci report)") from None
@@ -115,7 +120,7 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
 
 def _test_from_report(args: argparse.Namespace, report: Path) -> int:
     try:
-        tests = {c["test"]: c for c in json.loads(report.read_text())["unkeyed"]}
+        tests = {c["test"]: c for c in _report_doc(report)["unkeyed"]}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
                          hint="point --report at the report.json of a report folder") from None  # fmt: skip
