@@ -90,16 +90,18 @@ import pytest
 @pytest.mark.track("harness-selftest")
 def test_row(row):
     if row.id == ROWS[1]:  # from now on the JUnit cannot be rewritten (as on a full disk): its path is a folder
-        junit = os.path.join(os.path.dirname(os.environ["STACKGATE_ROWS"]), "junit-cpu-selftest-0.xml")
+        junit = os.path.join(os.path.dirname(os.environ["STACKGATE_JIT_LOG"]), "junit-cpu-selftest-0.xml")
         os.unlink(junit)
         os.makedirs(os.path.join(junit, "blocked"))
 """
 
 
 def test_a_junit_that_cannot_be_written_is_a_run_error_not_a_green_run(tmp_path: Path) -> None:
-    done, _ = _run(tmp_path, f"ROWS = {ROWS!r}\n" + CANNOT_WRITE_JUNIT)
-    assert done.returncode not in (0, 1), done.stdout + done.stderr
-    assert "error:" in done.stderr and "Traceback" not in done.stderr
+    done, out = _run(tmp_path, f"ROWS = {ROWS!r}\n" + CANNOT_WRITE_JUNIT)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "unreadable JUnit" in done.stderr and "Traceback" not in done.stderr
+    # the file the results were in is gone (its path is a folder now): every row is accounted for as not run
+    assert json.loads((out / "not-run.json").read_text())["rows"] == ROWS
 
 
 def test_an_internal_error_of_the_harness_after_some_rows_is_a_run_error_with_the_rest_not_run(tmp_path: Path) -> None:

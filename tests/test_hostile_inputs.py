@@ -317,3 +317,18 @@ def test_a_full_filesystem_under_out_is_a_run_error_naming_the_file(tmp_path: Pa
     assert cli.main(["run", "cpu", "selftest", "--host", "--out", str(tmp_path / "out")]) == 4
     err = capsys.readouterr().err
     assert "rows.json: No space left on device" in err and "Traceback" not in err
+
+
+def test_many_empty_inputs_are_one_warning_and_a_few_lines_of_the_inputs_table(tmp_path: Path, capsys) -> None:
+    given = tmp_path / "in"
+    given.mkdir()
+    for n in range(300):
+        (given / f"junit-{n:03}.xml").write_bytes(b"")
+    out = tmp_path / "r"
+    cli.main(["report", str(given), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert err.count("empty (the file is empty)") == 1 and "300 alike" in err
+    md = (out / "report.md").read_text()
+    assert md.count("the file is empty") == 1 + 5 + 1  # the banner's one line, five named, one count of the rest
+    assert "… 295 more alike (every one in report.json)" in md
+    assert len(json.loads((out / "report.json").read_text())["inputs"]) == 300

@@ -8,6 +8,7 @@ self-test runs in the real cpu image (tests/test_images_docker.py).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -222,3 +223,78 @@ def test_scheduled_rows_each_run_in_their_own_container(tmp_path: Path, test_ima
     assert len(files) == 4 and all("<failure" not in f.read_text() for f in files)
     assert {p.stat().st_uid for p in out.rglob("*")} == {os.getuid()}
     assert not docker_client.containers.list(all=True, filters={"volume": str(out.resolve())})
+
+
+def _dead_harness_run(tmp_path: Path, image: str, body: str) -> tuple[int, Path]:
+    from test_dead_harness import ROWS
+
+    tree = tmp_path / "suites" / "selftest"
+    tree.mkdir(parents=True)
+    (tree / "test_rows.py").write_text(f"ROWS = {ROWS!r}\n" + body)
+    out = tmp_path / "out"
+    argv = ["run", "cpu", "selftest", "--image", image, "--suites-dir", str(tmp_path / "suites"), "--out", str(out)]
+    return cli.main(argv), out
+
+
+def test_a_torn_jit_log_line_in_docker_is_an_unreadable_compile_and_the_run_goes_on(
+    tmp_path: Path, test_image: str, capsys
+) -> None:
+    from test_dead_harness import ROWS, TORN_LOG, _rows_in
+
+    rc, out = _dead_harness_run(tmp_path, test_image, TORN_LOG)
+    junit = out / "junit-cpu-selftest-0.xml"
+    assert "INTERNALERROR" not in capsys.readouterr().out
+    assert sorted(_rows_in(junit)) == sorted(ROWS)
+    assert "(an unreadable JIT-log line)" in junit.read_text()
+    assert rc in (0, 1)
+
+
+def test_a_junit_that_cannot_be_written_in_docker_is_a_run_error_with_the_rest_not_run(
+    tmp_path: Path, test_image: str, capsys
+) -> None:
+    from test_dead_harness import CANNOT_WRITE_JUNIT, ROWS
+
+    rc, out = _dead_harness_run(tmp_path, test_image, CANNOT_WRITE_JUNIT)
+    err = capsys.readouterr().err
+    assert rc == 4, err
+    assert "unreadable JUnit" in err and "Traceback" not in err
+    # the file the results were in is gone (its path is a folder now): every row is accounted for as not run
+    assert json.loads((out / "not-run.json").read_text())["rows"] == ROWS
+
+
+KILLED_FROM_OUTSIDE = """
+import os, time
+import pytest
+
+
+@pytest.mark.track("harness-selftest")
+def test_row(row):
+    if row.id == ROWS[1]:  # the second row says it started, then waits for the container to be killed
+        open(os.path.join(os.path.dirname(os.environ["STACKGATE_ROWS"]), "second-row-started"), "w").close()
+        time.sleep(600)
+"""
+
+
+def test_a_container_killed_mid_run_is_a_run_error_and_the_rows_it_never_finished_are_not_run(
+    tmp_path: Path, test_image: str, docker_client
+) -> None:
+    """The OOM killer's way in docker: the container's first process (the harness) is killed from outside."""
+    from test_dead_harness import ROWS, _rows_in
+
+    tree = tmp_path / "suites" / "selftest"
+    tree.mkdir(parents=True)
+    (tree / "test_rows.py").write_text(f"ROWS = {ROWS!r}\n" + KILLED_FROM_OUTSIDE)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "ci", "run", "cpu", "selftest", "--image", test_image, "--suites-dir",
+           str(tmp_path / "suites"), "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out / "second-row-started").exists():
+        time.sleep(0.2)
+    (container,) = docker_client.containers.list(filters={"volume": str(out.resolve())})
+    container.kill(signal="SIGKILL")
+    text = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 4, text
+    assert "before it ran 3 of the 4 rows" in text
+    assert _rows_in(out / "junit-cpu-selftest-0.xml") == ROWS[:1]
+    assert json.loads((out / "not-run.json").read_text())["rows"] == ROWS[1:]

@@ -108,14 +108,28 @@ def counts(results: Results) -> dict[str, int]:
 
 
 def inputs_table(report: Report) -> Table:
+    """Every input, but for inputs alike (same role, status and problem, no testcase): the first few of a kind
+    are listed and the rest counted on one line; report.json lists every one."""
     reads = [*report.results.inputs, *(r for r in (report.baseline, report.upstream_read) if r)]
     rows = []
+    alike: dict[tuple[str, str, str], int] = {}
     for f in reads:
         role = "baseline" if f is report.baseline else "upstream" if f is report.upstream_read else "junit"
+        status = ("✅ " if f.status == "ok" else "❌ ") + f.status
+        if not f.cases:
+            kind = (role, status, f.problem)
+            alike[kind] = alike.get(kind, 0) + 1
+            if alike[kind] > ALIKE_SHOWN:
+                continue
         builds = sorted({v for c in f.cases if (v := getattr(c, "vllm_version", None))})  # the vLLM under test
-        rows.append((f.path, role, ("✅ " if f.status == "ok" else "❌ ") + f.status, f.problem, str(len(f.cases)),
-                     ", ".join(builds) or "–"))  # fmt: skip
+        rows.append((f.path, role, status, f.problem, str(len(f.cases)), ", ".join(builds) or "–"))
+    for (role, status, problem), n in alike.items():
+        if n > ALIKE_SHOWN:
+            rows.append((f"… {n - ALIKE_SHOWN} more alike (every one in report.json)", role, status, problem, "0", "–"))
     return Table(headers=("Input", "Role", "Status", "Problem", "Testcases", "vLLM"), rows=tuple(rows))
+
+
+ALIKE_SHOWN = 5  # inputs of one kind listed by name in the inputs table; the rest are counted
 
 
 def criteria_table(verdict: Verdict) -> Table:

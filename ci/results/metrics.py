@@ -38,7 +38,7 @@ class Metric(NamedTuple):
             "phase": self.phase,
             "repeats": self.repeats,
             "spread": self.spread,
-            "samples": list(self.samples),
+            "samples": self.samples,  # a tuple: an array to orjson and json alike
         }
 
 

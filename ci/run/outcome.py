@@ -7,6 +7,7 @@ import json
 import signal
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from ci.errors import NOTHING_RAN, RunError
 from ci.stack.plan import Row
@@ -24,13 +25,11 @@ def verdict(junit_path: Path, exit_status: int, expected: Sequence[Row] = (), *,
     from junitparser import Error, Failure, JUnitXml, Skipped
 
     if not junit_path.exists():
-        raise RunError(
-            f"no JUnit written (pytest exited {exit_status})", hint=f"see the output above and {junit_path.parent}"
-        )
+        _none_written(junit_path, expected, f"no JUnit written (pytest exited {exit_status})")
     try:
         xml = JUnitXml.fromfile(str(junit_path))
     except Exception as exc:  # junitparser raises lxml/ElementTree errors
-        raise RunError(f"{junit_path}: unreadable JUnit ({exc})") from None
+        _none_written(junit_path, expected, f"{junit_path}: unreadable JUnit ({exc}; pytest exited {exit_status})")
     cases = [c for s in xml for c in s]
     if not stopped:
         _ended_early(junit_path, exit_status, expected, cases)
@@ -52,6 +51,15 @@ def record_not_run(folder: Path, target: str, suite: str, rows: Sequence[str], r
     path = folder / NOT_RUN
     path.write_text(json.dumps(doc, indent=2) + "\n")
     return path
+
+
+def _none_written(junit_path: Path, expected: Sequence[Row], cause: str) -> NoReturn:
+    """No result can be read: every row of the run is recorded as not run, with the cause, and the run is an error."""
+    if expected:
+        fix = f"see the run's output and {junit_path.parent}/logs; then ci run again with --rows naming them"
+        record_not_run(junit_path.parent, expected[0].target, expected[0].suite, [r.id for r in expected], cause, fix)
+    where = f"; the rows are in {NOT_RUN}" if expected else ""
+    raise RunError(cause, hint=f"see the output above and {junit_path.parent}{where}")
 
 
 def _ended_early(junit_path: Path, exit_status: int, expected: Sequence[Row], cases: list) -> None:
