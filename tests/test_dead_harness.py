@@ -78,7 +78,10 @@ def test_a_torn_jit_log_line_is_an_unreadable_compile_of_its_row_and_the_run_goe
     assert sorted(_rows_in(junit)) == sorted(ROWS)  # every row ran and has its result
     text = junit.read_text()
     assert "(an unreadable JIT-log line)" in text and "whole_kernel" in text
-    assert done.returncode in (0, 1), done.stdout + done.stderr  # the rows' own verdict, no run error
+    # the row whose log was torn errors, naming it; the others pass; no run error
+    failed = {c.name: c.result[0].message for s in JUnitXml.fromfile(str(junit)) for c in s if c.result}
+    assert list(failed) == [f"test_row[{ROWS[0]}]"] and "1 unreadable JIT-log line(s)" in failed[f"test_row[{ROWS[0]}]"]
+    assert done.returncode == 1, done.stdout + done.stderr
 
 
 CANNOT_WRITE_JUNIT = """

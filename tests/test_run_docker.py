@@ -245,8 +245,8 @@ def test_a_torn_jit_log_line_in_docker_is_an_unreadable_compile_and_the_run_goes
     junit = out / "junit-cpu-selftest-0.xml"
     assert "INTERNALERROR" not in capsys.readouterr().out
     assert sorted(_rows_in(junit)) == sorted(ROWS)
-    assert "(an unreadable JIT-log line)" in junit.read_text()
-    assert rc in (0, 1)
+    assert "1 unreadable JIT-log line(s)" in junit.read_text()  # that row errors; the run goes on
+    assert rc == 1
 
 
 def test_a_junit_that_cannot_be_written_in_docker_is_a_run_error_with_the_rest_not_run(

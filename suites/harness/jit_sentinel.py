@@ -289,6 +289,9 @@ def read_events(path: str | None = None, offset: int = 0) -> tuple[list[dict], i
     return [e for line in data[:end].splitlines() if line.strip() for e in _events(line)], offset + end
 
 
+UNREADABLE = "(an unreadable JIT-log line)"  # the kernel name of a torn line's event
+
+
 def _events(line: bytes) -> list[dict]:
     """One log line as its event. A line torn by a process killed mid-write (or a short write on a full disk) runs
     into the next one: the whole event at its end is kept, and the torn part counts as a compile that could not be
@@ -301,7 +304,7 @@ def _events(line: bytes) -> list[dict]:
         pass
     start = line.rfind(b'{"')
     torn = line[:start] if start > 0 else line
-    unreadable = {"kernel": "(an unreadable JIT-log line)", "torn": torn[:200].decode(errors="replace")}
+    unreadable = {"kernel": UNREADABLE, "torn": torn[:200].decode(errors="replace")}
     if start > 0:
         try:
             return [unreadable, json.loads(line[start:])]

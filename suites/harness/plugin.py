@@ -22,6 +22,7 @@ import pytest
 import harness
 from harness import causes, hardware, isolate, jit, junit, missed, profile, progress, reaper
 from harness.isolate import Outcome
+from harness.jit_sentinel import UNREADABLE as UNREADABLE_LINE
 from harness.measure import Measurement
 from harness.measure import record as _record
 from harness.rows import ENV_ROWS, Row, RowsDoc, RowsFileError
@@ -320,6 +321,7 @@ class _Parent:
         props.append(("stackgate.jit.cache_new_files", str(len(seen.cache_new_files))))
         if os.environ.get(ENV_REFUSE_JIT) == "1" and not item.get_closest_marker("jit_expected"):
             outcome = _refuse_jit(outcome, seen)
+        outcome = _torn_log(outcome, seen)
         return junit.Case(nodeid=item.nodeid, properties=(*props, *outcome.properties), outcome=outcome)
 
     def _spawn(self, item: pytest.Item) -> Outcome:
@@ -449,6 +451,18 @@ def _refuse_jit(outcome: Outcome, seen: jit.Seen) -> Outcome:
     if not found:
         return outcome
     what = f"JIT refused (${ENV_REFUSE_JIT}=1): " + "; ".join(found)
+    if outcome.status in ("passed", "skipped"):
+        return replace(outcome, status="error", message=what)
+    return replace(outcome, message=f"{outcome.message}; {what}")
+
+
+def _torn_log(outcome: Outcome, seen: jit.Seen) -> Outcome:
+    """A row whose JIT-log lines cannot all be read does not pass: what it compiled is not known."""
+    torn = [e.get("torn", "") for e in seen.events if e.get("kernel") == UNREADABLE_LINE]
+    if not torn:
+        return outcome
+    what = (f"{len(torn)} unreadable JIT-log line(s) (a process killed mid-write, or a short write on a full disk), "
+            f"so its compiles cannot be counted: {torn[0][:80]!r}")  # fmt: skip
     if outcome.status in ("passed", "skipped"):
         return replace(outcome, status="error", message=what)
     return replace(outcome, message=f"{outcome.message}; {what}")
