@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ci.errors import EXIT_CODES
+from ci.errors import EXIT_CODES, UsageError
 
 REPO = Path(__file__).resolve().parent.parent
 ENV_STACK = "STACKGATE_STACK"
@@ -78,3 +79,18 @@ def verb(sub: Any, name: str, *, help: str, codes: Sequence[int]) -> argparse.Ar
     p = sub.add_parser(name, help=help, description=help, epilog=exit_codes(*codes), formatter_class=formatter)
     add_stack(p)
     return p
+
+
+ENV_REGISTRY = "STACKGATE_REGISTRY"  # where a pipeline's images go: host[:port][/path], e.g. registry.lan:5000/ci
+_REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._\-/][a-z0-9]+)*)?$")
+
+
+def checked_registry(value: str, where: str) -> str:
+    """`value` as a registry location (host[:port][/path]), or a UsageError naming `where` it came from."""
+    registry = value.strip().rstrip("/")
+    if not _REGISTRY.match(registry):
+        raise UsageError(
+            f"{where} {value!r} is not a registry location (host[:port][/path], lower case)",
+            hint="for example registry.lan:5000/stackgate",
+        )
+    return registry

@@ -4,6 +4,7 @@ for open upstream PRs, `$$`, and uploads of at most 500 jobs. The bootstrap file
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -28,9 +29,13 @@ def check_schema(path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+REGISTRY = "registry.test:5000/stackgate"  # what an org sets as $STACKGATE_REGISTRY
+
+
 def pipeline(tmp_path: Path, *args: str, name: str = "pipeline.yml") -> tuple[Path, list[dict]]:
+    env = {**os.environ, "STACKGATE_REGISTRY": REGISTRY}
     done = subprocess.run([sys.executable, "-m", "ci", "pipeline", *args], cwd=REPO, capture_output=True, text=True,
-                          check=False)  # fmt: skip
+                          check=False, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     path = tmp_path / name
     path.write_text(done.stdout)
@@ -193,6 +198,17 @@ if args[:2] == ["artifact", "download"]:
     for p in found:
         os.makedirs(os.path.join(args[3], os.path.dirname(p)), exist_ok=True)
         shutil.copy(os.path.join(store, p), os.path.join(args[3], p))
+elif args[:2] == ["meta-data", "set"]:
+    path = os.path.join(store, "meta-data.json")
+    data = json.load(open(path)) if os.path.exists(path) else {}
+    data[args[2]] = args[3] if len(args) > 3 else sys.stdin.read()
+    json.dump(data, open(path, "w"))
+elif args[:2] == ["meta-data", "get"]:
+    path = os.path.join(store, "meta-data.json")
+    data = json.load(open(path)) if os.path.exists(path) else {}
+    if args[2] not in data:
+        sys.exit(f"no meta-data {args[2]}")
+    print(data[args[2]], end="")
 elif args[0] == "annotate":
     with open(os.environ["FAKE_ANNOTATIONS"], "a") as f:
         f.write(json.dumps({"args": args[1:], "body": sys.stdin.read()}) + "\\n")
@@ -254,11 +270,13 @@ def _agent(tmp_path: Path, store: Path) -> tuple[Path, dict[str, str]]:
     return work, env
 
 
-def _run_step(step: dict, work: Path, env: dict[str, str], store: Path) -> int:
-    """The step's commands as an agent runs them: `$$` interpolated to `$`, one `bash -e` script; its
-    artifact_paths then uploaded to the store."""
+def _run_step(step: dict, work: Path, env: dict[str, str], store: Path, log: Path | None = None) -> int:
+    """The step's commands as an agent runs them: `$$` interpolated to `$`, one `bash -e` script (its output into
+    `log` where given); its artifact_paths then uploaded to the store."""
     script = "\n".join(c.replace("$$", "$") for c in step["commands"])
-    code = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=env, check=False).returncode
+    with open(log or os.devnull, "w") as out:
+        code = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=env, check=False,
+                              **({"stdout": out, "stderr": subprocess.STDOUT} if log else {})).returncode  # fmt: skip
     for pattern in step.get("artifact_paths", []):
         for path in work.glob(pattern):
             (store / path.relative_to(work)).parent.mkdir(parents=True, exist_ok=True)
@@ -331,3 +349,34 @@ def test_every_step_has_a_timeout_and_a_run_step_asks_for_the_gpus_of_its_rows(t
         assert step["timeout_in_minutes"] == bk.RUN_SETUP_MIN + -(-len(ids) * DEFAULT_TIMEOUT_S // 60)
         counts.add(step["agents"]["gpus"])
     assert {"1", "2", "8"} <= counts
+
+
+def test_without_a_registry_the_pipeline_is_refused_at_upload_unless_it_is_for_one_agent(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "STACKGATE_REGISTRY"}
+    argv = [sys.executable, "-m", "ci", "pipeline", "--target", "cpu"]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 2 and not done.stdout  # nothing for `buildkite-agent pipeline upload` to take
+    assert "no registry: $STACKGATE_REGISTRY is unset" in done.stderr and "fix: set STACKGATE_REGISTRY=" in done.stderr
+    bad = subprocess.run([*argv, "--registry", "Not A Registry"], cwd=REPO, capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "is not a registry location" in bad.stderr
+    one = subprocess.run([*argv, "--one-agent"], cwd=REPO, capture_output=True, text=True, check=True, env=env)
+    (tmp_path / "one.yml").write_text(one.stdout)
+    check_schema(tmp_path / "one.yml")
+    steps = yaml.safe_load(one.stdout)["steps"]
+    assert all("nox -s build -- cpu" in s["commands"] for s in _runs(steps))  # each run step builds where it runs
+    assert "--one-agent" in one.stdout.splitlines()[0]  # the later parts' uploads repeat it
+
+
+def test_with_a_registry_the_build_step_pushes_and_every_run_step_pulls_that_digest(default) -> None:
+    _, steps = default
+    builds = [s for s in steps if str(s.get("key", "")).startswith("build-")]
+    for b in builds:
+        target = b["key"].removeprefix("build-")
+        assert f".nox/run/bin/python -m ci push {target} --registry {REGISTRY} --digest-file " in "\n".join(
+            b["commands"]
+        )
+        assert f"buildkite-agent meta-data set stackgate-image-{target}" in "\n".join(b["commands"])
+    for run in _runs(steps):
+        text = "\n".join(run["commands"])
+        assert "nox -s build" not in text and " ci build" not in text
+        assert '-m ci pull "$$ref"' in text and text.rstrip().endswith('--image "$$ref"')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ci import options
@@ -38,15 +39,35 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
             _plain(flag, value)
     st = loader.load(args.stack)
     given_stack = args.stack if args.stack != options.default_stack() else None
-    opts = steps.Options(targets=tuple(args.target), suites=tuple(args.suite), changes=tuple(args.change),
-                         shard_size=args.shard_size, baseline=args.baseline, stack=given_stack)  # fmt: skip
     p = plan.build(st)
-    if not p.select(targets=opts.targets, suites=opts.suites, changes=opts.changes).rows:
+    if not p.select(targets=args.target, suites=args.suite, changes=args.change).rows:
         raise UsageError("no planned row matches these filters: the pipeline would run nothing",
                          hint="python -m ci plan with the same --target/--suite/--change lists the rows")  # fmt: skip
+    opts = steps.Options(targets=tuple(args.target), suites=tuple(args.suite), changes=tuple(args.change),
+                         shard_size=args.shard_size, baseline=args.baseline, stack=given_stack,
+                         registry=_registry(args))  # fmt: skip
     queue = next(t.queue for t in st.targets.values() if t.detect.fallback)
     sys.stdout.write(render.render(steps.steps(st, p, opts), opts, args.part, queue))
     return 0
+
+
+def _registry(args: argparse.Namespace) -> str | None:
+    """Where the images go (--registry, else $STACKGATE_REGISTRY); None only for --one-agent. A pipeline whose run
+    steps may land on any agent cannot work without one: it is refused here, at upload, not in every run step."""
+    given = args.registry or os.environ.get(options.ENV_REGISTRY, "")
+    if args.one_agent:
+        if args.registry:
+            raise UsageError("--registry and --one-agent exclude each other", hint="give one of them")
+        return None
+    if not given:
+        raise UsageError(
+            f"no registry: ${options.ENV_REGISTRY} is unset, and the run steps of a pipeline on several agents pull "
+            "the image its build step pushed",
+            hint=f"set {options.ENV_REGISTRY}=host[:port]/path in the pipeline's environment (or pass --registry); "
+            "--one-agent makes a pipeline whose every step runs on one agent, building where it runs",
+        )
+    _plain("--registry", given)
+    return options.checked_registry(given, "--registry" if args.registry else f"${options.ENV_REGISTRY}")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -60,5 +81,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--part", type=positive, default=1,
                    help="which upload of a pipeline over 500 jobs (each part's last step uploads the next; "
                    "default: %(default)s)")  # fmt: skip
+    p.add_argument("--registry", metavar="HOST[:PORT]/PATH",
+                   help="where the build steps push each image and the run steps pull it by digest "
+                   "(default: $STACKGATE_REGISTRY)")  # fmt: skip
+    p.add_argument(
+        "--one-agent",
+        action="store_true",
+        help="no registry: every step runs on one agent, and a run step builds the image where it runs",
+    )
     p.set_defaults(func=cmd_pipeline)
     gate.add_parser(sub)

@@ -41,6 +41,7 @@ class Options:
     shard_size: int = 16  # rows per run step
     baseline: str | None = None  # a report.json on the report's agent to judge regressions against
     stack: Path | None = None  # another stack directory (relative to the checkout)
+    registry: str | None = None  # where the build steps push each image and the run steps pull it by digest
 
     def filters(self) -> list[str]:
         out: list[str] = []
@@ -54,6 +55,7 @@ class Options:
     def argv(self) -> list[str]:
         """These options as `python -m ci pipeline` arguments."""
         out = [*self.stack_args(), *self.filters(), "--shard-size", str(self.shard_size)]
+        out += ["--registry", self.registry] if self.registry else ["--one-agent"]
         return out + (["--baseline", self.baseline] if self.baseline else [])
 
 
@@ -114,11 +116,36 @@ def open_upstream(st: Stack, rows: Sequence[Row]) -> str:
     return ", ".join(f"{u.repo}#{u.pr} as of {u.as_of}" for u in prs if u.state == "open")
 
 
+def image_key(target: Target) -> str:
+    """The build meta-data key (and artifact name) that holds the target's pushed image, `repo@sha256:…`."""
+    return f"stackgate-image-{target.id}"
+
+
 def build_step(target: Target, opts: Options) -> Step:
+    """Build, verify and (on a GPU target) bake; with a registry, push the image and record it by digest."""
     verbs = ("build", "verify", "bake") if target.gpus else ("build", "verify")  # bake: the warm-up on its GPUs
-    commands = tuple(nox(v, *opts.stack_args(), target.id) for v in verbs)
+    commands = [nox(v, *opts.stack_args(), target.id) for v in verbs]
+    recorded: tuple[str, ...] = ()
+    if opts.registry:
+        ref_file = f"{image_key(target)}.ref"
+        commands += ["nox -s run --install-only",
+                     ci("push", *opts.stack_args(), target.id, "--registry", opts.registry, "--digest-file", ref_file),
+                     f'buildkite-agent meta-data set {image_key(target)} "$(cat {ref_file})"']  # fmt: skip
+        recorded = (ref_file,)
     return Step(key=key("build", target.id), label=f":docker: build {target.id}", queue=target.queue,
-                commands=commands, timeout_min=BUILD_MIN)  # fmt: skip
+                commands=tuple(commands), artifact_paths=recorded, timeout_min=BUILD_MIN)  # fmt: skip
+
+
+def image_commands(target: Target, opts: Options) -> tuple[tuple[str, ...], list[str]]:
+    """A run step's commands that get its image, and the `ci run` arguments that name it. With a registry: the
+    reference the build step recorded, pulled by digest (never built here); without one (--one-agent): the build,
+    a no-op where this agent's engine holds the current image."""
+    if not opts.registry:
+        return (nox("build", *opts.stack_args(), target.id),), []
+    k = image_key(target)
+    get = (f'ref="$(buildkite-agent meta-data get {k})" || {{ echo "the build step recorded no image for '
+           f'{target.id} (meta-data {k}): see its log"; exit 4; }}')  # fmt: skip
+    return (get, f'{VENV_PYTHON} -m ci pull "$ref"'), ["--image", "$ref"]
 
 
 def run_minutes(rows: Sequence[Row]) -> int:
@@ -130,6 +157,7 @@ def run_minutes(rows: Sequence[Row]) -> int:
 def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, soft_fail: str, opts: Options) -> Step:
     out = f"{RESULTS}/{target.id}-{suite}-{shard}"
     gpus = max((r.gpus for r in rows), default=1)
+    get_image, image_args = image_commands(target, opts)
     run = [VENV_PYTHON, "-m", "ci", "run", *opts.stack_args(), target.id, suite, "--shard", str(shard),
            "--rows", ",".join(r.id for r in rows), "--out", out]  # fmt: skip
     return Step(
@@ -137,9 +165,8 @@ def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, sof
         label=f":pytest: {target.id} {suite} #{shard} ({len(rows)} rows)",
         queue=target.queue,
         depends_on=(key("build", target.id),),
-        # the build is a no-op where this agent's engine holds the current image, and builds it where not;
         # `ci run` itself runs the rows, from nox's venv: its exit status (1: a row failed) reaches the agent
-        commands=(nox("build", *opts.stack_args(), target.id), "nox -s run --install-only", shlex.join(run)),
+        commands=("nox -s run --install-only", *get_image, " ".join([shlex.join(run), *_shell_words(image_args)])),
         artifact_paths=(
             f"{out}/junit-{target.id}-{suite}-{shard}*.xml",
             f"{out}/rows.json",
@@ -150,6 +177,11 @@ def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, sof
         timeout_min=run_minutes(rows),
         tags=((target.gpu_tag, str(gpus)),) if target.gpus and target.gpu_tag else (),
     )
+
+
+def _shell_words(args: list[str]) -> list[str]:
+    """Arguments for a command line, quoted; a `$name` is left for the shell to expand, in double quotes."""
+    return [f'"{a}"' if a.startswith("$") else shlex.quote(a) for a in args]
 
 
 def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options) -> list[Step]:

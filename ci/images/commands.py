@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ci import options, revision
-from ci.errors import NotHere
+from ci.errors import NotHere, UsageError
 from ci.images import bake, build, debs, lock, rebuild, verify
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack
@@ -81,7 +81,45 @@ def cmd_source_build(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_push(args: argparse.Namespace) -> int:
+    import os
+
+    from ci.images import registry
+
+    target = build.target_for(args)
+    given = args.registry or os.environ.get(options.ENV_REGISTRY)
+    if not given:
+        raise UsageError(f"no registry: pass --registry or set ${options.ENV_REGISTRY}",
+                         hint="for example --registry registry.lan:5000/stackgate")  # fmt: skip
+    where = "--registry" if args.registry else f"${options.ENV_REGISTRY}"
+    ref = registry.push(target, options.checked_registry(given, where), args.image)
+    if args.digest_file:
+        registry.record(ref, args.digest_file)
+    print(f"pushed {ref}")
+    return 0
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from ci.images import registry
+
+    print(f"pulled {args.ref}\nid     {registry.pull(args.ref)}")
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
+    ps = options.verb(sub, "push", help="push a target's image (the one ci run uses) to a registry and print it "
+                      "as repo@sha256:…, the reference a pipeline's run steps pull", codes=(0, 2, 3))  # fmt: skip
+    ps.add_argument("target", help="a target id, e.g. cuda-sm121a")
+    ps.add_argument("--registry", help="host[:port][/path] to push to (default: $STACKGATE_REGISTRY)")
+    ps.add_argument("--image", help="the local image to push (default: the one ci run would use)")
+    ps.add_argument("--digest-file", type=Path, metavar="FILE", help="also write the pushed reference to FILE")
+    ps.set_defaults(func=cmd_push)
+
+    pl = options.verb(sub, "pull", help="pull an image pinned by digest (repo@sha256:…) and check that the engine "
+                      "holds exactly it", codes=(0, 2, 4))  # fmt: skip
+    pl.add_argument("ref", help="repo@sha256:<64 hex>, as ci push printed it")
+    pl.set_defaults(func=cmd_pull)
+
     b = options.verb(sub, "build", help="build a target's image (BuildKit, --network none); prints its id",
                      codes=(0, 2, 3, 6))  # fmt: skip
     b.add_argument("target", help="a target id, e.g. cpu, cuda-sm121a")
