@@ -380,3 +380,60 @@ def test_with_a_registry_the_build_step_pushes_and_every_run_step_pulls_that_dig
         text = "\n".join(run["commands"])
         assert "nox -s build" not in text and " ci build" not in text
         assert '-m ci pull "$$ref"' in text and text.rstrip().endswith('--image "$$ref"')
+
+
+def test_a_host_targets_bake_artefact_goes_from_its_bake_step_to_run_steps_on_other_agents(
+    tmp_path: Path, stack_copy: Path, edit
+) -> None:
+    """A target whose agents are bare hosts (runs_on: host): the bake step packs an artefact (ci bake --host) into
+    the artifact store and names it in meta-data; a run step on another agent downloads and installs it (--host
+    --caches) and runs the rows; an artefact made for another host is refused, naming the part that differs."""
+    import io
+    import json
+    import shutil
+    import tarfile
+
+    edit(stack_copy / "targets.yaml", "  - id: cpu\n", "  - id: cpu\n    runs_on: host\n")
+    env0 = {k: v for k, v in os.environ.items() if k != "STACKGATE_REGISTRY"}  # a host target needs no registry
+    argv = [sys.executable, "-m", "ci", "pipeline", "--stack", str(stack_copy), "--target", "cpu"]
+    made = subprocess.run([*argv, "--suite", "selftest"], cwd=REPO, capture_output=True, text=True, check=True, env=env0)
+    (tmp_path / "host.yml").write_text(made.stdout)
+    check_schema(tmp_path / "host.yml")
+    by_key = {s.get("key"): s for s in yaml.safe_load(made.stdout)["steps"]}
+    bake, run = by_key["build-cpu"], by_key["run-cpu-selftest-0"]
+    assert not any("docker" in c or "nox -s build" in c or " ci pull" in c for c in bake["commands"] + run["commands"])
+
+    store = tmp_path / "store"
+    store.mkdir()
+    root = tmp_path / "runtime-caches"  # each agent's caches root: one path on every host (compiled code names it)
+    baker, env1 = _agent(tmp_path / "agent1", store)
+    env1["STACKGATE_RUNTIME_CACHES"] = str(root)
+    assert _run_step(bake, baker, env1, store, tmp_path / "bake.log") == 0, (tmp_path / "bake.log").read_text()
+    name = json.loads((store / "meta-data.json").read_text())["stackgate-caches-cpu"]
+    assert name.startswith("caches-cpu-warm-") and (store / "caches" / name).is_file()
+
+    shutil.rmtree(root)  # another host: nothing in its caches root
+    runner, env2 = _agent(tmp_path / "agent2", store)
+    env2["STACKGATE_RUNTIME_CACHES"] = str(root)
+    log = tmp_path / "run.log"
+    assert _run_step(run, runner, env2, store, log) == 0, log.read_text()
+    assert f"caches/{name}" in log.read_text() and any(root.rglob("*"))  # installed from the artefact
+    junit = (runner / "results" / "cpu-selftest-0" / "junit-cpu-selftest-0.xml").read_text()
+    assert junit.count("<testcase") == 5 and "<failure" not in junit and "<error" not in junit
+
+    artefact = store / "caches" / name  # another host's artefact under the same name: its key names other parts
+    with tarfile.open(artefact, "r:gz") as src:
+        members = [(m, src.extractfile(m).read() if m.isfile() else None) for m in src.getmembers()]
+    with tarfile.open(artefact, "w:gz") as dst:
+        for member, data in members:
+            if member.name == "stackgate-caches.json":
+                doc = json.loads(data)
+                doc["key"]["triton"] = "9.9.9"
+                data = json.dumps(doc).encode()
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+    shutil.rmtree(root)
+    other, env3 = _agent(tmp_path / "agent3", store)
+    env3["STACKGATE_RUNTIME_CACHES"] = str(root)
+    assert _run_step(run, other, env3, store, log) == 2
+    assert "made for another host: triton '9.9.9' in the artefact" in log.read_text()

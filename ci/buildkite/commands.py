@@ -40,12 +40,14 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     given_stack = args.stack if args.stack != options.default_stack() else None
     p = plan.build(st)
-    if not p.select(targets=args.target, suites=args.suite, changes=args.change).rows:
+    chosen = p.select(targets=args.target, suites=args.suite, changes=args.change).rows
+    if not chosen:
         raise UsageError("no planned row matches these filters: the pipeline would run nothing",
                          hint="python -m ci plan with the same --target/--suite/--change lists the rows")  # fmt: skip
+    in_images = any(st.targets[r.target].runs_on == "image" for r in chosen)  # host targets need no registry
     opts = steps.Options(targets=tuple(args.target), suites=tuple(args.suite), changes=tuple(args.change),
                          shard_size=args.shard_size, baseline=args.baseline, stack=given_stack,
-                         registry=_registry(args))  # fmt: skip
+                         registry=_registry(args) if in_images else None)  # fmt: skip
     queue = next(t.queue for t in st.targets.values() if t.detect.fallback)
     sys.stdout.write(render.render(steps.steps(st, p, opts), opts, args.part, queue))
     return 0

@@ -121,8 +121,34 @@ def image_key(target: Target) -> str:
     return f"stackgate-image-{target.id}"
 
 
+CACHES = "caches"  # where a host target's bake step writes its artefact, and its run steps download it
+
+
+def caches_key(target: Target) -> str:
+    """The build meta-data key that names a host target's bake artefact (its file name: kind, key hash, content)."""
+    return f"stackgate-caches-{target.id}"
+
+
+def host_bake_step(target: Target, opts: Options) -> Step:
+    """A bare GPU host's build step: the warm-up on its GPU into an artefact (ci bake --host), uploaded as an
+    artifact and named in meta-data, for every run step of the target to install."""
+    pattern = f"{CACHES}/caches-{target.id}-*.tar.gz"
+    name = f"$(cd {CACHES} && ls caches-{target.id}-*.tar.gz)"  # the one artefact the bake just wrote
+    commands = (
+        "nox -s run --install-only",
+        f"rm -rf {CACHES}",
+        ci("bake", *opts.stack_args(), target.id, "--host", "--out", CACHES),
+        f'buildkite-agent meta-data set {caches_key(target)} "{name}"',
+    )
+    label = f":package: bake {target.id} (host)"
+    return Step(key=key("build", target.id), label=label, queue=target.queue, commands=commands,
+                artifact_paths=(pattern,), timeout_min=BUILD_MIN)  # fmt: skip
+
+
 def build_step(target: Target, opts: Options) -> Step:
     """Build, verify and (on a GPU target) bake; with a registry, push the image and record it by digest."""
+    if target.runs_on == "host":
+        return host_bake_step(target, opts)
     verbs = ("build", "verify", "bake") if target.gpus else ("build", "verify")  # bake: the warm-up on its GPUs
     commands = [nox(v, *opts.stack_args(), target.id) for v in verbs]
     recorded: tuple[str, ...] = ()
@@ -137,9 +163,16 @@ def build_step(target: Target, opts: Options) -> Step:
 
 
 def image_commands(target: Target, opts: Options) -> tuple[tuple[str, ...], list[str]]:
-    """A run step's commands that get its image, and the `ci run` arguments that name it. With a registry: the
-    reference the build step recorded, pulled by digest (never built here); without one (--one-agent): the build,
-    a no-op where this agent's engine holds the current image."""
+    """A run step's commands that get what its rows run in, and the `ci run` arguments that name it. A host target:
+    the bake step's artefact, downloaded and installed (--host --caches). With a registry: the image reference the
+    build step recorded, pulled by digest (never built here). Without one (--one-agent): the build, a no-op where
+    this agent's engine holds the current image."""
+    if target.runs_on == "host":  # the artefact the bake step recorded; a key that differs is refused, naming it
+        k = caches_key(target)
+        get = (f'artefact="$(buildkite-agent meta-data get {k})" || {{ echo "the bake step recorded no artefact for '
+               f'{target.id} (meta-data {k}): see its log"; exit 4; }}')  # fmt: skip
+        return (get, f'buildkite-agent artifact download "{CACHES}/$artefact" .'), [
+            "--host", "--caches", f"{CACHES}/$artefact"]  # fmt: skip
     if not opts.registry:
         return (nox("build", *opts.stack_args(), target.id),), []
     k = image_key(target)
@@ -181,7 +214,7 @@ def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, sof
 
 def _shell_words(args: list[str]) -> list[str]:
     """Arguments for a command line, quoted; a `$name` is left for the shell to expand, in double quotes."""
-    return [f'"{a}"' if a.startswith("$") else shlex.quote(a) for a in args]
+    return [f'"{a}"' if "$" in a else shlex.quote(a) for a in args]
 
 
 def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options) -> list[Step]:

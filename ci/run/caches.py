@@ -185,6 +185,7 @@ def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None =
             os.replace(staging / rel, dest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    print(f"caches: installed {artefact} ({len(listed)} files, checked against its manifest) into {top}")
     return env(target)
 
 

@@ -74,6 +74,9 @@ class Target:
     # shared objects whose device code need not include this arch, each with the reason (ci verify shows it)
     sass_exempt: dict[str, str] = field(default_factory=dict)
     gpu_tag: str = "gpus"  # the Buildkite agent tag a run step asks for its rows' GPU count with: gpus=2
+    # "host": its agents are bare GPU hosts (no docker): the pipeline bakes a caches artefact there (ci bake --host)
+    # and its run steps install it and run on the host (ci run --host --caches)
+    runs_on: Literal["image", "host"] = "image"
     notes: str = ""
 
     @property
