@@ -395,8 +395,19 @@ def test_a_host_targets_bake_artefact_goes_from_its_bake_step_to_run_steps_on_ot
 
     edit(stack_copy / "targets.yaml", "  - id: cpu\n", "  - id: cpu\n    runs_on: host\n")
     env0 = {k: v for k, v in os.environ.items() if k != "STACKGATE_REGISTRY"}  # a host target needs no registry
-    argv = [sys.executable, "-m", "ci", "pipeline", "--stack", str(stack_copy), "--target", "cpu"]
-    made = subprocess.run([*argv, "--suite", "selftest"], cwd=REPO, capture_output=True, text=True, check=True, env=env0)
+    argv = [
+        sys.executable,
+        "-m",
+        "ci",
+        "pipeline",
+        "--stack",
+        str(stack_copy),
+        "--target",
+        "cpu",
+        "--suite",
+        "selftest",
+    ]
+    made = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=True, env=env0)
     (tmp_path / "host.yml").write_text(made.stdout)
     check_schema(tmp_path / "host.yml")
     by_key = {s.get("key"): s for s in yaml.safe_load(made.stdout)["steps"]}
