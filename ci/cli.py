@@ -7,28 +7,36 @@ line) before it asks the docker engine anything, and stays quiet when its reader
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import ci
-from ci import flow, options
-from ci.bench import commands as bench
-from ci.buildkite import commands as buildkite
+from ci import options
 from ci.errors import EXIT_CODES, StackgateError, UsageError
-from ci.fork import commands as fork
-from ci.images import commands as images
-from ci.images import kernels
-from ci.report import commands as report
-from ci.run import commands as run_commands
-from ci.run import reproduce
-from ci.stack import commands as stack_commands
 from ci.stack import loader
-from ci.upstream import commands as upstream
+
+# Each module that defines verbs (its add_parser or add_parsers), in the order --help lists them, and its verbs. A
+# command line naming one verb imports only its module: `ci upstream` never loads the image or run stages.
+MODULES: dict[str, tuple[str, ...]] = {
+    "ci.stack.commands": ("plan",),
+    "ci.flow": ("main",),
+    "ci.images.commands": ("push", "pull", "build", "bake", "verify", "lock", "source-build"),
+    "ci.images.kernels": ("kernels",),
+    "ci.run.commands": ("run",),
+    "ci.run.reproduce": ("repro",),
+    "ci.report.commands": ("report",),
+    "ci.upstream.commands": ("upstream",),
+    "ci.fork.commands": ("fork",),
+    "ci.bench.commands": ("bench",),
+    "ci.buildkite.commands": ("pipeline", "gate"),
+}
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(verb: str | None = None) -> argparse.ArgumentParser:
+    """The command line; with `verb`, only the module defining it is imported (the others' verbs are left out)."""
     ap = argparse.ArgumentParser(
         prog="python -m ci",
         description="stackgate: evidence for the vLLM changes a fork imports, per target",
@@ -38,19 +46,27 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"stackgate {ci.__version__}")
     options.add_stack(ap, top=True)
     sub = ap.add_subparsers(dest="verb", required=True, metavar="VERB")
-    stack_commands.add_parser(sub)
-    flow.add_parser(sub)
-    images.add_parsers(sub)
-    sub.choices["bake"].set_defaults(func=flow.bake)  # --host packs an artefact; without it, the image route
-    kernels.add_parser(sub)
-    run_commands.add_parser(sub)
-    reproduce.add_parser(sub)
-    report.add_parser(sub)
-    upstream.add_parser(sub)
-    fork.add_parser(sub)
-    bench.add_parser(sub)
-    buildkite.add_parsers(sub)
+    for name, verbs in MODULES.items():
+        if verb is None or verb in verbs:
+            module = importlib.import_module(name)
+            register = getattr(module, "add_parsers", None) or module.add_parser
+            register(sub)
+    if "bake" in sub.choices:  # --host packs an artefact (ci.flow); without it, the image route
+        from ci import flow
+
+        sub.choices["bake"].set_defaults(func=flow.bake)
     return ap
+
+
+def _verb(argv: Sequence[str]) -> str | None:
+    """The verb `argv` names (the first word that is not a top-level option), where it is a known one."""
+    words = iter(argv)
+    for word in words:
+        if word == "--stack":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if any(word in verbs for verbs in MODULES.values()) else None
+    return None
 
 
 def check_names(args: argparse.Namespace) -> None:
@@ -80,7 +96,7 @@ def _listed(value: object) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = parser()
+    ap = parser(_verb(sys.argv[1:] if argv is None else argv))
     try:
         import argcomplete  # optional: shell completion where the user installed it
 

@@ -42,7 +42,9 @@ class Repo:
         return self.git("rev-parse", "HEAD")
 
     def upstream(self, at: str = "main") -> None:
-        """Point refs/remotes/upstream/main at `at`, as `git fetch upstream` would."""
+        """A remote `upstream` whose URL is vLLM's, its main at `at`, as `git fetch upstream` would leave it."""
+        if "upstream" not in self.git("remote").split():
+            self.git("remote", "add", "upstream", "https://github.com/vllm-project/vllm.git")
         self.git("update-ref", "refs/remotes/upstream/main", at)
 
 

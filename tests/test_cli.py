@@ -124,3 +124,21 @@ def test_report_on_an_empty_folder_warns(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     done = _ci("report", str(tmp_path / "empty"), "--out", str(tmp_path / "r"), "--strict")
     assert done.returncode == 7 and "directory holds no *.xml file" in done.stderr
+
+
+def test_each_verb_is_defined_by_the_module_cli_imports_for_it_and_ci_upstream_loads_no_other_stage() -> None:
+    import subprocess
+    import sys
+
+    full = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    listed = [v for verbs in cli.MODULES.values() for v in verbs]
+    assert sorted(full.choices) == sorted(listed)
+    for verbs in cli.MODULES.values():
+        only = next(a for a in cli.parser(verbs[0])._actions if isinstance(a, argparse._SubParsersAction))
+        assert set(only.choices) == set(verbs)
+    probe = ("import sys; from ci import cli; cli.main(['upstream', '--help']) if False else None; "
+             "cli.parser(cli._verb(['--stack', 'stack', 'upstream', '--fork', '.'])); "
+             "print(sorted(m for m in sys.modules if m.startswith(('ci.run', 'ci.images', 'ci.report', 'ci.flow', "
+             "'ci.engine', 'ci.bench', 'ci.buildkite'))))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

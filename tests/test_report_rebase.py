@@ -16,7 +16,7 @@ def _upstream_json(tmp_path: Path, stack: Path, capsys) -> Path:
     """A fork carrying the warm-up port (two commits cherry-picked from its PR) on upstream's main."""
     r = Repo(tmp_path / "vllm")
     r.commit("base", {"vllm/runner.py": "runner\n"})
-    r.git("update-ref", "refs/remotes/upstream/main", "main")
+    r.upstream()
     r.git("checkout", "-q", "-b", "fork")
     r.commit("Warm spec-decode kernels at startup", {"vllm/warmup.py": "warm\n"})
     r.commit("Repair the integration conflict", {"vllm/runner.py": "runner\nwarm()\n"})
@@ -39,8 +39,8 @@ def test_the_report_shows_each_changes_rebase_state_beside_its_verdict(tmp_path,
     verdicts = md.split("## Verdicts", 1)[1].split("###", 1)[0]
     assert "| Change | Track | Verdict | Blocked by | Failing rows | Rebase state |" in verdicts
     assert "| #48804 | kernel-warmup | ❌ not ready |" in verdicts and "| ported |" in verdicts
-    # #46514: its demo-fork port (stack/fork.yaml) is not in this history; stacked on an untracked PR, merged upstream
-    assert "| #46514 | fp8-ds-mla |" in verdicts and "| absent; 2 flags |" in verdicts
+    # #46514: its demo-fork port (stack/fork.yaml) is not in this history, nor its merge; stacked on an untracked PR
+    assert "| #46514 | fp8-ds-mla |" in verdicts and "| absent; 1 flag |" in verdicts
     assert "Rebase state of " in verdicts and "2 own commits over upstream/main" in verdicts
     section = md.split("### #48804 ", 1)[1].split("###", 1)[0]
     assert "Rebase state: ported: port present: " in section

@@ -209,8 +209,7 @@ def test_commit_ids_of_a_change_are_checked(stack_copy, edit, old, new, key, say
 
 def test_a_merged_change_records_its_merge_commit_and_the_prs_commits(stack_copy, edit):
     path = stack_copy / "changes" / "48407.yaml"
-    recorded = "  merged_on: 2026-07-28\n  merge_commit: 0123abcd\n  commits: [4567cdef]\n"
-    edit(path, "  merged_on: 2026-07-28\n", recorded)
+    edit(path, "  merge_commit: ba702e978e3b ", "  merge_commit: 0123abcd\n  commits: [4567cdef] ")
     change = stack.load(stack_copy).changes["48407"]
     assert change.upstream is not None and change.upstream.merge_commit == "0123abcd"
     assert change.upstream.commits == ("4567cdef",)

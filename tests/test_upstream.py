@@ -34,7 +34,8 @@ def state(snap: Snapshot, change: str) -> ChangeState:
 def stack_copy(stack_copy: Path) -> Path:
     """The stack without the demo fork's port records (stack/fork.yaml): each test's history makes its own."""
     for change, kind in (("48407", "convergence"), ("46514", "pending"), ("46849", "pending")):
-        set_change(stack_copy, change, fork={"kind": kind, "commits": None, "patch_ids": None})
+        set_change(stack_copy, change, fork={"kind": kind, "commits": None, "patch_ids": None},
+                   upstream={"merge_commit": None, "commits": None, "patch_id": None, "file_ids": None})  # fmt: skip
     return stack_copy
 
 
@@ -168,13 +169,13 @@ def test_port_commits_a_rebase_took_away_are_unknown_until_their_patch_ids_are_r
     rebased = clone(repo, tmp_path / "rebased")  # its own clone: f1 and f2 never travelled
     rebased.git("checkout", "-q", "fork")
     set_change(stack_copy, "48804", fork={"commits": [f1[:9], f2[:9]]})
-    s = state(survey(stack_copy, rebased.path), "48804")  # origin/main: the default's second choice
+    s = state(survey(stack_copy, rebased.path, "origin/main"), "48804")  # the clone's origin is upstream here
     assert s.state == "unknown" and s.detail == f"port commits not in this checkout: {f1[:9]}, {f2[:9]}"
     assert s.unchecked == (f1[:9], f2[:9]) and "--record" in s.fix
     said = record.record(loader.load(stack_copy), Checkout.open(repo.path))
     assert said == [f"{stack_copy / 'changes' / '48804.yaml'}: recorded the patch-ids of {f1[:9]}, {f2[:9]}"]
     assert loader.load(stack_copy).changes["48804"].fork.patch_ids.keys() == {f1[:9], f2[:9]}
-    again = state(survey(stack_copy, rebased.path), "48804")
+    again = state(survey(stack_copy, rebased.path, "origin/main"), "48804")
     assert again.state == "ported" and again.detail.endswith(f"(by recorded patch-id: {f1[:9]}, {f2[:9]})")
     assert record.record(loader.load(stack_copy), Checkout.open(repo.path), ["48804"])[0].endswith(
         f"already recorded the patch-ids of {f1[:9]}, {f2[:9]}"
@@ -248,12 +249,54 @@ def test_an_upstream_ref_that_does_not_exist_is_refused(repo, stack_copy):
         survey(stack_copy, repo.path, "upstream/mian")
     assert "--upstream-ref 'upstream/mian' names no commit" in str(info.value) and "upstream/main" in info.value.hint
     repo.git("update-ref", "-d", "refs/remotes/upstream/main")
-    with pytest.raises(UsageError, match="neither upstream/main nor origin/main exists"):
+    with pytest.raises(UsageError, match="remote 'upstream' is vllm-project/vllm, but none of its branches is fetched"):
         survey(stack_copy, repo.path)
 
 
+def test_a_fork_without_vllms_remote_is_refused_not_compared_with_its_own_origin(repo, stack_copy, tmp_path):
+    """A fork cloned from its own repository: its origin/main is the fork, and comparing with it would call three of
+    its commits "own" where it carries 78. Upstream is vLLM's remote, or --upstream-ref; nothing else."""
+    fork = clone(repo, tmp_path / "fork-clone")
+    fork.git("checkout", "-q", "fork")
+    with pytest.raises(UsageError) as info:
+        survey(stack_copy, fork.path)
+    assert info.value.message.startswith(f"no remote of {fork.path} is vllm-project/vllm (remotes: origin (file://")
+    assert info.value.hint.startswith(
+        f"git -C {fork.path} remote add upstream https://github.com/vllm-project/vllm.git"
+    )
+    done = _ci("--stack", str(stack_copy), "upstream", "--fork", str(fork.path))
+    assert done.returncode == 2 and "\n  fix: git -C" in done.stderr and not done.stdout
+    fork.git("remote", "add", "vllm", "git@github.com:vllm-project/vllm.git")  # ssh, scp-like: vLLM's all the same
+    fork.git("update-ref", "refs/remotes/vllm/main", repo.git("rev-parse", "main"))
+    assert survey(stack_copy, fork.path).upstream_ref == "vllm/main"
+
+
+def test_a_repository_that_is_not_vllm_is_refused(stack_copy, tmp_path):
+    other = Repo(tmp_path / "strix-halo-dockerfiles")
+    other.commit("Dockerfiles and patches", {"Dockerfile": "FROM rocm\n", "patches/vllm.patch": "--- a\n"})
+    other.upstream()
+    done = _ci("--stack", str(stack_copy), "upstream", "--fork", str(other.path))
+    assert done.returncode == 2 and not done.stdout
+    assert (
+        f"error: {other.path} is not a vLLM checkout: HEAD (" in done.stderr and "has no vllm/ package" in done.stderr
+    )
+    assert "\n  fix: pass --fork a checkout of the fork of vllm-project/vllm under test" in done.stderr
+
+
+def test_a_bare_clone_works(repo, stack_copy, tmp_path):
+    p1, p2 = pr_branch(repo, "pr-48804", WARMUP)
+    repo.git("cherry-pick", p1, p2)
+    set_change(
+        stack_copy, "48804", fork={"commits": [repo.git("rev-parse", "HEAD~1")[:9], repo.git("rev-parse", "HEAD")[:9]]}
+    )
+    bare = clone(repo, tmp_path / "fork.git", "--bare")
+    bare.git("symbolic-ref", "HEAD", "refs/heads/fork")
+    snap = survey(stack_copy, bare.path, "main")
+    assert state(snap, "48804").state == "ported" and snap.fork_commits == 2
+
+
 def test_an_unknown_commit_id_names_the_file_line_and_key(repo, stack_copy):
-    set_change(stack_copy, "48407", upstream={"merge_commit": "0123abcd4"})
+    set_change(stack_copy, "48407", upstream={"merge_commit": "0123abcd4", "merged_on": "2023-01-01"})
     with pytest.raises(StackError) as info:
         survey(stack_copy, repo.path)
     err = info.value
@@ -274,11 +317,11 @@ def test_a_shallow_clone_missing_history_is_refused_with_the_fetch_that_fixes_it
     shallow = clone(repo, tmp_path / "shallow", "--depth", "1", "--no-single-branch")
     shallow.git("checkout", "-q", "fork")
     with pytest.raises(UsageError) as info:
-        survey(stack_copy, shallow.path)
+        survey(stack_copy, shallow.path, "origin/main")
     assert "is a shallow clone: HEAD and origin/main share no commit in the history it holds" in info.value.message
     assert info.value.hint == f"fetch more history: git -C {shallow.path} fetch --unshallow"
     shallow.git("fetch", "-q", "--unshallow")
-    assert survey(stack_copy, shallow.path).merge_base == repo.git("rev-parse", "base")
+    assert survey(stack_copy, shallow.path, "origin/main").merge_base == repo.git("rev-parse", "base")
 
 
 def test_the_benchmarks_history_gives_each_state(stack_copy, tmp_path):
@@ -306,3 +349,80 @@ def test_the_real_stacks_demo_fork_ports_are_absent_from_another_history(repo):
     snap = survey(DEFAULT_STACK, repo.path)
     for change in ("48407", "46514", "46849"):
         assert state(snap, change).state == "absent", state(snap, change)
+
+
+SKIP = "[Attention] Skip sparse indexer scoring for dense short prefills (#48407)"
+SKIP_FILES = {"vllm/sparse.py": "dense\nshort\n", "vllm/indexer.py": "skip\n", "tests/test_skip.py": "ok\n"}
+
+
+def _squash_upstream(repo: Repo) -> str:
+    """Upstream squash-merges #48407 onto main after `base`; the fork's branch is checked out again after."""
+    repo.git("checkout", "-q", "main")
+    repo.commit("upstream moves on", {"vllm/other.py": "1\n"})
+    squash = repo.commit(SKIP, SKIP_FILES)
+    repo.upstream()
+    repo.git("checkout", "-q", "fork")
+    return squash
+
+
+def _record_merge(stack: Path, repo: Repo, squash: str, merged_on: str = "2023-01-01") -> None:
+    co = Checkout.open(repo.path)
+    set_change(stack, "48407", upstream={"merge_commit": squash[:12], "merged_on": merged_on,
+                                         "patch_id": co.patch_ids(squash, walk=False)[squash],
+                                         "file_ids": co.file_ids([squash])[squash]})  # fmt: skip
+
+
+def test_a_cherry_pick_of_upstreams_merge_is_ported_and_the_rebase_flag_only_where_true(repo, stack_copy):
+    """The fork carries upstream's own patch (a cherry-pick of the squash merge), not the recorded port: ported, by
+    upstream's patch. Converging at the next rebase is said only where the upstream ref holds the merge."""
+    squash = _squash_upstream(repo)
+    repo.git("cherry-pick", squash)
+    picked = repo.git("rev-parse", "HEAD")
+    _record_merge(stack_copy, repo, squash)
+    s = state(survey(stack_copy, repo.path), "48407")
+    assert s.state == "ported" and s.detail == f"upstream's merge commit {squash[:12]}'s patch present as {picked[:12]}"
+    assert s.flags == ("merged upstream: converge, dropping the port at the next rebase onto upstream/main",)
+    repo.upstream("base")  # an upstream ref from before the merge: a rebase onto it converges nothing
+    s = state(survey(stack_copy, repo.path), "48407")
+    assert s.state == "ported"
+    assert s.flags == ("merged upstream on 2023-01-01, but upstream/main does not hold the merge yet: fetch upstream; "
+                       "a rebase onto it then converges",)  # fmt: skip
+
+
+def test_a_port_edited_to_resolve_a_conflict_reads_ported_edited_also_on_a_fresh_clone(repo, stack_copy, tmp_path):
+    squash = _squash_upstream(repo)
+    repo.git("cherry-pick", "--no-commit", squash)
+    (repo.path / "vllm" / "indexer.py").write_text("skip\nresolved against the fork's indexer\n")
+    repo.git("commit", "-q", "-am", SKIP)
+    edited = repo.git("rev-parse", "HEAD")
+    _record_merge(stack_copy, repo, squash)
+    s = state(survey(stack_copy, repo.path), "48407")
+    assert s.state == "ported, edited"
+    assert s.detail == (f"{edited[:12]} carries upstream's merge commit {squash[:12]} with edits (2 of 3 files as in "
+                        "it; edited: vllm/indexer.py)")  # fmt: skip
+    # a CI clone of the fork alone, its upstream ref from before the merge: the merge commit is not there, and only
+    # what the change file records (file patch-ids) is left to compare with
+    repo.upstream("base")
+    fresh = clone(repo, tmp_path / "fresh", "--single-branch", "--branch", "fork")
+    fresh.upstream(fresh.git("rev-parse", "HEAD~1"))
+    assert Checkout.open(fresh.path).commit(squash) is None
+    _record_merge(stack_copy, repo, squash, merged_on="2030-01-01")
+    s = state(survey(stack_copy, fresh.path), "48407")
+    assert s.state == "ported, edited" and "edited: vllm/indexer.py" in s.detail
+    cut = state(survey(stack_copy, fresh.path, "upstream/main"), "46514")
+    assert cut.state != "ported, edited"  # another change's files are not this one's
+
+
+def test_a_long_list_in_a_flag_is_folded_and_whole_in_json(repo, stack_copy):
+    (skip,) = pr_branch(repo, "pr-48407", {"Skip indexer scoring": {"vllm/sparse.py": "dense\n"}})
+    repo.git("cherry-pick", skip)
+    set_change(stack_copy, "48407", fork={"commits": [repo.git("rev-parse", "HEAD")[:9]]})
+    repo.git("checkout", "-q", "main")
+    made = [repo.commit(f"upstream edit {n}", {"vllm/sparse.py": f"dense {n}\n"}) for n in range(12)]
+    repo.upstream()
+    repo.git("checkout", "-q", "fork")
+    s = state(survey(stack_copy, repo.path), "48407")
+    assert s.state == "diverged" and len(s.diverged) == 12
+    (flag,) = [f for f in s.flags if f.startswith("upstream changed")]
+    assert flag.endswith("and 9 more (all in --format json)") and len(flag) < 300
+    assert {u.commit for u in s.diverged} == set(made)

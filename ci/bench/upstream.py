@@ -94,7 +94,7 @@ def stack_for(src: Path, dest: Path, ids: dict[str, str]) -> None:
         path = dest / "changes" / f"{change}.yaml"
         doc = yaml.safe_load(path.read_text())
         doc["upstream"].update(upstream)
-        doc["fork"].update(fork)
+        doc["fork"].update({"patch_ids": {}, **fork})  # patch-ids recorded for the stack's own ports do not apply
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
     # the stack's own port records name another fork's commits (stack/fork.yaml): this history has its own
@@ -102,10 +102,19 @@ def stack_for(src: Path, dest: Path, ids: dict[str, str]) -> None:
     edit("48804", {"commits": [ids["pr1"][:10], ids["pr2"][:10]]}, {"commits": [ids["port1"][:9], ids["port2"][:9]]})
     edit(
         "46514",
-        {"state": "open", "merged_on": None, "first_release": None},
+        {
+            "state": "open",
+            "merged_on": None,
+            "first_release": None,
+            "merge_commit": None,
+            "commits": [],
+            "patch_id": None,
+            "file_ids": {},
+        },
         {"kind": "port", "commits": [ids["half"][:9], ids["gone"][:9]]},
     )
-    edit("46849", {"commits": [ids["pr46849"][:9]]}, {"kind": "pending", "commits": []})
+    edit("46849", {"commits": [ids["pr46849"][:9]], "merge_commit": None, "patch_id": None, "file_ids": {}},
+         {"kind": "pending", "commits": []})  # fmt: skip
 
 
 def main(stack_dir: Path, repeats: int) -> int:
@@ -128,7 +137,8 @@ def main(stack_dir: Path, repeats: int) -> int:
                 start = time.perf_counter()
                 classify.survey(st, co, "upstream/main")
                 samples.append(time.perf_counter() - start)
-            cmd = [sys.executable, "-m", "ci", "--stack", str(stack), "upstream", "--fork", str(root), "--format=json"]
+            cmd = [sys.executable, "-m", "ci", "--stack", str(stack), "upstream", "--fork", str(root), "--format=json",
+                   "--upstream-ref", "upstream/main"]  # fmt: skip
             whole = []
             for _ in range(max(1, repeats // 2)):
                 start = time.perf_counter()

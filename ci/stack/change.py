@@ -26,6 +26,12 @@ class Upstream:
     # and `ci upstream` then says "merge commit not recorded" rather than guess.
     merge_commit: CommitId | None = None
     commits: tuple[CommitId, ...] = ()  # the PR's own commits (pull/<pr>/head), where a port cherry-picks them
+    # `git patch-id --stable` of the merge commit's patch (a squash merge: the whole change), so that a fork carrying
+    # upstream's patch itself (a cherry-pick of the merge) is found on a checkout without the merge commit
+    patch_id: PatchId | None = None
+    # each file the merge commit changes -> its file patch-id (ci.upstream.checkout.file_ids): a port whose patch
+    # was edited (a conflict resolved) is still found, as "ported, edited", naming the files that differ
+    file_ids: dict[str, PatchId] = field(default_factory=dict)
     stacked_on: tuple[int, ...] = ()  # upstream PRs this one is stacked on
     related: tuple[int, ...] = ()
     # the oldest vLLM release that contains it (its presence probe, suites/engine/presence.py, finds it there):
@@ -38,6 +44,8 @@ class FollowUp:
     ref: str  # "vllm-project/vllm#52512"
     what: str
     regression_test: bool = False
+    merge_commit: CommitId | None = None  # the commit that merged it upstream, where it is merged
+    merged_on: dt.date | None = None
 
 
 @frozen

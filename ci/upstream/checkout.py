@@ -6,6 +6,7 @@ range or list, never one process per commit, so a long history costs a few strea
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -53,13 +54,19 @@ class Checkout:
         fix = "pass --fork the path of a git checkout of the fork (git clone URL DIR)"
         if not path.is_dir():
             raise UsageError(f"{path}: no such directory", hint=fix)
-        probe = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--is-bare-repository", "--show-toplevel"],
+        # --show-toplevel fails in a bare repository: ask whether it is one, and where its git dir is, first
+        probe = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--is-bare-repository", "--absolute-git-dir"],
                                capture_output=True, text=True, env=_env())  # fmt: skip
         if probe.returncode != 0:
             why = "" if "not a git repository" in probe.stderr else f" ({_last(probe.stderr)})"
             raise UsageError(f"{path} is not a git repository{why}", hint=fix)
-        bare, *top = probe.stdout.splitlines()
-        if bare != "true" and top and Path(top[0]).resolve() != path.resolve():
+        bare, git_dir = probe.stdout.splitlines()[:2]
+        if bare == "true":
+            top = [git_dir]
+        else:
+            top = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True,
+                                 text=True, env=_env()).stdout.splitlines()  # fmt: skip
+        if top and Path(top[0]).resolve() != path.resolve():
             raise UsageError(f"{path} is not a git repository: it is a folder inside the repository {top[0]}",
                              hint=f"pass --fork {top[0]}, or the path of the fork's own checkout")  # fmt: skip
         head = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
@@ -112,6 +119,34 @@ class Checkout:
             return None
         out = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", ok=(0, 1))
         return out.strip() or None
+
+    def remotes(self) -> dict[str, str]:
+        """Each remote's name -> its fetch URL."""
+        out = self.git("config", "--get-regexp", r"^remote\..*\.url$", ok=(0, 1))
+        found = {}
+        for line in out.splitlines():
+            key, _, url = line.partition(" ")
+            found[key.removeprefix("remote.").removesuffix(".url")] = url
+        return found
+
+    def has_path(self, commit: str, path: str) -> bool:
+        """Whether `path` (a file or folder) is in the tree of `commit`."""
+        return bool(self.git("ls-tree", "--name-only", commit, "--", path, ok=(0, 128)).strip())
+
+    def date(self, commit: str) -> str:
+        """The committer date of `commit`, YYYY-MM-DD in UTC."""
+        return self.git("log", "-1", "--date=format-local:%Y-%m-%d", "--format=%cd", commit, "--").strip()
+
+    def file_ids(self, commits: Iterable[str]) -> dict[str, dict[str, str]]:
+        """commit -> {path: file patch-id}, for each file its patch changes; one process. A file patch-id is the
+        sha1 of the file's path and its added and removed lines with all whitespace taken out (hunk positions and
+        context left out, as git patch-id does for a whole patch): equal for the same edit of the same file after
+        a rebase, different once a line of the edit differs."""
+        wanted = sorted(set(commits))
+        if not wanted:
+            return {}
+        out = self.git("log", *_PATCH, "--no-walk=unsorted", *wanted, "--")
+        return file_ids_of(out)
 
     def refs(self) -> list[str]:
         """Branches and remote-tracking branches, for a hint."""
@@ -199,6 +234,32 @@ class Checkout:
         greps = [f"--grep={p}" for p in patterns]
         out = self.git("log", "--fixed-strings", f"--format=%H{_REC}%s", *greps, tip, "--")
         return [(c, s) for c, _, s in (line.partition(_REC) for line in out.splitlines())]
+
+
+def file_ids_of(log_p: str) -> dict[str, dict[str, str]]:
+    """`git log -p --format='commit %H'` output -> commit -> {path: file patch-id} (see Checkout.file_ids)."""
+    out: dict[str, dict[str, str]] = {}
+    commit, path, digest, hunks = "", "", None, False
+
+    def close() -> None:
+        if commit and path and digest is not None:
+            out.setdefault(commit, {})[path] = digest.hexdigest()
+
+    for line in log_p.split("\n"):
+        if line.startswith("commit ") and len(line) == 47:
+            close()
+            commit, path, digest, hunks = line[7:], "", None, False
+            out.setdefault(commit, {})
+        elif line.startswith("diff --git "):
+            close()
+            path, hunks = line.rsplit(" b/", 1)[-1], False
+            digest = hashlib.sha1(path.encode(errors="surrogateescape"))
+        elif line.startswith("@@"):
+            hunks = True  # past the file's header (its ---/+++ lines)
+        elif hunks and digest is not None and line[:1] in ("+", "-"):
+            digest.update(line[0].encode() + "".join(line[1:].split()).encode(errors="surrogateescape") + b"\n")
+    close()
+    return out
 
 
 def _touches(out: str) -> list[Touch]:

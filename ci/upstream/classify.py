@@ -1,6 +1,7 @@
 """Every change of the stack against one fork checkout, from git alone (ci.upstream.state says what each state means).
 
-The fork's own commits are REF..HEAD (REF: `--upstream-ref`, by default upstream/main, else origin/main). One
+The fork's own commits are REF..HEAD (REF: `--upstream-ref`, by default the main branch of the remote whose URL is
+upstream's repository; never the fork's own origin). One
 `git log -p | git patch-id --stable` stream gives their patch-ids, a second the port commits'; a port is present
 where a patch-id matches, so a cherry-pick or a rebase still matches. A port commit the checkout lacks (a rebase
 dropped it, and no ref or reflog keeps it) is compared by the patch-id its change file records (`--record`);
@@ -14,12 +15,11 @@ from dataclasses import dataclass, field
 from ci.errors import UsageError
 from ci.stack.change import Change
 from ci.stack.model import Stack
-from ci.upstream import where
+from ci.upstream import edited, where
 from ci.upstream.checkout import Checkout
+from ci.upstream.edited import Edited
 from ci.upstream.judge import Found, judge, with_bases
 from ci.upstream.state import Snapshot, Upstreamed
-
-DEFAULT_REFS = ("upstream/main", "origin/main")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,25 +38,21 @@ class Facts:
 
 
 def survey(st: Stack, co: Checkout, upstream_ref: str | None = None) -> Snapshot:
-    ref, tip = upstream_tip(co, upstream_ref)
-    base = co.merge_base(co.head, tip)
-    if base is None:
-        if co.shallow:
-            raise UsageError(f"{co.path} is a shallow clone: HEAD and {ref} share no commit in the history it holds",
-                             hint=f"fetch more history: git -C {co.path} fetch --unshallow")  # fmt: skip
-        raise UsageError(f"HEAD and {ref} share no history in {co.path}",
-                         hint="pass --upstream-ref the upstream branch the fork is based on")  # fmt: skip
+    ref, tip = upstream_tip(co, st, upstream_ref)
+    base = _require_vllm(co, st, ref, tip)
     changes = list(st.changes.values())
     full = co.resolve(i for c in changes for i in _ids(c))
-    _require_upstream_commits(st, co, changes, full)
+    _require_upstream_commits(st, co, changes, full, co.date(tip))
     fork_ids = co.patch_ids(f"{tip}..{co.head}")
     in_fork: dict[str, str] = {}
     for commit, patch_id in fork_ids.items():
         in_fork.setdefault(patch_id, commit)
     sources = sorted({c for ch in changes for i in _sources(ch) if (c := full.get(i))})
+    upstreams = sorted({c for ch in changes for i in _upstream_patches(ch) if (c := full.get(i))})
     titled = {subject: commit for commit, subject in reversed(co.titles(f"{tip}..{co.head}").items())}
-    facts = Facts(co=co, ref=ref, tip=tip, full=full, in_fork=in_fork, source_ids=co.patch_ids(*sources, walk=False),
-                  titled=titled, source_titles=co.titles(*sources, walk=False))  # fmt: skip
+    facts = Facts(co=co, ref=ref, tip=tip, full=full, in_fork=in_fork,
+                  source_ids=co.patch_ids(*sorted({*sources, *upstreams}), walk=False), titled=titled,
+                  source_titles=co.titles(*sorted({*sources, *upstreams}), walk=False))  # fmt: skip
     for ch in changes:
         facts.found[ch.id] = _found(facts, ch)
     touched = _divergence(facts, changes)
@@ -70,20 +66,57 @@ def survey(st: Stack, co: Checkout, upstream_ref: str | None = None) -> Snapshot
                     shallow=co.shallow, fork_commits=len(fork_ids), changes=tuple(states))  # fmt: skip
 
 
-def upstream_tip(co: Checkout, ref: str | None) -> tuple[str, str]:
-    """The upstream ref and its commit: the one asked for, else the first of DEFAULT_REFS that exists."""
-    for name in (ref,) if ref else DEFAULT_REFS:
-        if tip := co.commit(name):
-            return name, tip
-    known = co.refs()
-    shown = ", ".join(known[:12]) + (", …" if len(known) > 12 else "") if known else "none"
-    add = (f"git -C {co.path} remote add upstream https://github.com/vllm-project/vllm.git && "
+def upstream_tip(co: Checkout, st: Stack, ref: str | None) -> tuple[str, str]:
+    """The upstream ref and its commit: the one asked for, else the main branch of the remote whose URL is the
+    upstream repository the change files name (vllm-project/vllm). Never a guess: a fork's own origin/main would
+    make its own history "upstream" and every count wrong."""
+    add = (f"git -C {co.path} remote add upstream https://github.com/{_repo(st)}.git && "
            f"git -C {co.path} fetch upstream")  # fmt: skip
     if ref:
+        if tip := co.commit(ref):
+            return ref, tip
+        known = co.refs()
+        shown = ", ".join(known[:12]) + (", …" if len(known) > 12 else "") if known else "none"
         raise UsageError(f"--upstream-ref {ref!r} names no commit in {co.path}",
                          hint=f"fetch it ({add}), or pass a ref it has (branches here: {shown})")  # fmt: skip
-    raise UsageError(f"neither {' nor '.join(DEFAULT_REFS)} exists in {co.path}: no upstream to compare against",
-                     hint=f"{add}; or pass --upstream-ref REF (branches here: {shown})")  # fmt: skip
+    remotes = co.remotes()
+    ours = [name for name, url in remotes.items() if _is_upstream(url, st)]
+    for name in ours:
+        for branch in (f"{name}/main", f"{name}/HEAD"):
+            if tip := co.commit(branch):
+                return branch, tip
+    if ours:
+        raise UsageError(f"remote {ours[0]!r} is {_repo(st)}, but none of its branches is fetched in {co.path}",
+                         hint=f"git -C {co.path} fetch {ours[0]}")  # fmt: skip
+    seen = ", ".join(f"{n} ({u})" for n, u in remotes.items()) or "none"
+    raise UsageError(f"no remote of {co.path} is {_repo(st)} (remotes: {seen}): nothing says which history is "
+                     "upstream", hint=f"{add}; or pass --upstream-ref REF naming upstream's main")  # fmt: skip
+
+
+def _repo(st: Stack) -> str:
+    repos = sorted({ch.upstream.repo for ch in st.changes.values() if ch.upstream})
+    return repos[0] if repos else "vllm-project/vllm"
+
+
+def _is_upstream(url: str, st: Stack) -> bool:
+    """Whether a remote URL (https, ssh or scp-like) is a repository the change files name as upstream."""
+    path = url.strip().rstrip("/").removesuffix(".git").lower().replace(":", "/")
+    return any(path.endswith("/" + ch.upstream.repo.lower()) for ch in st.changes.values() if ch.upstream)
+
+
+def _require_vllm(co: Checkout, st: Stack, ref: str, tip: str) -> str:
+    """The merge base of HEAD and the upstream tip; a checkout that is not vLLM's history is refused."""
+    if not co.has_path(co.head, "vllm"):
+        raise UsageError(f"{co.path} is not a vLLM checkout: HEAD ({co.head[:12]}) has no vllm/ package",
+                         hint=f"pass --fork a checkout of the fork of {_repo(st)} under test")  # fmt: skip
+    base = co.merge_base(co.head, tip)
+    if base is None:
+        if co.shallow:
+            raise UsageError(f"{co.path} is a shallow clone: HEAD and {ref} share no commit in the history it holds",
+                             hint=f"fetch more history: git -C {co.path} fetch --unshallow")  # fmt: skip
+        raise UsageError(f"HEAD and {ref} share no history in {co.path}: the fork is not built on it",
+                         hint="pass --upstream-ref the upstream branch the fork is based on")  # fmt: skip
+    return base
 
 
 def _file(st: Stack, change: str) -> str:
@@ -97,28 +130,73 @@ def _ids(ch: Change) -> list[str]:
     return [*([up.merge_commit] if up and up.merge_commit else []), *(up.commits if up else ()), *ch.fork.commits]
 
 
+def _upstream_patches(ch: Change) -> tuple[str, ...]:
+    """Upstream's own commits whose patch a fork may carry as it is: the merge (a squash) and the PR's commits."""
+    up = ch.upstream
+    return ((up.merge_commit,) if up.merge_commit else ()) + up.commits if up else ()
+
+
+def _by_upstream(facts: Facts, ch: Change) -> tuple[str, str] | None:
+    """(what, fork commit): a fork commit carrying upstream's own patch, the merge's (from the checkout, else the
+    recorded upstream.patch_id) or a PR commit's."""
+    up = ch.upstream
+    assert up is not None
+    for i in _upstream_patches(ch):
+        commit = facts.full.get(i)
+        patch_id = facts.source_ids.get(commit) if commit else None
+        if patch_id is None and i == up.merge_commit:
+            patch_id = up.patch_id
+        if patch_id and patch_id in facts.in_fork:
+            what = "merge commit" if i == up.merge_commit else "PR commit"
+            return f"upstream's {what} {i}", facts.in_fork[patch_id]
+    return None
+
+
+def _edited(facts: Facts, ch: Change) -> Edited | None:
+    """The fork commit carrying the change with edits, compared file by file with the merge commit (from the
+    checkout, else the recorded upstream.file_ids) and the port commits in the checkout."""
+    up = ch.upstream
+    assert up is not None
+    co = facts.co
+    sources: dict[str, dict[str, str]] = {}
+    subjects: dict[str, str] = {}
+    named = ((up.merge_commit,) if up.merge_commit else ()) + ch.fork.commits
+    in_checkout = {i: c for i in named if (c := facts.full.get(i))}
+    ids = co.file_ids(in_checkout.values())
+    if up.merge_commit:
+        label = f"upstream's merge commit {up.merge_commit}"
+        merge = in_checkout.get(up.merge_commit)
+        sources[label] = ids.get(merge, {}) if merge else dict(up.file_ids)
+        subjects[label] = facts.source_titles.get(merge or "", f"{up.title} (#{up.pr})")
+    for port in ch.fork.commits:
+        if commit := in_checkout.get(port):
+            sources[f"port commit {port}"] = ids.get(commit, {})
+            subjects[f"port commit {port}"] = facts.source_titles.get(commit, "")
+    return edited.find(co, facts.tip, co.head, {k: v for k, v in sources.items() if v}, subjects)
+
+
 def _sources(ch: Change) -> tuple[str, ...]:
     """The commits whose patches make the change: the fork's port commits, else the upstream PR's own."""
     return ch.fork.commits or (ch.upstream.commits if ch.upstream else ())
 
 
-def _require_upstream_commits(st: Stack, co: Checkout, changes: list[Change], full: dict[str, str | None]) -> None:
-    """An upstream commit the stack names must be in the checkout: without it nothing can be said, and the fix is to
-    fetch. (A port commit may be gone after a rebase: that change is then unknown, not an error.)"""
+def _require_upstream_commits(
+    st: Stack, co: Checkout, changes: list[Change], full: dict[str, str | None], tip_date: str
+) -> None:
+    """A recorded merge commit must be in the checkout where its upstream ref is as new as the merge: without it
+    nothing can be said, and the fix is to fetch. An upstream ref older than the merge cannot hold it (the change
+    is then judged by its patches), and a PR's own commits live on its branch only: neither is an error."""
     for ch in changes:
         up = ch.upstream
-        if up is None:
+        if up is None or not up.merge_commit or full.get(up.merge_commit) is not None:
             continue
-        named = [(("upstream", "merge_commit"), up.merge_commit)] if up.merge_commit else []
-        named += [(("upstream", "commits", i), c) for i, c in enumerate(up.commits)]
-        for loc, commit in named:
-            if full.get(commit) is not None:
-                continue
-            what = "main" if loc[1] == "merge_commit" else f"pull/{up.pr}/head"
-            fix = f"git -C {co.path} fetch https://github.com/{up.repo}.git {what} (or correct the id)"
-            if co.shallow:
-                fix = f"the checkout is shallow: fetch its history, git -C {co.path} fetch --unshallow; or {fix}"
-            raise where.change_source(st.root, ch.id).error(loc, f"commit {commit} is not in {co.path}", hint=fix)
+        if up.merged_on and tip_date < up.merged_on.isoformat():
+            continue
+        fix = f"git -C {co.path} fetch https://github.com/{up.repo}.git main (or correct the id)"
+        if co.shallow:
+            fix = f"the checkout is shallow: fetch its history, git -C {co.path} fetch --unshallow; or {fix}"
+        loc = ("upstream", "merge_commit")
+        raise where.change_source(st.root, ch.id).error(loc, f"commit {up.merge_commit} is not in {co.path}", hint=fix)
 
 
 def _found(facts: Facts, ch: Change) -> Found:
@@ -156,9 +234,14 @@ def _found(facts: Facts, ch: Change) -> Found:
             converged_by = f"merge commit {up.merge_commit} is an ancestor of HEAD"
     elif up.commits and all((c := facts.full[x]) and co.is_ancestor(c, head) for x in up.commits):
         converged_by = "every commit of the PR is an ancestor of HEAD (merge commit not recorded)"
+    by_upstream = None if converged_by or present else _by_upstream(facts, ch)
+    carried = None if converged_by or present or by_upstream else _edited(facts, ch)
+    merge = facts.full.get(up.merge_commit) if up.merge_commit else None
     return Found(from_pr=not ch.fork.commits, present=tuple(present), missing=tuple(missing),
                  unchecked=tuple(unchecked), patchless=tuple(patchless), by_record=tuple(by_record),
-                 mismatched=tuple(mismatched), same_subject=tuple(retitled), converged_by=converged_by)  # fmt: skip
+                 mismatched=tuple(mismatched), same_subject=tuple(retitled), converged_by=converged_by,
+                 by_upstream=by_upstream, edited=carried,
+                 merge_on_ref=bool(merge and co.is_ancestor(merge, facts.tip)))  # fmt: skip
 
 
 def _divergence(facts: Facts, changes: list[Change]) -> dict[str, tuple[Upstreamed, ...]]:

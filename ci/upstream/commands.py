@@ -63,8 +63,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="each imported change's state in a fork checkout (converged, ported, partially ported, "
                      "diverged, absent, unknown), from git alone")  # fmt: skip
     u.add_argument("--fork", type=Path, required=True, metavar="CHECKOUT", help="the fork's git checkout (its HEAD)")
-    refs = " or ".join(classify.DEFAULT_REFS)
-    u.add_argument("--upstream-ref", metavar="REF", help=f"the upstream branch (default: {refs}, whichever exists)")
+    u.add_argument("--upstream-ref", metavar="REF",
+                   help="upstream's main branch in the checkout (default: <remote>/main of the remote whose URL is "
+                   "the change files' upstream repository, github.com/vllm-project/vllm)")  # fmt: skip
     u.add_argument("--format", choices=("table", "json", "markdown"), default="table",
                    help="table (terminal), json (upstream.json, for ci report --upstream) or markdown "
                    "(default: %(default)s)")  # fmt: skip

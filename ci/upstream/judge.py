@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 from ci.stack.change import Change, Upstream
 from ci.upstream.checkout import Checkout
+from ci.upstream.edited import Edited
 from ci.upstream.state import ChangeState, State, Upstreamed
 
 WAITING: tuple[State, ...] = ("absent", "unknown", "partially ported")  # a base in one of these fails its stack
@@ -25,6 +26,9 @@ class Found:
     mismatched: tuple[str, ...] = ()  # the recorded patch-id differs from the commit's own
     same_subject: tuple[tuple[str, str], ...] = ()  # (missing commit, a fork commit with its subject but not its patch)
     converged_by: str = ""  # why it is converged, or ""
+    by_upstream: tuple[str, str] | None = None  # (upstream's commit, the fork commit carrying its patch as it is)
+    edited: Edited | None = None  # the fork commit carrying it with edits
+    merge_on_ref: bool = False  # the merge commit is an ancestor of the upstream ref (a rebase onto it converges)
 
     @property
     def compared(self) -> int:
@@ -65,6 +69,11 @@ def judge(
         state, detail = "converged", found.converged_by
         if found.present and not found.from_pr:
             flags.append(f"the port is still carried after convergence ({_pairs(found.present)}): drop it")
+    elif found.by_upstream:
+        state = "diverged" if touched else "ported"
+        detail = f"{found.by_upstream[0]}'s patch present as {found.by_upstream[1][:12]}"
+    elif found.edited:
+        state, detail = "ported, edited", found.edited.describe()
     elif found.unchecked:
         state = "unknown"
         detail = f"port commits not in this checkout: {', '.join(found.unchecked)}"
@@ -86,7 +95,7 @@ def judge(
         state = "absent"
         detail = f"no patch of {', '.join(found.missing)} is among the fork's own commits ({ref}..HEAD)"
         if up.merge_commit:
-            detail = f"{_unmerged(ref, co, up.merge_commit)}; {detail}"
+            detail = f"{_unmerged(ref, co, up)}; {detail}"
     if state in ("partially ported", "absent"):
         flags += [f"{c} is missing, but {f[:12]} has its subject with another patch (changed resolving a conflict?): "
                   "if it carries the port, name it in fork.commits" for c, f in found.same_subject]  # fmt: skip
@@ -96,13 +105,28 @@ def judge(
         detail += f" (by recorded patch-id: {', '.join(found.by_record)})"
     if touched:
         files = sorted({f for u in touched for f in u.files})
-        commits = ", ".join(f"{u.commit[:12]} {u.subject!r}" for u in touched)
-        flags.append(f"upstream changed {', '.join(files)} since the port's base: {commits}")
-    if up.state == "merged" and state in ("ported", "partially ported", "diverged"):
-        flags.append(f"merged upstream: converge, dropping the port at the next rebase onto {ref}")
+        commits = [f"{u.commit[:12]} {u.subject!r}" for u in touched]
+        flags.append(f"upstream changed {folded(files)} since the port's base: {folded(commits)}")
+    if up.state == "merged" and state in ("ported", "ported, edited", "partially ported", "diverged"):
+        if found.merge_on_ref:
+            flags.append(f"merged upstream: converge, dropping the port at the next rebase onto {ref}")
+        else:
+            when = f" on {up.merged_on}" if up.merged_on else ""
+            flags.append(f"merged upstream{when}, but {ref} does not hold the merge yet: fetch upstream; a rebase "
+                         "onto it then converges")  # fmt: skip
     return ChangeState(change=ch.id, state=state, detail=detail, recorded=recorded(up), pr=f"{up.repo}#{up.pr}",
                        present=found.present, missing=found.missing, unchecked=found.unchecked, diverged=touched,
                        flags=tuple(flags), fix=fix)  # fmt: skip
+
+
+SHOWN = 3  # items of a long list a flag names; the JSON (--format json) holds every one
+
+
+def folded(items: Sequence[str]) -> str:
+    """A list in a line: all of it when short, else the first few and a count of the rest."""
+    if len(items) <= SHOWN + 1:
+        return ", ".join(items)
+    return f"{', '.join(items[:SHOWN])} and {len(items) - SHOWN} more (all in --format json)"
 
 
 def _nothing_to_compare(
@@ -112,7 +136,7 @@ def _nothing_to_compare(
     up = ch.upstream
     assert up is not None
     if up.merge_commit:
-        return "absent", _unmerged(ref, co, up.merge_commit), ""
+        return "absent", _unmerged(ref, co, up), ""
     if up.state == "merged":
         hit = candidates.get(up.pr)
         record = f"record upstream.merge_commit (the commit that merged #{up.pr}) in {file}"
@@ -122,10 +146,15 @@ def _nothing_to_compare(
             f"record fork.commits (the port) or upstream.commits (the PR's commits) in {file}")  # fmt: skip
 
 
-def _unmerged(ref: str, co: Checkout, merge_commit: str) -> str:
-    on_ref = co.is_ancestor(merge_commit, co.commit(ref) or co.head)
+def _unmerged(ref: str, co: Checkout, up: Upstream) -> str:
+    merge = up.merge_commit
+    assert merge is not None
+    if co.commit(merge) is None:  # the upstream ref predates the merge (a missing merge is refused otherwise)
+        when = f" on {up.merged_on}" if up.merged_on else ""
+        return f"merged upstream{when} as {merge}, after {ref}: not in this history (fetch upstream)"
+    on_ref = co.is_ancestor(merge, co.commit(ref) or co.head)
     where = f"it is on {ref}: the next rebase brings it" if on_ref else f"nor of {ref}: fetch upstream"
-    return f"merge commit {merge_commit} is not an ancestor of HEAD ({where})"
+    return f"merge commit {merge} is not an ancestor of HEAD ({where})"
 
 
 def with_bases(

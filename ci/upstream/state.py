@@ -3,7 +3,10 @@ reads back to show each change's rebase state beside its verdict.
 
 States, one per change:
 - converged: the upstream merge commit (or, where none is recorded, every commit of the PR) is an ancestor of HEAD;
-- ported: a patch equal (`git patch-id --stable`) to each port commit is among the fork's own commits (REF..HEAD);
+- ported: a patch equal (`git patch-id --stable`) to each port commit, or to upstream's own (the merge commit's or
+  a PR commit's), is among the fork's own commits (REF..HEAD);
+- ported, edited: a fork commit changes the files the change changes, most of them with the same edit (file
+  patch-ids), but its patch differs (a conflict resolved): the files edited otherwise are named;
 - partially ported: some are, the others are named as missing;
 - diverged: ported, but upstream commits after the port's base changed the same files (listed);
 - absent: nothing of it is in the fork (checked: merge commit not reached, no port patch found);
@@ -21,7 +24,9 @@ from typing import Any, Literal, get_args
 from ci import files
 from ci.errors import UsageError
 
-State = Literal["converged", "ported", "partially ported", "diverged", "absent", "unknown", "not imported"]
+State = Literal[
+    "converged", "ported", "ported, edited", "partially ported", "diverged", "absent", "unknown", "not imported"
+]
 STATES: tuple[str, ...] = get_args(State)
 SCHEMA = 1
 

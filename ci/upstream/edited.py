@@ -1,0 +1,59 @@
+"""A port whose patch was edited (a conflict resolved while cherry-picking) has another patch-id than its source, so
+patch-ids alone call it absent. File patch-ids (`Checkout.file_ids`) find it: the fork commit that changes the same
+files as the source, most of them with the same edit, is the port, edited; the files whose edit differs are named."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ci.upstream.checkout import Checkout
+
+MIN_OVERLAP = 0.5  # of the source's files, the fork commit must change at least this share
+
+
+@dataclass(frozen=True, kw_only=True)
+class Edited:
+    source: str  # what it was compared with: "merge commit 63ff748f657a", "port commit c8d5679daf49"
+    commit: str  # the fork commit carrying it
+    same: tuple[str, ...]  # files with the source's edit
+    differ: tuple[str, ...]  # files it changes otherwise than the source
+    dropped: tuple[str, ...]  # files of the source it leaves alone
+
+    def describe(self) -> str:
+        parts = [f"{len(self.same)} of {len(self.same) + len(self.differ) + len(self.dropped)} files as in it"]
+        if self.differ:
+            parts.append(f"edited: {', '.join(self.differ)}")
+        if self.dropped:
+            parts.append(f"left out: {', '.join(self.dropped)}")
+        return f"{self.commit[:12]} carries {self.source} with edits ({'; '.join(parts)})"
+
+
+def find(
+    co: Checkout, base: str, head: str, sources: Mapping[str, Mapping[str, str]], subjects: Mapping[str, str]
+) -> Edited | None:
+    """The fork commit (base..head) that best carries one of `sources` (label -> {path: file patch-id}) with edits,
+    or None. A candidate changes at least MIN_OVERLAP of the source's files and either makes the same edit to one of
+    them or has the source's subject (`subjects`: label -> subject)."""
+    files = sorted({p for ids in sources.values() for p in ids})
+    if not files:
+        return None
+    candidates = [t.commit for t in co.touching(base, head, files)]
+    theirs = co.file_ids(candidates)
+    titles = co.titles(*candidates, walk=False) if candidates else {}
+    best: tuple[tuple[int, int], Edited] | None = None
+    for label, ids in sources.items():
+        for commit in candidates:
+            mine = theirs.get(commit, {})
+            shared = [p for p in ids if p in mine]
+            if len(shared) < MIN_OVERLAP * len(ids):
+                continue
+            same = tuple(p for p in shared if mine[p] == ids[p])
+            if not same and titles.get(commit) != subjects.get(label):
+                continue
+            found = Edited(source=label, commit=commit, same=same, differ=tuple(p for p in shared if p not in same),
+                           dropped=tuple(p for p in ids if p not in mine))  # fmt: skip
+            score = (len(same), len(shared))
+            if best is None or score > best[0]:
+                best = (score, found)
+    return best[1] if best else None
