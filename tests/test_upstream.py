@@ -13,7 +13,7 @@ import pytest
 from git_repos import Repo, clone, copy_change, set_change
 
 from ci.cli import main
-from ci.errors import StackError, UsageError
+from ci.errors import UsageError
 from ci.stack import loader
 from ci.upstream import classify, record
 from ci.upstream.checkout import Checkout
@@ -295,16 +295,18 @@ def test_a_bare_clone_works(repo, stack_copy, tmp_path):
     assert state(snap, "48804").state == "ported" and snap.fork_commits == 2
 
 
-def test_an_unknown_commit_id_names_the_file_line_and_key(repo, stack_copy):
+def test_a_merge_commit_the_checkout_lacks_is_absent_and_the_fix_names_the_file_line(repo, stack_copy):
+    """Not in the checkout, so not in HEAD's history: judged by its patches (none here: absent). An upstream ref as new
+    as the merge that lacks it is a release line, or the id is wrong: the fix names both, with the file's line."""
     set_change(stack_copy, "48407", upstream={"merge_commit": "0123abcd4", "merged_on": "2023-01-01"})
-    with pytest.raises(StackError) as info:
-        survey(stack_copy, repo.path)
-    err = info.value
+    s = state(survey(stack_copy, repo.path), "48407")
     path = stack_copy / "changes" / "48407.yaml"
-    assert err.path == path and err.key == "upstream.merge_commit" and err.exit_code == 2
-    assert err.line == path.read_text().splitlines().index("  merge_commit: 0123abcd4") + 1
-    assert f"commit 0123abcd4 is not in {repo.path}" in err.message
-    assert err.hint.startswith(f"git -C {repo.path} fetch https://github.com/vllm-project/vllm.git main")
+    line = path.read_text().splitlines().index("  merge_commit: 0123abcd4") + 1
+    assert s.state == "absent" and "as 0123abcd4, which this checkout does not hold (nor upstream/main)" in s.detail
+    assert s.fix.startswith("upstream/main (") and "fetch https://github.com/vllm-project/vllm.git main" in s.fix
+    assert s.fix.endswith(f"else check upstream.merge_commit in {path}:{line}")
+    set_change(stack_copy, "48407", upstream={"merged_on": "2030-01-01"})  # after upstream/main's tip: nothing to fix
+    assert state(survey(stack_copy, repo.path), "48407").fix == ""
 
 
 def test_a_shallow_clone_missing_history_is_refused_with_the_fetch_that_fixes_it(repo, stack_copy, tmp_path):

@@ -10,7 +10,7 @@ with neither, the change is "unknown", never "absent".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ci.errors import UsageError
 from ci.stack.change import Change
@@ -19,7 +19,7 @@ from ci.upstream import edited, where
 from ci.upstream.checkout import Checkout
 from ci.upstream.edited import Edited
 from ci.upstream.judge import Found, judge, with_bases
-from ci.upstream.state import Snapshot, Upstreamed
+from ci.upstream.state import ChangeState, Snapshot, Upstreamed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,7 +42,6 @@ def survey(st: Stack, co: Checkout, upstream_ref: str | None = None) -> Snapshot
     base = _require_vllm(co, st, ref, tip)
     changes = list(st.changes.values())
     full = co.resolve(i for c in changes for i in _ids(c))
-    _require_upstream_commits(st, co, changes, full, co.date(tip))
     fork_ids = co.patch_ids(f"{tip}..{co.head}")
     in_fork: dict[str, str] = {}
     for commit, patch_id in fork_ids.items():
@@ -57,8 +56,10 @@ def survey(st: Stack, co: Checkout, upstream_ref: str | None = None) -> Snapshot
         facts.found[ch.id] = _found(facts, ch)
     touched = _divergence(facts, changes)
     candidates = _merge_candidates(co, tip, changes)
-    states = [judge(ref, co, _file(st, ch.id), ch, facts.found[ch.id], touched.get(ch.id, ()), candidates)
-              for ch in changes]  # fmt: skip
+    tip_date = co.date(tip)
+    states = [_missing_merge(st, co, ref, tip_date, ch, full,
+                             judge(ref, co, _file(st, ch.id), ch, facts.found[ch.id], touched.get(ch.id, ()),
+                                   candidates)) for ch in changes]  # fmt: skip
     by_id = {s.change: s for s in states}
     by_pr = {ch.upstream.pr: ch.id for ch in changes if ch.upstream}
     states = [with_bases(s, ch, by_pr, by_id) for s, ch in zip(states, changes, strict=True)]
@@ -180,23 +181,23 @@ def _sources(ch: Change) -> tuple[str, ...]:
     return ch.fork.commits or (ch.upstream.commits if ch.upstream else ())
 
 
-def _require_upstream_commits(
-    st: Stack, co: Checkout, changes: list[Change], full: dict[str, str | None], tip_date: str
-) -> None:
-    """A recorded merge commit must be in the checkout where its upstream ref is as new as the merge: without it
-    nothing can be said, and the fix is to fetch. An upstream ref older than the merge cannot hold it (the change
-    is then judged by its patches), and a PR's own commits live on its branch only: neither is an error."""
-    for ch in changes:
-        up = ch.upstream
-        if up is None or not up.merge_commit or full.get(up.merge_commit) is not None:
-            continue
-        if up.merged_on and tip_date < up.merged_on.isoformat():
-            continue
-        fix = f"git -C {co.path} fetch https://github.com/{up.repo}.git main (or correct the id)"
-        if co.shallow:
-            fix = f"the checkout is shallow: fetch its history, git -C {co.path} fetch --unshallow; or {fix}"
-        loc = ("upstream", "merge_commit")
-        raise where.change_source(st.root, ch.id).error(loc, f"commit {up.merge_commit} is not in {co.path}", hint=fix)
+def _missing_merge(
+    st: Stack, co: Checkout, ref: str, tip_date: str, ch: Change, full: dict[str, str | None], state: ChangeState
+) -> ChangeState:
+    """A recorded merge commit the checkout lacks is not in HEAD's history (the change is judged by its patches).
+    Where the upstream ref is as new as the merge, the ref is a release line, or the id is wrong: the fix says so."""
+    up = ch.upstream
+    if up is None or not up.merge_commit or full.get(up.merge_commit) is not None or state.fix:
+        return state
+    if up.merged_on and tip_date < up.merged_on.isoformat():
+        return state  # upstream here predates the merge: nothing to fix
+    src = where.change_source(st.root, ch.id)
+    line = src.lines.get(("upstream", "merge_commit"))
+    fetch = f"git -C {co.path} fetch https://github.com/{up.repo}.git main"
+    if co.shallow:
+        fetch = f"git -C {co.path} fetch --unshallow"
+    return replace(state, fix=f"{ref} ({tip_date}) is newer than the merge but does not hold {up.merge_commit}: if it "
+                   f"is upstream's main, fetch it ({fetch}); else check upstream.merge_commit in {src.path}:{line}")
 
 
 def _found(facts: Facts, ch: Change) -> Found:

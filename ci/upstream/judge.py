@@ -101,7 +101,7 @@ def judge(
                   "if it carries the port, name it in fork.commits" for c, f in found.same_subject]  # fmt: skip
     if up.state == "merged" and not up.merge_commit and "merge commit not recorded" not in detail:
         flags.append("merge commit not recorded")
-    if found.by_record and state != "converged":
+    if found.by_record and state != "converged" and not (found.by_upstream or found.edited):
         detail += f" (by recorded patch-id: {', '.join(found.by_record)})"
     if touched:
         files = sorted({f for u in touched for f in u.files})
@@ -149,9 +149,9 @@ def _nothing_to_compare(
 def _unmerged(ref: str, co: Checkout, up: Upstream) -> str:
     merge = up.merge_commit
     assert merge is not None
-    if co.commit(merge) is None:  # the upstream ref predates the merge (a missing merge is refused otherwise)
+    if co.commit(merge) is None:  # not in this checkout at all, so not in HEAD's history
         when = f" on {up.merged_on}" if up.merged_on else ""
-        return f"merged upstream{when} as {merge}, after {ref}: not in this history (fetch upstream)"
+        return f"merged upstream{when} as {merge}, which this checkout does not hold (nor {ref})"
     on_ref = co.is_ancestor(merge, co.commit(ref) or co.head)
     where = f"it is on {ref}: the next rebase brings it" if on_ref else f"nor of {ref}: fetch upstream"
     return f"merge commit {merge} is not an ancestor of HEAD ({where})"
