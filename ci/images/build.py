@@ -3,7 +3,7 @@
 A build plan is data computed from the target (platform, build args, labels, tags); `build` fetches the
 locked wheels on the host, stages them in the context, runs the docker CLI with BuildKit and
 `--network none`, and rewrites the result so one commit gives one image id (`ci.images.normalize`).
-Inspection, runs and commits go through the docker SDK (`ci.bake`, `ci.verify`), imported only by the
+Inspection, runs and commits go through the docker SDK (`ci.images.bake`, `ci.images.verify`), imported only by the
 verbs that need it so `python -m ci plan` stays fast.
 """
 

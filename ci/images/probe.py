@@ -1,4 +1,4 @@
-"""Runs INSIDE an image (`python -c <this file's text>`): reports what `ci.verify` checks, as JSON.
+"""Runs INSIDE an image (`python -c <this file's text>`): reports what `ci.images.verify` checks, as JSON.
 
 Standard library only: it must run in any of our images without importing ci/ or the image's harness.
 """

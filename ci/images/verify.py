@@ -5,7 +5,7 @@ bootstrapped base, the Debian lock it was made from: `stackgate.base_lock`); the
 interpreter start; every kernel of the target's lists baked for every triton target (entry present, binary
 for the right arch: `cuobjdump --list-elf` names sm_<cc>a, the hsaco names gfx<id>); for cuda images,
 every shared object with device code carries SASS for the target arch.
-The image is inspected with the docker SDK and probed by running `ci/probe.py` inside it.
+The image is inspected with the docker SDK and probed by running `ci/images/probe.py` inside it.
 """
 
 from __future__ import annotations

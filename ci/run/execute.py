@@ -113,7 +113,7 @@ def make_container_spec(
     tests: Sequence[str] = (),
     gpu_ids: Sequence[str] = (),
 ) -> container.ContainerSpec:
-    """Built from rows.json's data alone, so `ci.repro` makes the very same container from a results folder."""
+    """Built from rows.json's data alone, so `ci.run.repro` makes the very same container from a results folder."""
     mounts = [
         container.Mount(source=str(rows_json), target=container.ROWS, read_only=True),
         container.Mount(source=str(out), target=container.RESULTS, read_only=False),

@@ -196,8 +196,11 @@ def _missing_merge(
     fetch = f"git -C {co.path} fetch https://github.com/{up.repo}.git main"
     if co.shallow:
         fetch = f"git -C {co.path} fetch --unshallow"
-    return replace(state, fix=f"{ref} ({tip_date}) is newer than the merge but does not hold {up.merge_commit}: if it "
-                   f"is upstream's main, fetch it ({fetch}); else check upstream.merge_commit in {src.path}:{line}")
+    return replace(
+        state,
+        fix=f"{ref} ({tip_date}) is newer than the merge but does not hold {up.merge_commit}: if it "
+        f"is upstream's main, fetch it ({fetch}); else check upstream.merge_commit in {src.path}:{line}",
+    )
 
 
 def _found(facts: Facts, ch: Change) -> Found:
