@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci import options
+from ci import contract, options
 from ci.stack.model import Stack, Target
 from ci.stack.plan import Plan, Row
 
@@ -201,7 +201,7 @@ def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, sof
         # `ci run` itself runs the rows, from nox's venv: its exit status (1: a row failed) reaches the agent
         commands=("nox -s run --install-only", *get_image, " ".join([shlex.join(run), *_shell_words(image_args)])),
         artifact_paths=(
-            f"{out}/junit-{target.id}-{suite}-{shard}*.xml",
+            f"{out}/{contract.junit_glob(target.id, suite, shard)}",
             f"{out}/rows.json",
             f"{out}/not-run.json",
             f"{out}/logs/**/*",

@@ -7,17 +7,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ci import contract
 from ci.results.metrics import Metric, finite, metrics_of
 
 CaseStatus = Literal["pass", "failure", "error", "skipped"]
 # ok: read whole. The others name what is wrong with the file; all of them appear in the report.
 FileStatus = Literal["ok", "not found", "unreadable", "empty", "not XML", "truncated", "malformed XML", "not JUnit"]
 
-PREFIX = "stackgate."
-_METRIC = PREFIX + "metric."
-# A row id is <change>.<target>.<model>.<8 hex>; pytest puts it in the test name as the parameter id.
-_PARAM = re.compile(r"\[(.*)\]$")
-_ROW_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*\.[A-Za-z0-9_\-]+\.[A-Za-z0-9._\-]+\.[0-9a-f]{8}")
+PREFIX, _METRIC = contract.PREFIX, contract.METRIC
+_PARAM = re.compile(r"\[(.*)\]$")  # pytest puts a row's id in the test's name as the parameter id
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,10 +101,9 @@ def props_of(elem: Any) -> dict[str, str]:
 
 def scope_of(suite_name: str, props: dict[str, str], timestamp: str | None = None) -> Scope:
     target, suite = props.get(PREFIX + "target"), props.get(PREFIX + "suite")
-    if suite_name.startswith(PREFIX) and suite_name.count(".") >= 3:
-        # stackgate.<target>.<suite>.<shard>
-        head, named_suite, _shard = suite_name.rsplit(".", 2)
-        target, suite = target or head[len(PREFIX) :], suite or named_suite
+    named = contract.parse_suite_name(suite_name)  # stackgate.<target>.<suite>.<shard>
+    if named:
+        target, suite = target or named[0], suite or named[1]
     return Scope(target=target, suite=suite, stack_digest=props.get(PREFIX + "stack_digest", ""),
                  aot=props.get(PREFIX + "aot"), caches=props.get(PREFIX + "caches"),
                  timestamp=timestamp or "")  # fmt: skip
@@ -117,8 +114,8 @@ def row_from_name(name: str) -> str | None:
     m = _PARAM.search(name)
     if not m:
         return None
-    found = _ROW_ID.search(m.group(1))
-    return found.group(0) if found else None
+    found = contract.RowId.find(m.group(1))
+    return str(found) if found else None
 
 
 _RANK = {"pass": 0, "skipped": 1, "failure": 2, "error": 3}  # a testcase with several results shows the worst

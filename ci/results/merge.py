@@ -16,10 +16,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
+from ci.contract import NOT_RUN, change_of, junit_stem
 from ci.results import junit, reading
 from ci.results.junit import Case, FileRead
 from ci.results.metrics import Metric
-from ci.run.outcome import NOT_RUN  # written beside rows.json for rows a run did not reach: docs/boundary.md
 from ci.stack.plan import Plan, Row
 
 _NAMED_MS = re.compile(r"\((\d+(?:\.\d+)?) ms\)$")  # a named part's time: harness.profile.describe_first_calls
@@ -179,7 +179,7 @@ def merge(reads: Sequence[FileRead], plan: Plan, not_run: dict[str, str] | None 
             _result(
                 row_id,
                 None,
-                first.change or row_id.split(".", 1)[0],
+                first.change or change_of(row_id),
                 first.target or "?",
                 first.suite or "?",
                 cases,
@@ -192,7 +192,7 @@ def merge(reads: Sequence[FileRead], plan: Plan, not_run: dict[str, str] | None 
                 RowResult(
                     id=row_id,
                     planned=None,
-                    change=row_id.split(".", 1)[0],
+                    change=change_of(row_id),
                     target="?",
                     suite="?",
                     status="incomplete",
@@ -228,7 +228,7 @@ def _broken_scopes(reads: Sequence[FileRead], known: set[tuple[str, str]]) -> di
 
 def _harness_name(name: str, target: str, suite: str) -> bool:
     """The name `ci run` gives its JUnit file: junit-<target>-<suite>-<shard>.xml."""
-    head = f"junit-{target}-{suite}-"
+    head = junit_stem(target, suite, 0)[:-1]
     return name.startswith(head) and name.endswith(".xml") and name[len(head) : -len(".xml")].isdigit()
 
 

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ci import contract, options, revision, signals
 from ci import engine as container
-from ci import options, revision, signals
 from ci.errors import RunError, UsageError
 from ci.images import build as images
 from ci.run import caches, gpus, guard, host_aot
@@ -45,7 +45,7 @@ class RunSpec:
 
     @property
     def junit(self) -> Path:
-        return self.out / f"junit-{self.target.id}-{self.suite}-{self.shard}.xml"
+        return contract.ResultsDir(self.out, self.target.id, self.suite, self.shard).junit()
 
     @property
     def rows_json(self) -> Path:
@@ -282,7 +282,7 @@ def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: s
     def command(job: Any, ids: tuple[str, ...], path: Path) -> tuple[list[str], dict[str, str] | None, Path | None]:
         one = ("--stackgate-row", job.row.id)
         # each row its own JIT log: rows side by side would otherwise count each other's compiles as their own
-        jit_log = f"jit-events.{path.stem.rsplit('.', 1)[-1]}.jsonl"
+        jit_log = contract.ResultsDir(spec.out, spec.target.id, spec.suite, spec.shard).jit_log(job.row.id).name
         if host:
             visible = {"CUDA_VISIBLE_DEVICES": ",".join(ids)} if any(ids) else {}
             row_env = {**(env or {}), **visible, "STACKGATE_JIT_LOG": str(spec.out / jit_log)}

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from ci.contract import NOT_RUN
 from ci.errors import NOTHING_RAN, RunError
 from ci.stack.plan import Row
 
-NOT_RUN = "not-run.json"  # beside rows.json: the rows a run did not reach (docs/boundary.md)
 HARNESS_DONE = (0, 1)  # pytest's exits for "every item ran": all passed, some failed
 
 

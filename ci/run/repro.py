@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci import files
+from ci import contract, files
 from ci.errors import UsageError
 from ci.run import execute as run
 
 _TEST_MODULE = re.compile(r"^(test_.*|.*_test)$")  # pytest's default python_files
-ROW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$")  # no '/' and no '..': it names a folder
+ROW_ID = contract.SAFE_NAME  # no '/' and no '..': it names a folder
 
 
 @dataclass(frozen=True, kw_only=True)

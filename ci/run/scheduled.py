@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from ci import signals
+from ci import contract, signals
 from ci.errors import NOTHING_RAN, StackgateError
 from ci.run import guard
 from ci.run.outcome import NOT_RUN, record_not_run
@@ -41,7 +41,7 @@ class Running:
 
 
 def row_junit(out: Path, target: str, suite: str, shard: int, row_id: str) -> Path:
-    return out / f"junit-{target}-{suite}-{shard}.{row_id.rsplit('.', 1)[-1]}.xml"
+    return contract.ResultsDir(out, target, suite, shard).junit(row_id)
 
 
 _WORST = ("skipped", "pass", "failure", "error")  # a row of several testcases says its worst

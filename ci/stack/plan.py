@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 
+from ci import contract
 from ci.errors import StackError, UsageError
 from ci.stack.change import Change, Combo, Matrix
 from ci.stack.eligibility import (
@@ -229,7 +230,7 @@ def _row(change: Change, track: str, suite: str, target: str, model: Model, back
     identity.update({k: v for k, v in values.items() if ID_DEFAULTS.get(k, object()) != v})
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     return Row(
-        id=f"{change.id}.{target}.{model.id}.{digest}",
+        id=str(contract.RowId(change.id, target, model.id, digest)),
         change=change.id,
         track=track,
         suite=suite,

@@ -1,0 +1,16 @@
+"""The names the harness writes that the host side reads back: a row id's shape, the <testsuite> name, the property
+prefix. Standard library only; `ci/contract.py` is the host side's copy, and `tests/test_contract.py` holds the two
+equal (the suites never import `ci/`)."""
+
+from __future__ import annotations
+
+import re
+
+PREFIX = "stackgate."
+METRIC = PREFIX + "metric."
+_PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*"
+ROW_ID = re.compile(rf"({_PART})\.({_PART})\.([A-Za-z0-9._\-]+)\.([0-9a-f]{{8}})")
+
+
+def suite_name(target: str, suite: str, shard: int | str) -> str:
+    return f"{PREFIX}{target}.{suite}.{shard}"

@@ -1,0 +1,39 @@
+"""One contract per boundary: the host side (`ci/contract.py`) and the harness (`suites/harness/contract.py`) spell
+a row id, the <testsuite> name and the property prefix alike, and the plan makes ids the contract parses."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ci import contract
+from ci.stack import loader, plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "suites"))  # the harness, as the images import it
+from harness import contract as harness
+
+
+def test_both_sides_spell_the_same_names() -> None:
+    assert contract.ROW_ID.pattern == harness.ROW_ID.pattern
+    assert (contract.PREFIX, contract.METRIC) == (harness.PREFIX, harness.METRIC)
+    for args in (("cuda-sm121a", "sparse_mla", 0), ("cpu", "selftest", "3")):
+        assert contract.suite_name(*args) == harness.suite_name(*args)
+        assert contract.parse_suite_name(harness.suite_name(*args)) == tuple(map(str, args))
+
+
+def test_every_planned_row_id_is_a_row_id_of_the_contract() -> None:
+    for row in plan.build(loader.load()).rows:
+        parsed = contract.RowId.parse(row.id)
+        assert parsed is not None and str(parsed) == row.id
+        assert (parsed.change, parsed.target) == (row.change, row.target)
+        assert contract.RowId.find(f"test_x[{row.id}]") == parsed
+        assert contract.change_of(row.id) == row.change
+
+
+def test_one_results_layout() -> None:
+    d = contract.ResultsDir(Path("out"), "cpu", "selftest", 2)
+    assert d.junit() == Path("out/junit-cpu-selftest-2.xml")
+    assert d.junit("selftest.cpu.cpu-selftest.3578dc7d") == Path("out/junit-cpu-selftest-2.3578dc7d.xml")
+    assert d.jit_log("selftest.cpu.cpu-selftest.3578dc7d") == Path("out/jit-events.3578dc7d.jsonl")
+    assert Path(d.junit("selftest.cpu.cpu-selftest.3578dc7d")).match(contract.junit_glob("cpu", "selftest", 2))
+    assert (d.rows_json.name, d.not_run.name) == ("rows.json", "not-run.json")
