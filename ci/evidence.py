@@ -34,8 +34,10 @@ def argv_of(folder: Path) -> list[str]:
     doc = json.loads((folder / "report.json").read_text())
     argv = (doc.get("generator") or {}).get("argv")
     if not argv:
-        raise ValueError(f"{folder / 'report.json'}: generator.argv is missing: it predates recorded arguments; "
-                         "render it once with python -m ci report ... --out, from the repository root")  # fmt: skip
+        raise ValueError(
+            f"{folder / 'report.json'}: generator.argv is missing: it predates recorded arguments; "
+            "render it once with python -m ci report ... --out, from the repository root"
+        )
     return list(argv)
 
 

@@ -13,8 +13,13 @@ from pathlib import Path
 
 REPORT_JSON_MAX = 1 << 30  # a report.json: 10,000 rows make 15 MB (the baseline, the gate's input)
 
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}  # fmt: skip
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
 
 
 def read_regular(path: Path, limit: int) -> bytes:

@@ -100,8 +100,15 @@ def run_target(
             (folder / outcome.NOT_RUN).unlink(missing_ok=True)
         step(f"python -m ci run {target.id} {suite}" + (" --host" if use_host else ""))
         given = replace(schedule, deadline_s=left) if schedule is not None else None
-        spec = execute.RunSpec(target=target, suite=suite, rows=rows, out=folder.resolve(), suites_dir=None,
-                               timeout_s=timeout_s, schedule=given)  # fmt: skip
+        spec = execute.RunSpec(
+            target=target,
+            suite=suite,
+            rows=rows,
+            out=folder.resolve(),
+            suites_dir=None,
+            timeout_s=timeout_s,
+            schedule=given,
+        )
         try:
             worst = max(worst, execute.run_rows(st, spec, host=use_host))
         except scheduled.DeadlineReached as exc:
@@ -128,8 +135,19 @@ def main(args: argparse.Namespace) -> int:
     for target in targets:
         suites = sorted({r.suite for r in p.select(targets=[target.id], suites=args.suite).rows})
         print(f"target: {target.id} ({target.name}); suites: {', '.join(suites) or 'none'}", flush=True)
-        codes.append(run_target(st, target, suites, args.out, use_host=use_host, timeout_s=args.timeout, fork=fork,
-                                schedule=run_commands.schedule(args, target), deadline_at=deadline_at))  # fmt: skip
+        codes.append(
+            run_target(
+                st,
+                target,
+                suites,
+                args.out,
+                use_host=use_host,
+                timeout_s=args.timeout,
+                fork=fork,
+                schedule=run_commands.schedule(args, target),
+                deadline_at=deadline_at,
+            )
+        )
         folders += [args.out / f"{target.id}-{s}" for s in suites]
     from ci.report import write as report  # junitparser and lxml load only when a report is written
 
@@ -185,37 +203,60 @@ def bake(args: argparse.Namespace) -> int:
     start = time.monotonic()
     rows = commands.bake_rows(st, target.id, args)
     with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
-        doc = rows_json.document(st, target, "*", rows, image={"ref": "host", "digest": None},
-                                 git_revision=revision.git_revision(), timeout_s=options.DEFAULT_TIMEOUT_S)  # fmt: skip
+        doc = rows_json.document(
+            st,
+            target,
+            "*",
+            rows,
+            image={"ref": "host", "digest": None},
+            git_revision=revision.git_revision(),
+            timeout_s=options.DEFAULT_TIMEOUT_S,
+        )
         path = rows_json.write(Path(tmp) / "rows.json", doc)
-        spec = execute.RunSpec(target=target, suite="*", rows=rows, out=Path(tmp), suites_dir=None,
-                               timeout_s=options.DEFAULT_TIMEOUT_S)  # fmt: skip
+        spec = execute.RunSpec(
+            target=target, suite="*", rows=rows, out=Path(tmp), suites_dir=None, timeout_s=options.DEFAULT_TIMEOUT_S
+        )
         env = execute.host_env(spec)
         baked = host_aot.bake(target, env, execute.DEFAULT_SUITES)
         if args.aot_only and not baked:
             where = f"stack/targets.yaml [targets: {target.id}].kernel_lists"
-            raise StackgateError(f"the AOT bake of {target.id} wrote nothing: no artefact written",
-                                 hint=f"{where} names what to bake; the bake's error is above")  # fmt: skip
+            raise StackgateError(
+                f"the AOT bake of {target.id} wrote nothing: no artefact written",
+                hint=f"{where} names what to bake; the bake's error is above",
+            )
         env.update(baked)
         code = 0 if args.aot_only else caches.warm(target, path, env, execute.DEFAULT_SUITES)
     if code != 0:
-        raise StackgateError(f"the warm-up of {target.id} exited {code}: no artefact written",
-                             hint="see its output above")  # fmt: skip
+        raise StackgateError(
+            f"the warm-up of {target.id} exited {code}: no artefact written", hint="see its output above"
+        )
     artefact = caches.pack(target, args.out, "aot" if args.aot_only else "warm", env)
     print(f"artefact {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {time.monotonic() - start:.1f} s)")
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    m = options.verb(sub, "main", help="the whole flow (build, verify, run, report) for this host's target, "
-                     "or for --target", codes=(0, 1, 2, 3, 4, 5, 6, 9, 130, 143))  # fmt: skip
+    m = options.verb(
+        sub,
+        "main",
+        help="the whole flow (build, verify, run, report) for this host's target, or for --target",
+        codes=(0, 1, 2, 3, 4, 5, 6, 9, 130, 143),
+    )
     options.add_filters(m, "target", "suite")
-    m.add_argument("--out", type=Path, default=Path("out"),
-                   help="results (<target>-<suite>/) and the report (report/) (default: %(default)s)")  # fmt: skip
+    m.add_argument(
+        "--out",
+        type=Path,
+        default=Path("out"),
+        help="results (<target>-<suite>/) and the report (report/) (default: %(default)s)",
+    )
     m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
     m.add_argument("--fork", action="store_true", help="the images hold the fork under test (stack/fork.yaml)")
     m.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")
-    m.add_argument("--timeout", type=options.seconds, default=options.DEFAULT_TIMEOUT_S,
-                   help="seconds per test item (default: %(default)s)")  # fmt: skip
+    m.add_argument(
+        "--timeout",
+        type=options.seconds,
+        default=options.DEFAULT_TIMEOUT_S,
+        help="seconds per test item (default: %(default)s)",
+    )
     run_commands.add_schedule_options(m)
     m.set_defaults(func=main)

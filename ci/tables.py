@@ -7,8 +7,19 @@ from collections.abc import Sequence
 # "&" first: the entities the others make must not be escaped again. Function names must not turn italic;
 # failure text must not make links or images. Chained str.replace: a translate table with string values
 # walks the text in Python-object steps, and was most of the time of writing a large report.md.
-_MD_ESCAPES = (("&", "&amp;"), ("|", "\\|"), ("<", "&lt;"), (">", "&gt;"), ("\n", " "), ("\r", " "),
-               ("`", "\\`"), ("_", "\\_"), ("*", "\\*"), ("[", "\\["), ("]", "\\]"))  # fmt: skip
+_MD_ESCAPES = (
+    ("&", "&amp;"),
+    ("|", "\\|"),
+    ("<", "&lt;"),
+    (">", "&gt;"),
+    ("\n", " "),
+    ("\r", " "),
+    ("`", "\\`"),
+    ("_", "\\_"),
+    ("*", "\\*"),
+    ("[", "\\["),
+    ("]", "\\]"),
+)
 
 
 def md_cell(value: object) -> str:

@@ -87,7 +87,8 @@ def test_messy_inputs_give_a_full_report_that_shows_every_problem(tmp_path: Path
         for needle in ("truncated.xml", "empty.xml", "notxml.xml", "not run", dup.id, f"python -m ci repro {evil.id}"):
             assert needle in text, needle
     assert "<script" not in html and "&lt;script&gt;" in html
-    assert "vllm-project/vllm#46514: merged on 2026-08-19, first in vLLM 0.29.0 (as of" in md  # the release a positive control needs
+    # the release a positive control needs
+    assert "vllm-project/vllm#46514: merged on 2026-08-19, first in vLLM 0.29.0 (as of" in md
     assert "<script" not in md and "\\|" in md
     _assert_tables_intact(md)
     # every planned row of the target is listed in its status matrix

@@ -29,7 +29,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--run-repeats", type=int, default=5, help="repeats of each run-overhead figure (default: %(default)s)"
     )
     b.add_argument("--image", help="the cpu image for the docker figures (default: this checkout's, built if needed)")
-    b.add_argument("--only", choices=("upstream", "report"),
-                   help="only this benchmark: upstream (ci upstream on a 20,000-commit history), report (planning "
-                        "and the report beside lxml's parse)")  # fmt: skip
+    b.add_argument(
+        "--only",
+        choices=("upstream", "report"),
+        help="only this benchmark: upstream (ci upstream on a 20,000-commit history), report (planning "
+        "and the report beside lxml's parse)",
+    )
     b.set_defaults(func=cmd_bench)

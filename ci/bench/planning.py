@@ -31,8 +31,15 @@ def _times(fn: Callable[[], object], repeats: int) -> list[float]:
 def _row(name: str, samples: list[float], budget_s: float | None) -> list[object]:
     med = statistics.median(samples)
     verdict = "" if budget_s is None else ("ok" if med < budget_s else "OVER")
-    return [name, len(samples), f"{med * 1000:.1f}", f"{min(samples) * 1000:.1f}", f"{max(samples) * 1000:.1f}",
-            "" if budget_s is None else f"{budget_s * 1000:.0f}", verdict]  # fmt: skip
+    return [
+        name,
+        len(samples),
+        f"{med * 1000:.1f}",
+        f"{min(samples) * 1000:.1f}",
+        f"{max(samples) * 1000:.1f}",
+        "" if budget_s is None else f"{budget_s * 1000:.0f}",
+        verdict,
+    ]
 
 
 def make_junit(st: stack.Stack, folder: Path, files: int = REPORT_FILES, cases: int = REPORT_CASES) -> None:
@@ -70,8 +77,9 @@ print(time.perf_counter() - start, int(hwm.split()[1]) / 1024, file=sys.stderr)
 def _whole_command(argv: list[str]) -> tuple[float, float]:
     """Wall seconds of the whole process (interpreter start, imports, everything) and its peak RSS in MB."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _WHOLE, *argv], check=True, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _WHOLE, *argv], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     wall = time.perf_counter() - start
     peak_mb = float(done.stderr.strip().splitlines()[-1].split()[1])
     return wall, peak_mb
@@ -121,11 +129,29 @@ def _report_figures(stack_dir: Path, repeats: int) -> tuple[list[list[object]], 
             ratio = statistics.median(secs) / statistics.median(w for w, _ in parses)
             over = budgeted and ratio > REPORT_RATIO
             verdict = ("OVER" if over else "ok") if budgeted else ""
-            rows.append([f"  report / lxml parse, {label} (median over median)", repeats, f"{ratio:.2f}x", "", "",
-                         f"{REPORT_RATIO:g}x" if budgeted else "", verdict])  # fmt: skip
+            rows.append(
+                [
+                    f"  report / lxml parse, {label} (median over median)",
+                    repeats,
+                    f"{ratio:.2f}x",
+                    "",
+                    "",
+                    f"{REPORT_RATIO:g}x" if budgeted else "",
+                    verdict,
+                ]
+            )
             for who, mbs in (("report", peaks), ("lxml parse", [m for _, m in parses])):
-                rows.append([f"  peak RSS (MB), {who}, {label}", len(mbs), f"{statistics.median(mbs):.0f}",
-                             f"{min(mbs):.0f}", f"{max(mbs):.0f}", "", ""])  # fmt: skip
+                rows.append(
+                    [
+                        f"  peak RSS (MB), {who}, {label}",
+                        len(mbs),
+                        f"{statistics.median(mbs):.0f}",
+                        f"{min(mbs):.0f}",
+                        f"{max(mbs):.0f}",
+                        "",
+                        "",
+                    ]
+                )
             if budgeted:
                 ok = not over
     return rows, ok

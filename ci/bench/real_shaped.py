@@ -53,5 +53,6 @@ def make(st: Stack, folder: Path, files: int, cases: int, sources: list[Path] | 
             for key, value in (("target", target), ("suite", suite)):
                 etree.SubElement(props, "property", name=f"stackgate.{key}", value=value)
             ts.extend(items[i::n])
-            etree.ElementTree(root).write(str(folder / f"junit-{target}-{suite}-{i}.xml"), encoding="utf-8",
-                                          xml_declaration=True)  # fmt: skip
+            etree.ElementTree(root).write(
+                str(folder / f"junit-{target}-{suite}-{i}.xml"), encoding="utf-8", xml_declaration=True
+            )

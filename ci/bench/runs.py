@@ -78,8 +78,14 @@ def main(stack_dir: Path, repeats: int, image: str | None) -> int:
         for label, ref in modes:
 
             def spec(chosen: tuple[Row, ...]) -> execute.RunSpec:
-                return execute.RunSpec(target=cpu, suite="selftest", rows=chosen, out=Path(tmp) / "out",
-                                       suites_dir=tree, timeout_s=options.DEFAULT_TIMEOUT_S)  # fmt: skip
+                return execute.RunSpec(
+                    target=cpu,
+                    suite="selftest",
+                    rows=chosen,
+                    out=Path(tmp) / "out",
+                    suites_dir=tree,
+                    timeout_s=options.DEFAULT_TIMEOUT_S,
+                )
 
             all_rows = [_once(st, spec(rows), ref) for _ in range(repeats)]
             single = [_once(st, spec(rows[:1]), ref) for _ in range(repeats)]

@@ -38,8 +38,15 @@ class FakeCase:
 
 def metric(name: str, value: float, unit: str, phase: Phase, samples: Sequence[float] = ()) -> Metric:
     samples = tuple(samples) or (value,)
-    return Metric(name=name, value=value, unit=unit, phase=phase, repeats=len(samples),
-                  spread=max(samples) - min(samples), samples=samples)  # fmt: skip
+    return Metric(
+        name=name,
+        value=value,
+        unit=unit,
+        phase=phase,
+        repeats=len(samples),
+        spread=max(samples) - min(samples),
+        samples=samples,
+    )
 
 
 def passing_metrics(change: Change) -> tuple[Metric, ...]:
@@ -72,8 +79,14 @@ def _unit(name: str) -> str:
 
 def for_row(row: Row, change: Change, **kw: object) -> FakeCase:
     module = test_module(change.acceptance.regression.tests[0])
-    base = FakeCase(row=row.id, change=row.change, target=row.target, suite=row.suite, classname=module,
-                    metrics=passing_metrics(change))  # fmt: skip
+    base = FakeCase(
+        row=row.id,
+        change=row.change,
+        target=row.target,
+        suite=row.suite,
+        classname=module,
+        metrics=passing_metrics(change),
+    )
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
@@ -87,18 +100,31 @@ def without_metric(case: FakeCase, name: str) -> FakeCase:
 
 def write(path: Path, target: str, suite: str, cases: Sequence[FakeCase], shard: int = 0, caches: str = "") -> Path:
     ts = xunit2.TestSuite(f"stackgate.{target}.{suite}.{shard}")
-    for key, value in (("target", target), ("suite", suite), ("image_digest", "sha256:" + "0" * 64),
-                       ("git_revision", "0" * 40), ("host", "synthetic")):  # fmt: skip
+    for key, value in (
+        ("target", target),
+        ("suite", suite),
+        ("image_digest", "sha256:" + "0" * 64),
+        ("git_revision", "0" * 40),
+        ("host", "synthetic"),
+    ):
         ts.add_property(f"stackgate.{key}", value)
     if caches:
         ts.add_property("stackgate.caches", caches)
     for c in cases:
         tc = xunit2.TestCase(name=f"{c.test}[{c.row}]" if c.row else c.test, classname=c.classname, time=1.0)
         if c.row:
-            for key, value in (("row", c.row), ("change", c.change), ("target", c.target), ("suite", c.suite),
-                               ("image_digest", "sha256:" + "0" * 64), ("git_revision", "0" * 40),
-                               ("jit.compiles", str(c.jit_compiles)), ("jit.kernels", ",".join(c.jit_kernels)),
-                               ("jit.cache_new_files", "0"), ("aot", c.aot)):  # fmt: skip
+            for key, value in (
+                ("row", c.row),
+                ("change", c.change),
+                ("target", c.target),
+                ("suite", c.suite),
+                ("image_digest", "sha256:" + "0" * 64),
+                ("git_revision", "0" * 40),
+                ("jit.compiles", str(c.jit_compiles)),
+                ("jit.kernels", ",".join(c.jit_kernels)),
+                ("jit.cache_new_files", "0"),
+                ("aot", c.aot),
+            ):
                 tc.add_property(f"stackgate.{key}", value)
             if c.vllm_version:
                 tc.add_property("stackgate.vllm_version", c.vllm_version)

@@ -79,8 +79,11 @@ def build(root: Path, own_only: bool = False, commits: int = COMMITS, fork_own: 
     h.parts.append(b"done\n")
     subprocess.run(["git", "init", "-q", "-b", "fork", str(root)], check=True)
     marks_file = root / ".git" / "marks"
-    subprocess.run(["git", "-C", str(root), "fast-import", "--quiet", "--done", f"--export-marks={marks_file}"],
-                   input=b"".join(h.parts), check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "-C", str(root), "fast-import", "--quiet", "--done", f"--export-marks={marks_file}"],
+        input=b"".join(h.parts),
+        check=True,
+    )
     subprocess.run(["git", "-C", str(root), "reset", "-q", "--hard", "fork"], check=True)
     ids = dict(line.split() for line in marks_file.read_text().splitlines())
     return {name: ids[f":{m}"] for name, m in marks.items()}
@@ -113,16 +116,21 @@ def stack_for(src: Path, dest: Path, ids: dict[str, str]) -> None:
         },
         {"kind": "port", "commits": [ids["half"][:9], ids["gone"][:9]]},
     )
-    edit("46849", {"commits": [ids["pr46849"][:9]], "merge_commit": None, "patch_id": None, "file_ids": {}},
-         {"kind": "pending", "commits": []})  # fmt: skip
+    edit(
+        "46849",
+        {"commits": [ids["pr46849"][:9]], "merge_commit": None, "patch_id": None, "file_ids": {}},
+        {"kind": "pending", "commits": []},
+    )
 
 
 def main(stack_dir: Path, repeats: int) -> int:
     table: list[list[object]] = []
     ok = True
     with tempfile.TemporaryDirectory(prefix="stackgate-bench-upstream-") as tmp:
-        for label, own_only in (("fork 2,000 own commits over upstream/main", False),
-                                ("all 20,000 commits in upstream/main..HEAD", True)):  # fmt: skip
+        for label, own_only in (
+            ("fork 2,000 own commits over upstream/main", False),
+            ("all 20,000 commits in upstream/main..HEAD", True),
+        ):
             root = Path(tmp) / ("own" if own_only else "fork")
             start = time.perf_counter()
             ids = build(root, own_only)
@@ -137,8 +145,19 @@ def main(stack_dir: Path, repeats: int) -> int:
                 start = time.perf_counter()
                 classify.survey(st, co, "upstream/main")
                 samples.append(time.perf_counter() - start)
-            cmd = [sys.executable, "-m", "ci", "--stack", str(stack), "upstream", "--fork", str(root), "--format=json",
-                   "--upstream-ref", "upstream/main"]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "ci",
+                "--stack",
+                str(stack),
+                "upstream",
+                "--fork",
+                str(root),
+                "--format=json",
+                "--upstream-ref",
+                "upstream/main",
+            ]
             whole = []
             for _ in range(max(1, repeats // 2)):
                 start = time.perf_counter()
@@ -149,8 +168,17 @@ def main(stack_dir: Path, repeats: int) -> int:
             for what, xs in ((f"classify, in process: {label}", samples), (f"python -m ci upstream: {label}", whole)):
                 med = statistics.median(xs)
                 ok &= med < BUDGET_S
-                table.append([what, len(xs), f"{med:.2f}", f"{min(xs):.2f}", f"{max(xs):.2f}", f"{BUDGET_S:.0f}",
-                              "ok" if med < BUDGET_S else "OVER"])  # fmt: skip
+                table.append(
+                    [
+                        what,
+                        len(xs),
+                        f"{med:.2f}",
+                        f"{min(xs):.2f}",
+                        f"{max(xs):.2f}",
+                        f"{BUDGET_S:.0f}",
+                        "ok" if med < BUDGET_S else "OVER",
+                    ]
+                )
     print(f"\nci upstream on a history of {COMMITS:,} commits (seconds; medians over repeats)")
     sys.stdout.write(tables.text(("what", "n", "median s", "min s", "max s", "budget s", ""), table))
     return 0 if ok else 1

@@ -29,8 +29,9 @@ def _plain(flag: str, value: object) -> None:
     text = str(value)
     bad = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
     if bad is not None:
-        raise UsageError(f"{flag} {text!r} holds the control character {bad!r}",
-                         hint="name the path without control characters")  # fmt: skip
+        raise UsageError(
+            f"{flag} {text!r} holds the control character {bad!r}", hint="name the path without control characters"
+        )
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:
@@ -42,12 +43,20 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     p = plan.build(st)
     chosen = p.select(targets=args.target, suites=args.suite, changes=args.change).rows
     if not chosen:
-        raise UsageError("no planned row matches these filters: the pipeline would run nothing",
-                         hint="python -m ci plan with the same --target/--suite/--change lists the rows")  # fmt: skip
+        raise UsageError(
+            "no planned row matches these filters: the pipeline would run nothing",
+            hint="python -m ci plan with the same --target/--suite/--change lists the rows",
+        )
     in_images = any(st.targets[r.target].runs_on == "image" for r in chosen)  # host targets need no registry
-    opts = steps.Options(targets=tuple(args.target), suites=tuple(args.suite), changes=tuple(args.change),
-                         shard_size=args.shard_size, baseline=args.baseline, stack=given_stack,
-                         registry=_registry(args) if in_images else None)  # fmt: skip
+    opts = steps.Options(
+        targets=tuple(args.target),
+        suites=tuple(args.suite),
+        changes=tuple(args.change),
+        shard_size=args.shard_size,
+        baseline=args.baseline,
+        stack=given_stack,
+        registry=_registry(args) if in_images else None,
+    )
     queue = next(t.queue for t in st.targets.values() if t.detect.fallback)
     sys.stdout.write(render.render(steps.steps(st, p, opts), opts, args.part, queue))
     return 0
@@ -73,19 +82,37 @@ def _registry(args: argparse.Namespace) -> str | None:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = options.verb(sub, "pipeline", help="print the Buildkite pipeline (YAML) made from the plan: builds on each "
-                     "target's queue, sharded runs, the report and the gate", codes=(0, 2))  # fmt: skip
+    p = options.verb(
+        sub,
+        "pipeline",
+        help="print the Buildkite pipeline (YAML) made from the plan: builds on each "
+        "target's queue, sharded runs, the report and the gate",
+        codes=(0, 2),
+    )
     options.add_filters(p, "target", "suite", "change")
-    p.add_argument("--shard-size", type=positive, default=steps.Options.shard_size, metavar="ROWS",
-                   help="rows per run step (default: %(default)s)")  # fmt: skip
-    p.add_argument("--baseline", metavar="REPORT_JSON",
-                   help="a previous report.json on the report step's agent, to judge regressions against")  # fmt: skip
-    p.add_argument("--part", type=positive, default=1,
-                   help="which upload of a pipeline over 500 jobs (each part's last step uploads the next; "
-                   "default: %(default)s)")  # fmt: skip
-    p.add_argument("--registry", metavar="HOST[:PORT]/PATH",
-                   help="where the build steps push each image and the run steps pull it by digest "
-                   "(default: $STACKGATE_REGISTRY)")  # fmt: skip
+    p.add_argument(
+        "--shard-size",
+        type=positive,
+        default=steps.Options.shard_size,
+        metavar="ROWS",
+        help="rows per run step (default: %(default)s)",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="REPORT_JSON",
+        help="a previous report.json on the report step's agent, to judge regressions against",
+    )
+    p.add_argument(
+        "--part",
+        type=positive,
+        default=1,
+        help="which upload of a pipeline over 500 jobs (each part's last step uploads the next; default: %(default)s)",
+    )
+    p.add_argument(
+        "--registry",
+        metavar="HOST[:PORT]/PATH",
+        help="where the build steps push each image and the run steps pull it by digest (default: $STACKGATE_REGISTRY)",
+    )
     p.add_argument(
         "--one-agent",
         action="store_true",

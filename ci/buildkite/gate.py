@@ -37,24 +37,33 @@ def read(report: Path) -> tuple[tuple[ChangeState, ...], str | None]:
             f"{report} not found", hint="python -m ci report RESULTS --out DIR writes DIR/report.json"
         ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
-                         hint="point it at the report.json of a report folder") from None  # fmt: skip
+        raise UsageError(
+            f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
+            hint="point it at the report.json of a report folder",
+        ) from None
     if not isinstance(changes, list):
-        raise UsageError(f"{report}: changes is a {type(changes).__name__}, not a list",
-                         hint="point it at the report.json of a report folder")  # fmt: skip
+        raise UsageError(
+            f"{report}: changes is a {type(changes).__name__}, not a list",
+            hint="point it at the report.json of a report folder",
+        )
     out = []
     for i, c in enumerate(changes):
         if not isinstance(c, dict):
-            raise UsageError(f"{report}: changes[{i}] is a {type(c).__name__}, not an object",
-                             hint="point it at the report.json of a report folder")  # fmt: skip
+            raise UsageError(
+                f"{report}: changes[{i}] is a {type(c).__name__}, not an object",
+                hint="point it at the report.json of a report folder",
+            )
         missing = [k for k in ("id", "ready", "gating", "verdict") if k not in c]
         if missing:
             raise UsageError(
                 f"{report}: changes[{i}] has no {', '.join(missing)}",
                 hint="write the report again with this version: python -m ci report RESULTS --out DIR",
             )
-        out.append(ChangeState(id=str(c["id"]), ready=c["ready"] is True, gating=c["gating"] is True,
-                               verdict=str(c["verdict"])))  # fmt: skip
+        out.append(
+            ChangeState(
+                id=str(c["id"]), ready=c["ready"] is True, gating=c["gating"] is True, verdict=str(c["verdict"])
+            )
+        )
     stack = doc.get("stack")
     return tuple(out), str(stack["digest"]) if isinstance(stack, dict) and stack.get("digest") else None
 
@@ -73,8 +82,11 @@ def unjudged(report: Path, changes: tuple[ChangeState, ...], digest: str | None,
 
     st = loader.load(stack_dir)
     judged = {c.id for c in changes}
-    out = [f"change {cid} is gating in {st.root} and {report} holds no verdict for it"
-           for cid, ch in sorted(st.changes.items()) if ch.gating and cid not in judged]  # fmt: skip
+    out = [
+        f"change {cid} is gating in {st.root} and {report} holds no verdict for it"
+        for cid, ch in sorted(st.changes.items())
+        if ch.gating and cid not in judged
+    ]
     if out and digest and digest != st.digest:
         out.append(f"{report} was made with another stack ({digest[:19]}…, this one is {st.digest[:19]}…)")
     return out
@@ -95,8 +107,10 @@ def main(args: argparse.Namespace) -> int:
         print(f"no change in {args.report} is marked gating (gating: true in stack/changes/<id>.yaml): gate open")
     closed = [c.id for c in gating if not c.ready]
     if missing:
-        print(f"gate closed: {len(missing)} gating change(s) without a verdict in {args.report}: report them "
-              "(python -m ci report RESULTS --out DIR, without a --change filter leaving them out)")  # fmt: skip
+        print(
+            f"gate closed: {len(missing)} gating change(s) without a verdict in {args.report}: report them "
+            "(python -m ci report RESULTS --out DIR, without a --change filter leaving them out)"
+        )
         return GATE_CLOSED
     if closed:
         print(f"gate closed: {len(closed)} gating change(s) not ready: {', '.join(closed)}")
@@ -105,10 +119,17 @@ def main(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = options.verb(sub, "gate", help="fail when a change the stack marks as gating is not ready, reading a "
-                     "report.json's verdicts", codes=(0, 2, GATE_CLOSED))  # fmt: skip
+    p = options.verb(
+        sub,
+        "gate",
+        help="fail when a change the stack marks as gating is not ready, reading a report.json's verdicts",
+        codes=(0, 2, GATE_CLOSED),
+    )
     p.add_argument("report", type=Path, metavar="REPORT_JSON", help="the report.json of `python -m ci report`")
-    p.add_argument("--style", action="store_true",
-                   help="print the annotation style the verdicts call for (error: a gating change is not ready; "
-                   "success: every change is; warning: otherwise) and exit 0")  # fmt: skip
+    p.add_argument(
+        "--style",
+        action="store_true",
+        help="print the annotation style the verdicts call for (error: a gating change is not ready; "
+        "success: every change is; warning: otherwise) and exit 0",
+    )
     p.set_defaults(func=main)

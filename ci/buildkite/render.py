@@ -46,8 +46,12 @@ def parts(steps: Sequence[Step | Wait], max_jobs: int = MAX_JOBS) -> list[list[S
 
 def uploader(opts: Options, part: int, total: int, queue: str) -> Step:
     args = ["pipeline", *opts.argv(), "--part", str(part)]
-    return Step(key=key("pipeline-part", part), label=f":pipeline: upload part {part} of {total}", queue=queue,
-                commands=(f"set -o pipefail && {nox(*args)} | buildkite-agent pipeline upload",))  # fmt: skip
+    return Step(
+        key=key("pipeline-part", part),
+        label=f":pipeline: upload part {part} of {total}",
+        queue=queue,
+        commands=(f"set -o pipefail && {nox(*args)} | buildkite-agent pipeline upload",),
+    )
 
 
 def render(steps: Sequence[Step | Wait], opts: Options, part: int, queue: str, *, max_jobs: int = MAX_JOBS) -> str:

@@ -9,101 +9,32 @@ is a result, and a retry would hide it.
 
 from __future__ import annotations
 
-import copy
 import math
-import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from ci import contract, options
+
+# the parts, here too: ci.buildkite.render and the tests name them through this module
+from ci.buildkite.step import (  # noqa: F401
+    AGENT_LOST,
+    BUILD_MIN,
+    GATE_MIN,
+    REPORT,
+    REPORT_MIN,
+    RESULTS,
+    RUN_SETUP_MIN,
+    TOOLS,
+    VENV_PYTHON,
+    Options,
+    Step,
+    Wait,
+    ci,
+    key,
+    nox,
+)
 from ci.stack.model import Stack, Target
 from ci.stack.plan import Plan, Row
-
-TOOLS = "source .buildkite/tools.sh"  # the pinned nox and uv on PATH (.buildkite/tools.txt, hashed)
-BUILD_MIN, REPORT_MIN, GATE_MIN = 180, 20, 10  # minutes: an image of 8+ GB built, verified and baked; the report
-RUN_SETUP_MIN = 30  # a run step's own work beside its rows: the image (a no-op where current) and nox's venv
-RESULTS, REPORT = "results", "report"
-VENV_PYTHON = ".nox/run/bin/python"  # nox's venv of the `run` session: nox itself reports every failure as 1
-AGENT_LOST = {"automatic": [{"exit_status": -1, "limit": 2}]}  # the agent vanished mid-job: never a test's exit
-_KEY = re.compile(r"[^A-Za-z0-9_\-:]")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Options:
-    """What `python -m ci pipeline` was asked for; the later uploads repeat it."""
-
-    targets: tuple[str, ...] = ()
-    suites: tuple[str, ...] = ()
-    changes: tuple[str, ...] = ()
-    shard_size: int = 16  # rows per run step
-    baseline: str | None = None  # a report.json on the report's agent to judge regressions against
-    stack: Path | None = None  # another stack directory (relative to the checkout)
-    registry: str | None = None  # where the build steps push each image and the run steps pull it by digest
-
-    def filters(self) -> list[str]:
-        out: list[str] = []
-        for flag, values in (("--target", self.targets), ("--suite", self.suites), ("--change", self.changes)):
-            out += [flag, ",".join(values)] if values else []
-        return out
-
-    def stack_args(self) -> list[str]:
-        return ["--stack", str(self.stack)] if self.stack else []
-
-    def argv(self) -> list[str]:
-        """These options as `python -m ci pipeline` arguments."""
-        out = [*self.stack_args(), *self.filters(), "--shard-size", str(self.shard_size)]
-        out += ["--registry", self.registry] if self.registry else ["--one-agent"]
-        return out + (["--baseline", self.baseline] if self.baseline else [])
-
-
-@dataclass(frozen=True, kw_only=True)
-class Step:
-    """One command step, one job."""
-
-    key: str
-    label: str
-    queue: str
-    commands: tuple[str, ...]
-    depends_on: tuple[str, ...] = ()
-    artifact_paths: tuple[str, ...] = ()
-    soft_fail: str = ""  # why this step's test failures (exit 1) do not fail the build; "" where they do
-    timeout_min: int = 30  # a hung job holds an agent until Buildkite stops it
-    tags: tuple[tuple[str, str], ...] = ()  # agent tags beyond the queue: the GPUs the job's rows need
-
-    def to_yaml(self) -> dict[str, Any]:
-        agents = {"queue": self.queue, **dict(self.tags)}
-        out: dict[str, Any] = {"key": self.key, "label": self.label, "agents": agents}
-        if self.depends_on:
-            out["depends_on"] = list(self.depends_on)
-        out["commands"] = [TOOLS, *self.commands]
-        if self.artifact_paths:
-            out["artifact_paths"] = list(self.artifact_paths)
-        if self.soft_fail:
-            out["soft_fail"] = [{"exit_status": 1}]
-        out["timeout_in_minutes"] = self.timeout_min
-        out["retry"] = copy.deepcopy(AGENT_LOST)
-        return out
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Waits for every step above it; with continue_on_failure, runs what follows even when they failed."""
-
-    continue_on_failure: bool = True
-
-    def to_yaml(self) -> dict[str, Any]:
-        return {"wait": None, "continue_on_failure": self.continue_on_failure}
-
-
-def key(*parts: object) -> str:
-    return _KEY.sub("-", "-".join(str(p) for p in parts))[:100]
-
-
-def nox(session: str, *args: str) -> str:
-    return shlex.join(["nox", "-s", session, *(["--", *args] if args else [])])
 
 
 def shards(rows: Sequence[Row], size: int) -> list[tuple[Row, ...]]:
@@ -141,8 +72,14 @@ def host_bake_step(target: Target, opts: Options) -> Step:
         f'buildkite-agent meta-data set {caches_key(target)} "{name}"',
     )
     label = f":package: bake {target.id} (host)"
-    return Step(key=key("build", target.id), label=label, queue=target.queue, commands=commands,
-                artifact_paths=(pattern,), timeout_min=BUILD_MIN)  # fmt: skip
+    return Step(
+        key=key("build", target.id),
+        label=label,
+        queue=target.queue,
+        commands=commands,
+        artifact_paths=(pattern,),
+        timeout_min=BUILD_MIN,
+    )
 
 
 def build_step(target: Target, opts: Options) -> Step:
@@ -154,12 +91,20 @@ def build_step(target: Target, opts: Options) -> Step:
     recorded: tuple[str, ...] = ()
     if opts.registry:
         ref_file = f"{image_key(target)}.ref"
-        commands += ["nox -s run --install-only",
-                     ci("push", *opts.stack_args(), target.id, "--registry", opts.registry, "--digest-file", ref_file),
-                     f'buildkite-agent meta-data set {image_key(target)} "$(cat {ref_file})"']  # fmt: skip
+        commands += [
+            "nox -s run --install-only",
+            ci("push", *opts.stack_args(), target.id, "--registry", opts.registry, "--digest-file", ref_file),
+            f'buildkite-agent meta-data set {image_key(target)} "$(cat {ref_file})"',
+        ]
         recorded = (ref_file,)
-    return Step(key=key("build", target.id), label=f":docker: build {target.id}", queue=target.queue,
-                commands=tuple(commands), artifact_paths=recorded, timeout_min=BUILD_MIN)  # fmt: skip
+    return Step(
+        key=key("build", target.id),
+        label=f":docker: build {target.id}",
+        queue=target.queue,
+        commands=tuple(commands),
+        artifact_paths=recorded,
+        timeout_min=BUILD_MIN,
+    )
 
 
 def image_commands(target: Target, opts: Options) -> tuple[tuple[str, ...], list[str]]:
@@ -169,15 +114,22 @@ def image_commands(target: Target, opts: Options) -> tuple[tuple[str, ...], list
     this agent's engine holds the current image."""
     if target.runs_on == "host":  # the artefact the bake step recorded; a key that differs is refused, naming it
         k = caches_key(target)
-        get = (f'artefact="$(buildkite-agent meta-data get {k})" || {{ echo "the bake step recorded no artefact for '
-               f'{target.id} (meta-data {k}): see its log"; exit 4; }}')  # fmt: skip
+        get = (
+            f'artefact="$(buildkite-agent meta-data get {k})" || {{ echo "the bake step recorded no artefact for '
+            f'{target.id} (meta-data {k}): see its log"; exit 4; }}'
+        )
         return (get, f'buildkite-agent artifact download "{CACHES}/$artefact" .'), [
-            "--host", "--caches", f"{CACHES}/$artefact"]  # fmt: skip
+            "--host",
+            "--caches",
+            f"{CACHES}/$artefact",
+        ]
     if not opts.registry:
         return (nox("build", *opts.stack_args(), target.id),), []
     k = image_key(target)
-    get = (f'ref="$(buildkite-agent meta-data get {k})" || {{ echo "the build step recorded no image for '
-           f'{target.id} (meta-data {k}): see its log"; exit 4; }}')  # fmt: skip
+    get = (
+        f'ref="$(buildkite-agent meta-data get {k})" || {{ echo "the build step recorded no image for '
+        f'{target.id} (meta-data {k}): see its log"; exit 4; }}'
+    )
     return (get, f'{VENV_PYTHON} -m ci pull "$ref"'), ["--image", "$ref"]
 
 
@@ -191,8 +143,21 @@ def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, sof
     out = f"{RESULTS}/{target.id}-{suite}-{shard}"
     gpus = max((r.gpus for r in rows), default=1)
     get_image, image_args = image_commands(target, opts)
-    run = [VENV_PYTHON, "-m", "ci", "run", *opts.stack_args(), target.id, suite, "--shard", str(shard),
-           "--rows", ",".join(r.id for r in rows), "--out", out]  # fmt: skip
+    run = [
+        VENV_PYTHON,
+        "-m",
+        "ci",
+        "run",
+        *opts.stack_args(),
+        target.id,
+        suite,
+        "--shard",
+        str(shard),
+        "--rows",
+        ",".join(r.id for r in rows),
+        "--out",
+        out,
+    ]
     return Step(
         key=key("run", target.id, suite, shard),
         label=f":pytest: {target.id} {suite} #{shard} ({len(rows)} rows)",
@@ -231,11 +196,6 @@ def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options) 
     return [run_step(target, suite, n, g, soft_fail=why, opts=opts) for n, (g, why) in enumerate(groups)]
 
 
-def ci(*args: str) -> str:
-    """`python -m ci ...` from nox's venv: nox turns every failure into 1, and the agent must see 5, 7 and 8."""
-    return shlex.join([VENV_PYTHON, "-m", "ci", *args])
-
-
 def report_step(opts: Options, queue: str) -> Step:
     report = ["report", *opts.stack_args(), RESULTS, "--out", REPORT, *opts.filters()]
     report += ["--baseline", opts.baseline] if opts.baseline else []
@@ -262,10 +222,18 @@ def report_step(opts: Options, queue: str) -> Step:
 
 def gate_step(opts: Options, queue: str) -> Step:
     json_path = f"{REPORT}/report.json"
-    return Step(key="gate", label=":vertical_traffic_light: gate: gating changes ready", queue=queue,
-                depends_on=("report",), timeout_min=GATE_MIN,
-                commands=(f"buildkite-agent artifact download {json_path} .", "nox -s run --install-only",
-                          ci("gate", *opts.stack_args(), json_path)))  # fmt: skip
+    return Step(
+        key="gate",
+        label=":vertical_traffic_light: gate: gating changes ready",
+        queue=queue,
+        depends_on=("report",),
+        timeout_min=GATE_MIN,
+        commands=(
+            f"buildkite-agent artifact download {json_path} .",
+            "nox -s run --install-only",
+            ci("gate", *opts.stack_args(), json_path),
+        ),
+    )
 
 
 def steps(st: Stack, plan: Plan, opts: Options) -> list[Step | Wait]:

@@ -55,9 +55,13 @@ def bake(
     # the warm-up's processes, not to the container's config: a commit would keep them in the image's env
     switches = ["env", *(f"{k}={v}" for k, v in container.GPU_ENV.items())]
     container = client.containers.create(
-        img.id, [*switches, *argv], network_disabled=True, tmpfs=_TMPFS, volumes=volumes,
+        img.id,
+        [*switches, *argv],
+        network_disabled=True,
+        tmpfs=_TMPFS,
+        volumes=volumes,
         **container.target_devices(target),
-    )  # fmt: skip
+    )
     try:
         container.start()
         code = container.wait()["StatusCode"]

@@ -64,10 +64,15 @@ def config(target: Target, lock: debs.DebLock, diff_id: str) -> bytes:
         "os": os_,
         "created": created,
         "config": {"Env": [_PATH], "Cmd": ["bash"], "WorkingDir": "/", "Labels": {BASE_LOCK: lock.digest}},
-        "history": [{"created": created, "created_by": f"mmdebstrap --variant=custom --include=<the "
-                     f"{len(lock.packages)} packages of {lock.path.name}> (SOURCE_DATE_EPOCH={lock.epoch})"}],
+        "history": [
+            {
+                "created": created,
+                "created_by": f"mmdebstrap --variant=custom --include=<the "
+                f"{len(lock.packages)} packages of {lock.path.name}> (SOURCE_DATE_EPOCH={lock.epoch})",
+            }
+        ],
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-    }  # fmt: skip
+    }
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
 
 

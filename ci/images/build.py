@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
-import platform
 import re
 import subprocess
 import sys
@@ -25,6 +24,9 @@ from pathlib import Path
 from ci import engine, options, revision
 from ci.errors import BuildError, NotHere
 from ci.images import bootstrap, fork_layer, normalize, wheels
+
+# what other modules and tests name through this one
+from ci.images.buildable import BINFMT, check_buildable, ensure_base, host_platform, lock_path  # noqa: F401
 from ci.stack import loader as stack
 from ci.stack.model import Target
 
@@ -63,8 +65,19 @@ class BuildPlan:
 
     def argv(self, cli: str, *, no_cache: bool = False) -> list[str]:
         """The build; untagged, since the tags go to its rewritten image (`ci.images.normalize`)."""
-        out = [cli, "build", "--network", "none", "--platform", self.platform, "--progress", "plain",
-               *(["--no-cache"] if no_cache else []), "-f", str(self.dockerfile)]  # fmt: skip
+        out = [
+            cli,
+            "build",
+            "--network",
+            "none",
+            "--platform",
+            self.platform,
+            "--progress",
+            "plain",
+            *(["--no-cache"] if no_cache else []),
+            "-f",
+            str(self.dockerfile),
+        ]
         for key, value in self.build_args.items():
             out += ["--build-arg", f"{key}={value}"]
         for key, value in self.labels.items():
@@ -83,8 +96,11 @@ def image_ref(target: Target) -> str:
 
     cli = engine.find()
     built, baked = f"{image_name(target)}:latest", f"{image_name(target)}:baked"
-    done = subprocess.run([cli.path, "image", "inspect", "--format", "{{json .Config.Labels}}|{{.Parent}}", baked],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [cli.path, "image", "inspect", "--format", "{{json .Config.Labels}}|{{.Parent}}", baked],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         return built
     labels, _, parent = done.stdout.strip().rpartition("|")
@@ -92,13 +108,12 @@ def image_ref(target: Target) -> str:
     current = engine.image_id(cli, built)
     if current is None or source == current:
         return baked
-    print(f"{baked} was baked from another build ({source[:19] or 'unknown'}); running {built} "
-          f"({current[:19]}) unbaked: python -m ci bake {target.id} bakes it", file=sys.stderr)  # fmt: skip
+    print(
+        f"{baked} was baked from another build ({source[:19] or 'unknown'}); running {built} "
+        f"({current[:19]}) unbaked: python -m ci bake {target.id} bakes it",
+        file=sys.stderr,
+    )
     return built
-
-
-def lock_path(target: Target, root: Path = REPO_ROOT) -> Path:
-    return root / "containers" / "locks" / f"{target.id}.txt"
 
 
 def resolve_base(target: Target, *, base: str | None = None, allow_unpinned: bool = False) -> Base:
@@ -210,7 +225,7 @@ def build(
     cli = engine.find()
     git = revision.git_info(root)
     chosen = resolve_base(target, base=base, allow_unpinned=allow_unpinned)
-    if base is None and target.bootstrap is not None and not _present(cli, chosen.name):
+    if base is None and target.bootstrap is not None and engine.image_id(cli, chosen.name) is None:
         # Offline default: the pinned registry base is absent and cannot be pulled here.
         made = bootstrap.ensure(target, cli, root)
         chosen = Base(name=made.name, digest=made.image_id, bootstrapped=True, lock=made.lock.digest)
@@ -220,7 +235,7 @@ def build(
     check_buildable(target, root=root)
     fork_layer.stage(root, fork_bundle)
     if not chosen.bootstrapped:
-        ensure_base(cli, chosen)
+        ensure_base(cli, chosen.name)
     files = wheels.fetch(target, p.lock)
     (root / STAGE.parent).mkdir(exist_ok=True)
     with open(root / STAGE.parent / ".lock", "w") as guard:
@@ -244,49 +259,6 @@ def build(
     raw, memo = iidfile.read_text().strip(), root / ".whl" / "normalized"
     final = normalize.finish(cli, raw, base=chosen.name, epoch=git.epoch, tags=p.tags, memo=memo)
     return Built(image_id=final, tags=p.tags, seconds=time.monotonic() - t0)
-
-
-def _present(cli: engine.DockerCli, ref: str) -> bool:
-    return engine.image_id(cli, ref) is not None
-
-
-_ARCH = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
-_QEMU = {"linux/arm64": "qemu-aarch64", "linux/amd64": "qemu-x86_64"}
-BINFMT = Path("/proc/sys/fs/binfmt_misc")
-
-
-def host_platform() -> str:
-    return _ARCH.get(platform.machine(), f"linux/{platform.machine()}")
-
-
-def check_buildable(target: Target, *, root: Path = REPO_ROOT) -> None:
-    """Raise NotHere, naming the command that makes it possible, where this host cannot build the image."""
-    lock = lock_path(target, root)
-    if not lock.is_file():
-        raise NotHere(
-            f"{lock.relative_to(root)}: no hashed lock for target {target.id}, so its image cannot be built",
-            hint=f"python -m ci lock {target.id}   (on a host that reaches the target's package index)",
-        )
-    here = host_platform()
-    if target.platform != here and not (BINFMT / _QEMU.get(target.platform, "?")).exists():
-        raise NotHere(
-            f"target {target.id} is {target.platform}; this host is {here} with no {target.platform} emulation",
-            hint="apt-get install qemu-user-static binfmt-support   (registers the emulator), "
-            f"or build on a {target.platform} host",
-        )
-
-
-def ensure_base(cli: engine.DockerCli, base: Base) -> None:
-    """The pinned base must be in the engine before a build; pull it once, or say how to bring it."""
-    if _present(cli, base.name):
-        return
-    done = subprocess.run([cli.path, "pull", base.name], capture_output=True, text=True)
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise NotHere(
-            f"base image {base.name} is not in the engine and cannot be pulled here ({why})",
-            hint=f"docker pull {base.name}   (on a host that reaches the registry; then docker save | docker load)",
-        )
 
 
 def target_for(args: argparse.Namespace) -> Target:

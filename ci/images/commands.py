@@ -36,8 +36,9 @@ def cmd_bake(args: argparse.Namespace) -> int:
     image = args.image or f"{build.image_name(target)}:latest"
     rows = bake_rows(st, target.id, args)
     with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
-        doc = rows_json.document(st, target, "*", rows, image={"ref": image}, git_revision=revision.git_revision(),
-                                 timeout_s=BAKE_TIMEOUT_S)  # fmt: skip
+        doc = rows_json.document(
+            st, target, "*", rows, image={"ref": image}, git_revision=revision.git_revision(), timeout_s=BAKE_TIMEOUT_S
+        )
         path = rows_json.write(Path(tmp) / "rows.json", doc)
         baked = bake.bake(target, image, command=args.command, tag=args.tag, rows=path)
     print(f"image {baked.tag}\nid    {baked.image_id}")
@@ -63,8 +64,10 @@ def cmd_lock(args: argparse.Namespace) -> int:
     target = build.target_for(args)
     if args.base:
         if target.bootstrap is None:
-            raise NotHere(f"target {target.id} has no bootstrap recipe: its base is pulled, pinned by digest",
-                          hint=f"python -m ci lock {target.id}   (the wheels' lock)")  # fmt: skip
+            raise NotHere(
+                f"target {target.id} has no bootstrap recipe: its base is pulled, pinned by digest",
+                hint=f"python -m ci lock {target.id}   (the wheels' lock)",
+            )
         print(f"wrote {debs.resolve(target, build.REPO_ROOT).relative_to(build.REPO_ROOT)}")
         return 0
     if args.index_url:
@@ -89,8 +92,10 @@ def cmd_push(args: argparse.Namespace) -> int:
     target = build.target_for(args)
     given = args.registry or os.environ.get(options.ENV_REGISTRY)
     if not given:
-        raise UsageError(f"no registry: pass --registry or set ${options.ENV_REGISTRY}",
-                         hint="for example --registry registry.lan:5000/stackgate")  # fmt: skip
+        raise UsageError(
+            f"no registry: pass --registry or set ${options.ENV_REGISTRY}",
+            hint="for example --registry registry.lan:5000/stackgate",
+        )
     where = "--registry" if args.registry else f"${options.ENV_REGISTRY}"
     ref = registry.push(target, options.checked_registry(given, where), args.image)
     if args.digest_file:
@@ -107,21 +112,31 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    ps = options.verb(sub, "push", help="push a target's image (the one ci run uses) to a registry and print it "
-                      "as repo@sha256:…, the reference a pipeline's run steps pull", codes=(0, 2, 3))  # fmt: skip
+    ps = options.verb(
+        sub,
+        "push",
+        help="push a target's image (the one ci run uses) to a registry and print it "
+        "as repo@sha256:…, the reference a pipeline's run steps pull",
+        codes=(0, 2, 3),
+    )
     ps.add_argument("target", help="a target id, e.g. cuda-sm121a")
     ps.add_argument("--registry", help="host[:port][/path] to push to (default: $STACKGATE_REGISTRY)")
     ps.add_argument("--image", help="the local image to push (default: the one ci run would use)")
     ps.add_argument("--digest-file", type=Path, metavar="FILE", help="also write the pushed reference to FILE")
     ps.set_defaults(func=cmd_push)
 
-    pl = options.verb(sub, "pull", help="pull an image pinned by digest (repo@sha256:…) and check that the engine "
-                      "holds exactly it", codes=(0, 2, 4))  # fmt: skip
+    pl = options.verb(
+        sub,
+        "pull",
+        help="pull an image pinned by digest (repo@sha256:…) and check that the engine holds exactly it",
+        codes=(0, 2, 4),
+    )
     pl.add_argument("ref", help="repo@sha256:<64 hex>, as ci push printed it")
     pl.set_defaults(func=cmd_pull)
 
-    b = options.verb(sub, "build", help="build a target's image (BuildKit, --network none); prints its id",
-                     codes=(0, 2, 3, 6))  # fmt: skip
+    b = options.verb(
+        sub, "build", help="build a target's image (BuildKit, --network none); prints its id", codes=(0, 2, 3, 6)
+    )
     b.add_argument("target", help="a target id, e.g. cpu, cuda-sm121a")
     b.add_argument("--base", help="build on this base instead of the target's pinned one")
     b.add_argument("--allow-unpinned", action="store_true", help="accept a base given by tag without a digest")
@@ -130,39 +145,69 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")
     b.set_defaults(func=cmd_build)
 
-    k = options.verb(sub, "bake", help="run the image's warm-up on the target's devices and commit the caches",
-                     codes=(0, 2, 3))  # fmt: skip
+    k = options.verb(
+        sub, "bake", help="run the image's warm-up on the target's devices and commit the caches", codes=(0, 2, 3)
+    )
     k.add_argument("target", help="a target id, e.g. cuda-sm90")
     k.add_argument("--image", help="image to bake (default: stackgate/<target>:latest)")
-    k.add_argument("--command", nargs=argparse.REMAINDER,
-                   help="warm-up command instead of `python -m harness.warmup` (must be last)")  # fmt: skip
+    k.add_argument(
+        "--command",
+        nargs=argparse.REMAINDER,
+        help="warm-up command instead of `python -m harness.warmup` (must be last)",
+    )
     k.add_argument("--tag", help="tag of the baked image (default: <image repo>:baked)")
-    k.add_argument("--host", action="store_true",
-                   help="no docker: warm this host's caches for the target's rows, pack them into --out")  # fmt: skip
+    k.add_argument(
+        "--host",
+        action="store_true",
+        help="no docker: warm this host's caches for the target's rows, pack them into --out",
+    )
     k.add_argument("--out", type=Path, help="with --host: the folder for the caches artefact")
-    k.add_argument("--aot-only", action="store_true",
-                   help="with --host: pack only the AOT bake of the target's kernel lists (no warm-up, no GPU "
-                   "used; its key names no driver or GPU)")  # fmt: skip
+    k.add_argument(
+        "--aot-only",
+        action="store_true",
+        help="with --host: pack only the AOT bake of the target's kernel lists (no warm-up, no GPU "
+        "used; its key names no driver or GPU)",
+    )
     options.add_filters(k, "suite", "change", "rows")
     k.set_defaults(func=cmd_bake)
 
-    v = options.verb(sub, "verify", help="check a target's image without a GPU: labels, pinned base, baked kernels, "
-                     "sentinel", codes=(0, 2, 3))  # fmt: skip
+    v = options.verb(
+        sub,
+        "verify",
+        help="check a target's image without a GPU: labels, pinned base, baked kernels, sentinel",
+        codes=(0, 2, 3),
+    )
     v.add_argument("target", help="a target id, e.g. cpu")
     v.add_argument("--image", help="the image to check against the target (default: stackgate/<target>:latest)")
-    v.add_argument("--rebuild", action="store_true",
-                   help="bootstrap the base and build the image again from nothing (no cache) beside it, as "
-                   "<image>-rebuild, and compare: the same image id, or the layers and files that differ")  # fmt: skip
+    v.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="bootstrap the base and build the image again from nothing (no cache) beside it, as "
+        "<image>-rebuild, and compare: the same image id, or the layers and files that differ",
+    )
     v.set_defaults(func=cmd_verify)
 
-    lk = options.verb(sub, "lock", help="resolve a target's hashed lock (containers/locks/<target>.txt) with uv, or "
-                      "with --base its base's Debian package lock (<target>.debs.txt)", codes=(0, 2, 3, 6))  # fmt: skip
-    lk.add_argument("--base", action="store_true",
-                    help="bootstrap the target's recipe (stack/targets.yaml bootstrap) and pin every Debian package "
-                    "it installs, by version, in containers/locks/<target>.debs.txt")  # fmt: skip
+    lk = options.verb(
+        sub,
+        "lock",
+        help="resolve a target's hashed lock (containers/locks/<target>.txt) with uv, or "
+        "with --base its base's Debian package lock (<target>.debs.txt)",
+        codes=(0, 2, 3, 6),
+    )
+    lk.add_argument(
+        "--base",
+        action="store_true",
+        help="bootstrap the target's recipe (stack/targets.yaml bootstrap) and pin every Debian package "
+        "it installs, by version, in containers/locks/<target>.debs.txt",
+    )
     lk.add_argument("target", help="a target id, e.g. rocm-gfx1151")
-    lk.add_argument("--index-url", action="append", default=[], metavar="URL",
-                    help="one more extra index to resolve against (repeatable), beside package_indexes")  # fmt: skip
+    lk.add_argument(
+        "--index-url",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="one more extra index to resolve against (repeatable), beside package_indexes",
+    )
     lk.set_defaults(func=cmd_lock)
 
     sb = options.verb(

@@ -50,8 +50,13 @@ def recipe_hash(target: Target) -> str:
     """What the lock was resolved from: editing the recipe in stack/targets.yaml calls for a new lock."""
     assert target.bootstrap is not None
     b = target.bootstrap
-    recipe = {"suite": b.suite, "variant": b.variant, "include": sorted(b.include), "mirror": b.mirror,
-              "platform": target.platform}  # fmt: skip
+    recipe = {
+        "suite": b.suite,
+        "variant": b.variant,
+        "include": sorted(b.include),
+        "mirror": b.mirror,
+        "platform": target.platform,
+    }
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -93,8 +98,10 @@ def read(target: Target, root: Path) -> DebLock:
 def _mmdebstrap(target: Target) -> str:
     found = shutil.which("mmdebstrap")
     if not found:
-        raise BuildError(f"the base of {target.id} is bootstrapped and mmdebstrap is not installed",
-                         hint="apt-get install mmdebstrap   (or docker load the pinned base image)")  # fmt: skip
+        raise BuildError(
+            f"the base of {target.id} is bootstrapped and mmdebstrap is not installed",
+            hint="apt-get install mmdebstrap   (or docker load the pinned base image)",
+        )
     return found
 
 
@@ -106,8 +113,16 @@ def bootstrap(target: Target, lock: DebLock, out: Path) -> list[str]:
     """Write the base's root filesystem, exactly the lock's packages, to the tar `out`; returns the argv."""
     assert target.bootstrap is not None
     b = target.bootstrap
-    argv = [_mmdebstrap(target), "--variant=custom", f"--architectures={_arch(target)}", "--skip=output/dev",
-            f"--include={lock.include()}", b.suite, str(out), b.mirror]  # fmt: skip
+    argv = [
+        _mmdebstrap(target),
+        "--variant=custom",
+        f"--architectures={_arch(target)}",
+        "--skip=output/dev",
+        f"--include={lock.include()}",
+        b.suite,
+        str(out),
+        b.mirror,
+    ]
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(lock.epoch)}  # mmdebstrap clamps what it writes to it
     done = subprocess.run(argv, capture_output=True, text=True, env=env)
     if done.returncode == 0:
@@ -122,9 +137,11 @@ def bootstrap(target: Target, lock: DebLock, out: Path) -> list[str]:
             hint=f"{_relock(target)}; or point the recipe's mirror at a snapshot that holds these versions",
         )
     tail = "\n".join(line for line in done.stderr.splitlines() if line.startswith(("E:", "W:")))[-1500:]
-    raise BuildError(f"bootstrapping the base of {target.id} failed (mmdebstrap, {b.mirror} {b.suite}):\n{tail}",
-                     hint=f"check that {b.mirror} is reachable, mmdebstrap runs as root, and (for a foreign "
-                     "architecture) that QEMU is registered: apt-get install qemu-user-static")  # fmt: skip
+    raise BuildError(
+        f"bootstrapping the base of {target.id} failed (mmdebstrap, {b.mirror} {b.suite}):\n{tail}",
+        hint=f"check that {b.mirror} is reachable, mmdebstrap runs as root, and (for a foreign "
+        "architecture) that QEMU is registered: apt-get install qemu-user-static",
+    )
 
 
 def resolve(target: Target, root: Path) -> Path:
@@ -134,15 +151,26 @@ def resolve(target: Target, root: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="stackgate-debs-") as tmp:
         listing = Path(tmp) / "packages"
         query = f'dpkg-query --admindir="$1/var/lib/dpkg" -W -f="\\${{Package}}=\\${{Version}}\\n" > {listing}'
-        argv = [_mmdebstrap(target), "--quiet", f"--variant={b.variant}", f"--architectures={_arch(target)}",
-                f"--include={','.join(b.include)}", "--format=null", f"--customize-hook={query}", b.suite,
-                "/dev/null", b.mirror]  # fmt: skip
+        argv = [
+            _mmdebstrap(target),
+            "--quiet",
+            f"--variant={b.variant}",
+            f"--architectures={_arch(target)}",
+            f"--include={','.join(b.include)}",
+            "--format=null",
+            f"--customize-hook={query}",
+            b.suite,
+            "/dev/null",
+            b.mirror,
+        ]
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0 or not listing.is_file():
-            raise NotHere(f"resolving the Debian packages of {target.id} failed ({b.mirror} {b.suite}):\n"
-                          f"{done.stderr.strip()[-1500:]}",
-                          hint=f"run `python -m ci lock {target.id} --base` on a host that reaches {b.mirror}, as "
-                          "root, with mmdebstrap")  # fmt: skip
+            raise NotHere(
+                f"resolving the Debian packages of {target.id} failed ({b.mirror} {b.suite}):\n"
+                f"{done.stderr.strip()[-1500:]}",
+                hint=f"run `python -m ci lock {target.id} --base` on a host that reaches {b.mirror}, as "
+                "root, with mmdebstrap",
+            )
         packages = sorted(line.strip() for line in listing.read_text().splitlines() if line.strip())
     out = lock_path(target, root)
     header = [

@@ -92,10 +92,20 @@ def record(evts: list[dict[str, Any]], note: str = "") -> str:
         stages = None if e["num_stages"] == _DEFAULT_STAGES.get(str(e.get("target")).split(":")[0]) else e["num_stages"]
         shape = (json.dumps(signature, sort_keys=True), json.dumps(constexprs, sort_keys=True))
         key = (e["kernel"], e["function"], *shape, e["num_warps"], stages or 0)
-        entry = entries.setdefault(key, {"name": e["kernel"], "function": e["function"], "signature": signature,
-                                         "constexprs": constexprs, "specialisations": [], "num_warps": e["num_warps"],
-                                         **({"num_stages": stages} if stages else {}),
-                                         "_targets": set(), "_rows": set()})  # fmt: skip
+        entry = entries.setdefault(
+            key,
+            {
+                "name": e["kernel"],
+                "function": e["function"],
+                "signature": signature,
+                "constexprs": constexprs,
+                "specialisations": [],
+                "num_warps": e["num_warps"],
+                **({"num_stages": stages} if stages else {}),
+                "_targets": set(),
+                "_rows": set(),
+            },
+        )
         if values not in entry["specialisations"]:
             entry["specialisations"].append(values)
         entry["_targets"].add(str(e.get("target")))
@@ -134,8 +144,11 @@ def cmd_record(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     k = options.verb(sub, "kernels", help="kernel lists: `kernels record RESULTS... --out FILE`", codes=(0, 2))
     inner = k.add_subparsers(dest="kernels_verb", required=True, metavar="ACTION", help="record")
-    r = inner.add_parser("record", help="a kernel list from the JIT sentinel's events of runs",
-                         description="a kernel list from the JIT sentinel's events of runs")  # fmt: skip
+    r = inner.add_parser(
+        "record",
+        help="a kernel list from the JIT sentinel's events of runs",
+        description="a kernel list from the JIT sentinel's events of runs",
+    )
     r.add_argument("results", nargs="+", type=Path, help=f"results folders (every {EVENTS} below) or event files")
     r.add_argument("--out", type=Path, required=True, help="the kernel list to write, e.g. containers/kernels/x.yaml")
     r.add_argument("--note", default="", help="a comment for the file's head: the run it was recorded from")

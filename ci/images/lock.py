@@ -21,8 +21,18 @@ _UV_PLATFORM = {"linux/amd64": "x86_64-manylinux_2_28", "linux/arm64": "aarch64-
 
 def command(target: Target, *, root: Path = REPO_ROOT) -> list[str]:
     """The resolver's argv; the lock file's header repeats it so anyone can regenerate by hand."""
-    argv = ["uv", "pip", "compile", f"containers/locks/{target.family}.in", "--python-version", target.python,
-            "--python-platform", _UV_PLATFORM[target.platform], "--generate-hashes", "--no-header"]  # fmt: skip
+    argv = [
+        "uv",
+        "pip",
+        "compile",
+        f"containers/locks/{target.family}.in",
+        "--python-version",
+        target.python,
+        "--python-platform",
+        _UV_PLATFORM[target.platform],
+        "--generate-hashes",
+        "--no-header",
+    ]
     for index in target.package_indexes:
         argv += ["--extra-index-url", index]
     if target.package_indexes:
@@ -44,11 +54,15 @@ def lock(target: Target, *, root: Path = REPO_ROOT) -> Path:
     if done.returncode != 0:
         tail = done.stderr.strip()[-1500:]
         indexes = ", ".join(target.package_indexes) or "PyPI"
-        raise NotHere(f"resolving the lock of {target.id} failed ({indexes}):\n{tail}",
-                      hint=f"run `python -m ci lock {target.id}` on a host that reaches {indexes}")  # fmt: skip
+        raise NotHere(
+            f"resolving the lock of {target.id} failed ({indexes}):\n{tail}",
+            hint=f"run `python -m ci lock {target.id}` on a host that reaches {indexes}",
+        )
     out = lock_path(target, root)
-    header = (f"# Hashed lock for target {target.id} (python {target.python}, {target.platform}). Resolved on the host,"
-              " installed in the image with\n# pip install --no-index --require-hashes. Regenerate:\n"
-              f"#   python -m ci lock {target.id}   (runs: {' '.join(argv)})\n")  # fmt: skip
+    header = (
+        f"# Hashed lock for target {target.id} (python {target.python}, {target.platform}). Resolved on the host,"
+        " installed in the image with\n# pip install --no-index --require-hashes. Regenerate:\n"
+        f"#   python -m ci lock {target.id}   (runs: {' '.join(argv)})\n"
+    )
     out.write_text(header + out.read_text())
     return out

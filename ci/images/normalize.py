@@ -157,10 +157,16 @@ def load(cli: DockerCli, config: bytes, layers: list[Path | None], tags: tuple[s
     """`docker load` an image made of `config` and the layer tars `layers` (None: a layer the engine holds,
     with every layer under it); returns its id."""
     image_id = "sha256:" + hashlib.sha256(config).hexdigest()
-    manifest = [{"Config": f"{image_id[7:]}.json", "RepoTags": list(tags),
-                 "Layers": [f"{i:03d}/layer.tar" for i in range(len(layers))]}]  # fmt: skip
-    proc = subprocess.Popen([cli.path, "load", "--quiet"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    manifest = [
+        {
+            "Config": f"{image_id[7:]}.json",
+            "RepoTags": list(tags),
+            "Layers": [f"{i:03d}/layer.tar" for i in range(len(layers))],
+        }
+    ]
+    proc = subprocess.Popen(
+        [cli.path, "load", "--quiet"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     assert proc.stdin is not None
     try:
         with tarfile.open(fileobj=proc.stdin, mode="w|") as tar:
@@ -239,8 +245,9 @@ def _key(cli: DockerCli, raw: str, epoch: int) -> str:
     build that ran its steps and one answered from the cache, and the rewrite drops them anyway)."""
     fmt = "{{json .RootFS.Layers}}{{json .Config}}{{.Os}}{{.Architecture}}{{.Variant}}"
     inspect = subprocess.run([cli.path, "image", "inspect", "--format", fmt, raw], capture_output=True, text=True)
-    steps = subprocess.run([cli.path, "history", "--no-trunc", "--format", "{{.CreatedBy}}", raw],
-                           capture_output=True, text=True)  # fmt: skip
+    steps = subprocess.run(
+        [cli.path, "history", "--no-trunc", "--format", "{{.CreatedBy}}", raw], capture_output=True, text=True
+    )
     if inspect.returncode != 0 or steps.returncode != 0:
         raise BuildError(f"docker build reported {raw} and the engine has no such image: {inspect.stderr.strip()}")
     return hashlib.sha256(f"{inspect.stdout}{steps.stdout}{epoch}{RULES}".encode()).hexdigest()

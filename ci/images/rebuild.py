@@ -92,8 +92,16 @@ def _members(fh: IO[bytes]) -> dict[str, tuple]:
                 data = tar.extractfile(m).read()  # type: ignore[union-attr]
                 small = len(data) <= 80 and data.isascii()
                 content = data.decode() if small else "sha256:" + hashlib.sha256(data).hexdigest()[:16]
-            out[m.name] = (m.type.decode(errors="replace"), oct(m.mode), m.uid, m.gid, m.mtime, m.linkname, m.size,
-                           content)  # fmt: skip
+            out[m.name] = (
+                m.type.decode(errors="replace"),
+                oct(m.mode),
+                m.uid,
+                m.gid,
+                m.mtime,
+                m.linkname,
+                m.size,
+                content,
+            )
     return out
 
 
@@ -101,8 +109,9 @@ def _diffoscope(ours: Path, theirs: Path) -> list[str]:
     tool = shutil.which("diffoscope")
     if not tool:
         return []
-    done = subprocess.run([tool, "--text", "-", "--no-progress", str(ours), str(theirs)], capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [tool, "--text", "-", "--no-progress", str(ours), str(theirs)], capture_output=True, text=True, timeout=600
+    )
     lines = done.stdout.splitlines()
     shown = [f"  {line}" for line in lines[:DIFFOSCOPE_LINES]]
     return ["diffoscope:", *shown, *(["  ..."] if len(lines) > DIFFOSCOPE_LINES else [])]
@@ -149,8 +158,10 @@ def main(target: Target, ref: str, *, root: Path, base_again: bool = True) -> in
     cli = engine.find()
     image_id = engine.image_id(cli, ref)
     if image_id is None:
-        raise BuildError(f"image {ref} not found: nothing to rebuild and compare",
-                         hint=f"python -m ci build {target.id}   (or pass the image with --image)")  # fmt: skip
+        raise BuildError(
+            f"image {ref} not found: nothing to rebuild and compare",
+            hint=f"python -m ci build {target.id}   (or pass the image with --image)",
+        )
     labels = json.loads(_inspect(cli, ref, "{{json .Config.Labels}}") or "{}") or {}
     head = revision.git_info(root).revision
     if labels.get("org.opencontainers.image.revision") != head:
@@ -168,8 +179,9 @@ def main(target: Target, ref: str, *, root: Path, base_again: bool = True) -> in
         verdict = "same" if again.image_id == want else "DIFFERS"
         rows.append((verdict, "base", f"bootstrapped from {again.lock.path.name}", again.image_id))
         if again.image_id != want:
-            problems.append(f"the base bootstrapped again from {again.lock.path.name} is {again.image_id}, the "
-                            f"image's is {want}")  # fmt: skip
+            problems.append(
+                f"the base bootstrapped again from {again.lock.path.name} is {again.image_id}, the image's is {want}"
+            )
     side = side_tag(ref)
     rebuilt = build.build(target, tag=side, root=root, no_cache=True)
     layers = compare(cli, ref, side)

@@ -55,16 +55,21 @@ def pull(ref: str) -> str:
     done = subprocess.run([cli.path, "pull", ref], capture_output=True, text=True, env=cli.env())
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
-        raise RunError(f"cannot pull {ref}: {said[-1] if said else f'docker pull exited {done.returncode}'}",
-                       hint=f"is the registry reachable from this agent, and does it hold {m['digest']}? "
-                       "The build step of this pipeline pushes it")  # fmt: skip
-    inspect = subprocess.run([cli.path, "image", "inspect", "--format", "{{.Id}} {{json .RepoDigests}}", ref],
-                             capture_output=True, text=True)  # fmt: skip
+        raise RunError(
+            f"cannot pull {ref}: {said[-1] if said else f'docker pull exited {done.returncode}'}",
+            hint=f"is the registry reachable from this agent, and does it hold {m['digest']}? "
+            "The build step of this pipeline pushes it",
+        )
+    inspect = subprocess.run(
+        [cli.path, "image", "inspect", "--format", "{{.Id}} {{json .RepoDigests}}", ref], capture_output=True, text=True
+    )
     image_id, _, listed = inspect.stdout.strip().partition(" ")
     digests = json.loads(listed or "null") or [] if inspect.returncode == 0 else []
     if ref not in digests:
-        raise RunError(f"the image pulled for {ref} carries other digests ({', '.join(digests) or 'none'})",
-                       hint="the registry served another image: check it, and run the build step again")  # fmt: skip
+        raise RunError(
+            f"the image pulled for {ref} carries other digests ({', '.join(digests) or 'none'})",
+            hint="the registry served another image: check it, and run the build step again",
+        )
     return image_id
 
 

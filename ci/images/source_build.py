@@ -46,8 +46,10 @@ def gencode(arch: str, *, where: str = "TORCH_CUDA_ARCH_LIST") -> tuple[list[str
     (['-gencode=arch=compute_121a,code=sm_121a'], 'sm_121a'). '+PTX' adds the PTX too (which no image JITs)."""
     m = _ARCH.fullmatch(arch.strip())
     if not m:
-        raise BuildError(f"{where}: {arch!r} is not a CUDA arch",
-                         hint="write it as TORCH_CUDA_ARCH_LIST does: 12.1a, 9.0a, 12.0f, 8.0+PTX")  # fmt: skip
+        raise BuildError(
+            f"{where}: {arch!r} is not a CUDA arch",
+            hint="write it as TORCH_CUDA_ARCH_LIST does: 12.1a, 9.0a, 12.0f, 8.0+PTX",
+        )
     major, minor, suffix, ptx = m.groups()
     cc = f"{major}{minor}{suffix}"
     flags = [f"-gencode=arch=compute_{cc},code=sm_{cc}"]
@@ -58,8 +60,11 @@ def arch_flags(target: Target) -> tuple[list[str], list[str]]:
     """The target's nvcc -gencode flags and the SASS (ELF names) every built file must hold."""
     where = f"stack/targets.yaml [targets: {target.id}].arch_list"
     if target.family != "cuda" or not target.arch_list:
-        raise UsageError(f"{where}: target {target.id} ({target.family}) has no CUDA arch list; the source-build "
-                         "route compiles CUDA only", hint="pick a cuda target: cuda-sm121a, cuda-sm90")  # fmt: skip
+        raise UsageError(
+            f"{where}: target {target.id} ({target.family}) has no CUDA arch list; the source-build "
+            "route compiles CUDA only",
+            hint="pick a cuda target: cuda-sm121a, cuda-sm90",
+        )
     flags: list[str] = []
     sass: list[str] = []
     for arch in target.arch_list:
@@ -82,21 +87,36 @@ def local_base(cli: engine.DockerCli, platform: str) -> str:
     if engine.image_id(cli, tag):
         return tag
     if not shutil.which("mmdebstrap"):
-        raise NotHere(f"no base for the source build of {platform} and no mmdebstrap to make one",
-                      hint="apt-get install mmdebstrap, or pass a base with python3-venv and g++")  # fmt: skip
+        raise NotHere(
+            f"no base for the source build of {platform} and no mmdebstrap to make one",
+            hint="apt-get install mmdebstrap, or pass a base with python3-venv and g++",
+        )
     with tempfile.TemporaryDirectory(prefix="stackgate-source-base-") as tmp:
         rootfs = Path(tmp) / "rootfs.tar"
-        argv = ["mmdebstrap", "--quiet", "--variant=apt", f"--architectures={arch}",
-                f"--include={','.join(BASE_PACKAGES)}", "bookworm", str(rootfs)]  # fmt: skip
+        argv = [
+            "mmdebstrap",
+            "--quiet",
+            "--variant=apt",
+            f"--architectures={arch}",
+            f"--include={','.join(BASE_PACKAGES)}",
+            "bookworm",
+            str(rootfs),
+        ]
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0:
-            raise BuildError(f"making the source-build base {tag} failed:\n{done.stderr.strip()[-2000:]}",
-                             hint=f"run it by hand to see why: {' '.join(argv)}")  # fmt: skip
+            raise BuildError(
+                f"making the source-build base {tag} failed:\n{done.stderr.strip()[-2000:]}",
+                hint=f"run it by hand to see why: {' '.join(argv)}",
+            )
         # `docker import --platform` is ignored by an engine without experimental features: write the config
-        config = {"architecture": arch, **({"variant": "v8"} if arch == "arm64" else {}), "os": "linux",
-                  "config": {"Env": [f"PATH={PATH}"], "Cmd": ["bash"]},
-                  "history": [{"created_by": " ".join(argv[:-1])}],
-                  "rootfs": {"type": "layers", "diff_ids": [f"sha256:{wheels.file_digest(rootfs)}"]}}  # fmt: skip
+        config = {
+            "architecture": arch,
+            **({"variant": "v8"} if arch == "arm64" else {}),
+            "os": "linux",
+            "config": {"Env": [f"PATH={PATH}"], "Cmd": ["bash"]},
+            "history": [{"created_by": " ".join(argv[:-1])}],
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{wheels.file_digest(rootfs)}"]},
+        }
         normalize.load(cli, json.dumps(config, sort_keys=True).encode(), [rootfs], (tag,))
     return tag
 
@@ -116,9 +136,16 @@ def stage(ctx: Path, source: Path, files: list[Path]) -> None:
     shutil.copytree(source, ctx / "src", symlinks=True, ignore=_NOT_COPIED)
 
 
-def build(target: Target, source: Path, *, base: str | None = None, tag: str | None = None,
-          build_command: str = BUILD_COMMAND, cache: Path | None = None,
-          no_cache: bool = False) -> SourceBuilt:  # fmt: skip
+def build(
+    target: Target,
+    source: Path,
+    *,
+    base: str | None = None,
+    tag: str | None = None,
+    build_command: str = BUILD_COMMAND,
+    cache: Path | None = None,
+    no_cache: bool = False,
+) -> SourceBuilt:
     """Build `source` for the target's arch list in containers/source/Dockerfile (`no_cache`: every step again);
     raise BuildError naming every file that lacks SASS for an arch."""
     t0 = time.monotonic()
@@ -137,34 +164,64 @@ def build(target: Target, source: Path, *, base: str | None = None, tag: str | N
     with tempfile.TemporaryDirectory(dir=scratch, prefix="context-") as tmp, log.open("w") as out:
         ctx = Path(tmp)
         stage(ctx, source, files)
-        args = {"BASE_IMAGE": base, "ARCH_LIST": ";".join(target.arch_list), "NVCC_GENCODE": " ".join(flags),
-                "SASS": " ".join(sass), "BUILD_COMMAND": build_command}  # fmt: skip
-        labels = {"stackgate.target": target.id, "stackgate.arch": ",".join(target.arch_list),
-                  "org.opencontainers.image.base.name": base}  # fmt: skip
-        argv = [cli.path, "build", "--network", "none", "--platform", target.platform, "--progress", "plain",
-                *(["--no-cache"] if no_cache else []), "-f", "containers/source/Dockerfile", "-t", tag,
-                "--iidfile", str(ctx / "iid"), *(f"--build-arg={k}={v}" for k, v in args.items()),
-                *(f"--label={k}={v}" for k, v in labels.items()), "."]  # fmt: skip
+        args = {
+            "BASE_IMAGE": base,
+            "ARCH_LIST": ";".join(target.arch_list),
+            "NVCC_GENCODE": " ".join(flags),
+            "SASS": " ".join(sass),
+            "BUILD_COMMAND": build_command,
+        }
+        labels = {
+            "stackgate.target": target.id,
+            "stackgate.arch": ",".join(target.arch_list),
+            "org.opencontainers.image.base.name": base,
+        }
+        argv = [
+            cli.path,
+            "build",
+            "--network",
+            "none",
+            "--platform",
+            target.platform,
+            "--progress",
+            "plain",
+            *(["--no-cache"] if no_cache else []),
+            "-f",
+            "containers/source/Dockerfile",
+            "-t",
+            tag,
+            "--iidfile",
+            str(ctx / "iid"),
+            *(f"--build-arg={k}={v}" for k, v in args.items()),
+            *(f"--label={k}={v}" for k, v in labels.items()),
+            ".",
+        ]
         done = subprocess.run(argv, cwd=ctx, env=cli.env(), stdout=out, stderr=subprocess.STDOUT)
         image_id = (ctx / "iid").read_text().strip() if done.returncode == 0 else ""
     if done.returncode != 0:
         text = log.read_text()
         lacking = list(dict.fromkeys(m.strip() for m in _CHECK.findall(text)))
         if lacking:
-            raise BuildError(f"source build of {source} for {target.id}: " + "; ".join(lacking),
-                             hint=f"build every extension with the arch list (TORCH_CUDA_ARCH_LIST="
-                             f"{';'.join(target.arch_list)}, or $NVCC_GENCODE: {' '.join(flags)}); "
-                             f"log: {log}")  # fmt: skip
-        raise BuildError(f"source build of {source} for {target.id} failed ({cli.path}, {cli.how}):\n{text[-3000:]}",
-                         hint=f"full log: {log}")  # fmt: skip
-    return SourceBuilt(image_id=image_id, tag=tag, listing=read_listing(cli, tag, target.platform),
-                       seconds=time.monotonic() - t0)  # fmt: skip
+            raise BuildError(
+                f"source build of {source} for {target.id}: " + "; ".join(lacking),
+                hint=f"build every extension with the arch list (TORCH_CUDA_ARCH_LIST="
+                f"{';'.join(target.arch_list)}, or $NVCC_GENCODE: {' '.join(flags)}); "
+                f"log: {log}",
+            )
+        raise BuildError(
+            f"source build of {source} for {target.id} failed ({cli.path}, {cli.how}):\n{text[-3000:]}",
+            hint=f"full log: {log}",
+        )
+    return SourceBuilt(
+        image_id=image_id, tag=tag, listing=read_listing(cli, tag, target.platform), seconds=time.monotonic() - t0
+    )
 
 
 def read_listing(cli: engine.DockerCli, image: str, platform: str) -> str:
     """The image's LISTING, copied out of a created (never started) container."""
-    made = subprocess.run([cli.path, "create", "--platform", platform, image, "/bin/true"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    made = subprocess.run(
+        [cli.path, "create", "--platform", platform, image, "/bin/true"], capture_output=True, text=True, check=True
+    )
     box = made.stdout.strip()
     try:
         tar = subprocess.run([cli.path, "cp", f"{box}:{LISTING}", "-"], capture_output=True, check=True).stdout
@@ -191,8 +248,9 @@ def main(
     targets = stack.load(stack_dir).targets
     if target_id not in targets:
         raise UsageError(f"unknown target {target_id!r}", hint=f"one of: {', '.join(sorted(targets))}")
-    built = build(targets[target_id], source, base=base, tag=tag, build_command=build_command, cache=cache,
-                  no_cache=no_cache)  # fmt: skip
+    built = build(
+        targets[target_id], source, base=base, tag=tag, build_command=build_command, cache=cache, no_cache=no_cache
+    )
     print(built.listing, end="")
     print(f"image {built.tag}\nid    {built.image_id}\n({built.seconds:.1f} s; the listing is {LISTING} in it)")
     return 0

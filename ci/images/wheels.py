@@ -29,8 +29,9 @@ def platform_tags(platform: str) -> list[str]:
     wheel published as manylinux2014 (manylinux_2_17) is found only when that tag is named too."""
     machine = _MACHINE[platform]
     tags = [f"manylinux_2_{minor}_{machine}" for minor in range(GLIBC_MINOR, 16, -1)]
-    return [*tags, f"manylinux2014_{machine}"] + ([f"manylinux2010_{machine}", f"manylinux1_{machine}"]
-                                                  if machine == "x86_64" else [])  # fmt: skip
+    return [*tags, f"manylinux2014_{machine}"] + (
+        [f"manylinux2010_{machine}", f"manylinux1_{machine}"] if machine == "x86_64" else []
+    )
 
 
 def cache_root() -> Path:

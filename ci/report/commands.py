@@ -20,11 +20,23 @@ def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
     from ci.report.write import build
 
     if args.label and not args.compare:
-        raise UsageError("--label names the sides of a comparison, and no --compare was given",
-                         hint="python -m ci report A --compare B --label A --label B --out DIR")  # fmt: skip
-    return build(args.stack, args.inputs, args.baseline, targets=args.target, suites=args.suite,
-                 changes=args.change, compare_paths=args.compare, labels=args.label,
-                 upstream_path=args.upstream, out=args.out, made_with=argv)  # fmt: skip
+        raise UsageError(
+            "--label names the sides of a comparison, and no --compare was given",
+            hint="python -m ci report A --compare B --label A --label B --out DIR",
+        )
+    return build(
+        args.stack,
+        args.inputs,
+        args.baseline,
+        targets=args.target,
+        suites=args.suite,
+        changes=args.change,
+        compare_paths=args.compare,
+        labels=args.label,
+        upstream_path=args.upstream,
+        out=args.out,
+        made_with=argv,
+    )
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -39,24 +51,43 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    r = options.verb(sub, "report", help="combine JUnit into report.md/html/json with a verdict per imported change",
-                     codes=(0, 1, 2, 5, 7))  # fmt: skip
-    r.add_argument("inputs", nargs="+", type=Path, metavar="JUNIT",
-                   help="JUnit files or results folders (every *.xml and not-run.json below them)")  # fmt: skip
+    r = options.verb(
+        sub,
+        "report",
+        help="combine JUnit into report.md/html/json with a verdict per imported change",
+        codes=(0, 1, 2, 5, 7),
+    )
+    r.add_argument(
+        "inputs",
+        nargs="+",
+        type=Path,
+        metavar="JUNIT",
+        help="JUnit files or results folders (every *.xml and not-run.json below them)",
+    )
     r.add_argument("--out", type=Path, required=True, help="directory for report.md, report.html, report.json")
     r.add_argument("--baseline", type=Path, help="a previous report.json to judge regressions against")
-    r.add_argument("--upstream", type=Path, metavar="UPSTREAM.json",
-                   help="each change's rebase state, shown beside its verdict: the JSON of "
-                   "python -m ci upstream --fork CHECKOUT --format json")  # fmt: skip
+    r.add_argument(
+        "--upstream",
+        type=Path,
+        metavar="UPSTREAM.json",
+        help="each change's rebase state, shown beside its verdict: the JSON of "
+        "python -m ci upstream --fork CHECKOUT --format json",
+    )
     r.add_argument(
         "--strict",
         action="store_true",
         help=f"exit {STRICT_INPUTS} when an input is missing, empty or unreadable (report still written)",
     )
-    r.add_argument("--compare", action="append", type=Path, default=[], metavar="RESULTS",
-                   help="another side to set against the inputs (side A): a results folder or JUnit file; repeat "
-                   "for more sides. Runs of one row within a side are pooled; a side holding a row under two vLLM "
-                   "versions is refused (exit 2)")  # fmt: skip
+    r.add_argument(
+        "--compare",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="RESULTS",
+        help="another side to set against the inputs (side A): a results folder or JUnit file; repeat "
+        "for more sides. Runs of one row within a side are pooled; a side holding a row under two vLLM "
+        "versions is refused (exit 2)",
+    )
     r.add_argument(
         "--label",
         action="append",

@@ -1,5 +1,6 @@
-"""The comparison section (`python -m ci report A --compare B`): its tables for report.md and report.html,
-and its object in report.json. Side A is the reference; the rest of the report is side A's own."""
+"""The comparison section (`python -m ci report A --compare B`): its tables for report.md and report.html (its
+object in report.json: `ci.report.comparison_json`). Side A is the reference; the rest of the report is side A's
+own."""
 
 from __future__ import annotations
 
@@ -32,8 +33,14 @@ def intro(c: Comparison) -> str:
 
 def tables(c: Comparison) -> list[tuple[str, Table]]:
     """The section's tables in order, each with its heading."""
-    ported = [("Each change as ported: the fork against the fork without it", ported_table(c)),
-              ("Criteria as ported", ported_criteria_table(c))] if c.ported else []  # fmt: skip
+    ported = (
+        [
+            ("Each change as ported: the fork against the fork without it", ported_table(c)),
+            ("Criteria as ported", ported_criteria_table(c)),
+        ]
+        if c.ported
+        else []
+    )
     return [
         *ported,
         ("Sides", sides_table(c)),
@@ -64,10 +71,27 @@ def ported_table(c: Comparison) -> Table:
     and the verdict on the fork's build with its allowed regression judged against the build without the change."""
     rows = []
     for p in c.ported:
-        rows.append((change_label(p.change), f"{p.fork} ({p.builds[0]})", f"{p.without} ({p.builds[1]})",
-                     str(len(p.rows)), f"{p.seen[0]} / {p.seen[1]}", _as_ported(p)))  # fmt: skip
-    return Table(headers=("Change", "On the fork (build)", "Without it (build)", "Rows on both",
-                          "Probe: fork / without", "Verdict on the fork's build"), rows=tuple(rows))  # fmt: skip
+        rows.append(
+            (
+                change_label(p.change),
+                f"{p.fork} ({p.builds[0]})",
+                f"{p.without} ({p.builds[1]})",
+                str(len(p.rows)),
+                f"{p.seen[0]} / {p.seen[1]}",
+                _as_ported(p),
+            )
+        )
+    return Table(
+        headers=(
+            "Change",
+            "On the fork (build)",
+            "Without it (build)",
+            "Rows on both",
+            "Probe: fork / without",
+            "Verdict on the fork's build",
+        ),
+        rows=tuple(rows),
+    )
 
 
 def ported_criteria_table(c: Comparison) -> Table:
@@ -83,11 +107,20 @@ def sides_table(c: Comparison) -> Table:
     rows = []
     for s in c.sides:
         problems = s.results.problems()
-        rows.append((s.label, ", ".join(s.paths), ", ".join(s.vllm_versions) or "not recorded",
-                     ", ".join(s.caches) or "not recorded", str(len(s.rows)), str(s.cases),
-                     "; ".join(f"{f.path}: {f.status}" for f in problems) or "none"))  # fmt: skip
-    return Table(headers=("Side", "Inputs", "vLLM", "Caches at start", "Rows", "Runs", "Input problems"),
-                 rows=tuple(rows))  # fmt: skip
+        rows.append(
+            (
+                s.label,
+                ", ".join(s.paths),
+                ", ".join(s.vllm_versions) or "not recorded",
+                ", ".join(s.caches) or "not recorded",
+                str(len(s.rows)),
+                str(s.cases),
+                "; ".join(f"{f.path}: {f.status}" for f in problems) or "none",
+            )
+        )
+    return Table(
+        headers=("Side", "Inputs", "vLLM", "Caches at start", "Rows", "Runs", "Input problems"), rows=tuple(rows)
+    )
 
 
 def verdicts_table(c: Comparison) -> Table:
@@ -99,8 +132,13 @@ def verdicts_table(c: Comparison) -> Table:
     rows = []
     for change in (ch for ch in changes if ch in compared):
         verdicts = [side.get(change) for side in by_side]
-        rows.append((change_label(change), "verdict", *("—" if v is None else "✅ ready" if v.ready else "❌ not ready"
-                                                for v in verdicts)))  # fmt: skip
+        rows.append(
+            (
+                change_label(change),
+                "verdict",
+                *("—" if v is None else "✅ ready" if v.ready else "❌ not ready" for v in verdicts),
+            )
+        )
         names = dict.fromkeys(k.name for v in verdicts if v for k in v.criteria)
         for name in names:
             cells = []
@@ -142,8 +180,11 @@ def _cells(line: Line, i: int) -> tuple[str, ...]:
         head: tuple[str, ...] = ("—", "0", "—")
     else:
         spread = mine.high - mine.low
-        head = (_with_unit(num(mine.median, spread), line.unit), str(mine.n),
-                f"{num(mine.low, spread)}–{num(mine.high, spread)}")  # fmt: skip
+        head = (
+            _with_unit(num(mine.median, spread), line.unit),
+            str(mine.n),
+            f"{num(mine.low, spread)}–{num(mine.high, spread)}",
+        )
     vs: Versus | None = line.versus[i]
     if i == 0:
         return (*head, "reference", "", "", "", "")
@@ -153,8 +194,14 @@ def _cells(line: Line, i: int) -> tuple[str, ...]:
     width = vs.shift.interval[1] - vs.shift.interval[0] if vs.shift.interval else 0.0
     shift = _with_unit(_signed(num(vs.shift.estimate, width)), line.unit)
     delta = _with_unit(_signed(num(vs.delta, width)), line.unit)
-    return (*head, delta, ratio, shift, _with_unit(interval(vs.shift), line.unit if vs.shift.interval else ""),
-            confidence(vs.shift))  # fmt: skip
+    return (
+        *head,
+        delta,
+        ratio,
+        shift,
+        _with_unit(interval(vs.shift), line.unit if vs.shift.interval else ""),
+        confidence(vs.shift),
+    )
 
 
 def _signed(text: str) -> str:
@@ -167,8 +214,19 @@ def measurements_table(c: Comparison) -> Table:
         for i, label in enumerate(c.labels):
             rows.append((line.row, line.metric, label, *_cells(line, i)))
     a = c.labels[0]
-    headers = ("Row", "Metric", "Side", "Median", "n", "Min–max", f"Δ median vs {a}", f"Ratio vs {a}",
-               f"HL shift vs {a}", "Interval", "Confidence")  # fmt: skip
+    headers = (
+        "Row",
+        "Metric",
+        "Side",
+        "Median",
+        "n",
+        "Min–max",
+        f"Δ median vs {a}",
+        f"Ratio vs {a}",
+        f"HL shift vs {a}",
+        "Interval",
+        "Confidence",
+    )
     return Table(headers=headers, rows=tuple(rows))
 
 
@@ -180,50 +238,3 @@ def partial_table(c: Comparison) -> Table:
             statuses.append(STATUS_MARK[s.rows[row].status] if here else "absent")
         rows.append((row, *statuses))
     return Table(headers=("Row", *c.labels), rows=tuple(rows))
-
-
-def _summary_json(s: Summary | None) -> dict[str, object] | None:
-    if s is None:
-        return None
-    return {"n": s.n, "runs": s.runs, "median": s.median, "min": s.low, "max": s.high, "samples": list(s.samples)}
-
-
-def _versus_json(v: Versus | None) -> dict[str, object] | None:
-    if v is None:
-        return None
-    sh = v.shift
-    return {"delta": v.delta, "ratio": v.ratio, "hodges_lehmann": sh.estimate,
-            "interval": list(sh.interval) if sh.interval else None, "confidence": sh.confidence,
-            "method": sh.method, "ties": sh.ties}  # fmt: skip
-
-
-def to_json(c: Comparison) -> dict[str, object]:
-    return {
-        "reference": c.labels[0],
-        "sides": [
-            {"label": s.label, "inputs": list(s.paths), "vllm_versions": list(s.vllm_versions),
-             "caches": list(s.caches), "rows": len(s.rows), "runs": s.cases,
-             "problems": [{"path": f.path, "status": f.status, "problem": f.problem} for f in s.results.problems()],
-             "verdicts": [{"id": v.change.id, "verdict": v.text, "ready": v.ready,
-                           "blocked_by": [k.name for k in v.blocking]} for v in s.verdicts]}
-            for s in c.sides
-        ],
-        "metrics": [
-            {"row": ln.row, "metric": ln.metric, "unit": ln.unit,
-             "sides": {label: _summary_json(s) for label, s in zip(c.labels, ln.sides, strict=True)},
-             "versus_reference": {label: _versus_json(v) for label, v in zip(c.labels[1:], ln.versus[1:], strict=True)}}
-            for ln in c.lines
-        ],
-        "ported": [
-            {"change": p.change, "fork": p.fork, "without": p.without, "builds": list(p.builds), "rows": list(p.rows),
-             "presence": list(p.seen), "isolated": p.isolated, "problems": list(p.problems), "ready": p.verdict.ready,
-             "verdict": p.verdict.text,
-             "criteria": [{"name": k.name, "status": k.status, "evidence": k.evidence} for k in p.verdict.criteria]}
-            for p in c.ported
-        ],
-        "missing": [
-            {"row": row, "on": [lb for lb, here in zip(c.labels, present, strict=True) if here],
-             "absent_from": [lb for lb, here in zip(c.labels, present, strict=True) if not here]}
-            for row, present in c.partial
-        ],
-    }  # fmt: skip

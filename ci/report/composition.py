@@ -14,9 +14,23 @@ from ci.stack.plan import Row, history_for
 
 TRACK = "composition"
 HEADERS = (
-    "Row", "Model", "Hardware", "GPUs", "Spec Decode", "TP", "DP", "EP Enabled?", "CUDA Graph Mode",
-    "DCP Size", "DBO Enabled?", "KV Cache DType", "Attn Backend", "Runs?", "Cause / notes", "Seed table",
-)  # fmt: skip
+    "Row",
+    "Model",
+    "Hardware",
+    "GPUs",
+    "Spec Decode",
+    "TP",
+    "DP",
+    "EP Enabled?",
+    "CUDA Graph Mode",
+    "DCP Size",
+    "DBO Enabled?",
+    "KV Cache DType",
+    "Attn Backend",
+    "Runs?",
+    "Cause / notes",
+    "Seed table",
+)
 RUNS, WRONG, CRASH, HANG, NOT_RUN = "✅ runs", "⚠️ runs, wrong", "❌ crash", "⏳ hang", "not run"
 # pytest's crash line for an exception ("RuntimeError: ...", "engine.dp.RankFailed: ..."): the engine died
 _EXCEPTION = re.compile(r"^[\w.]*(Error|Exception|Failed|Interrupt|Dead\w*)\b")
@@ -55,9 +69,26 @@ def table(report: Report) -> Table:
         spec = model.drafter.type.upper() if p.spec_method and model.drafter else "-"
         seen = _seed(report, r)
         runs, cause = outcome(r)
-        rows.append((p.id, model.seed_name or model.id, target.short, str(p.gpus), spec, str(p.tp), str(p.dp),
-                     "Y" if p.ep else "N", p.cudagraph_mode, str(p.dcp), "Y" if p.dbo else "N", p.kv_cache_dtype,
-                     p.backend, runs, cause, seen))  # fmt: skip
+        rows.append(
+            (
+                p.id,
+                model.seed_name or model.id,
+                target.short,
+                str(p.gpus),
+                spec,
+                str(p.tp),
+                str(p.dp),
+                "Y" if p.ep else "N",
+                p.cudagraph_mode,
+                str(p.dcp),
+                "Y" if p.dbo else "N",
+                p.kv_cache_dtype,
+                p.backend,
+                runs,
+                cause,
+                seen,
+            )
+        )
     return Table(headers=HEADERS, rows=tuple(rows))
 
 

@@ -70,8 +70,9 @@ def table(report: Report) -> Table:
             ran = sum(bool(r.cases) for r in mine)
             blocked = ", ".join(CRITERION_IDS.get(c.name, c.name) for c in v.blocking)
             said = f"no row ran ({len(mine)} planned)" if not ran else f"no failing row; blocked by {blocked}"
-        rows.append((f"#{v.change.id}", "✅ ready" if v.ready else "❌ not ready", said or "none",
-                     next_step(report, v, found)))  # fmt: skip
+        rows.append(
+            (f"#{v.change.id}", "✅ ready" if v.ready else "❌ not ready", said or "none", next_step(report, v, found))
+        )
     return Table(headers=("Change", "Verdict", "Causes (rows)", "Next step"), rows=tuple(rows))
 
 

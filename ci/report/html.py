@@ -28,8 +28,15 @@ from ci.report.view import (
 )
 
 _STATUS_CLASS = {"pass": "pass", "fail": "fail", "missing": "warn"}
-_ROW_CLASS = {"pass": "pass", "failure": "fail", "error": "fail", "conflict": "warn", "skipped": "warn",
-              "incomplete": "warn", "not run": ""}  # fmt: skip
+_ROW_CLASS = {
+    "pass": "pass",
+    "failure": "fail",
+    "error": "fail",
+    "conflict": "warn",
+    "skipped": "warn",
+    "incomplete": "warn",
+    "not run": "",
+}
 
 
 @cache
@@ -73,14 +80,24 @@ def render(report: Report) -> str:
         by_quantity: dict[tuple[str, str], list[triage.Pair]] = {}
         for p in triage.pairs(report, v):
             by_quantity.setdefault((p.quantity, p.cold.unit), []).append(p)
-        verdicts.append({
-            "id": v.change.id, "label": label, "title": name, "track": v.change.track, "state": state,
-            "ready": v.ready, "text": v.text, "blocked": [c.name for c in v.blocking],
-            "causes": triage.causes(report, v), "failing": triage.failing(report, v),
-            "criteria": [(c.name, c.status, c.evidence) for c in v.criteria],
-            "charts": [plot.chart(q, unit, ps) for (q, unit), ps in by_quantity.items()],
-            "rebase": rebase.cell(report, v.change.id), "rebase_line": rebase.line(report, v.change.id),
-        })  # fmt: skip
+        verdicts.append(
+            {
+                "id": v.change.id,
+                "label": label,
+                "title": name,
+                "track": v.change.track,
+                "state": state,
+                "ready": v.ready,
+                "text": v.text,
+                "blocked": [c.name for c in v.blocking],
+                "causes": triage.causes(report, v),
+                "failing": triage.failing(report, v),
+                "criteria": [(c.name, c.status, c.evidence) for c in v.criteria],
+                "charts": [plot.chart(q, unit, ps) for (q, unit), ps in by_quantity.items()],
+                "rebase": rebase.cell(report, v.change.id),
+                "rebase_line": rebase.line(report, v.change.id),
+            }
+        )
     matrices = [m for t in targets(report) if (m := _matrix(report, t)) is not None]
     comp = composition.table(report)
     named = models.table(report)

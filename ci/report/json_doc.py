@@ -6,7 +6,7 @@ from pathlib import Path
 
 import ci
 from ci import revision
-from ci.report import comparison, rebase
+from ci.report import comparison_json, rebase
 from ci.report.rerun import rerun, rerun_test, rows_json_beside, shown
 from ci.report.view import FAILING, Report
 from ci.results import criteria
@@ -15,9 +15,15 @@ from ci.stack.change import Upstream
 
 SCHEMA = Path(__file__).with_name("report.schema.json")  # the document's published JSON Schema
 # each criterion by a stable id, for scripts: its name is English and may be reworded
-CRITERION_IDS = {criteria.TIED: "tied", criteria.COLD_WARM: "cold_warm", criteria.NO_JIT: "no_jit",
-                 criteria.MATRIX: "matrix", criteria.TOLERANCE: "tolerance", criteria.GRAPH: "graph_replay",
-                 criteria.REGRESSION: "allowed_regression"}  # fmt: skip
+CRITERION_IDS = {
+    criteria.TIED: "tied",
+    criteria.COLD_WARM: "cold_warm",
+    criteria.NO_JIT: "no_jit",
+    criteria.MATRIX: "matrix",
+    criteria.TOLERANCE: "tolerance",
+    criteria.GRAPH: "graph_replay",
+    criteria.REGRESSION: "allowed_regression",
+}
 
 
 def _upstream(up: Upstream | None) -> dict[str, object] | None:
@@ -47,7 +53,7 @@ def _run_document(r: RowResult) -> dict[str, object] | None:
 def to_json(report: Report) -> dict[str, object]:
     doc = _report(report)
     if report.comparison:
-        doc["comparison"] = comparison.to_json(report.comparison)
+        doc["comparison"] = comparison_json.to_json(report.comparison)
     if report.upstream:
         doc["upstream"] = rebase.document(report)
     return doc
@@ -55,42 +61,93 @@ def to_json(report: Report) -> dict[str, object]:
 
 def _report(report: Report) -> dict[str, object]:
     res = report.results
-    inputs = [{"path": f.path, "status": f.status, "problem": f.problem, "role": "junit", "testcases": len(f.cases)}
-              for f in res.inputs]  # fmt: skip
+    inputs = [
+        {"path": f.path, "status": f.status, "problem": f.problem, "role": "junit", "testcases": len(f.cases)}
+        for f in res.inputs
+    ]
     for role, b in (("baseline", report.baseline), ("upstream", report.upstream_read)):
         if b:
             inputs.append({"path": b.path, "status": b.status, "problem": b.problem, "role": role, "testcases": 0})
     return {
         "schema": 1,
-        "generator": {"name": "stackgate", "version": ci.__version__, "revision": revision.git_revision(),
-                      "argv": list(report.made_with)},
+        "generator": {
+            "name": "stackgate",
+            "version": ci.__version__,
+            "revision": revision.git_revision(),
+            "argv": list(report.made_with),
+        },
         "stack": {"digest": report.stack.digest},
         "changes": [
-            {"id": v.change.id, "title": v.change.title, "track": v.change.track, "verdict": v.text,
-             "ready": v.ready, "gating": v.change.gating, "blocked_by": [c.name for c in v.blocking],
-             "upstream": _upstream(v.change.upstream),
-             **({"rebase": rebase.to_json(report, v.change.id)} if report.upstream else {}),
-             "criteria": [{"id": CRITERION_IDS.get(c.name, c.name), "name": c.name, "status": c.status,
-                           "evidence": c.evidence} for c in v.criteria]}
+            {
+                "id": v.change.id,
+                "title": v.change.title,
+                "track": v.change.track,
+                "verdict": v.text,
+                "ready": v.ready,
+                "gating": v.change.gating,
+                "blocked_by": [c.name for c in v.blocking],
+                "upstream": _upstream(v.change.upstream),
+                **({"rebase": rebase.to_json(report, v.change.id)} if report.upstream else {}),
+                "criteria": [
+                    {
+                        "id": CRITERION_IDS.get(c.name, c.name),
+                        "name": c.name,
+                        "status": c.status,
+                        "evidence": c.evidence,
+                    }
+                    for c in v.criteria
+                ],
+            }
             for v in report.verdicts
         ],
         "rows": [
-            {"id": r.id, "status": r.status, "target": r.target, "suite": r.suite, "change": r.change,
-             "planned": r.planned is not None, "message": r.message, "note": r.note,
-             **_rerun(r), "rows_json": _run_document(r),
-             "metrics": {name: m.to_json() for name, m in r.metrics.items()},
-             "duplicates": list(r.duplicates),
-             "runs": [{"file": c.file, "junit_suite": c.junit_suite, "test": f"{c.classname}::{c.name}",
-                       "status": c.status, "message": c.message, "image_digest": c.image_digest,
-                       "git_revision": c.git_revision, "problems": list(c.problems),
-                       "vllm_version": c.vllm_version, "vllm_build": c.vllm_build,
-                       "fork_changes": None if c.fork_changes is None else list(c.fork_changes),
-                       "fork_without": c.fork_without,
-                       "jit": {"compiles": c.jit_compiles, "kernels": list(c.jit_kernels),
-                               "cache_new_files": c.jit_cache_new_files}} for c in r.cases]}
+            {
+                "id": r.id,
+                "status": r.status,
+                "target": r.target,
+                "suite": r.suite,
+                "change": r.change,
+                "planned": r.planned is not None,
+                "message": r.message,
+                "note": r.note,
+                **_rerun(r),
+                "rows_json": _run_document(r),
+                "metrics": {name: m.to_json() for name, m in r.metrics.items()},
+                "duplicates": list(r.duplicates),
+                "runs": [
+                    {
+                        "file": c.file,
+                        "junit_suite": c.junit_suite,
+                        "test": f"{c.classname}::{c.name}",
+                        "status": c.status,
+                        "message": c.message,
+                        "image_digest": c.image_digest,
+                        "git_revision": c.git_revision,
+                        "problems": list(c.problems),
+                        "vllm_version": c.vllm_version,
+                        "vllm_build": c.vllm_build,
+                        "fork_changes": None if c.fork_changes is None else list(c.fork_changes),
+                        "fork_without": c.fork_without,
+                        "jit": {
+                            "compiles": c.jit_compiles,
+                            "kernels": list(c.jit_kernels),
+                            "cache_new_files": c.jit_cache_new_files,
+                        },
+                    }
+                    for c in r.cases
+                ],
+            }
             for r in res.rows
         ],
-        "unkeyed": [{"file": c.file, "test": f"{c.classname}::{c.name}", "status": c.status, "message": c.message,
-                     "repro_command": rerun_test(c) or None} for c in res.unkeyed],
+        "unkeyed": [
+            {
+                "file": c.file,
+                "test": f"{c.classname}::{c.name}",
+                "status": c.status,
+                "message": c.message,
+                "repro_command": rerun_test(c) or None,
+            }
+            for c in res.unkeyed
+        ],
         "inputs": inputs,
-    }  # fmt: skip
+    }

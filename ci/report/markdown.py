@@ -50,8 +50,12 @@ def _document(report: Report, only_failing: bool) -> str:
     res = report.results
     out = ["# stackgate report", ""]
     ready = sum(v.ready for v in report.verdicts)
-    out.append(f"**{ready} of {len(report.verdicts)} imported changes ready for default enablement.** "
-               + "Rows: " + ", ".join(f"{STATUS_MARK[k]} {n}" for k, n in counts(res).items()) + ".")  # fmt: skip
+    out.append(
+        f"**{ready} of {len(report.verdicts)} imported changes ready for default enablement.** "
+        + "Rows: "
+        + ", ".join(f"{STATUS_MARK[k]} {n}" for k, n in counts(res).items())
+        + "."
+    )
     out += ["", md(first_screen.judged(report)), "", "## Summary", "", *_table(first_screen.table(report)), ""]
     warnings = first_screen.warnings(report)  # plain Markdown: Buildkite's renderer has no GitHub alerts
     if warnings:
@@ -72,9 +76,17 @@ def _document(report: Report, only_failing: bool) -> str:
         out += [*_table(criteria_table(v)), ""]
     comp = composition.table(report)
     if comp.rows:
-        out += [f"## {md(composition.heading(report))}", "",
-                md(f"The seed table's shape: {composition.tally(comp)}. A crash or hang is the row's outcome, "
-                   "with its cause."), "", *_table(comp), ""]  # fmt: skip
+        out += [
+            f"## {md(composition.heading(report))}",
+            "",
+            md(
+                f"The seed table's shape: {composition.tally(comp)}. A crash or hang is the row's outcome, "
+                "with its cause."
+            ),
+            "",
+            *_table(comp),
+            "",
+        ]
     named = models.table(report)
     if named.rows:
         intro = f"Each named model's rows beside its shrunk twin's (random weights): {models.tally(named)}."
@@ -103,8 +115,11 @@ def _document(report: Report, only_failing: bool) -> str:
             shown = Table(headers=t.headers, rows=keep)
         out += [f"## Status matrix: {md(target)}", ""]
         if shown is not t:
-            out += [f"_{len(t.rows) - len(shown.rows)} passing rows left out to fit the annotation; "
-                    "report.html lists every row._", ""]  # fmt: skip
+            out += [
+                f"_{len(t.rows) - len(shown.rows)} passing rows left out to fit the annotation; "
+                "report.html lists every row._",
+                "",
+            ]
         out += [*_table(shown), ""]
     out += ["## Cold vs warm", "", "Cold: first request in a fresh process. Warm: steady state. Never averaged.", ""]
     for v in report.verdicts:
@@ -121,9 +136,16 @@ def _verdicts(report: Report) -> Table:
     rows = []
     for v in report.verdicts:
         failing = sum(r.status in FAILING for r in report.results.rows if r.change == v.change.id)
-        rows.append((f"#{v.change.id}", v.change.track, "✅ ready" if v.ready else "❌ not ready",
-                     ", ".join(c.name for c in v.blocking) or "nothing", str(failing),
-                     *([rebase.cell(report, v.change.id)] if report.upstream_read else [])))  # fmt: skip
+        rows.append(
+            (
+                f"#{v.change.id}",
+                v.change.track,
+                "✅ ready" if v.ready else "❌ not ready",
+                ", ".join(c.name for c in v.blocking) or "nothing",
+                str(failing),
+                *([rebase.cell(report, v.change.id)] if report.upstream_read else []),
+            )
+        )
     headers = ("Change", "Track", "Verdict", "Blocked by", "Failing rows")
     return Table(headers=(*headers, *(["Rebase state"] if report.upstream_read else [])), rows=tuple(rows))
 
@@ -145,6 +167,8 @@ def _cut(text: str, budget: int) -> str:
             break
         kept.pop()
     left = len(lines) - len(kept)
-    note = (f"\n> **Truncated:** {left} more lines did not fit Buildkite's 1 MiB annotation limit; "
-            "report.html and report.json hold the whole report.")  # fmt: skip
+    note = (
+        f"\n> **Truncated:** {left} more lines did not fit Buildkite's 1 MiB annotation limit; "
+        "report.html and report.json hold the whole report."
+    )
     return "\n".join(kept) + "\n" + note + "\n"

@@ -30,8 +30,16 @@ def table(report: Report) -> Table:
         for change in sorted(set(real) | set(shrunk)):
             track = report.stack.changes[change].track if change in report.stack.changes else "?"
             mine = shrunk.get(change, [])
-            rows.append((name, f"#{change} ({track})", _counts(real.get(change, [])), str(len(mine)),
-                         _counts(mine) if mine else "no shrunk row planned", _first_failure(mine)))  # fmt: skip
+            rows.append(
+                (
+                    name,
+                    f"#{change} ({track})",
+                    _counts(real.get(change, [])),
+                    str(len(mine)),
+                    _counts(mine) if mine else "no shrunk row planned",
+                    _first_failure(mine),
+                )
+            )
         if not real and not shrunk:
             rows.append((name, "-", "no row planned", "0", "no row planned on the targets reported", ""))
     return Table(headers=HEADERS, rows=tuple(rows))

@@ -66,10 +66,12 @@ def chart(quantity: str, unit: str, pairs: Sequence[Pair]) -> str:
     axis = _Axis(min(positive) if positive else 0.0, max(values) if values else 0.0)
     scale_note = "log scale" if axis.log else "linear scale"
     height = 30 + len(pairs) * (NAME_H + 2 * BAR_H + GAP) + 30
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {LEFT + PLOT_W + 90} {height}" '
-           f'role="img" aria-label="{escape(quantity)}: cold and warm per row">',
-           f'<text x="0" y="16" class="t">{escape(quantity)} ({escape(unit)}, {scale_note}): cold (dark), warm '
-           "(light)</text>"]  # fmt: skip
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {LEFT + PLOT_W + 90} {height}" '
+        f'role="img" aria-label="{escape(quantity)}: cold and warm per row">',
+        f'<text x="0" y="16" class="t">{escape(quantity)} ({escape(unit)}, {scale_note}): cold (dark), warm '
+        "(light)</text>",
+    ]
     y0 = y = 28
     for p in pairs:
         out.append(f'<text x="{LEFT}" y="{y + NAME_H - 5}" class="l">{escape(p.row)}</text>')
@@ -78,8 +80,10 @@ def chart(quantity: str, unit: str, pairs: Sequence[Pair]) -> str:
             end = max(LEFT + 1.5, axis.x(m.value))
             lo, hi = _extent(m)
             tip = f"{escape(m.name)}: {num(m.value)} {escape(m.unit)} (n={m.repeats})"
-            out.append(f'<rect x="{LEFT}" y="{y}" width="{end - LEFT:.1f}" height="{BAR_H - 2}" fill="{colour}">'
-                       f"<title>{tip}</title></rect>")  # fmt: skip
+            out.append(
+                f'<rect x="{LEFT}" y="{y}" width="{end - LEFT:.1f}" height="{BAR_H - 2}" fill="{colour}">'
+                f"<title>{tip}</title></rect>"
+            )
             if hi > lo:
                 mid = y + BAR_H / 2 - 1
                 out.append(f'<line x1="{axis.x(lo):.1f}" x2="{axis.x(hi):.1f}" y1="{mid}" y2="{mid}" stroke="#222"/>')

@@ -49,8 +49,10 @@ def where(report: Report) -> str:
         return ""
     shallow = " (a shallow clone)" if snap.shallow else ""
     source = f", read from {report.upstream_read.path}" if report.upstream_read else ""
-    return (f"Rebase state of {snap.fork}{shallow} at HEAD {snap.head[:12]}: {snap.fork_commits} own commits over "
-            f"{snap.upstream_ref} ({snap.upstream[:12]}){source}.")  # fmt: skip
+    return (
+        f"Rebase state of {snap.fork}{shallow} at HEAD {snap.head[:12]}: {snap.fork_commits} own commits over "
+        f"{snap.upstream_ref} ({snap.upstream[:12]}){source}."
+    )
 
 
 def to_json(report: Report, change: str) -> dict[str, object] | None:
@@ -65,6 +67,13 @@ def document(report: Report) -> dict[str, object] | None:
     snap = report.upstream
     if snap is None:
         return None
-    return {"path": report.upstream_read.path if report.upstream_read else None, "fork": snap.fork,
-            "head": snap.head, "upstream_ref": snap.upstream_ref, "upstream": snap.upstream,
-            "merge_base": snap.merge_base, "shallow": snap.shallow, "fork_commits": snap.fork_commits}  # fmt: skip
+    return {
+        "path": report.upstream_read.path if report.upstream_read else None,
+        "fork": snap.fork,
+        "head": snap.head,
+        "upstream_ref": snap.upstream_ref,
+        "upstream": snap.upstream,
+        "merge_base": snap.merge_base,
+        "shallow": snap.shallow,
+        "fork_commits": snap.fork_commits,
+    }

@@ -66,8 +66,17 @@ def failing(report: Report, verdict: Verdict) -> list[Failing]:
         found = log_file(bad) if bad else None
         log = shown(found) if found else (bad.log if bad else "")
         href = os.path.relpath(found, report.out) if found and report.out else ""
-        out.append(Failing(row=r, message=r.message or r.note, details=details, log=log, log_href=href,
-                           seconds=sum(c.time or 0.0 for c in r.cases), how=rerun(r)))  # fmt: skip
+        out.append(
+            Failing(
+                row=r,
+                message=r.message or r.note,
+                details=details,
+                log=log,
+                log_href=href,
+                seconds=sum(c.time or 0.0 for c in r.cases),
+                how=rerun(r),
+            )
+        )
     return out
 
 

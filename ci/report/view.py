@@ -20,9 +20,14 @@ from ci.stack.table import PLAN_HEADERS, change_label, plan_table_rows
 from ci.upstream.state import Snapshot
 
 STATUS_MARK = {
-    "pass": "✅ pass", "failure": "❌ failure", "error": "❌ error", "conflict": "⚠️ conflict",
-    "skipped": "⚠️ skipped", "incomplete": "⚠️ incomplete", "not run": "not run",
-}  # fmt: skip
+    "pass": "✅ pass",
+    "failure": "❌ failure",
+    "error": "❌ error",
+    "conflict": "⚠️ conflict",
+    "skipped": "⚠️ skipped",
+    "incomplete": "⚠️ incomplete",
+    "not run": "not run",
+}
 CRITERION_MARK = {"pass": "✅ pass", "fail": "❌ fail", "missing": "⚠️ missing"}
 FAILING = ("failure", "error", "conflict", "incomplete")
 MATRIX_HEADERS = (*PLAN_HEADERS, "Runs?", "Score", "Notes")
@@ -57,10 +62,19 @@ def banner(report: Report) -> list[str]:
     for role, read in (("baseline", report.baseline), ("upstream state", report.upstream_read)):
         if read and read.status != "ok":
             lines.append(f"{role} {read.path}: {read.status} ({read.problem})")
-    other = sorted({(f.path, s.stack_digest) for f in res.inputs for s in f.scopes
-                    if s.stack_digest and s.stack_digest != report.stack.digest})  # fmt: skip
-    lines += [f"input {path} was made with another stack ({digest[:19]}…); this report judges with "
-              f"{report.stack.digest[:19]}… ({shown(report.stack.root)})" for path, digest in other]  # fmt: skip
+    other = sorted(
+        {
+            (f.path, s.stack_digest)
+            for f in res.inputs
+            for s in f.scopes
+            if s.stack_digest and s.stack_digest != report.stack.digest
+        }
+    )
+    lines += [
+        f"input {path} was made with another stack ({digest[:19]}…); this report judges with "
+        f"{report.stack.digest[:19]}… ({shown(report.stack.root)})"
+        for path, digest in other
+    ]
     lines += _mixed_builds(res)
     for side in report.comparison.sides[1:] if report.comparison else ():
         lines += [f"side {side.label}: input {f.path}: {f.status} ({f.problem})" for f in side.results.problems()]
@@ -86,8 +100,11 @@ def _mixed_builds(res: Results) -> list[str]:
             if c.vllm_version:
                 seen.setdefault((r.target, "vLLM versions"), set()).add(c.vllm_version)
     cut = {"images": 19, "vLLM versions": None}  # image digests shortened; a vLLM build whole
-    return [f"{target}: results from {len(values)} {what} ({', '.join(sorted(v[: cut[what]] for v in values))})"
-            for (target, what), values in seen.items() if len(values) > 1]  # fmt: skip
+    return [
+        f"{target}: results from {len(values)} {what} ({', '.join(sorted(v[: cut[what]] for v in values))})"
+        for (target, what), values in seen.items()
+        if len(values) > 1
+    ]
 
 
 def short(text: str, limit: int = _NOTE_CHARS) -> str:
@@ -209,10 +226,19 @@ def _notes(r: RowResult) -> str:
 
 def unplanned_table(results: Results) -> Table:
     """Results for row ids the plan lacks, and testcases naming no row at all."""
-    rows = [(r.id, r.target, STATUS_MARK[r.status], short(r.note or r.message), "") for r in results.rows
-            if not r.planned]  # fmt: skip
-    rows += [(f"{c.classname}::{c.name}", c.target or "?", STATUS_MARK[c.status], short(f"{c.file}: {c.message}"),
-              rerun_test(c)) for c in results.unkeyed]  # fmt: skip
+    rows = [
+        (r.id, r.target, STATUS_MARK[r.status], short(r.note or r.message), "") for r in results.rows if not r.planned
+    ]
+    rows += [
+        (
+            f"{c.classname}::{c.name}",
+            c.target or "?",
+            STATUS_MARK[c.status],
+            short(f"{c.file}: {c.message}"),
+            rerun_test(c),
+        )
+        for c in results.unkeyed
+    ]
     return Table(headers=("Row or test", "Target", "Status", "Notes", "Re-run"), rows=tuple(rows))
 
 

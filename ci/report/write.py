@@ -69,8 +69,15 @@ def build(
     for name, path in zip(names[1:], compare_paths, strict=True):
         other = merge.collect([path], p)  # each side judged as side A is, against the same baseline
         sides.append(compare.side(name, [path], other, compare.judge(st, other, base, in_scope), filtered))
-    return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read,
-                  comparison=compare.compare(sides, st), **rebase)  # fmt: skip
+    return Report(
+        stack=st,
+        plan=p,
+        results=res,
+        verdicts=verdicts,
+        baseline=base_read,
+        comparison=compare.compare(sides, st),
+        **rebase,
+    )
 
 
 def _upstream(path: Path | None) -> dict[str, Any]:
@@ -129,8 +136,9 @@ def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
                 os.replace(kept.pop(name), out / name)
             else:
                 os.unlink(out / name)
-        raise ReportError(f"{out}: cannot write the report: {exc.strerror or exc}",
-                          hint="check that --out names a writable directory") from None  # fmt: skip
+        raise ReportError(
+            f"{out}: cannot write the report: {exc.strerror or exc}", hint="check that --out names a writable directory"
+        ) from None
     finally:
         for tmp in [*temps.values(), *kept.values()]:
             if os.path.exists(tmp):
@@ -162,14 +170,23 @@ def summary(report: Report, out: Path, *, outside_informational: bool = False) -
     ready = sum(v.ready for v in report.verdicts)
     tally = ", ".join(f"{n} {status}" for status, n in counts(res).items())
     n_out, bad_out = outside(report)
-    told = (f", {n_out} testcase{'s' * (n_out != 1)} outside the plan ({bad_out} failed or errored"
-            f"{'; informational' if outside_informational else ''})") if n_out else ""  # fmt: skip
-    line = (f"wrote {', '.join(OUTPUTS)} to {out}: {len(res.rows)} rows ({tally}){told}, {len(res.inputs)} inputs "
-            f"({len(res.problems())} with problems); {ready} of {len(report.verdicts)} changes ready")  # fmt: skip
+    told = (
+        (
+            f", {n_out} testcase{'s' * (n_out != 1)} outside the plan ({bad_out} failed or errored"
+            f"{'; informational' if outside_informational else ''})"
+        )
+        if n_out
+        else ""
+    )
+    line = (
+        f"wrote {', '.join(OUTPUTS)} to {out}: {len(res.rows)} rows ({tally}){told}, {len(res.inputs)} inputs "
+        f"({len(res.problems())} with problems); {ready} of {len(report.verdicts)} changes ready"
+    )
     c = report.comparison
     if c:
-        line += (f"; compared {' vs '.join(c.labels)}: {len(c.lines)} row metrics, "
-                 f"{len(c.partial)} rows missing from a side")  # fmt: skip
+        line += (
+            f"; compared {' vs '.join(c.labels)}: {len(c.lines)} row metrics, {len(c.partial)} rows missing from a side"
+        )
     return line
 
 

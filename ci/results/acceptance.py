@@ -44,6 +44,7 @@ def judge(change: Change, results: Results, baseline: Baseline | None, required:
     by_target: dict[str, list[RowResult]] = {}
     for r in rows:
         by_target.setdefault(r.target, []).append(r)
-    ev = Evidence(change=change, rows=rows, by_target=by_target, results=results, baseline=baseline,
-                  required_targets=required)  # fmt: skip
+    ev = Evidence(
+        change=change, rows=rows, by_target=by_target, results=results, baseline=baseline, required_targets=required
+    )
     return Verdict(change=change, criteria=tuple(rule.judge(ev) for rule in CRITERIA))

@@ -114,8 +114,10 @@ class Pooled:
 
     @property
     def text(self) -> str:
-        return (f"{self.worse} of {self.total} single-sample rows worse past the bound, median change "
-                f"{self.median_pct:+.1f}%; sign test p={self.p_value:.3f}")  # fmt: skip
+        return (
+            f"{self.worse} of {self.total} single-sample rows worse past the bound, median change "
+            f"{self.median_pct:+.1f}%; sign test p={self.p_value:.3f}"
+        )
 
 
 MIN_POOLED = 5  # the fewest rows at which the sign test can reach ALPHA (5 of 5: p = 0.031)
@@ -125,5 +127,9 @@ def pooled(comparisons: list[Comparison]) -> Pooled | None:
     if len(comparisons) < MIN_POOLED:
         return None
     worse = sum(c.pct_worse > c.max_pct for c in comparisons)
-    return Pooled(worse=worse, total=len(comparisons), p_value=sign_test_greater(worse, len(comparisons)),
-                  median_pct=statistics.median(c.pct_worse for c in comparisons))  # fmt: skip
+    return Pooled(
+        worse=worse,
+        total=len(comparisons),
+        p_value=sign_test_greater(worse, len(comparisons)),
+        median_pct=statistics.median(c.pct_worse for c in comparisons),
+    )

@@ -110,9 +110,11 @@ def labels(sides: Sequence[Sequence[Path]], given: Sequence[str]) -> tuple[str, 
     """Each side's label: as given (once per side, A first), else its folder's (or file's) name."""
     if given:
         if len(given) != len(sides):
-            raise UsageError(f"{len(given)} --label for {len(sides)} sides",
-                             hint="give one --label per side, A first, or none: python -m ci report A --compare B "
-                             "--label A --label B --out DIR")  # fmt: skip
+            raise UsageError(
+                f"{len(given)} --label for {len(sides)} sides",
+                hint="give one --label per side, A first, or none: python -m ci report A --compare B "
+                "--label A --label B --out DIR",
+            )
         if len(set(given)) != len(given):
             raise UsageError(f"--label names a side twice: {', '.join(given)}", hint="give each side its own label")
         return tuple(given)
@@ -127,8 +129,7 @@ def side(label: str, paths: Sequence[Path], results: Results, verdicts: Sequence
     rows = {r.id: r for r in results.rows if r.cases and (r.planned is not None or not filtered)}
     for r in rows.values():
         _one_build(label, r)
-    return Side(label=label, paths=tuple(str(p) for p in paths), results=results, verdicts=tuple(verdicts),
-                rows=rows)  # fmt: skip
+    return Side(label=label, paths=tuple(str(p) for p in paths), results=results, verdicts=tuple(verdicts), rows=rows)
 
 
 def judge(stack: Stack, results: Results, baseline: Baseline | None, changes: set[str]) -> tuple[Verdict, ...]:
@@ -144,10 +145,11 @@ def _one_build(label: str, row: RowResult) -> None:
     if len(first) > 1:
         seen = ", ".join(f"{v} ({f})" for v, f in first.items())
         one, two = (shlex.quote(str(Path(f).parent)) for f in list(first.values())[:2])
-        raise ResultsError(f"side {label}: row {row.id} ran under {len(first)} vLLM versions: {seen}; "
-                           "runs of different builds are not repeats and are not pooled",
-                           hint=f"give each build a side of its own, e.g. python -m ci report {one} --compare {two} "
-                           "--out DIR")  # fmt: skip
+        raise ResultsError(
+            f"side {label}: row {row.id} ran under {len(first)} vLLM versions: {seen}; "
+            "runs of different builds are not repeats and are not pooled",
+            hint=f"give each build a side of its own, e.g. python -m ci report {one} --compare {two} --out DIR",
+        )
 
 
 def compare(sides: Sequence[Side], stack: Stack | None = None) -> Comparison:

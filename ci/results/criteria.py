@@ -6,84 +6,31 @@ is judged on each target with planned rows, a whole-change rule on all results; 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable
 
 from ci.results import baseline
-from ci.results.baseline import Baseline, compare
-from ci.results.merge import Results, RowResult
+from ci.results.baseline import compare
+
+# the parts, also named through this module (ci.results.acceptance, ci.report.json_doc, the tests)
+from ci.results.criterion import (
+    COLD_WARM,
+    GRAPH,
+    MATRIX,
+    NO_JIT,
+    REGRESSION,
+    TIED,
+    TOLERANCE,
+    Criterion,
+    Evidence,
+    Rule,
+    Status,
+    combine,
+    listed,
+    ran_rows,
+)
+from ci.results.merge import RowResult
 from ci.results.node_ids import matches
 from ci.stack.change import Change
-
-Status = Literal["pass", "fail", "missing"]
-
-TIED = "tied to a focused regression or benchmark"
-COLD_WARM = "cold and warm measurements reported separately"
-NO_JIT = "no runtime JIT fallback where AOT/warm-up is expected"
-MATRIX = "model/context/batch matrix covered on every target"
-TOLERANCE = "numerical tolerance against the named reference backend"
-GRAPH = "graph-replay assertion"
-REGRESSION = "regression within the allowed bound versus the baseline"
-
-_SHOWN = 3  # rows named in one piece of evidence before "and N more"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Criterion:
-    name: str
-    status: Status
-    evidence: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Evidence:
-    """What a rule may read: the change, its planned rows' results by target, every result, the baseline."""
-
-    change: Change
-    rows: tuple[RowResult, ...]
-    by_target: Mapping[str, list[RowResult]]
-    results: Results
-    baseline: Baseline | None
-    required_targets: tuple[str, ...] = ()  # the targets the tracking issue names
-
-
-PerTarget = Callable[[Change, list[RowResult]], tuple[Status, str]]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rule:
-    name: str
-    reads: str  # the stack field and the evidence it is judged on, in words
-    per_target: PerTarget | None = None  # judged on each target's rows, the worst target deciding
-    whole: Callable[[Evidence], Criterion] | None = None  # judged on the change as a whole
-    rule: Callable[[Change], str] = lambda change: ""  # the rule in words, shown before the evidence
-
-    def judge(self, ev: Evidence) -> Criterion:
-        if self.whole is not None:
-            return self.whole(ev)
-        assert self.per_target is not None
-        parts = [(s, f"{t}: {e}") for t, rows in ev.by_target.items() for s, e in [self.per_target(ev.change, rows)]]
-        crit = _criterion(self.name, parts)
-        text = self.rule(ev.change)
-        return Criterion(
-            name=self.name, status=crit.status, evidence=f"{text}. {crit.evidence}" if text else crit.evidence
-        )
-
-
-def _criterion(name: str, parts: Sequence[tuple[Status, str]]) -> Criterion:
-    statuses = {s for s, _ in parts}
-    status: Status = "fail" if "fail" in statuses else "missing" if "missing" in statuses or not parts else "pass"
-    return Criterion(name=name, status=status, evidence="; ".join(e for _, e in parts) or "no planned rows")
-
-
-def _names(rows: Sequence[str], total: int | None = None) -> str:
-    more = (total if total is not None else len(rows)) - _SHOWN
-    return ", ".join(rows[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
-
-
-def _ran(rows: Sequence[RowResult]) -> list[RowResult]:
-    return [r for r in rows if r.ran]
 
 
 def _tied(ev: Evidence) -> Criterion:
@@ -105,13 +52,13 @@ def _tied(ev: Evidence) -> Criterion:
             parts.append(("missing", f"{test}: {tally}, none ran"))
         else:
             parts.append(("pass", f"{test}: {tally}"))
-    crit = _criterion(TIED, parts)
+    crit = combine(TIED, parts)
     return Criterion(name=TIED, status=crit.status, evidence=f"{crit.evidence} (benchmark: {reg.benchmark})")
 
 
 def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
     want = change.acceptance.measurements
-    ran = _ran(rows)
+    ran = ran_rows(rows)
     if not ran:
         return "missing", f"no row ran ({len(rows)} planned)"
     absent: dict[str, list[str]] = {}
@@ -134,12 +81,12 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
                 of = f", the worst of {len(runs)} runs ({runs[-1][0]:.2f}x–{worst[0]:.2f}x)" if len(runs) > 1 else ""
                 slow.append(f"{r.id} ({worst[0]:.2f}x{of}" + (f"; {worst[1]})" if worst[1] else ")"))
     if wrong or slow:
-        why = [f"{k} on {_names(v)}" for k, v in wrong.items()]
-        why += [f"cold first request over {want.max_cold_warm_ratio:g}x warm on {_names(slow)}"] if slow else []
+        why = [f"{k} on {listed(v)}" for k, v in wrong.items()]
+        why += [f"cold first request over {want.max_cold_warm_ratio:g}x warm on {listed(slow)}"] if slow else []
         return "fail", "; ".join(why)
     if absent or unknown:
-        why = [f"{k} absent on {_names(v)}" for k, v in absent.items()]
-        why += [f"cold_warm_ratio absent on {_names(unknown)}"] if unknown else []
+        why = [f"{k} absent on {listed(v)}" for k, v in absent.items()]
+        why += [f"cold_warm_ratio absent on {listed(unknown)}"] if unknown else []
         return "missing", "; ".join(why)
     bound = f", cold within {want.max_cold_warm_ratio:g}x warm" if want.max_cold_warm_ratio is not None else ""
     return "pass", f"{len(ran)} rows carry cold ({', '.join(want.cold)}) and warm ({', '.join(want.warm)}){bound}"
@@ -149,9 +96,9 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
     """Judged only on rows that measured their workload, in a baked image or on a baked host: a row that
     failed before measuring compiled nothing because it ran nothing, which is no evidence."""
     want = {*change.acceptance.measurements.cold, *change.acceptance.measurements.warm}
-    ran = [r for r in _ran(rows) if any(c.metric(n) for c in r.ran for n in want)]
+    ran = [r for r in ran_rows(rows) if any(c.metric(n) for c in r.ran for n in want)]
     if not ran:
-        return "missing", f"no row measured its workload ({len(_ran(rows))} ran, {len(rows)} planned)"
+        return "missing", f"no row measured its workload ({len(ran_rows(rows))} ran, {len(rows)} planned)"
     unbaked = sorted({r.id for r in ran for c in r.ran if c.aot in (None, "none")})
     compiled, unknown = [], []
     for r in ran:
@@ -169,11 +116,11 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
                 traced = f", torch.compile traced after ready: {c.jit_traced}" if c.jit_traced else ""
                 compiled.append(f"{r.id}: {c.jit_compiles or 0} compiles{after_txt}{files} ({kernels}){traced}")
     if compiled:
-        return "fail", _names(compiled)
+        return "fail", listed(compiled)
     if unknown:
-        return "missing", f"stackgate.jit.compiles absent on {_names(sorted(set(unknown)))}"
+        return "missing", f"stackgate.jit.compiles absent on {listed(sorted(set(unknown)))}"
     if unbaked:
-        return "missing", f"ran without an ahead-of-time cache (stackgate.aot): {_names(unbaked)}"
+        return "missing", f"ran without an ahead-of-time cache (stackgate.aot): {listed(unbaked)}"
     return "pass", f"0 compiles and no new cache files on all {len(ran)} rows that measured, each with a baked cache"
 
 
@@ -185,10 +132,16 @@ def _matrix_everywhere(ev: Evidence) -> Criterion:
         if target in ev.by_target:
             continue
         waived = ev.change.waived_targets.get(target)
-        parts.append(("pass", f"{target}: no planned row, waived: {waived}") if waived else
-                     ("missing", f"{target}: no planned row, and the tracking issue names this target "
-                                 "(add rows, or a waived_targets entry saying why)"))  # fmt: skip
-    return _criterion(MATRIX, parts)
+        parts.append(
+            ("pass", f"{target}: no planned row, waived: {waived}")
+            if waived
+            else (
+                "missing",
+                f"{target}: no planned row, and the tracking issue names this target "
+                "(add rows, or a waived_targets entry saying why)",
+            )
+        )
+    return combine(MATRIX, parts)
 
 
 def _matrix(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
@@ -199,14 +152,14 @@ def _matrix(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
     bad = [i for s in ("failure", "error", "conflict") for i in by_status.get(s, [])]
     gaps = [i for s in ("not run", "incomplete", "skipped") for i in by_status.get(s, [])]
     if bad:
-        return "fail", f"{tally} of {len(rows)}; failing: {_names(bad)}"
+        return "fail", f"{tally} of {len(rows)}; failing: {listed(bad)}"
     if gaps:
         return "missing", f"{tally} of {len(rows)}"
     return "pass", f"all {len(rows)} planned rows passed"
 
 
 def _threshold(rows: list[RowResult], metric: str, ok: Callable[[float], bool]) -> tuple[Status, str]:
-    ran = _ran(rows)
+    ran = ran_rows(rows)
     if not ran:
         return "missing", f"no row ran ({len(rows)} planned)"
     bad, absent, values = [], [], []
@@ -219,9 +172,9 @@ def _threshold(rows: list[RowResult], metric: str, ok: Callable[[float], bool]) 
             runs = f"; {len(off)} of {len(found)} runs" if len(found) > 1 else ""
             bad.append(f"{r.id} ({' '.join([', '.join(f'{m.value:g}' for m in off), off[0].unit]).strip()}{runs})")
     if bad:
-        return "fail", f"violated on {_names(bad)}"
+        return "fail", f"violated on {listed(bad)}"
     if absent:
-        return "missing", f"{metric} absent on {_names(absent)}"
+        return "missing", f"{metric} absent on {listed(absent)}"
     return "pass", f"held on {len(ran)} rows (observed {min(values):g} to {max(values):g})"
 
 
@@ -238,15 +191,17 @@ def _regression(ev: Evidence) -> Criterion:
     """Every row that ran is compared, or the criterion is missing: a verdict on 2 of 40 rows is no verdict."""
     change, rows, base = ev.change, ev.rows, ev.baseline
     reg = change.acceptance.allowed_regression
-    rule = (f"{reg.metric} ({reg.better} is better) may worsen by at most {reg.max_pct:g}% "
-            f"(one-sided, p < {baseline.ALPHA:g})")  # fmt: skip
+    rule = (
+        f"{reg.metric} ({reg.better} is better) may worsen by at most {reg.max_pct:g}% "
+        f"(one-sided, p < {baseline.ALPHA:g})"
+    )
 
     def verdict(status: Status, text: str) -> Criterion:
         return Criterion(name=REGRESSION, status=status, evidence=f"{rule}; {text}")
 
     if base is None:
         return verdict("missing", "no baseline report given (--baseline)")
-    ran = _ran(rows)
+    ran = ran_rows(rows)
     absent, repeated, single = [], [], []
     for r in ran:
         now, before = r.metrics.get(reg.metric), base.metric(r.id, reg.metric)
@@ -261,14 +216,17 @@ def _regression(ev: Evidence) -> Criterion:
         flagged.append(pool.text)
     covered = f"{len(repeated) + len(single)} of {len(ran)} rows that ran compared"
     if flagged:
-        return verdict("fail", f"exceeded on {_names(flagged)} ({covered})")
+        return verdict("fail", f"exceeded on {listed(flagged)} ({covered})")
     if not ran:
         return verdict("missing", f"no row ran ({len(rows)} planned)")
     if absent:
-        return verdict("missing", f"{covered}; without the metric here or in the baseline: {_names(absent)}")
+        return verdict("missing", f"{covered}; without the metric here or in the baseline: {listed(absent)}")
     if single and pool is None:
-        return verdict("missing", f"{covered}; {len(single)} rows measured once each need >= "
-                       f"{baseline.MIN_POOLED} such rows or >= {baseline.MIN_SAMPLES} repeats a row")  # fmt: skip
+        return verdict(
+            "missing",
+            f"{covered}; {len(single)} rows measured once each need >= "
+            f"{baseline.MIN_POOLED} such rows or >= {baseline.MIN_SAMPLES} repeats a row",
+        )
     pooled_text = f"; {pool.text}" if pool is not None else ""
     return verdict("pass", f"{covered}, none worse past the bound beyond chance{pooled_text}")
 
@@ -285,16 +243,32 @@ def _graph(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
 
 CRITERIA: tuple[Rule, ...] = (
     Rule(name=TIED, reads="acceptance.regression.tests: their testcases' outcomes", whole=_tied),
-    Rule(name=COLD_WARM, reads="acceptance.measurements: the cold and warm metrics of every row that ran",
-         per_target=_cold_warm),
-    Rule(name=NO_JIT, reads="stackgate.jit.* properties and compiles_after_ready of every row that ran",
-         per_target=_no_jit),
-    Rule(name=MATRIX, reads="the status of every planned row; targets.yaml `required`; the change's waived_targets",
-         whole=_matrix_everywhere),
-    Rule(name=TOLERANCE, reads="acceptance.tolerance: its metric on every row that ran", per_target=_tolerance,
-         rule=_tolerance_rule),
-    Rule(name=GRAPH, reads="acceptance.graph_replay: its metric on every row that ran", per_target=_graph,
-         rule=lambda change: change.acceptance.graph_replay.rule),
-    Rule(name=REGRESSION, reads="acceptance.allowed_regression: its metric here and in --baseline",
-         whole=_regression),
-)  # fmt: skip
+    Rule(
+        name=COLD_WARM,
+        reads="acceptance.measurements: the cold and warm metrics of every row that ran",
+        per_target=_cold_warm,
+    ),
+    Rule(
+        name=NO_JIT,
+        reads="stackgate.jit.* properties and compiles_after_ready of every row that ran",
+        per_target=_no_jit,
+    ),
+    Rule(
+        name=MATRIX,
+        reads="the status of every planned row; targets.yaml `required`; the change's waived_targets",
+        whole=_matrix_everywhere,
+    ),
+    Rule(
+        name=TOLERANCE,
+        reads="acceptance.tolerance: its metric on every row that ran",
+        per_target=_tolerance,
+        rule=_tolerance_rule,
+    ),
+    Rule(
+        name=GRAPH,
+        reads="acceptance.graph_replay: its metric on every row that ran",
+        per_target=_graph,
+        rule=lambda change: change.acceptance.graph_replay.rule,
+    ),
+    Rule(name=REGRESSION, reads="acceptance.allowed_regression: its metric here and in --baseline", whole=_regression),
+)

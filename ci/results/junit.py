@@ -104,9 +104,14 @@ def scope_of(suite_name: str, props: dict[str, str], timestamp: str | None = Non
     named = contract.parse_suite_name(suite_name)  # stackgate.<target>.<suite>.<shard>
     if named:
         target, suite = target or named[0], suite or named[1]
-    return Scope(target=target, suite=suite, stack_digest=props.get(PREFIX + "stack_digest", ""),
-                 aot=props.get(PREFIX + "aot"), caches=props.get(PREFIX + "caches"),
-                 timestamp=timestamp or "")  # fmt: skip
+    return Scope(
+        target=target,
+        suite=suite,
+        stack_digest=props.get(PREFIX + "stack_digest", ""),
+        aot=props.get(PREFIX + "aot"),
+        caches=props.get(PREFIX + "caches"),
+        timestamp=timestamp or "",
+    )
 
 
 def row_from_name(name: str) -> str | None:

@@ -70,8 +70,18 @@ def find(stack: Stack, sides: Sequence[SideOf]) -> tuple[Ported, ...]:
             problems.append(f"the presence probe on side {without.label!r} reads {seen[1]}, not absent")
         if builds[0] == builds[1]:
             problems.append(f"both sides ran the same vLLM build {builds[0]}")
-        out.append(Ported(change=change.id, fork=fork.label, without=without.label, builds=builds, rows=rows,
-                          seen=seen, verdict=verdict, problems=tuple(problems)))  # fmt: skip
+        out.append(
+            Ported(
+                change=change.id,
+                fork=fork.label,
+                without=without.label,
+                builds=builds,
+                rows=rows,
+                seen=seen,
+                verdict=verdict,
+                problems=tuple(problems),
+            )
+        )
     return tuple(out)
 
 

@@ -99,8 +99,13 @@ def shift(before: Sequence[float], after: Sequence[float], level: float = 0.95) 
     if k is None:
         return Shift(estimate=estimate, interval=None, confidence=None, method="n too small", ties=ties)
     # The interval runs from the k-th smallest difference to the k-th largest.
-    return Shift(estimate=estimate, interval=(diffs[k - 1], diffs[len(diffs) - k]), confidence=confidence,
-                 method="exact" if exact else "normal approximation", ties=ties)  # fmt: skip
+    return Shift(
+        estimate=estimate,
+        interval=(diffs[k - 1], diffs[len(diffs) - k]),
+        confidence=confidence,
+        method="exact" if exact else "normal approximation",
+        ties=ties,
+    )
 
 
 def _order_exact(m: int, n: int, level: float) -> tuple[int | None, float | None]:

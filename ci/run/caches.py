@@ -79,8 +79,12 @@ def _vllm_build() -> str:
 
 def _driver() -> str:
     try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=20)  # fmt: skip
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else "none"
     except (OSError, subprocess.SubprocessError):
         return "none"
@@ -92,9 +96,18 @@ AOT_FILES = ("triton", "aot-manifest.json", "aot-key", "aot-bake-jit.jsonl")  # 
 # vLLM names its compiled-graph folder by a hash of every VLLM_* variable but these (paths, logging, ports,
 # telemetry: vllm/envs.py, compile_factors): one switch set in a run and not in its bake sends every graph to
 # a folder the bake never filled (seen on the H200: VLLM_FLASHINFER_ALLREDUCE_BACKEND, set by one side only)
-_NOT_COMPILE_ENV = ("VLLM_CACHE_ROOT", "VLLM_LOGGING_", "VLLM_CONFIGURE_LOGGING", "VLLM_NO_USAGE_STATS",
-                    "VLLM_DO_NOT_TRACK", "VLLM_USAGE_", "VLLM_PORT", "VLLM_HOST_IP", "VLLM_RPC_BASE_PATH",
-                    "VLLM_DP_MASTER_")  # fmt: skip
+_NOT_COMPILE_ENV = (
+    "VLLM_CACHE_ROOT",
+    "VLLM_LOGGING_",
+    "VLLM_CONFIGURE_LOGGING",
+    "VLLM_NO_USAGE_STATS",
+    "VLLM_DO_NOT_TRACK",
+    "VLLM_USAGE_",
+    "VLLM_PORT",
+    "VLLM_HOST_IP",
+    "VLLM_RPC_BASE_PATH",
+    "VLLM_DP_MASTER_",
+)
 
 
 def compile_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -189,8 +202,9 @@ def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None =
     return env(target)
 
 
-def _manifest(tar: tarfile.TarFile, target: Target, rows_env: Mapping[str, str] | None,
-              artefact: Path) -> dict[str, tuple[int, str]]:  # fmt: skip
+def _manifest(
+    tar: tarfile.TarFile, target: Target, rows_env: Mapping[str, str] | None, artefact: Path
+) -> dict[str, tuple[int, str]]:
     """The artefact's files by path: (bytes, sha256), after its key is found to be this host's."""
     member = tar.extractfile(MANIFEST)
     if member is None:
@@ -200,8 +214,10 @@ def _manifest(tar: tarfile.TarFile, target: Target, rows_env: Mapping[str, str] 
         raise TypeError(f"{MANIFEST} is not an object with key (an object) and files (a list)")
     mismatch = _differences(doc["key"], key(target, doc["key"].get("kind", "warm"), rows_env))
     if mismatch:
-        raise UsageError(f"{artefact}: made for another host: {'; '.join(mismatch)}",
-                         hint=f"bake one here: python -m ci bake {target.id} --host --out DIR")  # fmt: skip
+        raise UsageError(
+            f"{artefact}: made for another host: {'; '.join(mismatch)}",
+            hint=f"bake one here: python -m ci bake {target.id} --host --out DIR",
+        )
     return {str(f["path"]): (int(f["bytes"]), str(f["sha256"])) for f in doc["files"]}
 
 
@@ -228,8 +244,10 @@ def unbaked(target: Target, *, keep: bool = False) -> str:
     if held and keep:
         return f"as found ({len(held)} files kept, no AOT bake)"
     if held:
-        raise UsageError(f"--unbaked: {top} already holds {len(held)} cache file(s), e.g. {held[0].relative_to(top)}",
-                         hint="remove it, or point $STACKGATE_RUNTIME_CACHES at an empty folder")  # fmt: skip
+        raise UsageError(
+            f"--unbaked: {top} already holds {len(held)} cache file(s), e.g. {held[0].relative_to(top)}",
+            hint="remove it, or point $STACKGATE_RUNTIME_CACHES at an empty folder",
+        )
     return "empty"
 
 
@@ -255,7 +273,11 @@ def _sha256(path: Path) -> str:
 
 def warm(target: Target, rows_json: Path, base_env: Mapping[str, str], suites: Path) -> int:
     """The suites' warm-up on this host, every cache pointed into the target's root."""
-    run_env = {**base_env, **env(target), "STACKGATE_ROWS": str(rows_json),
-               "STACKGATE_WARM_JIT_LOG": str(root(target) / "warm-bake-jit.jsonl")}  # fmt: skip
+    run_env = {
+        **base_env,
+        **env(target),
+        "STACKGATE_ROWS": str(rows_json),
+        "STACKGATE_WARM_JIT_LOG": str(root(target) / "warm-bake-jit.jsonl"),
+    }
     argv = [sys.executable, "-m", "harness.warmup", "--rows", str(rows_json)]
     return subprocess.run(argv, env=run_env, cwd=suites, check=False).returncode

@@ -19,11 +19,18 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"no suite {args.suite!r} in {suites_root}", hint="name a folder of the suites tree")
     target = st.targets[args.target]
     spec = execute.RunSpec(
-        target=target, suite=args.suite, rows=execute.select_rows(st, args.target, args.suite, args.rows),
-        out=args.out.resolve(), suites_dir=args.suites_dir.resolve() if args.suites_dir else None,
-        timeout_s=args.timeout, shard=args.shard, caches=args.caches, unbaked=args.unbaked,
-        keep_caches=args.keep_caches, schedule=schedule(args, target),
-    )  # fmt: skip
+        target=target,
+        suite=args.suite,
+        rows=execute.select_rows(st, args.target, args.suite, args.rows),
+        out=args.out.resolve(),
+        suites_dir=args.suites_dir.resolve() if args.suites_dir else None,
+        timeout_s=args.timeout,
+        shard=args.shard,
+        caches=args.caches,
+        unbaked=args.unbaked,
+        keep_caches=args.keep_caches,
+        schedule=schedule(args, target),
+    )
     for flag, given in (("--caches", args.caches is not None), ("--unbaked", args.unbaked)):
         if given and not args.host:
             raise UsageError(f"{flag} is about this host's JIT caches", hint="add --host (an image carries its caches)")
@@ -41,37 +48,57 @@ def schedule(args: argparse.Namespace, target: Target) -> execute.Schedule | Non
     asked = bool(chosen) or args.gpu_memory is not None or args.resume or args.deadline is not None
     if args.one_session:
         if asked:
-            raise UsageError("--one-session runs every row in one session: --gpus, --gpu-memory, --resume and "
-                             "--deadline schedule rows", hint="drop one or the other")  # fmt: skip
+            raise UsageError(
+                "--one-session runs every row in one session: --gpus, --gpu-memory, --resume and "
+                "--deadline schedule rows",
+                hint="drop one or the other",
+            )
         return None
     gpu_target = bool(target.detect.nvidia_compute_capability or target.detect.amdgpu_gfx)
     if not asked and not (gpu_target and host.present(target)):
         return None  # one session: the cpu target, or a host without the target's GPUs (its rows say so, skipped)
-    return execute.Schedule(gpus=chosen, gpu_memory_gib=args.gpu_memory, resume=args.resume,
-                            deadline_s=args.deadline)  # fmt: skip
+    return execute.Schedule(gpus=chosen, gpu_memory_gib=args.gpu_memory, resume=args.resume, deadline_s=args.deadline)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = options.verb(sub, "run", help="run a target's rows of one suite in its image (or --host) and write JUnit",
-                     codes=(0, 1, 2, 4, 6, 9, 130, 143))  # fmt: skip
+    p = options.verb(
+        sub,
+        "run",
+        help="run a target's rows of one suite in its image (or --host) and write JUnit",
+        codes=(0, 1, 2, 4, 6, 9, 130, 143),
+    )
     p.add_argument("target", help="a target id, e.g. cpu, cuda-sm121a")
     p.add_argument("suite", help="a suite the stack names (spec_decode, sparse_mla, selftest) or a --suites-dir folder")
     options.add_filters(p, "rows")
     p.add_argument("--image", help="image reference (default: the target's image as ci build or ci bake made it)")
     p.add_argument("--host", action="store_true", help="run on this host's Python, without docker")
     p.add_argument("--suites-dir", type=Path, help="another suites tree (default: the image's, or ./suites)")
-    p.add_argument("--timeout", type=options.seconds, default=options.DEFAULT_TIMEOUT_S,
-                   help="seconds per test item (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--timeout",
+        type=options.seconds,
+        default=options.DEFAULT_TIMEOUT_S,
+        help="seconds per test item (default: %(default)s)",
+    )
     p.add_argument("--shard", type=int, default=0, help="shard index, part of the JUnit file and suite name")
-    p.add_argument("--caches", type=Path, metavar="ARTEFACT",
-                   help="with --host: install a bake artefact (ci bake TARGET --host --out DIR) first; refused "
-                   "where it was made for another host")  # fmt: skip
-    p.add_argument("--unbaked", action="store_true",
-                   help="with --host: no AOT bake and no artefact; refused unless the target's runtime caches "
-                   "root ($STACKGATE_RUNTIME_CACHES/<target>) is empty (the control of a bake A/B)")  # fmt: skip
-    p.add_argument("--keep-caches", action="store_true",
-                   help="with --unbaked: the root may hold what earlier --unbaked runs here compiled, reused "
-                   "(the rows say their caches were 'as found'); for runs about anything but JIT")  # fmt: skip
+    p.add_argument(
+        "--caches",
+        type=Path,
+        metavar="ARTEFACT",
+        help="with --host: install a bake artefact (ci bake TARGET --host --out DIR) first; refused "
+        "where it was made for another host",
+    )
+    p.add_argument(
+        "--unbaked",
+        action="store_true",
+        help="with --host: no AOT bake and no artefact; refused unless the target's runtime caches "
+        "root ($STACKGATE_RUNTIME_CACHES/<target>) is empty (the control of a bake A/B)",
+    )
+    p.add_argument(
+        "--keep-caches",
+        action="store_true",
+        help="with --unbaked: the root may hold what earlier --unbaked runs here compiled, reused "
+        "(the rows say their caches were 'as found'); for runs about anything but JIT",
+    )
     add_schedule_options(p)
     p.add_argument("--out", type=Path, required=True, help="results folder: rows.json, JUnit, logs")
     p.set_defaults(func=main)
@@ -79,18 +106,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def add_schedule_options(p: argparse.ArgumentParser) -> None:
     """The options of `schedule`, on `ci run` and `ci main`."""
-    p.add_argument("--gpus", metavar="IDS",
-                   help="schedule the rows on these GPUs (indices or UUIDs, comma-separated; default: every GPU of "
-                   "the target on this host)")  # fmt: skip
-    p.add_argument("--gpu-memory", type=float, metavar="GIB",
-                   help="each GPU's memory for packing rows (default: what the GPU reports; a GB10 counts the "
-                   "host's): random-weight rows take 18 GiB each, hub-weight rows whole GPUs")  # fmt: skip
+    p.add_argument(
+        "--gpus",
+        metavar="IDS",
+        help="schedule the rows on these GPUs (indices or UUIDs, comma-separated; default: every GPU of "
+        "the target on this host)",
+    )
+    p.add_argument(
+        "--gpu-memory",
+        type=float,
+        metavar="GIB",
+        help="each GPU's memory for packing rows (default: what the GPU reports; a GB10 counts the "
+        "host's): random-weight rows take 18 GiB each, hub-weight rows whole GPUs",
+    )
     p.add_argument(
         "--resume", action="store_true", help="skip rows with a result in --out; run again the one a stop interrupted"
     )
-    p.add_argument("--deadline", type=options.seconds, metavar="SECONDS",
-                   help="stop starting rows in time for every JUnit to be written within SECONDS of the start "
-                   "(exit 9 where rows were left: --resume runs them)")  # fmt: skip
-    p.add_argument("--one-session", action="store_true",
-                   help="every row in one harness session, one after another, on whatever GPUs it sees (the cpu "
-                   "target's default)")  # fmt: skip
+    p.add_argument(
+        "--deadline",
+        type=options.seconds,
+        metavar="SECONDS",
+        help="stop starting rows in time for every JUnit to be written within SECONDS of the start "
+        "(exit 9 where rows were left: --resume runs them)",
+    )
+    p.add_argument(
+        "--one-session",
+        action="store_true",
+        help="every row in one harness session, one after another, on whatever GPUs it sees (the cpu target's default)",
+    )

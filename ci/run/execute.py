@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,14 @@ from ci import engine as container
 from ci.errors import RunError, UsageError
 from ci.images import build as images
 from ci.run import caches, gpus, guard, host_aot
+
+# made in ci.run.command; other modules and the tests name them through this one too
+from ci.run.command import ENV_MODEL_CACHE, make_container_spec, model_cache, pytest_command
 from ci.run.outcome import verdict
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
 
 DEFAULT_SUITES = options.REPO / "suites"
-ENV_MODEL_CACHE = "STACKGATE_MODEL_CACHE"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,21 +67,6 @@ def select_rows(st: Stack, target: str, suite: str, ids: list[str]) -> tuple[pla
     return plan.build(st).select(targets=[target], suites=[suite]).pick(ids, where=f"{target}/{suite}")
 
 
-def model_cache() -> Path | None:
-    path = Path(os.environ.get(ENV_MODEL_CACHE) or Path.home() / ".cache" / "huggingface")
-    return path if path.is_dir() else None
-
-
-def pytest_command(
-    python: str, suites_root: str, suite: str, junit: str, *extra: str, tests: Sequence[str] = ()
-) -> list[str]:
-    """`tests`: pytest node ids relative to the suites root (a re-run of one test); default the suite's folder."""
-    chosen = [f"{suites_root}/{t}" for t in tests] or [f"{suites_root}/{suite}"]
-    # no cache provider: a suites tree may be mounted read-only
-    return [python, "-m", "pytest", *chosen, "--rootdir", suites_root, "-p", "harness.plugin",
-            "-p", "no:cacheprovider", "--stackgate-junit", junit, *extra]  # fmt: skip
-
-
 def _pytest_options(spec: RunSpec) -> tuple[str, ...]:
     return ("--stackgate-timeout", f"{spec.timeout_s:g}", "--stackgate-shard", str(spec.shard))
 
@@ -91,60 +77,17 @@ def container_spec(spec: RunSpec, image: str, available: list[str] | None = None
     if available is None:
         available = gpus.nvidia_uuids(cap) if cap else []
     return make_container_spec(
-        image=image, devices=asdict(spec.target.devices), target_env=spec.target.env, rows_json=spec.rows_json,
-        out=spec.out, suites_dir=spec.suites_dir, suite=spec.suite, junit_name=spec.junit.name,
-        extra=_pytest_options(spec), platform=spec.target.platform,
-        gpu_ids=gpus.container_gpus(spec.target, (r.gpus for r in spec.rows), available),
-    )  # fmt: skip
-
-
-def make_container_spec(
-    *,
-    image: str,
-    devices: Mapping[str, Any],
-    target_env: Mapping[str, str],
-    rows_json: Path,
-    out: Path,
-    suites_dir: Path | None,
-    suite: str,
-    junit_name: str,
-    extra: tuple[str, ...] = (),
-    platform: str | None = None,
-    tests: Sequence[str] = (),
-    gpu_ids: Sequence[str] = (),
-) -> container.ContainerSpec:
-    """Built from rows.json's data alone, so `ci.run.repro` makes the very same container from a results folder."""
-    mounts = [
-        container.Mount(source=str(rows_json), target=container.ROWS, read_only=True),
-        container.Mount(source=str(out), target=container.RESULTS, read_only=False),
-    ]
-    suites_root = container.SUITES
-    if suites_dir is not None:
-        mounts.append(container.Mount(source=str(suites_dir), target=container.USER_SUITES, read_only=True))
-        suites_root = container.USER_SUITES
-    env = {
-        **target_env,
-        **container.GPU_ENV,
-        "STACKGATE_ROWS": container.ROWS,
-        "STACKGATE_JIT_LOG": f"{container.RESULTS}/jit-events.jsonl",
-        "PYTHONPATH": container.SUITES,  # the harness always comes from the image
-        "PYTHONDONTWRITEBYTECODE": "1",  # suites may be mounted read-only
-    }
-    cache = model_cache()
-    if cache is not None:
-        mounts.append(container.Mount(source=str(cache), target=container.MODELS, read_only=True))
-        env.update({ENV_MODEL_CACHE: container.MODELS, "HF_HOME": container.MODELS, "HF_HUB_OFFLINE": "1"})
-    junit = f"{container.RESULTS}/{junit_name}"
-    return container.ContainerSpec(
         image=image,
-        command=tuple(pytest_command("python3", suites_root, suite, junit, *extra, tests=tests)),
-        env=env,
-        mounts=tuple(mounts),
-        gpus_all=devices.get("gpus") == "all",
-        gpu_ids=tuple(gpu_ids),
-        devices=tuple(devices.get("paths") or ()),
-        groups=tuple(devices.get("groups") or ()),
-        platform=platform,
+        devices=asdict(spec.target.devices),
+        target_env=spec.target.env,
+        rows_json=spec.rows_json,
+        out=spec.out,
+        suites_dir=spec.suites_dir,
+        suite=spec.suite,
+        junit_name=spec.junit.name,
+        extra=_pytest_options(spec),
+        platform=spec.target.platform,
+        gpu_ids=gpus.container_gpus(spec.target, (r.gpus for r in spec.rows), available),
     )
 
 
@@ -158,11 +101,13 @@ def host_env(spec: RunSpec) -> dict[str, str]:
     env.update(container.GPU_ENV)
     env.update(caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
     path = [str(STARTUP), str(DEFAULT_SUITES), env.get("PYTHONPATH", "")]
-    env.update({
-        "PYTHONPATH": os.pathsep.join(p for p in path if p),
-        "STACKGATE_ROWS": str(spec.rows_json),
-        "STACKGATE_JIT_LOG": str(spec.out / "jit-events.jsonl"),
-    })  # fmt: skip
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(p for p in path if p),
+            "STACKGATE_ROWS": str(spec.rows_json),
+            "STACKGATE_JIT_LOG": str(spec.out / "jit-events.jsonl"),
+        }
+    )
     cache = model_cache()
     if cache is not None:
         env[ENV_MODEL_CACHE] = str(cache)
@@ -241,8 +186,9 @@ def _usable_folder(out: Path) -> None:
         probe.touch()
         probe.unlink()
     except OSError as exc:
-        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})",
-                         hint="name a folder you can write to") from None  # fmt: skip
+        raise UsageError(
+            f"--out {out}: cannot write there ({exc.strerror or exc})", hint="name a folder you can write to"
+        ) from None
 
 
 def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> int:
@@ -255,9 +201,16 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
     else:
         ref = image or images.image_ref(spec.target)
         image_doc = container.image_identity(container.client(), ref)
-    doc = rows_json.document(st, spec.target, spec.suite, spec.rows, image=image_doc,
-                             git_revision=revision.git_revision(), timeout_s=spec.timeout_s,
-                             suites_dir=str(spec.suites_dir) if spec.suites_dir else None)  # fmt: skip
+    doc = rows_json.document(
+        st,
+        spec.target,
+        spec.suite,
+        spec.rows,
+        image=image_doc,
+        git_revision=revision.git_revision(),
+        timeout_s=spec.timeout_s,
+        suites_dir=str(spec.suites_dir) if spec.suites_dir else None,
+    )
     if host and os.environ.get("STACKGATE_REFUSE_JIT") == "0":  # the env the rows get, so a repro gets it too
         doc["target"]["env"] = container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
     try:
@@ -288,13 +241,20 @@ def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: s
             row_env = {**(env or {}), **visible, "STACKGATE_JIT_LOG": str(spec.out / jit_log)}
             return host_command(spec, *one, junit=path), row_env, spec.suites_dir or DEFAULT_SUITES
         c = make_container_spec(
-            image=image, devices=asdict(spec.target.devices), target_env=spec.target.env, rows_json=spec.rows_json,
-            out=spec.out, suites_dir=spec.suites_dir, suite=spec.suite, junit_name=path.name,
-            extra=(*_pytest_options(spec), *one), platform=spec.target.platform, gpu_ids=[i for i in ids if i],
-        )  # fmt: skip
+            image=image,
+            devices=asdict(spec.target.devices),
+            target_env=spec.target.env,
+            rows_json=spec.rows_json,
+            out=spec.out,
+            suites_dir=spec.suites_dir,
+            suite=spec.suite,
+            junit_name=path.name,
+            extra=(*_pytest_options(spec), *one),
+            platform=spec.target.platform,
+            gpu_ids=[i for i in ids if i],
+        )
         return replace(c, env={**c.env, "STACKGATE_JIT_LOG": f"{container.RESULTS}/{jit_log}"}).argv(), None, None
 
     print(f"scheduling {len(spec.rows)} rows on {len(devices)} device(s): {gpus.described(devices)}", flush=True)
     plan = scheduled.Plan(command=command, junit=lambda job: junit[job.row.id], out=spec.out)
-    return scheduled.run(st, spec.rows, devices, plan, resume=spec.schedule.resume,
-                         deadline_s=spec.schedule.deadline_s)  # fmt: skip
+    return scheduled.run(st, spec.rows, devices, plan, resume=spec.schedule.resume, deadline_s=spec.schedule.deadline_s)

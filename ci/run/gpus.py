@@ -22,8 +22,13 @@ def nvidia_uuids(capability: str) -> list[str]:
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid,compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return visible(out, os.environ.get("CUDA_VISIBLE_DEVICES"), capability)
@@ -64,8 +69,10 @@ def host_devices(target: Target, chosen: Sequence[str] = (), memory_gib: float |
         for c in chosen:
             d = known.get(c) or (by_index.get(int(c)) if c.isdigit() and found else None)
             if found and d is None:
-                raise UsageError(f"--gpus {','.join(chosen)}: no GPU {c!r} of {target.id} on this host",
-                                 hint=f"its GPUs: {', '.join(d.id for d in found)}")  # fmt: skip
+                raise UsageError(
+                    f"--gpus {','.join(chosen)}: no GPU {c!r} of {target.id} on this host",
+                    hint=f"its GPUs: {', '.join(d.id for d in found)}",
+                )
             picked.append(d or Device(id=c, memory_gib=None))
         found = picked
     if not found:
@@ -80,9 +87,13 @@ def _nvidia(capability: str) -> list[Device]:
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,compute_cap,memory.total",
-                              "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20,
-                             check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid,compute_cap,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return devices_from(out, os.environ.get("CUDA_VISIBLE_DEVICES"), capability, _host_memory_gib())
@@ -91,8 +102,10 @@ def _nvidia(capability: str) -> list[Device]:
 def devices_from(smi_csv: str, cuda_visible_devices: str | None, capability: str, host_gib: float) -> list[Device]:
     rows = [[p.strip() for p in line.split(",")] for line in smi_csv.splitlines() if line.count(",") in (2, 3)]
     # MiB as nvidia-smi reports it; "[N/A]" on a GPU without memory of its own (GB10): the host's; none said: unknown
-    memory = {r[1]: (float(r[3]) / 1024 if r[3].replace(".", "", 1).isdigit() else host_gib) if len(r) > 3 else None
-              for r in rows}  # fmt: skip
+    memory = {
+        r[1]: (float(r[3]) / 1024 if r[3].replace(".", "", 1).isdigit() else host_gib) if len(r) > 3 else None
+        for r in rows
+    }
     uuids = visible(smi_csv, cuda_visible_devices, capability)
     index = {r[1]: r[0] for r in rows}
     return [Device(id=index[u], memory_gib=memory[u]) for u in uuids]

@@ -40,8 +40,9 @@ def exclusive(out: Path) -> Iterator[None]:
         except BlockingIOError:
             fh.seek(0)
             holder = fh.read().strip() or "another process"
-            raise RunError(f"{out} is in use by another `ci run` ({holder})",
-                           hint="wait for it to finish, or pass another --out") from None  # fmt: skip
+            raise RunError(
+                f"{out} is in use by another `ci run` ({holder})", hint="wait for it to finish, or pass another --out"
+            ) from None
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {os.getpid()}\n")

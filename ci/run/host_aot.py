@@ -28,13 +28,25 @@ def bake(target: Target, env: Mapping[str, str], suites: Path) -> dict[str, str]
     stamp = aot / "aot-key"
     if stamp.is_file() and stamp.read_text() == key and (aot / "aot-manifest.json").is_file():
         return baked  # baked from the same lists by the same triton and Python: nothing to do
-    cmd = [sys.executable, "-m", "harness.aot", "bake", *lists, "--targets", ",".join(target.triton_targets),
-           "--manifest", baked["STACKGATE_KERNEL_LIST"]]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.aot",
+        "bake",
+        *lists,
+        "--targets",
+        ",".join(target.triton_targets),
+        "--manifest",
+        baked["STACKGATE_KERNEL_LIST"],
+    ]
     own_log = {"STACKGATE_JIT_LOG": str(aot / "aot-bake-jit.jsonl")}  # the bake's compiles are not the rows'
     done = subprocess.run(cmd, env={**env, **baked, **own_log}, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        print(f"host AOT bake of {target.id} failed (exit {done.returncode}); rows run unbaked:\n"
-              f"{done.stderr.strip()[-1500:]}", flush=True)  # fmt: skip
+        print(
+            f"host AOT bake of {target.id} failed (exit {done.returncode}); rows run unbaked:\n"
+            f"{done.stderr.strip()[-1500:]}",
+            flush=True,
+        )
         return {}
     stamp.write_text(key)
     return baked

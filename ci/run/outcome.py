@@ -67,8 +67,11 @@ def _ended_early(junit_path: Path, exit_status: int, expected: Sequence[Row], ca
     missing = [r.id for r in expected if r.id not in written]
     if exit_status in HARNESS_DONE and not missing:
         return
-    how = (f"was killed by {signal.Signals(-exit_status).name}" if exit_status < 0 and -exit_status in
-           signal.valid_signals() else f"exited {exit_status}")  # fmt: skip
+    how = (
+        f"was killed by {signal.Signals(-exit_status).name}"
+        if exit_status < 0 and -exit_status in signal.valid_signals()
+        else f"exited {exit_status}"
+    )
     cause = (
         f"the harness {how} before it ran {len(missing)} of the {len(expected)} rows"
         if missing

@@ -64,10 +64,18 @@ def container_spec(
     target = doc["target"]
     only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", *(("--stackgate-row", name) if select is None else select))
     return run.make_container_spec(
-        image=image_ref, devices=target.get("devices") or {}, target_env=target.get("env") or {},
-        rows_json=rows_json, out=out, suites_dir=suites_dir or _suites_dir(doc), suite=doc["suite"],
-        junit_name=f"junit-repro-{name}.xml", extra=only, platform=target.get("platform"), tests=tests,
-    )  # fmt: skip
+        image=image_ref,
+        devices=target.get("devices") or {},
+        target_env=target.get("env") or {},
+        rows_json=rows_json,
+        out=out,
+        suites_dir=suites_dir or _suites_dir(doc),
+        suite=doc["suite"],
+        junit_name=f"junit-repro-{name}.xml",
+        extra=only,
+        platform=target.get("platform"),
+        tests=tests,
+    )
 
 
 def _suites_dir(doc: dict[str, Any]) -> Path | None:
@@ -114,8 +122,10 @@ def test_commands(
     doc = _document(rows_json)
     node = node_id(test, doc["suite"])
     if node is None:
-        raise UsageError(f"{test!r} names no test of suite {doc['suite']} that pytest can select",
-                         hint="give its node id: SUITE/test_FILE.py::test_NAME")  # fmt: skip
+        raise UsageError(
+            f"{test!r} names no test of suite {doc['suite']} that pytest can select",
+            hint="give its node id: SUITE/test_FILE.py::test_NAME",
+        )
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", node.rsplit("::", 1)[-1])[:60]
     out = (out or rows_json.parent / f"repro-test-{name}").resolve()
     return _lines(doc, rows_json, out, name, (), (node,), image=image, python=python, base=base)
@@ -135,8 +145,18 @@ def node_id(test: str, suite: str) -> str | None:
     return f"{'/'.join(module)}.py::{'::'.join([*classes, name])}"
 
 
-def _lines(doc: dict[str, Any], rows_json: Path, out: Path, name: str, select: tuple[str, ...],
-           tests: tuple[str, ...], *, image: str | None, python: str, base: Path | None) -> Repro:  # fmt: skip
+def _lines(
+    doc: dict[str, Any],
+    rows_json: Path,
+    out: Path,
+    name: str,
+    select: tuple[str, ...],
+    tests: tuple[str, ...],
+    *,
+    image: str | None,
+    python: str,
+    base: Path | None,
+) -> Repro:
     img = image or image_of(doc)
     if not img or img == "host":
         img = "IMAGE"  # a host run names no image: the person picks one
@@ -144,9 +164,12 @@ def _lines(doc: dict[str, Any], rows_json: Path, out: Path, name: str, select: t
     only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", *select)
     spec = container_spec(doc, rows_json, name, out, image_ref=img, tests=tests, select=select)
     suites = _suites_dir(doc) or run.DEFAULT_SUITES
-    env = {**(target.get("env") or {}), "STACKGATE_ROWS": str(rows_json),
-           "PYTHONPATH": f"{run.STARTUP}:{run.DEFAULT_SUITES}",
-           "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl")}  # fmt: skip
+    env = {
+        **(target.get("env") or {}),
+        "STACKGATE_ROWS": str(rows_json),
+        "PYTHONPATH": f"{run.STARTUP}:{run.DEFAULT_SUITES}",
+        "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl"),
+    }
     junit = str(out / f"junit-repro-{name}.xml")
     pytest = run.pytest_command(python, str(suites), doc["suite"], junit, *only, tests=tests)
     mkdir = f"mkdir -p {join([str(out)], base)} && "
@@ -192,8 +215,10 @@ def _document(rows_json: Path) -> dict[str, Any]:
     try:
         return _shaped(_read(rows_json))
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
-        raise UsageError(f"{rows_json}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
-                         hint="point --rows-json at the rows.json in a results folder") from None  # fmt: skip
+        raise UsageError(
+            f"{rows_json}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
+            hint="point --rows-json at the rows.json in a results folder",
+        ) from None
 
 
 def checked(doc: Any, where: str) -> dict[str, Any]:
@@ -201,8 +226,10 @@ def checked(doc: Any, where: str) -> dict[str, Any]:
     try:
         return _shaped(doc)
     except (KeyError, TypeError) as exc:
-        raise UsageError(f"{where}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
-                         hint="write the report again: python -m ci report RESULTS --out DIR") from None  # fmt: skip
+        raise UsageError(
+            f"{where}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
+            hint="write the report again: python -m ci report RESULTS --out DIR",
+        ) from None
 
 
 def _shaped(doc: Any) -> dict[str, Any]:
@@ -215,11 +242,17 @@ def _shaped(doc: Any) -> dict[str, Any]:
     wrong = [f"{k} is a {type(doc[k]).__name__}" for k, t in _SHAPE.items() if not isinstance(doc[k], t)]
     if wrong:
         raise TypeError("; ".join(wrong))
-    wrong += [f"{k} is a {type(doc[k]).__name__}" for k, t in (("image", dict), ("suites_dir", str))
-              if doc.get(k) is not None and not isinstance(doc[k], t)]  # fmt: skip
+    wrong += [
+        f"{k} is a {type(doc[k]).__name__}"
+        for k, t in (("image", dict), ("suites_dir", str))
+        if doc.get(k) is not None and not isinstance(doc[k], t)
+    ]
     target = doc["target"]
-    wrong += [f"target.{k} is a {type(target[k]).__name__}" for k, t in (("env", dict), ("devices", dict),
-              ("platform", str)) if target.get(k) is not None and not isinstance(target[k], t)]  # fmt: skip
+    wrong += [
+        f"target.{k} is a {type(target[k]).__name__}"
+        for k, t in (("env", dict), ("devices", dict), ("platform", str))
+        if target.get(k) is not None and not isinstance(target[k], t)
+    ]
     if wrong:
         raise TypeError("; ".join(wrong))
     return doc

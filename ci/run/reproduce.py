@@ -41,8 +41,10 @@ def report_row(report: Path, row_id: str) -> dict[str, Any]:
     except FileNotFoundError:
         raise UsageError(f"{report} not found", hint="point --report at a report.json (python -m ci report)") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
-                         hint="point --report at the report.json of a report folder") from None  # fmt: skip
+        raise UsageError(
+            f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
+            hint="point --report at the report.json of a report folder",
+        ) from None
     if row_id not in rows:
         failing = [i for i, r in rows.items() if r.get("status") in ("failure", "error", "conflict", "incomplete")]
         listed = ", ".join(failing[:5]) + (" …" if len(failing) > 5 else "") if failing else "none"
@@ -76,13 +78,17 @@ def _check_here(target: dict[str, Any], row_id: str) -> None:
     cc, gfx = target.get("nvidia_compute_capability"), target.get("amdgpu_gfx")
     if not host.has(cc, gfx):
         gpu = f"NVIDIA compute capability {cc}" if cc else f"AMD {gfx}"
-        raise NotHere(f"row {row_id} runs on {target.get('id')} ({gpu}); this host has {host.describe()}",
-                      hint=f"run it on a {target.get('id')} host, or add --print and paste the line there")  # fmt: skip
+        raise NotHere(
+            f"row {row_id} runs on {target.get('id')} ({gpu}); this host has {host.describe()}",
+            hint=f"run it on a {target.get('id')} host, or add --print and paste the line there",
+        )
     here = _MACHINES.get(platform.machine().lower())
     wanted = target.get("platform")
     if wanted and here and wanted != here:
-        print(f"note: the image is {wanted} and this host {here}: docker runs it under emulation (binfmt) or "
-              "refuses it", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: the image is {wanted} and this host {here}: docker runs it under emulation (binfmt) or refuses it",
+            file=sys.stderr,
+        )
 
 
 def from_report(args: argparse.Namespace, report: Path) -> int:
@@ -102,14 +108,16 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
     suites = args.suites_dir.resolve() if args.suites_dir else None
     recorded = doc.get("suites_dir")
     if suites is None and recorded and not Path(recorded).is_dir():
-        raise UsageError(f"the run mounted the suites tree {recorded}, which is not on this host",
-                         hint="add --suites-dir DIR naming that tree here")  # fmt: skip
+        raise UsageError(
+            f"the run mounted the suites tree {recorded}, which is not on this host",
+            hint="add --suites-dir DIR naming that tree here",
+        )
     rows = rows_json.write(out / "rows.json", doc)
-    spec = repro.container_spec(doc, rows, args.row, out, image_ref=image, tests=node_ids(entry, doc["suite"]),
-                                suites_dir=suites)  # fmt: skip
+    spec = repro.container_spec(
+        doc, rows, args.row, out, image_ref=image, tests=node_ids(entry, doc["suite"]), suites_dir=suites
+    )
     print(spec.cli(), flush=True)
-    print(f"wrote {rows} (row {args.row} alone); the re-run's JUnit: {out}/junit-repro-{args.row}.xml",
-          file=sys.stderr)  # fmt: skip
+    print(f"wrote {rows} (row {args.row} alone); the re-run's JUnit: {out}/junit-repro-{args.row}.xml", file=sys.stderr)
     if args.print_only:
         return 0
     _check_here(doc["target"], args.row)
@@ -122,13 +130,17 @@ def _test_from_report(args: argparse.Namespace, report: Path) -> int:
     try:
         tests = {c["test"]: c for c in _report_doc(report)["unkeyed"]}
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
-                         hint="point --report at the report.json of a report folder") from None  # fmt: skip
+        raise UsageError(
+            f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
+            hint="point --report at the report.json of a report folder",
+        ) from None
     line = (tests.get(args.row) or {}).get("repro_command")
     if not line:
         failing = [t for t, c in tests.items() if c.get("repro_command")][:5]
-        raise UsageError(f"{report} has no re-run line for test {args.row!r}",
-                         hint=f"its failing tests outside the plan: {', '.join(failing) or 'none'}")  # fmt: skip
+        raise UsageError(
+            f"{report} has no re-run line for test {args.row!r}",
+            hint=f"its failing tests outside the plan: {', '.join(failing) or 'none'}",
+        )
     print(line, flush=True)
     return 0 if args.print_only else subprocess.run(["bash", "-c", line], check=False).returncode
 
@@ -154,22 +166,35 @@ def main(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = options.verb(sub, "repro", help="re-run one row as it ran: from a report (the docker line, run unless "
-                     "--print), or print its docker and host lines from a results folder's rows.json",
-                     codes=(0, 1, 2, 4, 6))  # fmt: skip
+    p = options.verb(
+        sub,
+        "repro",
+        help="re-run one row as it ran: from a report (the docker line, run unless "
+        "--print), or print its docker and host lines from a results folder's rows.json",
+        codes=(0, 1, 2, 4, 6),
+    )
     p.add_argument(
         "row",
         help="a row id, as the report or rows.json names it; or a test outside the plan "
         "(its node id, SUITE/test_FILE.py::test_NAME, or the report's classname::name)",
     )
-    p.add_argument("--report", type=Path, metavar="REPORT_JSON",
-                   help="a report.json (ci report): re-run the row from it alone, printing the docker line first; "
-                   "exit with its status (default: report/report.json, else out/report/report.json)")  # fmt: skip
-    p.add_argument("--print", dest="print_only", action="store_true",
-                   help="print the line (and write its rows.json), run nothing")  # fmt: skip
-    p.add_argument("--rows-json", type=Path, default=None,
-                   help="instead of a report: the rows.json of the run that held the row; prints its docker and "
-                   "host lines, runs nothing")  # fmt: skip
+    p.add_argument(
+        "--report",
+        type=Path,
+        metavar="REPORT_JSON",
+        help="a report.json (ci report): re-run the row from it alone, printing the docker line first; "
+        "exit with its status (default: report/report.json, else out/report/report.json)",
+    )
+    p.add_argument(
+        "--print", dest="print_only", action="store_true", help="print the line (and write its rows.json), run nothing"
+    )
+    p.add_argument(
+        "--rows-json",
+        type=Path,
+        default=None,
+        help="instead of a report: the rows.json of the run that held the row; prints its docker and "
+        "host lines, runs nothing",
+    )
     p.add_argument("--image", help="another image than the one the run recorded")
     p.add_argument(
         "--suites-dir", type=Path, help="with --report: the suites tree to mount, where the run's lies elsewhere here"

@@ -40,8 +40,14 @@ def jobs(rows: Sequence[Row], st: Stack) -> list[Job]:
     out = []
     for row in rows:
         dummy = st.models[row.model].weights == "dummy" if row.model in st.models else False
-        out.append(Job(row=row, gpus=max(row.gpus, 1), memory_gib=DUMMY_ROW_GIB if dummy else None,
-                       group=f"{row.model}/{row.change}"))  # fmt: skip
+        out.append(
+            Job(
+                row=row,
+                gpus=max(row.gpus, 1),
+                memory_gib=DUMMY_ROW_GIB if dummy else None,
+                group=f"{row.model}/{row.change}",
+            )
+        )
     order = {id(j): n for n, j in enumerate(out)}
     size = Counter(j.group for j in out)
     return sorted(out, key=lambda j: (-j.gpus, -size[j.group], order[id(j)]))

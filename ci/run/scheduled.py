@@ -72,8 +72,15 @@ class Plan:
     out: Path
 
 
-def run(st: Stack, rows: Sequence, devices: Sequence[Device], plan: Plan, *, resume: bool = False,
-        deadline_s: float | None = None) -> int:  # fmt: skip
+def run(
+    st: Stack,
+    rows: Sequence,
+    devices: Sequence[Device],
+    plan: Plan,
+    *,
+    resume: bool = False,
+    deadline_s: float | None = None,
+) -> int:
     """Run every row, as many at once as the devices hold; the exit status of `ci run`."""
     start = time.monotonic()
     (plan.out / NOT_RUN).unlink(missing_ok=True)  # what an earlier run left unstarted is this run's to start
@@ -112,8 +119,14 @@ def run(st: Stack, rows: Sequence, devices: Sequence[Device], plan: Plan, *, res
                         log = plan.out / "logs" / f"session-{job.row.id}.log"
                         log.parent.mkdir(parents=True, exist_ok=True)
                         with log.open("wb") as fh:
-                            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
-                                                    preexec_fn=signals.die_with_parent)  # fmt: skip
+                            proc = subprocess.Popen(
+                                argv,
+                                env=env,
+                                cwd=cwd,
+                                stdout=fh,
+                                stderr=subprocess.STDOUT,
+                                preexec_fn=signals.die_with_parent,
+                            )
                         running.append(Running(job=job, devices=ids, proc=proc, junit=plan.junit(job), started=now))
             for r in [r for r in running if r.proc.poll() is not None]:
                 running.remove(r)
@@ -124,8 +137,11 @@ def run(st: Stack, rows: Sequence, devices: Sequence[Device], plan: Plan, *, res
                 left = len(pending) + len(running)
                 eta = statistics.median(took) * left / max(1, len(running))
                 where = f" on GPU {','.join(r.devices)}" if any(r.devices) else ""
-                print(f"[{total - left}/{total}] {said:<11} {r.job.row.id}  {took[-1]:.0f} s{where}"
-                      f" · {left} left, ETA {_minutes(eta) if left else 'done'}", flush=True)  # fmt: skip
+                print(
+                    f"[{total - left}/{total}] {said:<11} {r.job.row.id}  {took[-1]:.0f} s{where}"
+                    f" · {left} left, ETA {_minutes(eta) if left else 'done'}",
+                    flush=True,
+                )
             if (received or cut) and not running:
                 break
             time.sleep(0.2)
@@ -133,15 +149,23 @@ def run(st: Stack, rows: Sequence, devices: Sequence[Device], plan: Plan, *, res
         raise guard.Stopped(received[0], plan.out)
     if pending:
         first = pending[0].row
-        record_not_run(plan.out, first.target, first.suite, [j.row.id for j in pending],
-                       f"not started before ci run's --deadline ({deadline_s or 0:g} s)",
-                       "run the same ci run with --resume")  # fmt: skip
+        record_not_run(
+            plan.out,
+            first.target,
+            first.suite,
+            [j.row.id for j in pending],
+            f"not started before ci run's --deadline ({deadline_s or 0:g} s)",
+            "run the same ci run with --resume",
+        )
     statuses = list(done.values())
     print(f"{len(statuses)} rows: " + ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses))), flush=True)
     if pending or "interrupted" in statuses:
-        raise DeadlineReached(f"--deadline {deadline_s:g} s: {len(pending)} rows not started, "
-                              f"{statuses.count('interrupted')} stopped in flight; the rest have their JUnit in "
-                              f"{plan.out}", hint="run the same command with --resume to go on")  # fmt: skip
+        raise DeadlineReached(
+            f"--deadline {deadline_s:g} s: {len(pending)} rows not started, "
+            f"{statuses.count('interrupted')} stopped in flight; the rest have their JUnit in "
+            f"{plan.out}",
+            hint="run the same command with --resume to go on",
+        )
     if any(s in ("failure", "error", "missing") for s in statuses):
         return 1
     return NOTHING_RAN if statuses and all(s == "skipped" for s in statuses) else 0
@@ -153,8 +177,10 @@ def _settle(r: Running) -> str:
     if said != "missing":
         return said
     code = r.proc.returncode
-    message = (f"the row's harness session ended (exit {code}) without writing its JUnit: no result of this row "
-               f"exists; its output: logs/session-{r.job.row.id}.log")  # fmt: skip
+    message = (
+        f"the row's harness session ended (exit {code}) without writing its JUnit: no result of this row "
+        f"exists; its output: logs/session-{r.job.row.id}.log"
+    )
     root = etree.Element("testsuites")
     suite = etree.SubElement(root, "testsuite", name=r.junit.stem.removeprefix("junit-"), tests="1", errors="1")
     props = etree.SubElement(suite, "properties")

@@ -148,8 +148,11 @@ class GraphReplay:
     def rule(self) -> str:
         if self.min is not None and self.min == self.max:
             return f"{self.metric} == {self.min:g}"
-        bounds = [f"{self.min:g} <=" if self.min is not None else "", self.metric,
-                  f"<= {self.max:g}" if self.max is not None else ""]  # fmt: skip
+        bounds = [
+            f"{self.min:g} <=" if self.min is not None else "",
+            self.metric,
+            f"<= {self.max:g}" if self.max is not None else "",
+        ]
         return " ".join(b for b in bounds if b)
 
 

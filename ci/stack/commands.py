@@ -26,15 +26,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print()
         left_out = [(change_label(e.change), e.target, e.model, e.reason) for e in p.excluded]
         sys.stdout.write(render(("Change", "Target", "Model", "Not planned because"), left_out))
-    print(f"\n{len(p.rows)} rows ({', '.join(counts(p))}); {len(p.excluded)} pairings not planned"
-          + ("" if args.explain else " (--explain lists them)"))  # fmt: skip
+    print(
+        f"\n{len(p.rows)} rows ({', '.join(counts(p))}); {len(p.excluded)} pairings not planned"
+        + ("" if args.explain else " (--explain lists them)")
+    )
     return 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = options.verb(sub, "plan", help="print the matrix of rows the fork must prove", codes=(0, 2))
-    p.add_argument("--format", choices=("table", "json", "markdown"), default="table",
-                   help="table (terminal), json ({rows: [...]}) or markdown (default: %(default)s)")  # fmt: skip
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        help="table (terminal), json ({rows: [...]}) or markdown (default: %(default)s)",
+    )
     options.add_filters(p, "target", "suite", "change")
     p.add_argument("--explain", action="store_true", help="also list the pairings not planned, and why")
     p.set_defaults(func=cmd_plan)

@@ -126,8 +126,13 @@ def _changes(folder: Path) -> dict[str, _Entry]:
         raise StackError(folder, None, "", "changes folder not found", hint="one YAML file per imported change")
     strays = sorted(p.name for p in folder.iterdir() if p.suffix in (".yml", ".json") or p.name.endswith(".yaml~"))
     if strays:
-        raise StackError(folder / strays[0], None, "", "change files end in .yaml; this one would be ignored",
-                         hint=f"rename it to {Path(strays[0]).stem}.yaml")  # fmt: skip
+        raise StackError(
+            folder / strays[0],
+            None,
+            "",
+            "change files end in .yaml; this one would be ignored",
+            hint=f"rename it to {Path(strays[0]).stem}.yaml",
+        )
     entries = []
     for path in sorted(folder.glob("*.yaml")):
         src = yamlsrc.load(path)
@@ -180,8 +185,11 @@ def _check_targets(targets: dict[str, _Entry], backends: dict[str, _Entry]) -> N
 def _check_env(env: dict[str, str], src: Source, loc: Loc) -> None:  # a target's or a model's: ci repro prints them
     for key in env:
         if not _ENV_KEY.match(key):
-            raise src.error((*loc, "env", key), f"{key!r} is not an environment variable name",
-                            hint="letters, digits and _, not starting with a digit")  # fmt: skip
+            raise src.error(
+                (*loc, "env", key),
+                f"{key!r} is not an environment variable name",
+                hint="letters, digits and _, not starting with a digit",
+            )
 
 
 def _check_models(models: dict[str, _Entry], backends: dict[str, _Entry]) -> None:
@@ -235,8 +243,11 @@ def _check_changes(
             if m in seen:
                 raise src.error(("models", i), f"model {m!r} listed twice")
             if real := models[m][0].shrunk_of:
-                raise src.error(("models", i), f"model {m!r} shrinks {real!r}: it is planned wherever {real!r} is",
-                                hint=f"list {real!r} instead")  # fmt: skip
+                raise src.error(
+                    ("models", i),
+                    f"model {m!r} shrinks {real!r}: it is planned wherever {real!r} is",
+                    hint=f"list {real!r} instead",
+                )
             seen.add(m)
             why = trait_mismatch(models[m][0], track)
             if why:

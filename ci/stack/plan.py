@@ -108,8 +108,10 @@ class Plan:
         by_id = {r.id: r for r in self.rows}
         unknown = [i for i in wanted if i not in by_id]
         if unknown:
-            raise UsageError(f"row(s) not planned for {where}: {', '.join(unknown)}",
-                             hint=f"python -m ci plan {where_flags(where)} lists the row ids")  # fmt: skip
+            raise UsageError(
+                f"row(s) not planned for {where}: {', '.join(unknown)}",
+                hint=f"python -m ci plan {where_flags(where)} lists the row ids",
+            )
         return tuple(by_id[i] for i in wanted)
 
 
@@ -195,10 +197,14 @@ def _bounded(stack: Stack, change: Change) -> None:
     count = math.prod(axes) + len(change.matrix.include)
     if count > MAX_COMBINATIONS:
         sizes = ", ".join(f"{name} {n}" for name, n in zip(AXES, axes, strict=True) if n > 1)
-        raise StackError(stack.root / "changes" / f"{change.id}.yaml", None, "matrix",
-                         f"change {change.id}'s matrix has {count:,} combinations ({sizes}), over the "
-                         f"{MAX_COMBINATIONS:,} a change may plan",
-                         hint="narrow an axis, or exclude combinations")  # fmt: skip
+        raise StackError(
+            stack.root / "changes" / f"{change.id}.yaml",
+            None,
+            "matrix",
+            f"change {change.id}'s matrix has {count:,} combinations ({sizes}), over the "
+            f"{MAX_COMBINATIONS:,} a change may plan",
+            hint="narrow an axis, or exclude combinations",
+        )
 
 
 def _combos(matrix: Matrix) -> Iterator[dict]:
@@ -257,8 +263,13 @@ def _check_unique(stack: Stack, rows: list[Row]) -> None:
         if row.id in seen:
             # Two rows with the same identity: the matrix lists one combination twice (e.g. via include).
             path = stack.root / "changes" / f"{row.change}.yaml"
-            raise StackError(path, None, "matrix", f"the matrix yields row {row.id} twice",
-                             hint="drop the include entry that repeats it")  # fmt: skip
+            raise StackError(
+                path,
+                None,
+                "matrix",
+                f"the matrix yields row {row.id} twice",
+                hint="drop the include entry that repeats it",
+            )
         seen[row.id] = row
 
 

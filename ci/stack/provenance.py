@@ -21,12 +21,17 @@ def check(change: Change, src: Source) -> None:
         if up.merged_on is not None and up.state != "merged":
             raise src.error(("upstream", "merged_on"), f"merged_on given but state is {up.state!r}, not 'merged'")
         if up.first_release is not None and (up.state != "merged" or not _RELEASE.fullmatch(up.first_release)):
-            raise src.error(("upstream", "first_release"),
-                            f"first_release {up.first_release!r} needs state 'merged' and a version like 0.29.0",
-                            hint="the oldest vLLM release whose code holds it, e.g. first_release: 0.29.0")  # fmt: skip
+            raise src.error(
+                ("upstream", "first_release"),
+                f"first_release {up.first_release!r} needs state 'merged' and a version like 0.29.0",
+                hint="the oldest vLLM release whose code holds it, e.g. first_release: 0.29.0",
+            )
         if up.merge_commit is not None and up.state != "merged":
-            raise src.error(("upstream", "merge_commit"), f"merge_commit given but state is {up.state!r}, not 'merged'",
-                            hint="record the merge commit once the PR has merged (state: merged)")  # fmt: skip
+            raise src.error(
+                ("upstream", "merge_commit"),
+                f"merge_commit given but state is {up.state!r}, not 'merged'",
+                hint="record the merge commit once the PR has merged (state: merged)",
+            )
         _unique(src, ("upstream", "commits"), up.commits, "commit")
         _unique(src, ("upstream", "stacked_on"), up.stacked_on, "PR")
         if up.pr in up.stacked_on:
@@ -37,8 +42,11 @@ def check(change: Change, src: Source) -> None:
     _unique(src, ("fork", "commits"), fork.commits, "commit")
     for commit in fork.patch_ids:
         if commit not in fork.commits:
-            raise src.error(("fork", "patch_ids", commit), f"patch-id recorded for {commit}, which fork.commits lacks",
-                            hint="record patch-ids with python -m ci upstream --fork CHECKOUT --record")  # fmt: skip
+            raise src.error(
+                ("fork", "patch_ids", commit),
+                f"patch-id recorded for {commit}, which fork.commits lacks",
+                hint="record patch-ids with python -m ci upstream --fork CHECKOUT --record",
+            )
 
 
 def _unique(src: Source, loc: Loc, values: Sequence[object], noun: str) -> None:

@@ -66,8 +66,11 @@ def _real(obj: Shrunk, src: Source, loc: Loc, entries: dict[str, _Entry], shrunk
     if isinstance(real[0], Shrunk):
         raise src.error(where, f"{obj.shrunk_of!r} is itself shrunk", hint=f"name {real[0].shrunk_of!r}")
     if obj.shrunk_of in shrunk_by:
-        raise src.error(where, f"{obj.shrunk_of!r} is already shrunk by {shrunk_by[obj.shrunk_of]!r}",
-                        hint="one shrunk model per real model: its rows sit beside the real model's")  # fmt: skip
+        raise src.error(
+            where,
+            f"{obj.shrunk_of!r} is already shrunk by {shrunk_by[obj.shrunk_of]!r}",
+            hint="one shrunk model per real model: its rows sit beside the real model's",
+        )
     shrunk_by[obj.shrunk_of] = obj.id
     return real
 
@@ -75,8 +78,11 @@ def _real(obj: Shrunk, src: Source, loc: Loc, entries: dict[str, _Entry], shrunk
 def _inherit(obj: Shrunk, src: Source, loc: Loc, real: Model, real_src: Source, real_loc: Loc) -> Model:
     def contradiction(key: tuple[str, ...], mine: object, theirs: object) -> Exception:
         there = f"{real_src.path.name}:{real_src.line((*real_loc, *key))}"
-        return src.error((*loc, *key), f"contradicts {real.id} ({there}): {theirs!r} there, {mine!r} here",
-                         hint=f"a shrunk model inherits {real.id}'s traits: drop the key, or change both")  # fmt: skip
+        return src.error(
+            (*loc, *key),
+            f"contradicts {real.id} ({there}): {theirs!r} there, {mine!r} here",
+            hint=f"a shrunk model inherits {real.id}'s traits: drop the key, or change both",
+        )
 
     for key in ("attention", "quantization", "backends", "kv_cache_dtypes"):
         mine = getattr(obj, key)
@@ -91,9 +97,11 @@ def _inherit(obj: Shrunk, src: Source, loc: Loc, real: Model, real_src: Source, 
             if mine is not None and mine != getattr(drafter, key):
                 raise contradiction(("drafter", key), mine, getattr(drafter, key))
         if obj.drafter.model and not drafter.model:
-            raise src.error((*loc, "drafter", "model"),
-                            f"{real.id} drafts with its own layers ({drafter.method}): no draft config to shrink",
-                            hint="drop drafter.model")  # fmt: skip
+            raise src.error(
+                (*loc, "drafter", "model"),
+                f"{real.id} drafts with its own layers ({drafter.method}): no draft config to shrink",
+                hint="drop drafter.model",
+            )
     if drafter is not None and drafter.model:
         local = obj.drafter.model if obj.drafter else None
         if not local:

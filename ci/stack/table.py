@@ -6,9 +6,25 @@ from ci.stack.model import Stack
 from ci.stack.plan import Plan, history_for
 
 PLAN_HEADERS = (
-    "Row", "Model", "Hardware", "GPUs", "Spec Decode", "k", "TP", "DP", "EP Enabled?", "CUDA Graph Mode",
-    "DCP Size", "DBO Enabled?", "KV Cache DType", "Attn Backend", "Context", "Batch", "Change", "Seen",
-)  # fmt: skip
+    "Row",
+    "Model",
+    "Hardware",
+    "GPUs",
+    "Spec Decode",
+    "k",
+    "TP",
+    "DP",
+    "EP Enabled?",
+    "CUDA Graph Mode",
+    "DCP Size",
+    "DBO Enabled?",
+    "KV Cache DType",
+    "Attn Backend",
+    "Context",
+    "Batch",
+    "Change",
+    "Seen",
+)
 _SEEN = {"ok": "✅", "fail": "❌", "partial": "⚠️", "unknown": "?"}
 
 
@@ -27,11 +43,28 @@ def plan_table_rows(st: Stack, p: Plan) -> list[list[object]]:
         model, target = st.models[r.model], st.targets[r.target]
         spec = model.drafter.type.upper() if r.spec_method and model.drafter else "-"
         seen = history_for(st, r)
-        out.append([
-            r.id, model.seed_name or model.id, target.short, r.gpus, spec, r.num_speculative_tokens or "-", r.tp, r.dp,
-            _yn(r.ep), r.cudagraph_mode, r.dcp, _yn(r.dbo), r.kv_cache_dtype, r.backend, r.context, r.batch,
-            change_label(r.change), f"{_SEEN[seen.runs]} {seen.score or ''}".strip() if seen else "",
-        ])  # fmt: skip
+        out.append(
+            [
+                r.id,
+                model.seed_name or model.id,
+                target.short,
+                r.gpus,
+                spec,
+                r.num_speculative_tokens or "-",
+                r.tp,
+                r.dp,
+                _yn(r.ep),
+                r.cudagraph_mode,
+                r.dcp,
+                _yn(r.dbo),
+                r.kv_cache_dtype,
+                r.backend,
+                r.context,
+                r.batch,
+                change_label(r.change),
+                f"{_SEEN[seen.runs]} {seen.score or ''}".strip() if seen else "",
+            ]
+        )
     return out
 
 

@@ -71,8 +71,9 @@ def load(path: Path) -> Source:
     try:
         node = loader.get_single_node()
     except yaml.YAMLError as exc:
-        raise StackError(path, _line(exc, text), "", f"malformed YAML: {_problem(exc)}",
-                         hint="fix the YAML syntax at that line") from None  # fmt: skip
+        raise StackError(
+            path, _line(exc, text), "", f"malformed YAML: {_problem(exc)}", hint="fix the YAML syntax at that line"
+        ) from None
     finally:
         loader.dispose()
     lines: dict[Loc, int] = {}
@@ -98,8 +99,13 @@ def _build(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: Path, loader:
     lines.setdefault(loc, line)
     budget[0] -= 1
     if budget[0] < 0:
-        raise StackError(path, line, dotted(loc), f"more than {MAX_NODES} values (nested aliases?)",
-                         hint="write the data out; stack files need no anchors or aliases")  # fmt: skip
+        raise StackError(
+            path,
+            line,
+            dotted(loc),
+            f"more than {MAX_NODES} values (nested aliases?)",
+            hint="write the data out; stack files need no anchors or aliases",
+        )
     if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.tag != _CONTAINERS[type(node)]:
         raise StackError(path, line, dotted(loc), f"tag {node.tag!r} is not allowed", hint="remove the tag")
     if isinstance(node, yaml.MappingNode):
@@ -107,8 +113,9 @@ def _build(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: Path, loader:
         for key_node, value_node in node.value:
             key_line = key_node.start_mark.line + 1
             if key_node.tag == _TAG + "merge":
-                raise StackError(path, key_line, dotted(loc), "merge keys (<<) are not allowed",
-                                 hint="write the keys out")  # fmt: skip
+                raise StackError(
+                    path, key_line, dotted(loc), "merge keys (<<) are not allowed", hint="write the keys out"
+                )
             key = _scalar(key_node, loc, path, loader)
             if not isinstance(key, str):
                 raise StackError(path, key_line, dotted(loc), f"key {key!r} is not a string")
@@ -126,12 +133,22 @@ def _scalar(node: yaml.Node, loc: Loc, path: Path, loader: Any) -> Any:
     line = node.start_mark.line + 1
     if not isinstance(node, yaml.ScalarNode) or node.tag not in _SCALARS:
         what = "a mapping or list" if not isinstance(node, yaml.ScalarNode) else f"tag {node.tag!r}"
-        raise StackError(path, line, dotted(loc), f"{what} is not allowed here",
-                         hint="plain strings, numbers, booleans, dates and null only")  # fmt: skip
+        raise StackError(
+            path,
+            line,
+            dotted(loc),
+            f"{what} is not allowed here",
+            hint="plain strings, numbers, booleans, dates and null only",
+        )
     try:
         return loader.construct_object(node, deep=True)
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
         problem = _problem(exc) if isinstance(exc, yaml.YAMLError) else str(exc)
         kind = node.tag.rsplit(":", 1)[1]
-        raise StackError(path, line, dotted(loc), f"{node.value!r} is not a valid {kind}: {problem}",
-                         hint="quote it to make it a string, or correct the value") from None  # fmt: skip
+        raise StackError(
+            path,
+            line,
+            dotted(loc),
+            f"{node.value!r} is not a valid {kind}: {problem}",
+            hint="quote it to make it a string, or correct the value",
+        ) from None

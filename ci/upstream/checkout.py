@@ -6,8 +6,6 @@ range or list, never one process per commit, so a long history costs a few strea
 
 from __future__ import annotations
 
-import hashlib
-import os
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -15,31 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.errors import UsageError
-
-# A user's git config must not change what is parsed, nor the patches hashed: patch-ids are recorded in the
-# stack (`ci upstream --record`) and compared with ones computed on another machine.
-_GIT = ("git", "-c", "color.ui=never", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false",
-        "-c", "log.showSignature=false", "-c", "core.quotePath=false", "-c", "log.showRoot=true")  # fmt: skip
-_PATCH = ("-p", "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames", "--diff-algorithm=myers",
-          "--indent-heuristic", "-U3", "--inter-hunk-context=0", "--format=commit %H")  # fmt: skip
-# variables that would point git at another repository than -C names (a hook's environment sets them)
-_REPO_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
-             "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")  # fmt: skip
-_REC = "\x01"  # starts each commit in the streams parsed here
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
-    return {**env, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_PAGER": "cat"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Touch:
-    """An upstream commit and the files it changed (those asked about)."""
-
-    commit: str
-    subject: str
-    files: tuple[str, ...]
+from ci.upstream.git_streams import GIT, PATCH, REC, Touch, file_ids_of, last, touches
+from ci.upstream.git_streams import env as git_env
 
 
 @dataclass(frozen=True)
@@ -55,22 +30,33 @@ class Checkout:
         if not path.is_dir():
             raise UsageError(f"{path}: no such directory", hint=fix)
         # --show-toplevel fails in a bare repository: ask whether it is one, and where its git dir is, first
-        probe = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--is-bare-repository", "--absolute-git-dir"],
-                               capture_output=True, text=True, env=_env())  # fmt: skip
+        probe = subprocess.run(
+            [*GIT, "-C", str(path), "rev-parse", "--is-bare-repository", "--absolute-git-dir"],
+            capture_output=True,
+            text=True,
+            env=git_env(),
+        )
         if probe.returncode != 0:
-            why = "" if "not a git repository" in probe.stderr else f" ({_last(probe.stderr)})"
+            why = "" if "not a git repository" in probe.stderr else f" ({last(probe.stderr)})"
             raise UsageError(f"{path} is not a git repository{why}", hint=fix)
         bare, git_dir = probe.stdout.splitlines()[:2]
         if bare == "true":
             top = [git_dir]
         else:
-            top = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True,
-                                 text=True, env=_env()).stdout.splitlines()  # fmt: skip
+            top = subprocess.run(
+                [*GIT, "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True, env=git_env()
+            ).stdout.splitlines()
         if top and Path(top[0]).resolve() != path.resolve():
-            raise UsageError(f"{path} is not a git repository: it is a folder inside the repository {top[0]}",
-                             hint=f"pass --fork {top[0]}, or the path of the fork's own checkout")  # fmt: skip
-        head = subprocess.run([*_GIT, "-C", str(path), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-                              capture_output=True, text=True, env=_env())  # fmt: skip
+            raise UsageError(
+                f"{path} is not a git repository: it is a folder inside the repository {top[0]}",
+                hint=f"pass --fork {top[0]}, or the path of the fork's own checkout",
+            )
+        head = subprocess.run(
+            [*GIT, "-C", str(path), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+            capture_output=True,
+            text=True,
+            env=git_env(),
+        )
         if head.returncode != 0:
             raise UsageError(f"{path}: HEAD names no commit (an empty repository?)", hint="check out the fork's branch")
         shallow = cls(path, "", False).git("rev-parse", "--is-shallow-repository").strip() == "true"
@@ -82,12 +68,20 @@ class Checkout:
     def _run(
         self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,), index: Path | None = None
     ) -> subprocess.CompletedProcess:
-        env = {**_env(), "GIT_INDEX_FILE": str(index)} if index else _env()
-        done = subprocess.run([*_GIT, "-C", str(self.path), *args], input=stdin, capture_output=True, text=True,
-                              env=env, errors="surrogateescape")  # fmt: skip
+        env = {**git_env(), "GIT_INDEX_FILE": str(index)} if index else git_env()
+        done = subprocess.run(
+            [*GIT, "-C", str(self.path), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            errors="surrogateescape",
+        )
         if done.returncode not in ok:
-            raise UsageError(f"git {' '.join(args[:3])} failed in {self.path}: {_last(done.stderr)}",
-                             hint=f"check the checkout: git -C {self.path} status")  # fmt: skip
+            raise UsageError(
+                f"git {' '.join(args[:3])} failed in {self.path}: {last(done.stderr)}",
+                hint=f"check the checkout: git -C {self.path} status",
+            )
         return done
 
     def with_index(self, index: Path, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)):
@@ -97,20 +91,32 @@ class Checkout:
 
     def commit_tree(self, tree: str, parent: str, message: str, ident: dict[str, str]) -> str:
         """A new commit object (no ref moved); `ident` fixes author and committer, so the id is reproducible."""
-        done = subprocess.run([*_GIT, "-C", str(self.path), "commit-tree", tree, "-p", parent], input=message,
-                              capture_output=True, text=True, env={**_env(), **ident})  # fmt: skip
+        done = subprocess.run(
+            [*GIT, "-C", str(self.path), "commit-tree", tree, "-p", parent],
+            input=message,
+            capture_output=True,
+            text=True,
+            env={**git_env(), **ident},
+        )
         if done.returncode != 0:
-            raise UsageError(f"git commit-tree failed in {self.path}: {_last(done.stderr)}",
-                             hint=f"check the checkout: git -C {self.path} status")  # fmt: skip
+            raise UsageError(
+                f"git commit-tree failed in {self.path}: {last(done.stderr)}",
+                hint=f"check the checkout: git -C {self.path} status",
+            )
         return done.stdout.strip()
 
     def archive(self, commit: str, paths: Sequence[str]) -> bytes:
         """A tar of `paths` as they are at `commit`, in one process."""
-        done = subprocess.run([*_GIT, "-C", str(self.path), "archive", "--format=tar", commit, "--",
-                               *(f":(literal){p}" for p in paths)], capture_output=True, env=_env())  # fmt: skip
+        done = subprocess.run(
+            [*GIT, "-C", str(self.path), "archive", "--format=tar", commit, "--", *(f":(literal){p}" for p in paths)],
+            capture_output=True,
+            env=git_env(),
+        )
         if done.returncode != 0:
-            raise UsageError(f"git archive failed in {self.path}: {_last(done.stderr.decode(errors='replace'))}",
-                             hint=f"check the checkout: git -C {self.path} fsck")  # fmt: skip
+            raise UsageError(
+                f"git archive failed in {self.path}: {last(done.stderr.decode(errors='replace'))}",
+                hint=f"check the checkout: git -C {self.path} fsck",
+            )
         return done.stdout
 
     def commit(self, ref: str) -> str | None:
@@ -145,7 +151,7 @@ class Checkout:
         wanted = sorted(set(commits))
         if not wanted:
             return {}
-        out = self.git("log", *_PATCH, "--no-walk=unsorted", *wanted, "--")
+        out = self.git("log", *PATCH, "--no-walk=unsorted", *wanted, "--")
         return file_ids_of(out)
 
     def refs(self) -> list[str]:
@@ -159,14 +165,16 @@ class Checkout:
         wanted = sorted(set(ids))
         if not wanted:
             return {}
-        out = self.git("cat-file", "--batch-check=%(objectname) %(objecttype)",
-                       stdin="".join(f"{i}^{{commit}}\n" for i in wanted))  # fmt: skip
+        out = self.git(
+            "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin="".join(f"{i}^{{commit}}\n" for i in wanted)
+        )
         found: dict[str, str | None] = {}
         for want, line in zip(wanted, out.splitlines(), strict=True):
             name, _, kind = line.rpartition(" ")
             if kind == "ambiguous":
-                raise UsageError(f"commit id {want} is ambiguous in {self.path}",
-                                 hint="give more of its digits in the change file")  # fmt: skip
+                raise UsageError(
+                    f"commit id {want} is ambiguous in {self.path}", hint="give more of its digits in the change file"
+                )
             found[want] = name if kind == "commit" else None
         return found
 
@@ -182,18 +190,26 @@ class Checkout:
         empty commits have no patch and no entry."""
         if not revs:
             return {}
-        args = ["log", *_PATCH, *(["--no-merges"] if walk else ["--no-walk=unsorted"]), *revs, "--"]
+        args = ["log", *PATCH, *(["--no-merges"] if walk else ["--no-walk=unsorted"]), *revs, "--"]
         with tempfile.TemporaryFile() as errors:
-            log = subprocess.Popen([*_GIT, "-C", str(self.path), *args], stdout=subprocess.PIPE, stderr=errors,
-                                   env=_env())  # fmt: skip
+            log = subprocess.Popen(
+                [*GIT, "-C", str(self.path), *args], stdout=subprocess.PIPE, stderr=errors, env=git_env()
+            )
             assert log.stdout is not None
-            ids = subprocess.run([*_GIT, "-C", str(self.path), "patch-id", "--stable"], stdin=log.stdout,
-                                 capture_output=True, text=True, env=_env())  # fmt: skip
+            ids = subprocess.run(
+                [*GIT, "-C", str(self.path), "patch-id", "--stable"],
+                stdin=log.stdout,
+                capture_output=True,
+                text=True,
+                env=git_env(),
+            )
             log.stdout.close()
             if log.wait() != 0 or ids.returncode != 0:
                 errors.seek(0)
-                raise UsageError(f"git log -p failed in {self.path}: {_last(errors.read().decode() + ids.stderr)}",
-                                 hint=f"check the checkout: git -C {self.path} fsck")  # fmt: skip
+                raise UsageError(
+                    f"git log -p failed in {self.path}: {last(errors.read().decode() + ids.stderr)}",
+                    hint=f"check the checkout: git -C {self.path} fsck",
+                )
         out: dict[str, str] = {}
         for line in ids.stdout.splitlines():
             patch_id, _, commit = line.partition(" ")
@@ -205,26 +221,37 @@ class Checkout:
         wanted = sorted(set(commits))
         if not wanted:
             return {}
-        out = self.git("log", "--no-walk=unsorted", "--no-renames", f"--format={_REC}%H", "--name-only", "-z",
-                       *wanted, "--")  # fmt: skip
-        return {t.commit: t.files for t in _touches(out)}
+        out = self.git(
+            "log", "--no-walk=unsorted", "--no-renames", f"--format={REC}%H", "--name-only", "-z", *wanted, "--"
+        )
+        return {t.commit: t.files for t in touches(out)}
 
     def touching(self, base: str, tip: str, paths: Iterable[str]) -> list[Touch]:
         """The non-merge commits of base..tip that change any of `paths`, newest first; one process."""
         wanted = sorted(set(paths))
         if not wanted:
             return []
-        out = self.git("log", "--no-merges", "--full-history", "--no-renames", f"--format={_REC}%H%x02%s",
-                       "--name-only", "-z", f"{base}..{tip}", "--", *(f":(literal){p}" for p in wanted))  # fmt: skip
-        return _touches(out)
+        out = self.git(
+            "log",
+            "--no-merges",
+            "--full-history",
+            "--no-renames",
+            f"--format={REC}%H%x02%s",
+            "--name-only",
+            "-z",
+            f"{base}..{tip}",
+            "--",
+            *(f":(literal){p}" for p in wanted),
+        )
+        return touches(out)
 
     def titles(self, *revs: str, walk: bool = True) -> dict[str, str]:
         """commit -> subject, for the non-merge commits of the range `revs` (or exactly the commits, walk=False)."""
         if not revs:
             return {}
         how = ["--no-merges"] if walk else ["--no-walk=unsorted"]
-        out = self.git("log", *how, f"--format=%H{_REC}%s", *revs, "--")
-        return dict(line.split(_REC, 1) for line in out.splitlines() if _REC in line)
+        out = self.git("log", *how, f"--format=%H{REC}%s", *revs, "--")
+        return dict(line.split(REC, 1) for line in out.splitlines() if REC in line)
 
     def subjects(self, tip: str, patterns: Sequence[str]) -> list[tuple[str, str]]:
         """(commit, subject) of the commits reachable from `tip` whose message matches any of the fixed strings
@@ -232,46 +259,5 @@ class Checkout:
         if not patterns:
             return []
         greps = [f"--grep={p}" for p in patterns]
-        out = self.git("log", "--fixed-strings", f"--format=%H{_REC}%s", *greps, tip, "--")
-        return [(c, s) for c, _, s in (line.partition(_REC) for line in out.splitlines())]
-
-
-def file_ids_of(log_p: str) -> dict[str, dict[str, str]]:
-    """`git log -p --format='commit %H'` output -> commit -> {path: file patch-id} (see Checkout.file_ids)."""
-    out: dict[str, dict[str, str]] = {}
-    commit, path, digest, hunks = "", "", None, False
-
-    def close() -> None:
-        if commit and path and digest is not None:
-            out.setdefault(commit, {})[path] = digest.hexdigest()
-
-    for line in log_p.split("\n"):
-        if line.startswith("commit ") and len(line) == 47:
-            close()
-            commit, path, digest, hunks = line[7:], "", None, False
-            out.setdefault(commit, {})
-        elif line.startswith("diff --git "):
-            close()
-            path, hunks = line.rsplit(" b/", 1)[-1], False
-            digest = hashlib.sha1(path.encode(errors="surrogateescape"))
-        elif line.startswith("@@"):
-            hunks = True  # past the file's header (its ---/+++ lines)
-        elif hunks and digest is not None and line[:1] in ("+", "-"):
-            digest.update(line[0].encode() + "".join(line[1:].split()).encode(errors="surrogateescape") + b"\n")
-    close()
-    return out
-
-
-def _touches(out: str) -> list[Touch]:
-    found = []
-    for chunk in out.split(_REC)[1:]:
-        head, _, names = chunk.partition("\0")
-        commit, _, subject = head.partition("\x02")
-        found.append(Touch(commit=commit, subject=subject, files=tuple(n.strip("\n") for n in names.split("\0")
-                                                                      if n.strip("\n"))))  # fmt: skip
-    return found
-
-
-def _last(stderr: str) -> str:
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    return lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "no message"
+        out = self.git("log", "--fixed-strings", f"--format=%H{REC}%s", *greps, tip, "--")
+        return [(c, s) for c, _, s in (line.partition(REC) for line in out.splitlines())]

@@ -10,16 +10,15 @@ with neither, the change is "unknown", never "absent".
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from ci.errors import UsageError
 from ci.stack.change import Change
 from ci.stack.model import Stack
-from ci.upstream import edited, where
+from ci.upstream import edited, history
 from ci.upstream.checkout import Checkout
 from ci.upstream.edited import Edited
 from ci.upstream.judge import Found, judge, with_bases
-from ci.upstream.state import ChangeState, Snapshot, Upstreamed
+from ci.upstream.state import Snapshot, Upstreamed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,8 +37,8 @@ class Facts:
 
 
 def survey(st: Stack, co: Checkout, upstream_ref: str | None = None) -> Snapshot:
-    ref, tip = upstream_tip(co, st, upstream_ref)
-    base = _require_vllm(co, st, ref, tip)
+    ref, tip = history.upstream_tip(co, st, upstream_ref)
+    base = history.require_vllm(co, st, ref, tip)
     changes = list(st.changes.values())
     full = co.resolve(i for c in changes for i in _ids(c))
     fork_ids = co.patch_ids(f"{tip}..{co.head}")
@@ -49,75 +48,46 @@ def survey(st: Stack, co: Checkout, upstream_ref: str | None = None) -> Snapshot
     sources = sorted({c for ch in changes for i in _sources(ch) if (c := full.get(i))})
     upstreams = sorted({c for ch in changes for i in _upstream_patches(ch) if (c := full.get(i))})
     titled = {subject: commit for commit, subject in reversed(co.titles(f"{tip}..{co.head}").items())}
-    facts = Facts(co=co, ref=ref, tip=tip, full=full, in_fork=in_fork,
-                  source_ids=co.patch_ids(*sorted({*sources, *upstreams}), walk=False), titled=titled,
-                  source_titles=co.titles(*sorted({*sources, *upstreams}), walk=False))  # fmt: skip
+    facts = Facts(
+        co=co,
+        ref=ref,
+        tip=tip,
+        full=full,
+        in_fork=in_fork,
+        source_ids=co.patch_ids(*sorted({*sources, *upstreams}), walk=False),
+        titled=titled,
+        source_titles=co.titles(*sorted({*sources, *upstreams}), walk=False),
+    )
     for ch in changes:
         facts.found[ch.id] = _found(facts, ch)
     touched = _divergence(facts, changes)
     candidates = _merge_candidates(co, tip, changes)
     tip_date = co.date(tip)
-    states = [_missing_merge(st, co, ref, tip_date, ch, full,
-                             judge(ref, co, _file(st, ch.id), ch, facts.found[ch.id], touched.get(ch.id, ()),
-                                   candidates)) for ch in changes]  # fmt: skip
+    states = [
+        history.missing_merge(
+            st,
+            co,
+            ref,
+            tip_date,
+            ch,
+            full,
+            judge(ref, co, _file(st, ch.id), ch, facts.found[ch.id], touched.get(ch.id, ()), candidates),
+        )
+        for ch in changes
+    ]
     by_id = {s.change: s for s in states}
     by_pr = {ch.upstream.pr: ch.id for ch in changes if ch.upstream}
     states = [with_bases(s, ch, by_pr, by_id) for s, ch in zip(states, changes, strict=True)]
-    return Snapshot(fork=str(co.path), head=co.head, upstream_ref=ref, upstream=tip, merge_base=base,
-                    shallow=co.shallow, fork_commits=len(fork_ids), changes=tuple(states))  # fmt: skip
-
-
-def upstream_tip(co: Checkout, st: Stack, ref: str | None) -> tuple[str, str]:
-    """The upstream ref and its commit: the one asked for, else the main branch of the remote whose URL is the
-    upstream repository the change files name (vllm-project/vllm). Never a guess: a fork's own origin/main would
-    make its own history "upstream" and every count wrong."""
-    add = (f"git -C {co.path} remote add upstream https://github.com/{_repo(st)}.git && "
-           f"git -C {co.path} fetch upstream")  # fmt: skip
-    if ref:
-        if tip := co.commit(ref):
-            return ref, tip
-        known = co.refs()
-        shown = ", ".join(known[:12]) + (", …" if len(known) > 12 else "") if known else "none"
-        raise UsageError(f"--upstream-ref {ref!r} names no commit in {co.path}",
-                         hint=f"fetch it ({add}), or pass a ref it has (branches here: {shown})")  # fmt: skip
-    remotes = co.remotes()
-    ours = [name for name, url in remotes.items() if _is_upstream(url, st)]
-    for name in ours:
-        for branch in (f"{name}/main", f"{name}/HEAD"):
-            if tip := co.commit(branch):
-                return branch, tip
-    if ours:
-        raise UsageError(f"remote {ours[0]!r} is {_repo(st)}, but none of its branches is fetched in {co.path}",
-                         hint=f"git -C {co.path} fetch {ours[0]}")  # fmt: skip
-    seen = ", ".join(f"{n} ({u})" for n, u in remotes.items()) or "none"
-    raise UsageError(f"no remote of {co.path} is {_repo(st)} (remotes: {seen}): nothing says which history is "
-                     "upstream", hint=f"{add}; or pass --upstream-ref REF naming upstream's main")  # fmt: skip
-
-
-def _repo(st: Stack) -> str:
-    repos = sorted({ch.upstream.repo for ch in st.changes.values() if ch.upstream})
-    return repos[0] if repos else "vllm-project/vllm"
-
-
-def _is_upstream(url: str, st: Stack) -> bool:
-    """Whether a remote URL (https, ssh or scp-like) is a repository the change files name as upstream."""
-    path = url.strip().rstrip("/").removesuffix(".git").lower().replace(":", "/")
-    return any(path.endswith("/" + ch.upstream.repo.lower()) for ch in st.changes.values() if ch.upstream)
-
-
-def _require_vllm(co: Checkout, st: Stack, ref: str, tip: str) -> str:
-    """The merge base of HEAD and the upstream tip; a checkout that is not vLLM's history is refused."""
-    if not co.has_path(co.head, "vllm"):
-        raise UsageError(f"{co.path} is not a vLLM checkout: HEAD ({co.head[:12]}) has no vllm/ package",
-                         hint=f"pass --fork a checkout of the fork of {_repo(st)} under test")  # fmt: skip
-    base = co.merge_base(co.head, tip)
-    if base is None:
-        if co.shallow:
-            raise UsageError(f"{co.path} is a shallow clone: HEAD and {ref} share no commit in the history it holds",
-                             hint=f"fetch more history: git -C {co.path} fetch --unshallow")  # fmt: skip
-        raise UsageError(f"HEAD and {ref} share no history in {co.path}: the fork is not built on it",
-                         hint="pass --upstream-ref the upstream branch the fork is based on")  # fmt: skip
-    return base
+    return Snapshot(
+        fork=str(co.path),
+        head=co.head,
+        upstream_ref=ref,
+        upstream=tip,
+        merge_base=base,
+        shallow=co.shallow,
+        fork_commits=len(fork_ids),
+        changes=tuple(states),
+    )
 
 
 def _file(st: Stack, change: str) -> str:
@@ -181,28 +151,6 @@ def _sources(ch: Change) -> tuple[str, ...]:
     return ch.fork.commits or (ch.upstream.commits if ch.upstream else ())
 
 
-def _missing_merge(
-    st: Stack, co: Checkout, ref: str, tip_date: str, ch: Change, full: dict[str, str | None], state: ChangeState
-) -> ChangeState:
-    """A recorded merge commit the checkout lacks is not in HEAD's history (the change is judged by its patches).
-    Where the upstream ref is as new as the merge, the ref is a release line, or the id is wrong: the fix says so."""
-    up = ch.upstream
-    if up is None or not up.merge_commit or full.get(up.merge_commit) is not None or state.fix:
-        return state
-    if up.merged_on and tip_date < up.merged_on.isoformat():
-        return state  # upstream here predates the merge: nothing to fix
-    src = where.change_source(st.root, ch.id)
-    line = src.lines.get(("upstream", "merge_commit"))
-    fetch = f"git -C {co.path} fetch https://github.com/{up.repo}.git main"
-    if co.shallow:
-        fetch = f"git -C {co.path} fetch --unshallow"
-    return replace(
-        state,
-        fix=f"{ref} ({tip_date}) is newer than the merge but does not hold {up.merge_commit}: if it "
-        f"is upstream's main, fetch it ({fetch}); else check upstream.merge_commit in {src.path}:{line}",
-    )
-
-
 def _found(facts: Facts, ch: Change) -> Found:
     up = ch.upstream
     if up is None:
@@ -241,11 +189,20 @@ def _found(facts: Facts, ch: Change) -> Found:
     by_upstream = None if converged_by or present else _by_upstream(facts, ch)
     carried = None if converged_by or present or by_upstream else _edited(facts, ch)
     merge = facts.full.get(up.merge_commit) if up.merge_commit else None
-    return Found(from_pr=not ch.fork.commits, present=tuple(present), missing=tuple(missing),
-                 unchecked=tuple(unchecked), patchless=tuple(patchless), by_record=tuple(by_record),
-                 mismatched=tuple(mismatched), same_subject=tuple(retitled), converged_by=converged_by,
-                 by_upstream=by_upstream, edited=carried,
-                 merge_on_ref=bool(merge and co.is_ancestor(merge, facts.tip)))  # fmt: skip
+    return Found(
+        from_pr=not ch.fork.commits,
+        present=tuple(present),
+        missing=tuple(missing),
+        unchecked=tuple(unchecked),
+        patchless=tuple(patchless),
+        by_record=tuple(by_record),
+        mismatched=tuple(mismatched),
+        same_subject=tuple(retitled),
+        converged_by=converged_by,
+        by_upstream=by_upstream,
+        edited=carried,
+        merge_on_ref=bool(merge and co.is_ancestor(merge, facts.tip)),
+    )
 
 
 def _divergence(facts: Facts, changes: list[Change]) -> dict[str, tuple[Upstreamed, ...]]:
@@ -277,8 +234,11 @@ def _divergence(facts: Facts, changes: list[Change]) -> dict[str, tuple[Upstream
 def _merge_candidates(co: Checkout, tip: str, changes: list[Change]) -> dict[int, tuple[str, str]]:
     """For a PR recorded as merged without its merge commit: the newest upstream commit whose subject ends in
     "(#<pr>)", as upstream's squash merges are titled; offered in the fix line, never taken as the answer."""
-    prs = [ch.upstream.pr for ch in changes if ch.upstream and ch.upstream.state == "merged"
-           and not ch.upstream.merge_commit]  # fmt: skip
+    prs = [
+        ch.upstream.pr
+        for ch in changes
+        if ch.upstream and ch.upstream.state == "merged" and not ch.upstream.merge_commit
+    ]
     found: dict[int, tuple[str, str]] = {}
     for commit, subject in co.subjects(tip, [f"(#{pr})" for pr in prs]):
         for pr in prs:

@@ -25,8 +25,10 @@ def rows(snap: Snapshot) -> list[list[str]]:
 
 def header(snap: Snapshot) -> str:
     shallow = ", a shallow clone" if snap.shallow else ""
-    return (f"{snap.fork}{shallow}: HEAD {snap.head[:12]}, {snap.fork_commits} own commits over {snap.upstream_ref} "
-            f"({snap.upstream[:12]}; merge base {snap.merge_base[:12]})")  # fmt: skip
+    return (
+        f"{snap.fork}{shallow}: HEAD {snap.head[:12]}, {snap.fork_commits} own commits over {snap.upstream_ref} "
+        f"({snap.upstream[:12]}; merge base {snap.merge_base[:12]})"
+    )
 
 
 def fixes(states: tuple[ChangeState, ...]) -> list[str]:
@@ -59,18 +61,31 @@ def cmd_upstream(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    u = options.verb(sub, "upstream", codes=(0, 2),
-                     help="each imported change's state in a fork checkout (converged, ported, partially ported, "
-                     "diverged, absent, unknown), from git alone")  # fmt: skip
+    u = options.verb(
+        sub,
+        "upstream",
+        codes=(0, 2),
+        help="each imported change's state in a fork checkout (converged, ported, partially ported, "
+        "diverged, absent, unknown), from git alone",
+    )
     u.add_argument("--fork", type=Path, required=True, metavar="CHECKOUT", help="the fork's git checkout (its HEAD)")
-    u.add_argument("--upstream-ref", metavar="REF",
-                   help="upstream's main branch in the checkout (default: <remote>/main of the remote whose URL is "
-                   "the change files' upstream repository, github.com/vllm-project/vllm)")  # fmt: skip
-    u.add_argument("--format", choices=("table", "json", "markdown"), default="table",
-                   help="table (terminal), json (upstream.json, for ci report --upstream) or markdown "
-                   "(default: %(default)s)")  # fmt: skip
-    u.add_argument("--record", action="store_true",
-                   help="write each port commit's patch-id into its change file (fork.patch_ids) from this checkout, "
-                   "so a checkout a rebase took the commits from can still be compared")  # fmt: skip
+    u.add_argument(
+        "--upstream-ref",
+        metavar="REF",
+        help="upstream's main branch in the checkout (default: <remote>/main of the remote whose URL is "
+        "the change files' upstream repository, github.com/vllm-project/vllm)",
+    )
+    u.add_argument(
+        "--format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        help="table (terminal), json (upstream.json, for ci report --upstream) or markdown (default: %(default)s)",
+    )
+    u.add_argument(
+        "--record",
+        action="store_true",
+        help="write each port commit's patch-id into its change file (fork.patch_ids) from this checkout, "
+        "so a checkout a rebase took the commits from can still be compared",
+    )
     options.add_filters(u, "change")
     u.set_defaults(func=cmd_upstream)

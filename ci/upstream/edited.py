@@ -51,8 +51,13 @@ def find(
             same = tuple(p for p in shared if mine[p] == ids[p])
             if not same and titles.get(commit) != subjects.get(label):
                 continue
-            found = Edited(source=label, commit=commit, same=same, differ=tuple(p for p in shared if p not in same),
-                           dropped=tuple(p for p in ids if p not in mine))  # fmt: skip
+            found = Edited(
+                source=label,
+                commit=commit,
+                same=same,
+                differ=tuple(p for p in shared if p not in same),
+                dropped=tuple(p for p in ids if p not in mine),
+            )
             score = (len(same), len(shared))
             if best is None or score > best[0]:
                 best = (score, found)

@@ -59,8 +59,10 @@ def judge(
     if up is None:
         return ChangeState(change=ch.id, state="not imported", detail="imports nothing from upstream", recorded="—")
     flags: list[str] = []
-    flags += [f"the patch-id recorded for {c} differs from the commit's own: record it again (--record)"
-              for c in found.mismatched]  # fmt: skip
+    flags += [
+        f"the patch-id recorded for {c} differs from the commit's own: record it again (--record)"
+        for c in found.mismatched
+    ]
     flags += [f"{c} has no patch (a merge or an empty commit): not compared" for c in found.patchless]
     what = "the PR's commits" if found.from_pr else "port"
     state: State
@@ -79,8 +81,10 @@ def judge(
         detail = f"port commits not in this checkout: {', '.join(found.unchecked)}"
         if found.present:
             detail += f"; present: {_pairs(found.present)}"
-        fix = (f"fetch a ref holding them into {co.path} (git -C {co.path} fetch REMOTE BRANCH), or record their "
-               "patch-ids once from a checkout that has them: python -m ci upstream --fork THERE --record")  # fmt: skip
+        fix = (
+            f"fetch a ref holding them into {co.path} (git -C {co.path} fetch REMOTE BRANCH), or record their "
+            "patch-ids once from a checkout that has them: python -m ci upstream --fork THERE --record"
+        )
         if co.shallow:
             fix = f"the checkout is shallow (git -C {co.path} fetch --unshallow); or {fix}"
     elif found.compared == 0:
@@ -97,8 +101,11 @@ def judge(
         if up.merge_commit:
             detail = f"{_unmerged(ref, co, up)}; {detail}"
     if state in ("partially ported", "absent"):
-        flags += [f"{c} is missing, but {f[:12]} has its subject with another patch (changed resolving a conflict?): "
-                  "if it carries the port, name it in fork.commits" for c, f in found.same_subject]  # fmt: skip
+        flags += [
+            f"{c} is missing, but {f[:12]} has its subject with another patch (changed resolving a conflict?): "
+            "if it carries the port, name it in fork.commits"
+            for c, f in found.same_subject
+        ]
     if up.state == "merged" and not up.merge_commit and "merge commit not recorded" not in detail:
         flags.append("merge commit not recorded")
     if found.by_record and state != "converged" and not (found.by_upstream or found.edited):
@@ -112,11 +119,23 @@ def judge(
             flags.append(f"merged upstream: converge, dropping the port at the next rebase onto {ref}")
         else:
             when = f" on {up.merged_on}" if up.merged_on else ""
-            flags.append(f"merged upstream{when}, but {ref} does not hold the merge yet: fetch upstream; a rebase "
-                         "onto it then converges")  # fmt: skip
-    return ChangeState(change=ch.id, state=state, detail=detail, recorded=recorded(up), pr=f"{up.repo}#{up.pr}",
-                       present=found.present, missing=found.missing, unchecked=found.unchecked, diverged=touched,
-                       flags=tuple(flags), fix=fix)  # fmt: skip
+            flags.append(
+                f"merged upstream{when}, but {ref} does not hold the merge yet: fetch upstream; a rebase "
+                "onto it then converges"
+            )
+    return ChangeState(
+        change=ch.id,
+        state=state,
+        detail=detail,
+        recorded=recorded(up),
+        pr=f"{up.repo}#{up.pr}",
+        present=found.present,
+        missing=found.missing,
+        unchecked=found.unchecked,
+        diverged=touched,
+        flags=tuple(flags),
+        fix=fix,
+    )
 
 
 SHOWN = 3  # items of a long list a flag names; the JSON (--format json) holds every one
@@ -142,8 +161,11 @@ def _nothing_to_compare(
         record = f"record upstream.merge_commit (the commit that merged #{up.pr}) in {file}"
         fix = f"{ref} has {hit[0][:12]} {hit[1]!r}: if that merged #{up.pr}, {record}" if hit else record
         return "unknown", "merge commit not recorded, and no port commits to compare", fix
-    return ("unknown", "nothing recorded to look for: no merge commit, PR commits or port commits",
-            f"record fork.commits (the port) or upstream.commits (the PR's commits) in {file}")  # fmt: skip
+    return (
+        "unknown",
+        "nothing recorded to look for: no merge commit, PR commits or port commits",
+        f"record fork.commits (the port) or upstream.commits (the PR's commits) in {file}",
+    )
 
 
 def _unmerged(ref: str, co: Checkout, up: Upstream) -> str:

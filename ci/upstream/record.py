@@ -31,8 +31,9 @@ def record(st: Stack, co: Checkout, only: Sequence[str] = ()) -> list[str]:
         src = where.change_source(st.root, ch.id)
         line = f"{src.path}: "
         if got:
-            merged = {c: got.get(c) or ch.fork.patch_ids[c] for c in ch.fork.commits
-                      if c in got or c in ch.fork.patch_ids}  # fmt: skip
+            merged = {
+                c: got.get(c) or ch.fork.patch_ids[c] for c in ch.fork.commits if c in got or c in ch.fork.patch_ids
+            }
             changed = merged != ch.fork.patch_ids
             if changed:
                 _write(src, merged, st.root)
@@ -49,8 +50,11 @@ def _write(src: Source, patch_ids: Mapping[str, str], stack_root: Path) -> None:
     lines = src.path.read_text(encoding="utf-8").splitlines(keepends=True)
     fork, commits = src.lines.get(("fork",)), src.lines[("fork", "commits")]
     if fork == commits:
-        raise src.error(("fork",), "cannot record into a fork block written on one line",
-                        hint="write fork: as a block, one key a line, then record again")  # fmt: skip
+        raise src.error(
+            ("fork",),
+            "cannot record into a fork block written on one line",
+            hint="write fork: as a block, one key a line, then record again",
+        )
     indent = lines[commits - 1][: len(lines[commits - 1]) - len(lines[commits - 1].lstrip())]
     block = [f"{indent}patch_ids:  {COMMENT}\n", *(f'{indent}  "{c}": "{p}"\n' for c, p in patch_ids.items())]
     old = [n for loc, n in src.lines.items() if loc[:2] == ("fork", "patch_ids")]
@@ -66,8 +70,13 @@ def _write(src: Source, patch_ids: Mapping[str, str], stack_root: Path) -> None:
         loader.load(stack_root)
     except StackError as exc:
         _replace(src.path, before)
-        raise StackError(src.path, start, "fork.patch_ids", f"recording would break the file: {exc}",
-                         hint="record the patch-ids by hand, or restate fork: as a plain block") from None  # fmt: skip
+        raise StackError(
+            src.path,
+            start,
+            "fork.patch_ids",
+            f"recording would break the file: {exc}",
+            hint="record the patch-ids by hand, or restate fork: as a plain block",
+        ) from None
 
 
 def _replace(path: Path, text: str) -> None:

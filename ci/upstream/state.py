@@ -60,27 +60,42 @@ class ChangeState:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "change": self.change, "state": self.state, "detail": self.detail, "recorded": self.recorded,
-            "pr": self.pr, "present": [{"commit": c, "in_fork": f} for c, f in self.present],
-            "missing": list(self.missing), "unchecked": list(self.unchecked),
-            "diverged": {"files": list(self.diverged_files),
-                         "commits": [{"commit": u.commit, "subject": u.subject, "files": list(u.files)}
-                                     for u in self.diverged]},
-            "flags": list(self.flags), "fix": self.fix,
-        }  # fmt: skip
+            "change": self.change,
+            "state": self.state,
+            "detail": self.detail,
+            "recorded": self.recorded,
+            "pr": self.pr,
+            "present": [{"commit": c, "in_fork": f} for c, f in self.present],
+            "missing": list(self.missing),
+            "unchecked": list(self.unchecked),
+            "diverged": {
+                "files": list(self.diverged_files),
+                "commits": [{"commit": u.commit, "subject": u.subject, "files": list(u.files)} for u in self.diverged],
+            },
+            "flags": list(self.flags),
+            "fix": self.fix,
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ChangeState:
         if doc["state"] not in STATES:
             raise ValueError(f"unknown state {doc['state']!r}")
         return cls(
-            change=str(doc["change"]), state=doc["state"], detail=str(doc["detail"]), recorded=str(doc["recorded"]),
-            pr=str(doc["pr"]), present=tuple((str(p["commit"]), str(p["in_fork"])) for p in doc["present"]),
-            missing=tuple(map(str, doc["missing"])), unchecked=tuple(map(str, doc["unchecked"])),
-            diverged=tuple(Upstreamed(commit=str(u["commit"]), subject=str(u["subject"]),
-                                      files=tuple(map(str, u["files"]))) for u in doc["diverged"]["commits"]),
-            flags=tuple(map(str, doc["flags"])), fix=str(doc["fix"]),
-        )  # fmt: skip
+            change=str(doc["change"]),
+            state=doc["state"],
+            detail=str(doc["detail"]),
+            recorded=str(doc["recorded"]),
+            pr=str(doc["pr"]),
+            present=tuple((str(p["commit"]), str(p["in_fork"])) for p in doc["present"]),
+            missing=tuple(map(str, doc["missing"])),
+            unchecked=tuple(map(str, doc["unchecked"])),
+            diverged=tuple(
+                Upstreamed(commit=str(u["commit"]), subject=str(u["subject"]), files=tuple(map(str, u["files"])))
+                for u in doc["diverged"]["commits"]
+            ),
+            flags=tuple(map(str, doc["flags"])),
+            fix=str(doc["fix"]),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,21 +113,32 @@ class Snapshot:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA, "kind": "stackgate.upstream", "fork": self.fork, "head": self.head,
-            "upstream_ref": self.upstream_ref, "upstream": self.upstream, "merge_base": self.merge_base,
-            "shallow": self.shallow, "fork_commits": self.fork_commits,
+            "schema": SCHEMA,
+            "kind": "stackgate.upstream",
+            "fork": self.fork,
+            "head": self.head,
+            "upstream_ref": self.upstream_ref,
+            "upstream": self.upstream,
+            "merge_base": self.merge_base,
+            "shallow": self.shallow,
+            "fork_commits": self.fork_commits,
             "changes": [c.to_json() for c in self.changes],
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Snapshot:
         if doc.get("kind") != "stackgate.upstream" or doc.get("schema") != SCHEMA:
             raise ValueError(f"not a stackgate.upstream document of schema {SCHEMA}")
         return cls(
-            fork=str(doc["fork"]), head=str(doc["head"]), upstream_ref=str(doc["upstream_ref"]),
-            upstream=str(doc["upstream"]), merge_base=str(doc["merge_base"]), shallow=bool(doc["shallow"]),
-            fork_commits=int(doc["fork_commits"]), changes=tuple(ChangeState.from_json(c) for c in doc["changes"]),
-        )  # fmt: skip
+            fork=str(doc["fork"]),
+            head=str(doc["head"]),
+            upstream_ref=str(doc["upstream_ref"]),
+            upstream=str(doc["upstream"]),
+            merge_base=str(doc["merge_base"]),
+            shallow=bool(doc["shallow"]),
+            fork_commits=int(doc["fork_commits"]),
+            changes=tuple(ChangeState.from_json(c) for c in doc["changes"]),
+        )
 
 
 _MAKE = "python -m ci upstream --fork CHECKOUT --format json > upstream.json"
@@ -123,9 +149,9 @@ def read(path: Path) -> Snapshot:
     try:
         return Snapshot.from_json(json.loads(files.read_regular(Path(path), 64 << 20).decode("utf-8")))
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}",
-                         hint=_MAKE) from None  # fmt: skip
+        raise UsageError(f"{path}: cannot read: {exc.strerror}", hint=_MAKE) from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
-        raise UsageError(f"{path}: not an upstream.json written by python -m ci upstream ({problem})",
-                         hint=_MAKE) from None  # fmt: skip
+        raise UsageError(
+            f"{path}: not an upstream.json written by python -m ci upstream ({problem})", hint=_MAKE
+        ) from None

@@ -49,8 +49,16 @@ def _ranks(row):
     graphs = workers.WorkerGraphs([w for r in spec for w in r["graphs"]])
     tokens = [t for r in spec for t in r["tokens"]]
     ref_tokens = [t for r in ref for t in r["tokens"]]
-    return max(r["ready_s"] for r in spec), max(r["cold_ms"] for r in spec), warm, before, after, graphs, tokens, \
-        ref_tokens  # fmt: skip
+    return (
+        max(r["ready_s"] for r in spec),
+        max(r["cold_ms"] for r in spec),
+        warm,
+        before,
+        after,
+        graphs,
+        tokens,
+        ref_tokens,
+    )
 
 
 @pytest.mark.track("composition")

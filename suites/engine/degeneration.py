@@ -62,6 +62,8 @@ def judge(outputs: Sequence[Sequence[int]], references: Sequence[Sequence[int]])
         if ref_tail.degenerate():
             inconclusive += 1
             continue
-        messages.append(f"request {i}: its last {tail.length} tokens repeat {list(tail.cycle)} x{tail.repeats}; "
-                        f"the reference's repeat at most x{ref_tail.repeats}")  # fmt: skip
+        messages.append(
+            f"request {i}: its last {tail.length} tokens repeat {list(tail.cycle)} x{tail.repeats}; "
+            f"the reference's repeat at most x{ref_tail.repeats}"
+        )
     return Judgement(degenerated=tuple(messages), inconclusive=inconclusive)

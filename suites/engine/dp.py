@@ -42,10 +42,14 @@ def free_port() -> int:
 
 def rank_env(rank: int, world: int, port: int) -> dict[str, str]:
     return {
-        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(world),
+        "LOCAL_WORLD_SIZE": str(world),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the external launcher's requirement: deterministic scheduling
-    }  # fmt: skip
+    }
 
 
 def launch(row: Any, *, reference: bool, poll_s: float = 1.0) -> list[dict[str, Any]]:
@@ -59,8 +63,11 @@ def launch(row: Any, *, reference: bool, poll_s: float = 1.0) -> list[dict[str, 
         for r in range(world):
             argv = [sys.executable, "-m", "engine.dp", row.id, str(outs[r]), *(["--reference"] if reference else [])]
             with logs[r].open("wb") as log:
-                procs.append(subprocess.Popen(argv, env={**os.environ, **rank_env(r, world, port)},
-                                              stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
+                procs.append(
+                    subprocess.Popen(
+                        argv, env={**os.environ, **rank_env(r, world, port)}, stdout=log, stderr=subprocess.STDOUT
+                    )
+                )
         failed = _wait(procs, poll_s)
         for r, log in enumerate(logs):
             print(f"--- DP rank process {r} ({'reference' if reference else 'speculative'}) ---")
@@ -106,9 +113,17 @@ def _rank(row_id: str, out: Path, reference: bool) -> None:
         cold_ms, outputs = engines.timed_ms(engine, prompts, params)
         warm_ms = [engines.timed_ms(engine, prompts, params)[0] for _ in range(WARM_REPEATS)]
         after = engines.spec_stats(engine)
-    result = {"rank": int(os.environ["RANK"]), "dp_rank": dp_rank, "ready_s": engine.ready_s, "cold_ms": cold_ms,
-              "warm_ms": warm_ms, "tokens": engines.token_ids(outputs), "spec_before": before, "spec_after": after,
-              "graphs": graphs.per_worker}  # fmt: skip
+    result = {
+        "rank": int(os.environ["RANK"]),
+        "dp_rank": dp_rank,
+        "ready_s": engine.ready_s,
+        "cold_ms": cold_ms,
+        "warm_ms": warm_ms,
+        "tokens": engines.token_ids(outputs),
+        "spec_before": before,
+        "spec_after": after,
+        "graphs": graphs.per_worker,
+    }
     out.write_text(json.dumps(result))
     sys.stdout.flush()
     # Done: every rank ran the same requests, so none waits on this one. Leave without the distributed teardown,

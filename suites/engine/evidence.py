@@ -33,8 +33,11 @@ class Evidence:
         if int(row["tp"]) * int(row["dp"]) > 1 and not every_worker:
             # vLLM runs TP/DP workers in other processes; the probes (graph replays, layer-0 outputs,
             # indexer calls) watch this one. A row they cannot watch fails saying so, never "0 seen".
-            pytest.fail(f"tp={row['tp']} dp={row['dp']}: the in-process probes cannot watch worker processes; "
-                        "this row needs the multi-GPU probes", pytrace=False)  # fmt: skip
+            pytest.fail(
+                f"tp={row['tp']} dp={row['dp']}: the in-process probes cannot watch worker processes; "
+                "this row needs the multi-GPU probes",
+                pytrace=False,
+            )
         ev.prop("engine_env", config.set_engine_env(runner=config.runner_for(row)))
         ev.prop("vllm_version", presence.vllm_version())
         if row.model_info.get("shrunk_of"):  # the real model's architecture, shrunk, with random weights

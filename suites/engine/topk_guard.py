@@ -66,9 +66,15 @@ class TopkReads:
             self.minus_one.append({"read": self.reads, "tokens": tokens, "rows": len(rows), "first_rows": rows[:SHOWN]})
 
     def to_json(self) -> dict[str, object]:
-        return {"backend": self.backend, "impl": self.impl, "layers": self.layers, "reads": self.reads,
-                "forced_steps": self.forced_steps, "all_minus_one_reads": self.minus_one[:SHOWN],
-                "broken_on_purpose": self.broken}  # fmt: skip
+        return {
+            "backend": self.backend,
+            "impl": self.impl,
+            "layers": self.layers,
+            "reads": self.reads,
+            "forced_steps": self.forced_steps,
+            "all_minus_one_reads": self.minus_one[:SHOWN],
+            "broken_on_purpose": self.broken,
+        }
 
 
 def broken_on_purpose() -> bool:
@@ -98,8 +104,9 @@ def impl_class(backend: str, registry: Callable[[str], type] = _vllm_backend) ->
     except Exception as exc:  # an unknown name, a backend not built for this platform, no vLLM at all
         raise CannotWatch(f"cannot watch backend {backend}: its implementation does not resolve ({exc})") from exc
     if not callable(getattr(impl, "forward_mqa", None)):
-        raise CannotWatch(f"cannot watch backend {backend}: {impl.__qualname__} has no forward_mqa, the sparse read "
-                          "the guard watches")  # fmt: skip
+        raise CannotWatch(
+            f"cannot watch backend {backend}: {impl.__qualname__} has no forward_mqa, the sparse read the guard watches"
+        )
     return impl
 
 
@@ -122,8 +129,10 @@ def _watched_layers(model: Any, impl: type) -> int:
         seen = ", ".join(sorted({cls.__qualname__ for cls in runs})) or "no sparse-attention implementation"
         holders = sorted({type(m).__name__ for m in model.modules() if getattr(m, BUFFER, None) is not None})
         held = f"; its {BUFFER} is held by {', '.join(holders)}: attention of the model's own" if holders else ""
-        raise CannotWatch(f"cannot watch the sparse reads: the model's attention layers run {seen}, not "
-                          f"{impl.__qualname__}.forward_mqa{held}")  # fmt: skip
+        raise CannotWatch(
+            f"cannot watch the sparse reads: the model's attention layers run {seen}, not "
+            f"{impl.__qualname__}.forward_mqa{held}"
+        )
     return len(watched)
 
 
@@ -146,8 +155,10 @@ def _without_graphs(model_runner: Any, none: Callable[[], Any]) -> Any:
     """The forced steps run eagerly: every dispatch of the runner's CUDA-graph dispatcher may choose NONE only."""
     dispatcher = getattr(model_runner, "cudagraph_dispatcher", None)
     if not callable(getattr(dispatcher, "dispatch", None)):
-        raise CannotWatch(f"cannot run the forced steps without CUDA graphs: {type(model_runner).__name__} has no "
-                          "cudagraph_dispatcher, and a graph replays its sparse reads unseen")  # fmt: skip
+        raise CannotWatch(
+            f"cannot run the forced steps without CUDA graphs: {type(model_runner).__name__} has no "
+            "cudagraph_dispatcher, and a graph replays its sparse reads unseen"
+        )
     eager = {none()}
 
     def make(orig: Any) -> Any:
@@ -178,8 +189,10 @@ def watch(
     impl = impl_class(backend, registry)
     forced = buffers(model_runner.model)
     if not forced:
-        raise CannotWatch(f"cannot force the #52512 condition: {type(model_runner.model).__name__} holds no "
-                          f"{BUFFER} (not a sparse-indexer model?)")  # fmt: skip
+        raise CannotWatch(
+            f"cannot force the #52512 condition: {type(model_runner.model).__name__} holds no "
+            f"{BUFFER} (not a sparse-indexer model?)"
+        )
     layers = _watched_layers(model_runner.model, impl)
     rec = TopkReads(backend=backend, impl=impl.__qualname__, layers=layers, broken=break_reads)
 

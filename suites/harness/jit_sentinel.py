@@ -86,11 +86,14 @@ def _key_inputs(src: Any, metadata: dict) -> dict[str, Any]:
             "signature": [[k, str(v)] for k, v in src.signature.items()],  # in argument order
             "declared_constexprs": [names[i] for i in fn.constexprs],
             "constants": {names[k[0]]: _plain(v) for k, v in src.constants.items() if len(k) == 1},
-            "divisible_by_16": sorted(names[k[0]] for k, v in src.attrs.items()
-                                      if len(k) == 1 and ["tt.divisibility", 16] in [list(a) for a in v]),
+            "divisible_by_16": sorted(
+                names[k[0]]
+                for k, v in src.attrs.items()
+                if len(k) == 1 and ["tt.divisibility", 16] in [list(a) for a in v]
+            ),
             "num_warps": metadata.get("num_warps"),
             "num_stages": metadata.get("num_stages"),
-        }  # fmt: skip
+        }
     except Exception:  # never break the program being watched: the event is still recorded, without these
         return {}
 
@@ -101,8 +104,11 @@ def _key_parts(src: Any, metadata: dict) -> dict[str, Any]:
     environment variable (the metadata carries both). Two compiles of one specialisation under different
     keys differ in one of these."""
     try:
-        options = {k: _plain(v) for k, v in sorted(metadata.items())
-                   if k not in _NOT_OPTIONS and not isinstance(v, (bytes, bytearray))}  # fmt: skip
+        options = {
+            k: _plain(v)
+            for k, v in sorted(metadata.items())
+            if k not in _NOT_OPTIONS and not isinstance(v, (bytes, bytearray))
+        }
         parts = {"fn": str(src.fn.cache_key)[:16], "src": str(src.hash())[:16], "options": options}
     except Exception:  # never break the program being watched
         return {}
@@ -123,8 +129,10 @@ def _toolchain(target: Any) -> dict[str, str]:
             from triton.compiler.compiler import make_backend
             from triton.runtime.cache import triton_key
 
-            _TOOLCHAINS[name] = {"triton": hashlib.sha256(triton_key().encode()).hexdigest()[:16],
-                                 "backend": str(make_backend(target).hash())}  # fmt: skip
+            _TOOLCHAINS[name] = {
+                "triton": hashlib.sha256(triton_key().encode()).hexdigest()[:16],
+                "backend": str(make_backend(target).hash()),
+            }
         except Exception:  # an older triton, or a target it cannot make a backend for
             _TOOLCHAINS[name] = {}
     return _TOOLCHAINS[name]

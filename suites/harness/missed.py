@@ -116,6 +116,8 @@ def explain_compile_cache(new_files: Iterable[str]) -> list[str]:
             lines.append(f"vLLM compile cache {where}: the bake compiled no {prefix} graph")
             continue
         diffs = min(((_factor_diff(here, _factors(p)), p.parents[2].name) for p in baked_dirs), key=lambda d: len(d[0]))
-        lines.append(f"vLLM compile cache {where}: nearest baked {diffs[1]}/{prefix} differs in "
-                     + ("; ".join(diffs[0]) or "nothing recorded"))  # fmt: skip
+        lines.append(
+            f"vLLM compile cache {where}: nearest baked {diffs[1]}/{prefix} differs in "
+            + ("; ".join(diffs[0]) or "nothing recorded")
+        )
     return lines

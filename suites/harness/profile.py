@@ -89,8 +89,13 @@ def phase(name: str | None) -> Iterator[None]:
         finally:
             py.disable()
     wall_ms = (time.perf_counter() - t0) * 1000.0
-    doc = {"phase": name, "wall_ms": wall_ms, "python": python_summary(py), "ops": ops_summary(torch_prof),
-           "traced": [_frame(m) for m in traced]}  # fmt: skip
+    doc = {
+        "phase": name,
+        "wall_ms": wall_ms,
+        "python": python_summary(py),
+        "ops": ops_summary(torch_prof),
+        "traced": [_frame(m) for m in traced],
+    }
     out = folder()
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
@@ -124,8 +129,11 @@ def _frame(m: Any) -> dict[str, Any]:
     path = Path(str(getattr(m, "co_filename", "") or "?"))
     line_name = f"{getattr(m, 'co_firstlineno', '?')}:{getattr(m, 'co_name', '?')}"
     site = "/".join(p for p in path.parts[-4:] if p != "/")  # enough of the path to find the file in a checkout
-    return {"frame": f"{path.name}:{line_name}", "s": getattr(m, "entire_frame_compile_time_s", None),
-            "site": f"{site}:{line_name}"}  # fmt: skip
+    return {
+        "frame": f"{path.name}:{line_name}",
+        "s": getattr(m, "entire_frame_compile_time_s", None),
+        "site": f"{site}:{line_name}",
+    }
 
 
 def describe_traced(frames: list[dict[str, Any]]) -> str:

@@ -54,8 +54,23 @@ def run_row_test(row: Any, *, suites: Path | None = None) -> int:
     root = suites or Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="stackgate-warm-") as tmp:
         junit = Path(tmp) / "warm.xml"
-        argv = [sys.executable, "-m", "pytest", str(root / row.suite), "--rootdir", str(root), "-p", "harness.plugin",
-                "-p", "no:cacheprovider", "-q", "--stackgate-row", row.id, "--stackgate-junit", str(junit)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(root / row.suite),
+            "--rootdir",
+            str(root),
+            "-p",
+            "harness.plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--stackgate-row",
+            row.id,
+            "--stackgate-junit",
+            str(junit),
+        ]
         kept_log = os.environ.get(ENV_WARM_LOG)  # where the bake asks, the compiles and logs are kept
         log = kept_log or str(Path(tmp) / "jit.jsonl")
         Path(log).parent.mkdir(parents=True, exist_ok=True)
@@ -69,8 +84,10 @@ def run_row_test(row: Any, *, suites: Path | None = None) -> int:
             for found in (Path(tmp) / "logs").glob("*.log"):
                 shutil.copyfile(found, kept / found.name)
     tail = (done.stdout.strip().splitlines() or ["no output"])[-1]
-    print(f"{row.id}: warm run of its test {'ran' if ran else 'did not run'} (pytest exit {done.returncode}: {tail})",
-          flush=True)  # fmt: skip
+    print(
+        f"{row.id}: warm run of its test {'ran' if ran else 'did not run'} (pytest exit {done.returncode}: {tail})",
+        flush=True,
+    )
     return 0 if ran and done.returncode in (0, 1) else (done.returncode or 1)
 
 

@@ -32,8 +32,15 @@ def test_selftest_row(row, jit_window, record_measurement):
     if loaded is None:
         pytest.skip(f"workload measured; baked-kernel check not run: {why_not}")
     misses = [f"{kernel}@{target}" for kernel, target, hit in loaded if not hit]
-    record_measurement(Measurement(name="baked_kernel_compiles", value=float(len(misses)), unit="compiles",
-                                   phase="none", samples=(float(len(misses)),)))  # fmt: skip
+    record_measurement(
+        Measurement(
+            name="baked_kernel_compiles",
+            value=float(len(misses)),
+            unit="compiles",
+            phase="none",
+            samples=(float(len(misses)),),
+        )
+    )
     assert loaded, "the kernel list names no baked kernels"
     assert not misses, f"baked kernels that were not cache hits: {', '.join(misses)}"
     jit.expect_aot(jit_window.seen(), "loading the baked kernels")

@@ -68,8 +68,14 @@ def test_fp8_ds_mla(row, request):
     if tput:
         ev.metric("decode_tok_s", tput, "tokens/s", "warm")
     eager = sum(n for mode, n in target_modes.items() if mode != "FULL") + disp.draft_eager
-    ev.prop("decode_dispatch", {"target_modes": dict(target_modes), "draft_proposes": disp.draft_proposes,
-                                "draft_without_graph": disp.draft_eager})  # fmt: skip
+    ev.prop(
+        "decode_dispatch",
+        {
+            "target_modes": dict(target_modes),
+            "draft_proposes": disp.draft_proposes,
+            "draft_without_graph": disp.draft_eager,
+        },
+    )
     ev.metric("eager_decode_steps", eager, "count", "warm")
     ev.prop("mixed_step", cap.steps)
     engines.stop(engine)
@@ -79,8 +85,11 @@ def test_fp8_ds_mla(row, request):
     accepted = row.model_info.get("kv_cache_dtypes")
     err = float("nan")
     if accepted and ref_kv not in accepted:  # DeepSeek-V4: vLLM asserts an fp8 KV cache for its layout
-        ev.expect(False, f"the tolerance reference ({ref_backend['backend']}, {ref_kv} KV) cannot run on "
-                         f"{row['model']}: vLLM takes only {', '.join(accepted)} KV for it")  # fmt: skip
+        ev.expect(
+            False,
+            f"the tolerance reference ({ref_backend['backend']}, {ref_kv} KV) cannot run on "
+            f"{row['model']}: vLLM takes only {', '.join(accepted)} KV for it",
+        )
     else:
         reference = engines.start(
             config.llm_kwargs(row, kv_cache_dtype=ref_kv, attention_config={"backend": ref_backend["backend"]})

@@ -73,24 +73,36 @@ def test_indexer_skip(row, request):
     err = probes.rel_err(cap.rows, ref_cap.rows)
     if err == err:
         ev.metric("attn_output_rel_err", err, "relative L2", "none")
-    ev.metric("greedy_token_mismatches", engines.mismatches(engines.token_ids(out), engines.token_ids(ref_out)),
-              "tokens", "none")  # fmt: skip
+    ev.metric(
+        "greedy_token_mismatches",
+        engines.mismatches(engines.token_ids(out), engines.token_ids(ref_out)),
+        "tokens",
+        "none",
+    )
 
     if short:
-        ev.expect(scoring_first == 0, f"prefill of {row['context']} <= top-k {topk} still ran indexer scoring "
-                                      f"({scoring_first} calls)")  # fmt: skip
+        ev.expect(
+            scoring_first == 0,
+            f"prefill of {row['context']} <= top-k {topk} still ran indexer scoring ({scoring_first} calls)",
+        )
     else:
         ev.expect(scoring_first > 0, f"prefill of {row['context']} > top-k {topk} ran no indexer scoring")
     if guard is None:
         ev.expect(False, f"#52512 guard: {unwatched}")
     else:
         ev.expect(guard.forced_steps > 0, "#52512 guard: no engine step ran with the condition forced")
-        ev.expect(guard.reads > 0, f"#52512 guard: saw no sparse read of the top-k buffer in {guard.forced_steps} "
-                                   "forced steps: it proves nothing on this row")  # fmt: skip
+        ev.expect(
+            guard.reads > 0,
+            f"#52512 guard: saw no sparse read of the top-k buffer in {guard.forced_steps} "
+            "forced steps: it proves nothing on this row",
+        )
         said = f" (top-k buffer broken on purpose, {topk_guard.ENV_BREAK}=1)" if guard.broken else ""
         ev.expect(not guard.minus_one, f"#52512{said}: sparse attention read all -1 top-k rows {guard.minus_one[:3]}")
-        ev.expect(not repeated.degenerated, f"#52512: degenerated into repeated tokens with the all -1 top-k "
-                                            f"condition forced: {'; '.join(repeated.degenerated[:3])}")  # fmt: skip
+        ev.expect(
+            not repeated.degenerated,
+            f"#52512: degenerated into repeated tokens with the all -1 top-k "
+            f"condition forced: {'; '.join(repeated.degenerated[:3])}",
+        )
     if cap.rows is None:
         ev.expect(False, cap.unseen("pure prefill"))
     ev.tolerance(err, "attn_output_rel_err")

@@ -59,8 +59,10 @@ def test_ar_graph(row, request):
     cold_ms, warm_ms, out, loop, warm_steps = _measure(engine, prompts, params)
     engines.new_length_first_use(engine, prompts, params)
     k = loop.k
-    ev.prop("draft_loop", {"k": k, "loops": loop.loops, "replays": loop.replays, "proposes": loop.proposes,
-                           "fused": loop.fused})  # fmt: skip
+    ev.prop(
+        "draft_loop",
+        {"k": k, "loops": loop.loops, "replays": loop.replays, "proposes": loop.proposes, "fused": loop.fused},
+    )
     ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
     ev.metric("warm_request_ms", warm_ms, "ms", "warm")
     ev.metric("warm_itl_ms", [ms / config.MAX_TOKENS for ms in warm_ms], "ms", "warm")
@@ -77,8 +79,11 @@ def test_ar_graph(row, request):
     engines.stop(engine)
 
     if ev.absent is None and row["backend"] != "FLASH_ATTN":
-        ev.expect(False, f"fused vs unfused: only FLASH_ATTN's metadata builder can be switched to the unfused "
-                         f"path here, not {row['backend']}")  # fmt: skip
+        ev.expect(
+            False,
+            f"fused vs unfused: only FLASH_ATTN's metadata builder can be switched to the unfused "
+            f"path here, not {row['backend']}",
+        )
     elif ev.absent is None:
         # the unfused path on the same build: draft-step launch overhead side by side
         from vllm.v1.attention.backends.flash_attn import FlashAttentionMetadataBuilder
@@ -89,8 +94,12 @@ def test_ar_graph(row, request):
             engines.stop(unfused)
         if unfused_steps and warm_steps:
             ev.metric("draft_step_unfused_ms", unfused_steps, "ms", "warm")
-            ev.metric("draft_step_fused_over_unfused", statistics.median(warm_steps) / statistics.median(unfused_steps),
-                      "ratio", "warm")  # fmt: skip
+            ev.metric(
+                "draft_step_fused_over_unfused",
+                statistics.median(warm_steps) / statistics.median(unfused_steps),
+                "ratio",
+                "warm",
+            )
 
     reference = engines.start(config.llm_kwargs(row, speculative_config=None))
     ref_tokens = engines.token_ids(engines.generate(reference, prompts, params))

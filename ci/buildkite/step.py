@@ -1,0 +1,99 @@
+"""The pipeline's parts: what `python -m ci pipeline` was asked for (Options), one command step (Step), a wait, and
+the few spellings every step shares (its key, a nox call, a `python -m ci` call from nox's venv)."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TOOLS = "source .buildkite/tools.sh"  # the pinned nox and uv on PATH (.buildkite/tools.txt, hashed)
+BUILD_MIN, REPORT_MIN, GATE_MIN = 180, 20, 10  # minutes: an image of 8+ GB built, verified and baked; the report
+RUN_SETUP_MIN = 30  # a run step's own work beside its rows: the image (a no-op where current) and nox's venv
+RESULTS, REPORT = "results", "report"
+VENV_PYTHON = ".nox/run/bin/python"  # nox's venv of the `run` session: nox itself reports every failure as 1
+AGENT_LOST = {"automatic": [{"exit_status": -1, "limit": 2}]}  # the agent vanished mid-job: never a test's exit
+_KEY = re.compile(r"[^A-Za-z0-9_\-:]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """What `python -m ci pipeline` was asked for; the later uploads repeat it."""
+
+    targets: tuple[str, ...] = ()
+    suites: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
+    shard_size: int = 16  # rows per run step
+    baseline: str | None = None  # a report.json on the report's agent to judge regressions against
+    stack: Path | None = None  # another stack directory (relative to the checkout)
+    registry: str | None = None  # where the build steps push each image and the run steps pull it by digest
+
+    def filters(self) -> list[str]:
+        out: list[str] = []
+        for flag, values in (("--target", self.targets), ("--suite", self.suites), ("--change", self.changes)):
+            out += [flag, ",".join(values)] if values else []
+        return out
+
+    def stack_args(self) -> list[str]:
+        return ["--stack", str(self.stack)] if self.stack else []
+
+    def argv(self) -> list[str]:
+        """These options as `python -m ci pipeline` arguments."""
+        out = [*self.stack_args(), *self.filters(), "--shard-size", str(self.shard_size)]
+        out += ["--registry", self.registry] if self.registry else ["--one-agent"]
+        return out + (["--baseline", self.baseline] if self.baseline else [])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One command step, one job."""
+
+    key: str
+    label: str
+    queue: str
+    commands: tuple[str, ...]
+    depends_on: tuple[str, ...] = ()
+    artifact_paths: tuple[str, ...] = ()
+    soft_fail: str = ""  # why this step's test failures (exit 1) do not fail the build; "" where they do
+    timeout_min: int = 30  # a hung job holds an agent until Buildkite stops it
+    tags: tuple[tuple[str, str], ...] = ()  # agent tags beyond the queue: the GPUs the job's rows need
+
+    def to_yaml(self) -> dict[str, Any]:
+        agents = {"queue": self.queue, **dict(self.tags)}
+        out: dict[str, Any] = {"key": self.key, "label": self.label, "agents": agents}
+        if self.depends_on:
+            out["depends_on"] = list(self.depends_on)
+        out["commands"] = [TOOLS, *self.commands]
+        if self.artifact_paths:
+            out["artifact_paths"] = list(self.artifact_paths)
+        if self.soft_fail:
+            out["soft_fail"] = [{"exit_status": 1}]
+        out["timeout_in_minutes"] = self.timeout_min
+        out["retry"] = copy.deepcopy(AGENT_LOST)
+        return out
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Waits for every step above it; with continue_on_failure, runs what follows even when they failed."""
+
+    continue_on_failure: bool = True
+
+    def to_yaml(self) -> dict[str, Any]:
+        return {"wait": None, "continue_on_failure": self.continue_on_failure}
+
+
+def key(*parts: object) -> str:
+    return _KEY.sub("-", "-".join(str(p) for p in parts))[:100]
+
+
+def nox(session: str, *args: str) -> str:
+    return shlex.join(["nox", "-s", session, *(["--", *args] if args else [])])
+
+
+def ci(*args: str) -> str:
+    """`python -m ci ...` from nox's venv: nox turns every failure into 1, and the agent must see 5, 7 and 8."""
+    return shlex.join([VENV_PYTHON, "-m", "ci", *args])

@@ -1,0 +1,81 @@
+"""What an acceptance criterion is made of: its result (Criterion), what a rule may read (Evidence), the rule itself
+(Rule) and the names of the seven the registry (`ci.results.criteria`) holds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ci.results.baseline import Baseline
+from ci.results.merge import Results, RowResult
+from ci.stack.change import Change
+
+Status = Literal["pass", "fail", "missing"]
+
+TIED = "tied to a focused regression or benchmark"
+COLD_WARM = "cold and warm measurements reported separately"
+NO_JIT = "no runtime JIT fallback where AOT/warm-up is expected"
+MATRIX = "model/context/batch matrix covered on every target"
+TOLERANCE = "numerical tolerance against the named reference backend"
+GRAPH = "graph-replay assertion"
+REGRESSION = "regression within the allowed bound versus the baseline"
+
+SHOWN = 3  # rows named in one piece of evidence before "and N more"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Criterion:
+    name: str
+    status: Status
+    evidence: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evidence:
+    """What a rule may read: the change, its planned rows' results by target, every result, the baseline."""
+
+    change: Change
+    rows: tuple[RowResult, ...]
+    by_target: Mapping[str, list[RowResult]]
+    results: Results
+    baseline: Baseline | None
+    required_targets: tuple[str, ...] = ()  # the targets the tracking issue names
+
+
+PerTarget = Callable[[Change, list[RowResult]], tuple[Status, str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    name: str
+    reads: str  # the stack field and the evidence it is judged on, in words
+    per_target: PerTarget | None = None  # judged on each target's rows, the worst target deciding
+    whole: Callable[[Evidence], Criterion] | None = None  # judged on the change as a whole
+    rule: Callable[[Change], str] = lambda change: ""  # the rule in words, shown before the evidence
+
+    def judge(self, ev: Evidence) -> Criterion:
+        if self.whole is not None:
+            return self.whole(ev)
+        assert self.per_target is not None
+        parts = [(s, f"{t}: {e}") for t, rows in ev.by_target.items() for s, e in [self.per_target(ev.change, rows)]]
+        crit = combine(self.name, parts)
+        text = self.rule(ev.change)
+        return Criterion(
+            name=self.name, status=crit.status, evidence=f"{text}. {crit.evidence}" if text else crit.evidence
+        )
+
+
+def combine(name: str, parts: Sequence[tuple[Status, str]]) -> Criterion:
+    statuses = {s for s, _ in parts}
+    status: Status = "fail" if "fail" in statuses else "missing" if "missing" in statuses or not parts else "pass"
+    return Criterion(name=name, status=status, evidence="; ".join(e for _, e in parts) or "no planned rows")
+
+
+def listed(rows: Sequence[str], total: int | None = None) -> str:
+    more = (total if total is not None else len(rows)) - SHOWN
+    return ", ".join(rows[:SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def ran_rows(rows: Sequence[RowResult]) -> list[RowResult]:
+    return [r for r in rows if r.ran]

@@ -1,0 +1,108 @@
+"""What `ci upstream` reads from git, and how: the fixed options every git process runs with, and the parsers of its
+output streams (commits with the files they touch, file patch-ids, the last line of an error)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+# A user's git config must not change what is parsed, nor the patches hashed: patch-ids are recorded in the
+# stack (`ci upstream --record`) and compared with ones computed on another machine.
+GIT = (
+    "git",
+    "-c",
+    "color.ui=never",
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.mnemonicPrefix=false",
+    "-c",
+    "log.showSignature=false",
+    "-c",
+    "core.quotePath=false",
+    "-c",
+    "log.showRoot=true",
+)
+PATCH = (
+    "-p",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--diff-algorithm=myers",
+    "--indent-heuristic",
+    "-U3",
+    "--inter-hunk-context=0",
+    "--format=commit %H",
+)
+# variables that would point git at another repository than -C names (a hook's environment sets them)
+_REPO_ENV = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_COMMON_DIR",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+)
+REC = "\x01"  # starts each commit in the streams parsed here
+
+
+def env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
+    return {**env, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_PAGER": "cat"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Touch:
+    """An upstream commit and the files it changed (those asked about)."""
+
+    commit: str
+    subject: str
+    files: tuple[str, ...]
+
+
+def file_ids_of(log_p: str) -> dict[str, dict[str, str]]:
+    """`git log -p --format='commit %H'` output -> commit -> {path: file patch-id} (see Checkout.file_ids)."""
+    out: dict[str, dict[str, str]] = {}
+    commit, path, digest, hunks = "", "", None, False
+
+    def close() -> None:
+        if commit and path and digest is not None:
+            out.setdefault(commit, {})[path] = digest.hexdigest()
+
+    for line in log_p.split("\n"):
+        if line.startswith("commit ") and len(line) == 47:
+            close()
+            commit, path, digest, hunks = line[7:], "", None, False
+            out.setdefault(commit, {})
+        elif line.startswith("diff --git "):
+            close()
+            path, hunks = line.rsplit(" b/", 1)[-1], False
+            digest = hashlib.sha1(path.encode(errors="surrogateescape"))
+        elif line.startswith("@@"):
+            hunks = True  # past the file's header (its ---/+++ lines)
+        elif hunks and digest is not None and line[:1] in ("+", "-"):
+            digest.update(line[0].encode() + "".join(line[1:].split()).encode(errors="surrogateescape") + b"\n")
+    close()
+    return out
+
+
+def touches(out: str) -> list[Touch]:
+    found = []
+    for chunk in out.split(REC)[1:]:
+        head, _, names = chunk.partition("\0")
+        commit, _, subject = head.partition("\x02")
+        found.append(
+            Touch(
+                commit=commit, subject=subject, files=tuple(n.strip("\n") for n in names.split("\0") if n.strip("\n"))
+            )
+        )
+    return found
+
+
+def last(stderr: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "no message"

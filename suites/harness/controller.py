@@ -1,0 +1,260 @@
+"""The controller (the session's own process): each item spawned as a child, its end classified (crash, hang, JIT,
+processes left behind), and the JUnit rewritten after every item, so a stop never loses a finished row."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import harness
+from harness import causes, hardware, isolate, jit, junit, outcomes, progress, reaper
+from harness.isolate import Outcome
+from harness.items import ENV_CACHES_FROM, ENV_CHILD, ENV_REFUSE_JIT, item_row
+from harness.rows import Row, RowsDoc
+
+
+class Controller:
+    def __init__(self, config: pytest.Config, doc: RowsDoc | None) -> None:
+        self.config = config
+        self.doc = doc
+        junit_opt = config.getoption("stackgate_junit")
+        self.junit = Path(junit_opt).resolve() if junit_opt else None
+        self.workdir = Path(tempfile.mkdtemp(prefix="stackgate-items-"))
+        self.logs = (self.junit.parent / "logs") if self.junit else self.workdir
+        self.timeout = config.getoption("stackgate_timeout") or (doc.timeout_s if doc else None)
+        self.cases: list[junit.Case] = []
+        self.interrupted = ""  # the signal that stopped the run, if one did
+        self.all_rows_collected: set[str] = set()
+        self.owner = _owner(self.junit.parent) if self.junit else None
+        if not os.environ.get(jit.ENV_LOG):
+            os.environ[jit.ENV_LOG] = str((self.junit.parent if self.junit else self.workdir) / "jit-events.jsonl")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        # before -k/-m deselection: a deselected row is chosen away, not unserved
+        self.all_rows_collected |= {r.id for r in map(item_row, items) if r}
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            text = report.longreprtext
+            self._add(
+                junit.Case(
+                    nodeid=report.nodeid or "collection",
+                    properties=self._base_props(None),
+                    outcome=Outcome(
+                        status="error", message="collection error: " + isolate._first_line(text), details=text
+                    ),
+                )
+            )
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        if session.config.option.collectonly:
+            return False  # type: ignore[return-value]  # pytest's own loop handles --collect-only
+        self._unserved_rows(session)
+        bar = progress.Progress(len(session.items), self._write)
+        reaper.become_subreaper()  # processes that escape an item's group come back to us, not to init
+        reaper.install_handlers()
+        try:
+            for item in session.items:
+                bar.starting(item.nodeid)
+                case = self._run_item(item)
+                self._add(case)
+                self._report(item, case.outcome)
+                bar.finished(case)
+                if self.interrupted:
+                    session.shouldstop = f"interrupted by {self.interrupted}"
+                if session.shouldfail or session.shouldstop:
+                    break
+        except reaper.Interrupted as sig:  # between items: the finished ones are written, the rest never started
+            self.interrupted = sig.name
+            session.shouldstop = f"interrupted by {sig.name}"
+        finally:
+            reaper.sweep()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        self._write(progress.summary(self.cases, bar.elapsed(), str(self.junit or "(not written)")))
+        return True
+
+    def _write(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
+        else:
+            print(line, flush=True)
+
+    def _unserved_rows(self, session: pytest.Session) -> None:
+        narrowed = any("::" in str(a) for a in self.config.invocation_params.args) or self.config.getoption(
+            "stackgate_row"
+        )
+        if self.doc is None or narrowed:
+            return
+        for r in self.doc.rows:
+            if r.id not in self.all_rows_collected:
+                self._add(
+                    junit.Case(
+                        nodeid=f"{self.doc.suite}::{r.id}",
+                        properties=self._base_props(r),
+                        outcome=Outcome(status="error", message=f"no test serves track {r.track} in this suite"),
+                    )
+                )
+
+    def _base_props(self, row: Row | None) -> tuple[tuple[str, str], ...]:
+        d = self.doc
+        props = []
+        if row is not None:
+            props += [("stackgate.row", row.id), ("stackgate.change", row.change), ("stackgate.track", row.track)]
+        if row is not None or d is not None:
+            props += [
+                ("stackgate.target", row.target if row else d.target_id),
+                ("stackgate.suite", row.suite if row else d.suite),
+            ]
+        if d is not None:
+            props += [("stackgate.image_digest", d.image_digest or "none"), ("stackgate.git_revision", d.git_revision)]
+        return tuple(props)
+
+    def _run_item(self, item: pytest.Item) -> junit.Case:
+        row = item_row(item)
+        props = list(self._base_props(row))
+        reason = hardware.absent_reason(self.doc.target, row.gpus) if row and self.doc else None
+        if reason:
+            return junit.Case(
+                nodeid=item.nodeid, properties=tuple(props), outcome=Outcome(status="skipped", message=reason)
+            )
+        window = jit.Window()
+        try:
+            outcome = self._spawn(item)
+        except reaper.Interrupted as sig:
+            self.interrupted = sig.name
+            outcome = Outcome(status="error", message=f"interrupted by {sig.name}: the run was stopped during this row")
+        left = [*outcome.left_behind, *reaper.sweep()]
+        if left:
+            outcome = outcomes.left_behind(outcome, left)
+        if outcome.status in ("failed", "error") and outcome.log:  # why it crashed, from every process's output
+            found = causes.cause(isolate.tail(Path(outcome.log), lines=100_000))
+            if found:
+                props.append(("stackgate.cause", found))
+        seen = window.seen()
+        if seen.available:
+            props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.kernels))]
+        props.append(("stackgate.jit.cache_new_files", str(len(seen.cache_new_files))))
+        if os.environ.get(ENV_REFUSE_JIT) == "1" and not item.get_closest_marker("jit_expected"):
+            outcome = outcomes.refuse_jit(outcome, seen)
+        outcome = outcomes.torn_log(outcome, seen)
+        return junit.Case(nodeid=item.nodeid, properties=(*props, *outcome.properties), outcome=outcome)
+
+    def _spawn(self, item: pytest.Item) -> Outcome:
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in item.nodeid)[-150:]
+        self.logs.mkdir(parents=True, exist_ok=True)
+        log = self.logs / f"{safe}.log"
+        result = self.workdir / f"{safe}.result.json"
+        cfg = self.config
+        argv = [
+            "-m",
+            "pytest",
+            item.nodeid,
+            "-p",
+            "harness.plugin",
+            "--stackgate-child",
+            str(result),
+            "--rootdir",
+            str(cfg.rootpath),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-s",  # no capture: the row's output reaches its log as it is written, so a hung row's log is not empty
+        ]
+        if cfg.inipath:
+            argv += ["-c", str(cfg.inipath)]
+        row = item_row(item)
+        env = dict(os.environ, **{ENV_CHILD: "1", "STACKGATE_HW_CHECKED": "1"}, **hardware.NO_MULTICAST)
+        env["STACKGATE_ROW_ID"] = row.id if row else ""  # the JIT sentinel names the row that compiled
+        if row is not None and self.doc is not None:  # the row's own GPUs: tp x dp of them, the same first ones
+            env.update(hardware.assign(self.doc.target, row.gpus))
+        if row is not None:  # what the model's checkpoint needs over the target's env (models.yaml says why)
+            env.update({str(k): str(v) for k, v in (row.model_info.get("env") or {}).items()})
+        harness_root = str(Path(harness.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (harness_root, env.get("PYTHONPATH", "")) if p)
+        outcome = isolate.run_child(argv, cwd=cfg.rootpath, result=result, log=log, timeout_s=self.timeout, env=env)
+        self._own(log)
+        return outcome
+
+    def _add(self, case: junit.Case) -> None:
+        self.cases.append(case)
+        if self.junit is None:
+            return
+        d = self.doc
+        target, suite = (d.target_id, d.suite) if d else ("local", Path(str(self.config.rootpath)).name)
+        name = junit.suite_name(target, suite, self.config.getoption("stackgate_shard"))
+        suite_props = {
+            "stackgate.target": target,
+            "stackgate.suite": suite,
+            "stackgate.image_digest": (d.image_digest or "none") if d else "none",
+            "stackgate.git_revision": d.git_revision if d else "",
+            "stackgate.host": os.uname().nodename,
+            "stackgate.stack_digest": d.stack_digest if d else "",
+            "stackgate.aot": aot_cache(),
+            # what the JIT caches held at the start: empty, the AOT bake only, or a bake artefact (ci run --host)
+            "stackgate.caches": os.environ.get(ENV_CACHES_FROM) or ("image" if aot_cache() == "image" else "unknown"),
+        }
+        junit.write(self.junit, name, suite_props, self.cases, owner=self.owner)
+        self._own(Path(os.environ[jit.ENV_LOG]))
+
+    def _own(self, path: Path) -> None:
+        if self.owner is not None and path.exists():
+            os.chown(path, *self.owner)
+
+    def _report(self, item: pytest.Item, o: Outcome) -> None:
+        """Tell pytest what happened, so its summary and exit status agree with the JUnit file."""
+        if o.status == "skipped":
+            rep = pytest.TestReport(
+                item.nodeid,
+                item.location,
+                {},
+                "skipped",
+                (str(item.path), (item.location[1] or 0) + 1, f"Skipped: {o.message}"),
+                "setup",
+            )
+        else:
+            outcome = "passed" if o.status == "passed" else "failed"
+            when = "setup" if o.status == "error" else "call"
+            text = f"{o.message}\n{o.details}".strip() + (f"\n(full log: {o.log})" if o.log else "")
+            rep = pytest.TestReport(
+                item.nodeid,
+                item.location,
+                {},
+                outcome,
+                text if outcome == "failed" else None,
+                when,
+                duration=o.duration_s,
+                user_properties=list(o.properties),
+            )
+        item.ihook.pytest_runtest_logreport(report=rep)
+
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
+        # our progress lines say what finished; pytest's letters would only interleave with them
+        if report.when in ("setup", "call"):
+            cat = "error" if report.failed and report.when == "setup" else report.outcome
+            return cat, "", cat.upper()
+        return None
+
+
+def aot_cache() -> str:
+    """Which ahead-of-time Triton cache the rows ran with: the image's baked one, this host's bake
+    (`ci run --host`), or none. A "no runtime JIT" verdict needs one of the first two."""
+    listed = os.environ.get("STACKGATE_KERNEL_LIST")
+    if listed and Path(listed).is_file():
+        return "image" if listed.startswith("/opt/stackgate/") else f"host:{listed}"
+    return "image" if Path("/opt/stackgate/aot/manifest.json").is_file() else "none"
+
+
+def _owner(folder: Path) -> tuple[int, int] | None:
+    """Root in a container writes files the host user must be able to delete: give them the folder's owner."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return None
+    st = folder.stat()
+    return (st.st_uid, st.st_gid) if st.st_uid != 0 else None
