@@ -245,7 +245,7 @@ def capture(image: str, argv: list[str], **options: Any) -> Ran:
     time on engine 20.10 (seen with the verify probe: 0 bytes instead of 9.5 kB); create, start, wait,
     then read the logs of the stopped container is reliable.
     """
-    box = client(BuildError).containers.create(image, argv, network_disabled=True, **options)
+    box = client(BuildError).containers.create(image, argv, network_mode="none", **options)
     try:
         box.start()
         code = box.wait()["StatusCode"]

@@ -78,6 +78,12 @@ def second_engine(tmp_path_factory: pytest.TempPathFactory, docker_client) -> It
     root = tmp_path_factory.mktemp("agent2-engine")
     sock = root / "docker.sock"
     log = root / "dockerd.log"
+    # A bridge of its own: with --bridge=none a daemon deletes the host's docker0 (moby's removeDefaultBridgeInterface),
+    # which the first engine's containers need.
+    bridge = f"sg-agent2-{os.getpid() % 100000}"
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    subprocess.run(["ip", "addr", "add", "172.31.251.1/24", "dev", bridge], check=True)
+    subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
     argv = [
         "dockerd",
         "--data-root",
@@ -90,7 +96,8 @@ def second_engine(tmp_path_factory: pytest.TempPathFactory, docker_client) -> It
         f"unix://{sock}",
         "--iptables=false",
         "--ip-masq=false",
-        "--bridge=none",
+        "--bridge",
+        bridge,
     ]
     with log.open("w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -104,6 +111,7 @@ def second_engine(tmp_path_factory: pytest.TempPathFactory, docker_client) -> It
         subprocess.run(["docker", "system", "prune", "-af"], env=env, capture_output=True)
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+        subprocess.run(["ip", "link", "del", bridge], check=False)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -159,6 +167,9 @@ def test_a_run_step_on_a_second_agent_pulls_the_pushed_digest_and_builds_nothing
     assert on_second == on_first and len(on_second) == 5  # 4 rows and the harness's own test
     rows_json = json.loads((second / "results" / "cpu-selftest-0" / "rows.json").read_text())
     assert rows_json["image"]["digest"] == ref.split("@", 1)[1]  # the rows record the image they ran in, by digest
+    assert (
+        subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode == 0
+    )  # the host's bridge stays
 
 
 def test_a_recorded_digest_the_registry_lacks_fails_the_run_step_naming_it(

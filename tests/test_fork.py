@@ -284,9 +284,11 @@ def test_the_images_fork_layer_lays_the_bundle_over_the_venvs_vllm(stack_copy, f
             ]
             subprocess.run([*argv, str(ctx)], check=True, capture_output=True, env=cli.env())
         probe = "cat /opt/venv/lib/python3.11/site-packages/stackgate-vllm-build.json"
-        made = json.loads(docker_client.containers.run(tags[0], ["sh", "-c", probe], remove=True))
+        made = json.loads(docker_client.containers.run(tags[0], ["sh", "-c", probe], remove=True, network_mode="none"))
         assert made["vllm_build"] == host["vllm_build"] and made["changes"] == ["46514", "46849", "48407"]
-        stock = docker_client.containers.run(tags[1], ["sh", "-c", f"{probe} 2>&1 || echo none"], remove=True)
+        stock = docker_client.containers.run(
+            tags[1], ["sh", "-c", f"{probe} 2>&1 || echo none"], remove=True, network_mode="none"
+        )
         assert stock.decode().strip().endswith("none")
     finally:
         for tag in tags:

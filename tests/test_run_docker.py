@@ -190,7 +190,7 @@ def test_a_bake_of_an_earlier_build_is_not_run(test_image: str, docker_client, c
     img.tag(name, "latest")
 
     def commit(tag: str, labels: dict[str, str]) -> None:
-        box = docker_client.containers.create(img.id, ["true"])
+        box = docker_client.containers.create(img.id, ["true"], network_mode="none")
         try:
             box.commit(repository=name, tag=tag, conf={"Labels": labels})
         finally:

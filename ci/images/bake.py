@@ -57,7 +57,7 @@ def bake(
     container = client.containers.create(
         img.id,
         [*switches, *argv],
-        network_disabled=True,
+        network_mode="none",  # no network, and no endpoint on the default bridge either
         tmpfs=_TMPFS,
         volumes=volumes,
         **container.target_devices(target),
