@@ -52,6 +52,11 @@ NOT_RUN = "not-run.json"  # the rows a run did not reach, why, and what runs the
 LOGS = "logs"  # one log per test item; a scheduled row's harness session log too
 
 
+def results_folder(target: str, suite: str, shard: int = 0) -> str:
+    """The folder one `ci run` writes into, the same under `ci main`'s --out and a pipeline's results/."""
+    return f"{target}-{suite}-{shard}"
+
+
 @dataclass(frozen=True)
 class ResultsDir:
     """The files of one `ci run` into `path`, for one target, suite and shard."""

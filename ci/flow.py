@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ci import engine, options
+from ci import contract, engine, options
 from ci.errors import NOTHING_RAN, StackgateError, UsageError
 from ci.images import build, verify
 from ci.run import commands as run_commands
@@ -71,8 +71,9 @@ def run_target(
     fork: Path | None = None,
     schedule: execute.Schedule | None = None,
     deadline_at: float | None = None,
+    planned: plan.Plan | None = None,
 ) -> int:
-    """Build, verify and run one target's suites into out/<target>-<suite>/; the worst exit status. `schedule`: the
+    """Build, verify and run one target's suites into out/<target>-<suite>-0/; the worst exit status. `schedule`: the
     rows over the host's devices (`ci run --gpus ...`); `deadline_at` (time.monotonic()): no suite starts after."""
     blocked = None if use_host else prepare_image(st, target, fork)
     if blocked is None and not host.present(target):
@@ -82,9 +83,9 @@ def run_target(
             f"e.g. an agent of Buildkite queue {target.queue})",
         )
     worst, ran = 0, False
-    rows_of = plan.build(st).select(targets=[target.id])
+    rows_of = (planned or plan.build(st)).select(targets=[target.id])
     for suite in suites:
-        folder = out / f"{target.id}-{suite}"
+        folder = out / contract.results_folder(target.id, suite)
         rows = rows_of.select(suites=[suite]).rows
         if blocked is not None:
             why = Blocked(reason=blocked.reason, fix=blocked.fix.replace("<suite>", suite))
@@ -146,14 +147,15 @@ def main(args: argparse.Namespace) -> int:
                 fork=fork,
                 schedule=run_commands.schedule(args, target),
                 deadline_at=deadline_at,
+                planned=p,
             )
         )
-        folders += [args.out / f"{target.id}-{s}" for s in suites]
+        folders += [args.out / contract.results_folder(target.id, s) for s in suites]
     from ci.report import write as report  # junitparser and lxml load only when a report is written
 
     step(f"python -m ci report -> {args.out / 'report'}")
     # The report covers the rows asked for; `main` alone reports every planned row (what remains unproven).
-    rep = report.build(args.stack, folders, None, targets=args.target, suites=args.suite)
+    rep = report.build(args.stack, folders, None, targets=args.target, suites=args.suite, loaded=(st, p))
     report.write_atomic(args.out / "report", report.render(rep))
     print(report.summary(rep, args.out / "report"))
     failing = [c for c in codes if c not in (0, NOTHING_RAN)]
@@ -247,7 +249,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--out",
         type=Path,
         default=Path("out"),
-        help="results (<target>-<suite>/) and the report (report/) (default: %(default)s)",
+        help="results (<target>-<suite>-0/) and the report (report/) (default: %(default)s)",
     )
     m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
     m.add_argument("--fork", action="store_true", help="the images hold the fork under test (stack/fork.yaml)")

@@ -140,7 +140,7 @@ def run_minutes(rows: Sequence[Row]) -> int:
 
 
 def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, soft_fail: str, opts: Options) -> Step:
-    out = f"{RESULTS}/{target.id}-{suite}-{shard}"
+    out = f"{RESULTS}/{contract.results_folder(target.id, suite, shard)}"
     gpus = max((r.gpus for r in rows), default=1)
     get_image, image_args = image_commands(target, opts)
     run = [

@@ -24,6 +24,8 @@ from ci.report.view import Report, counts
 from ci.results import baseline, compare, merge
 from ci.results.junit import FileRead
 from ci.stack import loader, plan
+from ci.stack.model import Stack
+from ci.stack.plan import Plan
 from ci.upstream import state as upstream_state
 
 OUTPUTS = ("report.md", "report.html", "report.json")
@@ -42,12 +44,13 @@ def build(
     upstream_path: Path | None = None,
     out: Path | None = None,
     made_with: Sequence[str] = (),
+    loaded: tuple[Stack, Plan] | None = None,
 ) -> Report:
     """The report over the planned rows the filters keep (all of them by default). With `compare_paths`, one results
     folder or JUnit file per further side, the report is side A's (`inputs`) with the comparison added."""
     forget()  # rows.json files looked up by an earlier report in this process may have changed
-    st = loader.load(stack_dir)
-    p = plan.build(st).select(targets=targets, suites=suites, changes=changes)
+    st, whole = loaded or (loader.load(stack_dir), None)  # `loaded`: the stack and plan the caller already made
+    p = (whole or plan.build(st)).select(targets=targets, suites=suites, changes=changes)
     res = merge.collect(inputs, p)
     base, base_read = None, None
     if baseline_path is not None:
