@@ -58,7 +58,7 @@ def test_rocm_sparse_mla_session_reports_not_run_naming_the_lock_command(docker_
     out = done.stdout + done.stderr
     assert "exit code 6" in out or "exited with exit code 6" in out, out[-3000:]
     assert "fix: python -m ci lock rocm-gfx1151" in out and "not found locally" not in out
-    record = json.loads((tmp_path / "rocm-gfx1151-sparse_mla" / "not-run.json").read_text())
+    record = json.loads((tmp_path / "rocm-gfx1151-sparse_mla-0" / "not-run.json").read_text())
     doc = json.loads((tmp_path / "report" / "report.json").read_text())
     assert {r["id"] for r in doc["rows"]} == set(record["rows"]) and len(record["rows"]) == 6
     for row in doc["rows"]:
