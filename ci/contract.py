@@ -68,12 +68,10 @@ class ResultsDir:
 
     def junit(self, row: str | None = None) -> Path:
         """The run's JUnit; with `row`, that row's own (the scheduler gives each row its session and file)."""
-        tail = f".{RowId.parse(row).digest if RowId.parse(row) else row}" if row else ""
-        return self.path / f"{junit_stem(self.target, self.suite, self.shard)}{tail}.xml"
+        return self.path / f"{junit_stem(self.target, self.suite, self.shard)}{_row_tail(row)}.xml"
 
     def jit_log(self, row: str | None = None) -> Path:
-        tail = f".{RowId.parse(row).digest if RowId.parse(row) else row}" if row else ""
-        return self.path / f"jit-events{tail}.jsonl"
+        return self.path / f"jit-events{_row_tail(row)}.jsonl"
 
     @property
     def rows_json(self) -> Path:
@@ -82,6 +80,14 @@ class ResultsDir:
     @property
     def not_run(self) -> Path:
         return self.path / NOT_RUN
+
+
+def _row_tail(row: str | None) -> str:
+    """What a row's own file adds to the run's name: its id's hash (the whole text where it is no row id)."""
+    if not row:
+        return ""
+    parsed = RowId.parse(row)
+    return f".{parsed.digest if parsed else row}"
 
 
 def junit_stem(target: str, suite: str, shard: int) -> str:

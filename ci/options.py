@@ -85,6 +85,12 @@ ENV_REGISTRY = "STACKGATE_REGISTRY"  # where a pipeline's images go: host[:port]
 _REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._\-/][a-z0-9]+)*)?$")
 
 
+def given_registry(flag: str | None) -> str | None:
+    """The registry `--registry` names, else $STACKGATE_REGISTRY, checked; None where neither is given."""
+    given = flag or os.environ.get(ENV_REGISTRY, "")
+    return checked_registry(given, "--registry" if flag else f"${ENV_REGISTRY}") if given else None
+
+
 def checked_registry(value: str, where: str) -> str:
     """`value` as a registry location (host[:port][/path]), or a UsageError naming `where` it came from."""
     registry = value.strip().rstrip("/")

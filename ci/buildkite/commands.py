@@ -65,20 +65,20 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 def _registry(args: argparse.Namespace) -> str | None:
     """Where the images go (--registry, else $STACKGATE_REGISTRY); None only for --one-agent. A pipeline whose run
     steps may land on any agent cannot work without one: it is refused here, at upload, not in every run step."""
-    given = args.registry or os.environ.get(options.ENV_REGISTRY, "")
     if args.one_agent:
         if args.registry:
             raise UsageError("--registry and --one-agent exclude each other", hint="give one of them")
         return None
-    if not given:
+    _plain("--registry", args.registry or os.environ.get(options.ENV_REGISTRY, ""))  # before it is stripped
+    chosen = options.given_registry(args.registry)
+    if chosen is None:
         raise UsageError(
             f"no registry: ${options.ENV_REGISTRY} is unset, and the run steps of a pipeline on several agents pull "
             "the image its build step pushed",
             hint=f"set {options.ENV_REGISTRY}=host[:port]/path in the pipeline's environment (or pass --registry); "
             "--one-agent makes a pipeline whose every step runs on one agent, building where it runs",
         )
-    _plain("--registry", given)
-    return options.checked_registry(given, "--registry" if args.registry else f"${options.ENV_REGISTRY}")
+    return chosen
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

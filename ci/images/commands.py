@@ -85,19 +85,16 @@ def cmd_source_build(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    import os
-
     from ci.images import registry
 
     target = build.target_for(args)
-    given = args.registry or os.environ.get(options.ENV_REGISTRY)
-    if not given:
+    to = options.given_registry(args.registry)
+    if to is None:
         raise UsageError(
             f"no registry: pass --registry or set ${options.ENV_REGISTRY}",
             hint="for example --registry registry.lan:5000/stackgate",
         )
-    where = "--registry" if args.registry else f"${options.ENV_REGISTRY}"
-    ref = registry.push(target, options.checked_registry(given, where), args.image)
+    ref = registry.push(target, to, args.image)
     if args.digest_file:
         registry.record(ref, args.digest_file)
     print(f"pushed {ref}")

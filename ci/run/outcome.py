@@ -53,11 +53,16 @@ def record_not_run(folder: Path, target: str, suite: str, rows: Sequence[str], r
     return path
 
 
+def _not_reached(junit_path: Path, expected: Sequence[Row], rows: Sequence[str], cause: str) -> None:
+    """not-run.json beside the JUnit for `rows` of the run (`expected`), where there are any."""
+    if expected and rows:
+        fix = f"see the run's output and {junit_path.parent}/logs; then ci run again with --rows naming them"
+        record_not_run(junit_path.parent, expected[0].target, expected[0].suite, rows, cause, fix)
+
+
 def _none_written(junit_path: Path, expected: Sequence[Row], cause: str) -> NoReturn:
     """No result can be read: every row of the run is recorded as not run, with the cause, and the run is an error."""
-    if expected:
-        fix = f"see the run's output and {junit_path.parent}/logs; then ci run again with --rows naming them"
-        record_not_run(junit_path.parent, expected[0].target, expected[0].suite, [r.id for r in expected], cause, fix)
+    _not_reached(junit_path, expected, [r.id for r in expected], cause)
     where = f"; the rows are in {NOT_RUN}" if expected else ""
     raise RunError(cause, hint=f"see the output above and {junit_path.parent}{where}")
 
@@ -77,9 +82,7 @@ def _ended_early(junit_path: Path, exit_status: int, expected: Sequence[Row], ca
         if missing
         else f"the harness {how} (pytest ends 0 or 1 when every item ran)"
     )
-    if missing:
-        fix = f"see the run's output and {junit_path.parent}/logs; then ci run again with --rows naming them"
-        record_not_run(junit_path.parent, expected[0].target, expected[0].suite, missing, cause, fix)
+    _not_reached(junit_path, expected, missing, cause)
     raise RunError(
         f"{cause}: {junit_path} holds only what it wrote before",
         hint=f"see the output above and "
