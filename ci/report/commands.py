@@ -41,9 +41,11 @@ def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ci.report.write import failing, problems, render, summary, write_atomic
+    from ci.results.reading import uncollected
 
-    report = from_args(args, sys.argv[1:])
-    write_atomic(args.out, render(report))  # rendered whole before anything is written
+    with uncollected():
+        report = from_args(args, sys.argv[1:])
+        write_atomic(args.out, render(report))  # rendered whole before anything is written
     print(summary(report, args.out, outside_informational=args.outside_informational))
     if args.strict and problems(report):
         return STRICT_INPUTS

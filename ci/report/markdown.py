@@ -33,20 +33,27 @@ md = tables.md_cell
 
 
 def render(report: Report, budget: int = BUDGET_BYTES) -> str:
-    full = _document(report, only_failing=False)
+    head, tail = _head(report), _tail(report)  # rendered once: only the status matrices differ between tries
+    matrices = [(target, t) for target in targets(report) if (t := matrix_table(report, target)).rows]
+    full = _join(head, _matrices(matrices, only_failing=False), tail)
     if len(full.encode()) <= budget:
         return full
-    shrunk = _document(report, only_failing=True)
+    shrunk = _join(head, _matrices(matrices, only_failing=True), tail)
     if len(shrunk.encode()) <= budget:
         return shrunk
     return _cut(shrunk, budget)
+
+
+def _join(*parts: list[str]) -> str:
+    return "\n".join(line for part in parts for line in part) + "\n"
 
 
 def _table(t: Table) -> list[str]:
     return tables.markdown(t.headers, t.rows).splitlines() if t.rows else ["_none_"]
 
 
-def _document(report: Report, only_failing: bool) -> str:
+def _head(report: Report) -> list[str]:
+    """Everything before the status matrices."""
     res = report.results
     out = ["# stackgate report", ""]
     ready = sum(v.ready for v in report.verdicts)
@@ -104,10 +111,13 @@ def _document(report: Report, only_failing: bool) -> str:
     dups = duplicates_table(res)
     if dups.rows:
         out += ["## Rows run more than once", "", "Kept side by side, never merged.", "", *_table(dups), ""]
-    for target in targets(report):
-        t = matrix_table(report, target)
-        if not t.rows:
-            continue
+    return out
+
+
+def _matrices(matrices: list[tuple[str, Table]], only_failing: bool) -> list[str]:
+    """Each target's status matrix; with `only_failing`, the rows that did not pass, saying how many were left out."""
+    out = []
+    for target, t in matrices:
         shown = t
         if only_failing:
             status_col = t.headers.index("Runs?")
@@ -121,15 +131,20 @@ def _document(report: Report, only_failing: bool) -> str:
                 "",
             ]
         out += [*_table(shown), ""]
-    out += ["## Cold vs warm", "", "Cold: first request in a fresh process. Warm: steady state. Never averaged.", ""]
+    return out
+
+
+def _tail(report: Report) -> list[str]:
+    """Everything after the status matrices."""
+    out = ["## Cold vs warm", "", "Cold: first request in a fresh process. Warm: steady state. Never averaged.", ""]
     for v in report.verdicts:
         data = cold_warm(report, v)
         if data:
             out += [f"### #{md(v.change.id)}", "", *_table(cold_warm_table(v, data)), ""]
-    other = unplanned_table(res)
+    other = unplanned_table(report.results)
     if other.rows:
         out += ["## Results outside the plan", "", *_table(other), ""]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _verdicts(report: Report) -> Table:

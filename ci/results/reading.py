@@ -44,7 +44,7 @@ def read_all(paths: Iterable[Path]) -> Iterator[FileRead]:
     """`read` over many files, in order, the next files parsed in threads while one is read into cases. At most
     `_READERS` parsed files wait at a time: a parsed tree takes several times its file's size in memory."""
     todo = iter(paths)
-    with _uncollected(), ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="junit-parse") as pool:
+    with uncollected(), ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="junit-parse") as pool:
         ahead: deque[tuple[Path, Future[FileRead | etree._Element | bytes]]] = deque()
         for path in itertools.islice(todo, _READERS):
             ahead.append((path, pool.submit(_parse, path)))
@@ -56,9 +56,11 @@ def read_all(paths: Iterable[Path]) -> Iterator[FileRead]:
 
 
 @contextlib.contextmanager
-def _uncollected() -> Iterator[None]:
+def uncollected() -> Iterator[None]:
     """No cyclic garbage collection while files are read: reading makes hundreds of thousands of containers (cases,
-    metrics, property dicts) and no cycles, so every collection only traversed them (a tenth of the reading time)."""
+    metrics, property dicts) and no cycles, so every collection only traversed them (a tenth of the reading time).
+    `ci report` holds it for the whole command: what was read lives until the process ends, and the collections
+    that judging and rendering start (imports, classes) traversed all of it again."""
     was = gc.isenabled()
     gc.disable()
     try:
