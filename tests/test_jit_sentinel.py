@@ -22,7 +22,14 @@ def sentinel(monkeypatch, tmp_path):
     return mod
 
 
-def test_listener_logs_real_compiles_only_and_chains(sentinel):
+@pytest.fixture
+def log(monkeypatch, sentinel):
+    """The reading side (harness.jit_log), over the same log as `sentinel`."""
+    monkeypatch.syspath_prepend(str(_PATH.parent.parent))
+    return importlib.import_module("harness.jit_log")
+
+
+def test_listener_logs_real_compiles_only_and_chains(sentinel, log):
     seen = []
     fake_triton = SimpleNamespace(knobs=SimpleNamespace(compilation=SimpleNamespace(listener=None)))
     fake_triton.knobs.compilation.listener = lambda **kw: seen.append(kw["cache_hit"])
@@ -32,32 +39,32 @@ def test_listener_logs_real_compiles_only_and_chains(sentinel):
     meta = {"name": "k", "hash": "h1", "target": SimpleNamespace(backend="cuda", arch=121)}
     listener(src=None, metadata=meta, metadata_group={}, times=SimpleNamespace(total=2500), cache_hit=False)
     listener(src=None, metadata=meta, metadata_group={}, times=SimpleNamespace(total=10), cache_hit=True)
-    events, offset = sentinel.read_events()
+    events, offset = log.read_events()
     assert seen == [False, True]
     assert [(e["kernel"], e["target"], e["hash"], e["time_s"]) for e in events] == [("k", "cuda:121", "h1", 0.0025)]
-    assert sentinel.compiles(events) == events
-    assert sentinel.read_events(offset=offset) == ([], offset)
+    assert log.compiles(events) == events
+    assert log.read_events(offset=offset) == ([], offset)
 
 
-def test_a_torn_last_line_waits_for_the_next_read(sentinel):
+def test_a_torn_last_line_waits_for_the_next_read(sentinel, log):
     path = Path(sentinel.log_path())
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"kernel": "a"}) + "\n" + '{"kernel": "b"')
-    events, offset = sentinel.read_events()
+    events, offset = log.read_events()
     assert [e["kernel"] for e in events] == ["a"]
     with path.open("a") as fh:
         fh.write("}\n")
-    assert [e["kernel"] for e in sentinel.read_events(offset=offset)[0]] == ["b"]
+    assert [e["kernel"] for e in log.read_events(offset=offset)[0]] == ["b"]
 
 
-def test_new_files_lists_what_appeared(sentinel, tmp_path):
+def test_new_files_lists_what_appeared(log, tmp_path):
     cache = tmp_path / "cache"
     (cache / "old").mkdir(parents=True)
     (cache / "old" / "x.bin").write_text("x")
-    before = sentinel.snapshot([str(cache)])
+    before = log.snapshot([str(cache)])
     (cache / "new").mkdir()
     (cache / "new" / "y.cubin").write_text("y")
-    assert sentinel.new_files(before, [str(cache)]) == [str(cache / "new" / "y.cubin")]
+    assert log.new_files(before, [str(cache)]) == [str(cache / "new" / "y.cubin")]
 
 
 def test_install_defers_until_triton_is_imported(sentinel, monkeypatch):

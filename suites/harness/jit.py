@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness import jit_sentinel
+from harness import jit_log
 
 ENV_LOG = "STACKGATE_JIT_LOG"
 _MISSING = object()
@@ -43,21 +43,15 @@ def sentinel() -> ModuleType | None:
 def cache_dirs() -> list[Path]:
     """Every directory a JIT path of the stack writes into (CONTEXT.md: the backstop across processes); the
     list is the sentinel's, which the images carry on their own."""
-    return [Path(d) for d in jit_sentinel.cache_dirs()]
+    return [Path(d) for d in jit_log.cache_dirs()]
 
 
-def _snapshot(dirs: list[Path]) -> Any:
-    mod = sentinel()
-    if mod is not None and hasattr(mod, "snapshot"):
-        return mod.snapshot(dirs)
-    return {str(p) for d in dirs if d.is_dir() for p in d.rglob("*") if p.is_file()}
+def _snapshot(dirs: list[Path]) -> frozenset[str]:
+    return jit_log.snapshot([str(d) for d in dirs])
 
 
-def _new_files(before: Any, dirs: list[Path]) -> list[str]:
-    mod = sentinel()
-    if mod is not None and hasattr(mod, "new_files"):
-        return sorted(str(p) for p in mod.new_files(before, dirs))
-    return sorted(_snapshot(dirs) - before)
+def _new_files(before: frozenset[str], dirs: list[Path]) -> list[str]:
+    return jit_log.new_files(before, [str(d) for d in dirs])
 
 
 @dataclass(frozen=True)
@@ -90,8 +84,8 @@ class Window:
             return Seen(compiles=None, kernels=(), cache_new_files=new)
         if not self._log.exists():
             return Seen(compiles=0, kernels=(), cache_new_files=new)
-        events, _ = self._mod.read_events(str(self._log), self._offset)
-        real = list(self._mod.compiles(events))
+        events, _ = jit_log.read_events(str(self._log), self._offset)
+        real = jit_log.compiles(events)
         kernels = tuple(dict.fromkeys(str(e.get("kernel", "?")) for e in real))
         return Seen(compiles=len(real), kernels=kernels, cache_new_files=new, events=tuple(real))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from harness import jit, missed
 from harness.isolate import Outcome
 from harness.items import ENV_REFUSE_JIT, TRACED_AFTER_READY
-from harness.jit_sentinel import UNREADABLE as UNREADABLE_LINE
+from harness.jit_log import UNREADABLE as UNREADABLE_LINE
 
 
 def refuse_jit(outcome: Outcome, seen: jit.Seen) -> Outcome:
