@@ -131,3 +131,31 @@ def test_the_report_imports_nothing_from_the_command_line() -> None:
 )
 def test_no_module_is_over_300_lines(path: Path) -> None:
     assert len(path.read_text().splitlines()) <= 300
+
+
+def _exports(stage: str) -> set[str] | None:
+    """A stage package's `__all__`: the modules it lets other stages import (None where it declares none)."""
+    for node in ast.parse((CI / stage / "__init__.py").read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
+    return None
+
+
+@pytest.mark.parametrize("stage", [s for s in STAGES if (CI / s / "__init__.py").exists()])
+def test_each_stage_exports_modules_it_has(stage: str) -> None:
+    exported = _exports(stage)
+    assert exported, f"ci/{stage}/__init__.py declares no __all__"
+    assert {m for m in exported if not (CI / stage / f"{m}.py").exists()} == set()
+
+
+def test_no_module_imports_another_stages_private_modules() -> None:
+    """Across a stage's border only what its package exports: its other modules change without a reader elsewhere."""
+    wrong = []
+    for module, targets in import_graph().items():
+        for t in targets:
+            stage, parts = _stage(t), t.split(".")
+            if stage in ("shared", "engine", "top", "?") or stage == _stage(module) or len(parts) < 3:
+                continue
+            if parts[2] not in (_exports(stage) or set()):
+                wrong.append(f"{module} -> {t}")
+    assert wrong == []

@@ -1,2 +1,5 @@
 """Stage 3, the runs: which target this host is, rows.json handed to the suites in the target's image (or on
 this host), one isolated process per row, and the exact command that re-runs one row."""
+
+# The modules other stages and the commands on top may import; the rest are this stage's own (test_layers).
+__all__ = ["caches", "commands", "execute", "host", "host_aot", "outcome", "repro", "scheduled"]
