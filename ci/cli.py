@@ -23,7 +23,8 @@ from ci.stack import loader
 MODULES: dict[str, tuple[str, ...]] = {
     "ci.stack.commands": ("plan",),
     "ci.flow": ("main",),
-    "ci.images.commands": ("push", "pull", "build", "bake", "verify", "lock", "source-build"),
+    "ci.images.commands": ("push", "pull", "build", "verify", "lock", "source-build"),
+    "ci.run.bake": ("bake",),
     "ci.images.kernels": ("kernels",),
     "ci.run.commands": ("run",),
     "ci.run.reproduce": ("repro",),
@@ -51,10 +52,6 @@ def parser(verb: str | None = None) -> argparse.ArgumentParser:
             module = importlib.import_module(name)
             register = getattr(module, "add_parsers", None) or module.add_parser
             register(sub)
-    if "bake" in sub.choices:  # --host packs an artefact (ci.flow); without it, the image route
-        from ci import flow
-
-        sub.choices["bake"].set_defaults(func=flow.bake)
     return ap
 
 

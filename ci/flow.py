@@ -182,61 +182,6 @@ def _fork_bundle(st: Stack, args: argparse.Namespace, use_host: bool) -> Path | 
     return fork_commands.make_bundle(st, source.open_fork(st), out, args.without)
 
 
-def bake(args: argparse.Namespace) -> int:
-    """`ci bake`: in the image (images.commands), or with --host on this host's GPU into a portable artefact."""
-    if not args.host:
-        if args.aot_only:
-            raise UsageError("--aot-only packs a host bake", hint="add --host (an image's AOT layer is its build)")
-        from ci.images import commands
-
-        return commands.cmd_bake(args)
-    if args.out is None:
-        raise UsageError("ci bake --host needs --out DIR", hint="python -m ci bake TARGET --host --out DIR")
-    import tempfile
-    import time
-
-    from ci import revision
-    from ci.images import commands
-    from ci.run import caches, host_aot
-    from ci.stack import rows_json
-
-    st = loader.load(args.stack)
-    target = st.targets[args.target]
-    start = time.monotonic()
-    rows = commands.bake_rows(st, target.id, args)
-    with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
-        doc = rows_json.document(
-            st,
-            target,
-            "*",
-            rows,
-            image={"ref": "host", "digest": None},
-            git_revision=revision.git_revision(),
-            timeout_s=options.DEFAULT_TIMEOUT_S,
-        )
-        path = rows_json.write(Path(tmp) / "rows.json", doc)
-        spec = execute.RunSpec(
-            target=target, suite="*", rows=rows, out=Path(tmp), suites_dir=None, timeout_s=options.DEFAULT_TIMEOUT_S
-        )
-        env = execute.host_env(spec)
-        baked = host_aot.bake(target, env, execute.DEFAULT_SUITES)
-        if args.aot_only and not baked:
-            where = f"stack/targets.yaml [targets: {target.id}].kernel_lists"
-            raise StackgateError(
-                f"the AOT bake of {target.id} wrote nothing: no artefact written",
-                hint=f"{where} names what to bake; the bake's error is above",
-            )
-        env.update(baked)
-        code = 0 if args.aot_only else caches.warm(target, path, env, execute.DEFAULT_SUITES)
-    if code != 0:
-        raise StackgateError(
-            f"the warm-up of {target.id} exited {code}: no artefact written", hint="see its output above"
-        )
-    artefact = caches.pack(target, args.out, "aot" if args.aot_only else "warm", env)
-    print(f"artefact {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {time.monotonic() - start:.1f} s)")
-    return 0
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     m = options.verb(
         sub,

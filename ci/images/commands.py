@@ -1,19 +1,15 @@
-"""The image verbs: `python -m ci build|bake|verify|lock <target>`."""
+"""The image verbs: `python -m ci build|verify|lock|push|pull <target>` (`ci bake` is the run stage's)."""
 
 from __future__ import annotations
 
 import argparse
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from ci import options, revision
+from ci import options
 from ci.errors import NotHere, UsageError
-from ci.images import bake, build, debs, lock, rebuild, verify
-from ci.stack import loader, plan, rows_json
-from ci.stack.model import Stack
-
-BAKE_TIMEOUT_S = 1800.0  # the warm-up starts every row's engine once: far longer than one test item
+from ci.images import build, debs, lock, rebuild, verify
+from ci.stack import loader
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -28,27 +24,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     built = build.build(target, base=args.base, allow_unpinned=args.allow_unpinned, tag=args.tag, fork_bundle=bundle)
     print(f"image {built.tags[0]}\nid    {built.image_id}\n({built.seconds:.1f} s, tags: {', '.join(built.tags)})")
     return 0
-
-
-def cmd_bake(args: argparse.Namespace) -> int:
-    st = loader.load(args.stack)
-    target = st.targets[args.target]
-    image = args.image or f"{build.image_name(target)}:latest"
-    rows = bake_rows(st, target.id, args)
-    with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
-        doc = rows_json.document(
-            st, target, "*", rows, image={"ref": image}, git_revision=revision.git_revision(), timeout_s=BAKE_TIMEOUT_S
-        )
-        path = rows_json.write(Path(tmp) / "rows.json", doc)
-        baked = bake.bake(target, image, command=args.command, tag=args.tag, rows=path)
-    print(f"image {baked.tag}\nid    {baked.image_id}")
-    return 0
-
-
-def bake_rows(st: Stack, target: str, args: argparse.Namespace) -> tuple[plan.Row, ...]:
-    """The rows a bake warms: the target's, narrowed by --suite, --change and --rows."""
-    chosen = plan.build(st).select(targets=[target], suites=args.suite, changes=args.change)
-    return chosen.pick(args.rows, where=f"{target}/{','.join(args.suite) or '*'}")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -141,32 +116,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--fork", action="store_true", help="lay the fork under test (stack/fork.yaml) over the release")
     b.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")
     b.set_defaults(func=cmd_build)
-
-    k = options.verb(
-        sub, "bake", help="run the image's warm-up on the target's devices and commit the caches", codes=(0, 2, 3)
-    )
-    k.add_argument("target", help="a target id, e.g. cuda-sm90")
-    k.add_argument("--image", help="image to bake (default: stackgate/<target>:latest)")
-    k.add_argument(
-        "--command",
-        nargs=argparse.REMAINDER,
-        help="warm-up command instead of `python -m harness.warmup` (must be last)",
-    )
-    k.add_argument("--tag", help="tag of the baked image (default: <image repo>:baked)")
-    k.add_argument(
-        "--host",
-        action="store_true",
-        help="no docker: warm this host's caches for the target's rows, pack them into --out",
-    )
-    k.add_argument("--out", type=Path, help="with --host: the folder for the caches artefact")
-    k.add_argument(
-        "--aot-only",
-        action="store_true",
-        help="with --host: pack only the AOT bake of the target's kernel lists (no warm-up, no GPU "
-        "used; its key names no driver or GPU)",
-    )
-    options.add_filters(k, "suite", "change", "rows")
-    k.set_defaults(func=cmd_bake)
 
     v = options.verb(
         sub,
