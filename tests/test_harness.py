@@ -246,7 +246,7 @@ def test_a_hung_items_stacks_are_asked_only_of_processes_that_handle_the_signal(
                                 start_new_session=True)  # fmt: skip
     try:
         compiler = int(_ready(log).split()[1])
-        isolate._dump_stacks(item.pid)
+        isolate.dump_stacks(item.pid)
         assert compiler in [pid for pid, _ in reaper.descendants(item.pid)], "the signal killed the compiler"
         dump = log.read_text(errors="replace")
         assert "(most recent call first)" in dump and "waiting_for_the_compiler" in dump, dump

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.items import ENV_SHARE
 
 from engine import dummy_weights
 
@@ -59,15 +61,39 @@ def draft_dir(row: Any) -> str | None:
     return str(SUITES_ROOT.parent / rel) if rel.parts[0] == "suites" else model
 
 
+WORKLOAD = frozenset(("id", "context", "batch"))  # the axes a row's requests vary; the rest make its engine
+
+
+def engine_size(row: Any) -> tuple[int, int]:
+    """The context and batch the row's engine is built for: its own; in a shared child (harness.shared), the largest
+    of the run's rows that differ from it only in workload, so that they all run against one engine."""
+    if os.environ.get(ENV_SHARE) != "1":
+        return int(row["context"]), int(row["batch"])
+    peers = [r for r in _run_rows() if _engine_of(r) == _engine_of(row)] or [row]
+    return max(int(r["context"]) for r in peers), max(int(r["batch"]) for r in peers)
+
+
+def _engine_of(row: Any) -> str:
+    return json.dumps({k: v for k, v in row.data.items() if k not in WORKLOAD}, sort_keys=True, default=str)
+
+
+@functools.cache
+def _run_rows() -> tuple[Any, ...]:
+    from harness.rows import ENV_ROWS, load
+
+    return load(os.environ[ENV_ROWS]).rows if os.environ.get(ENV_ROWS) else ()
+
+
 def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
     """LLM(...) arguments for the row's axes (backend, graph mode, KV dtype, parallelism, drafter)."""
     dummy = row.model_info.get("weights") == "dummy"
     path = model_dir(row)
+    context, batch = engine_size(row)
     kw: dict[str, Any] = {
         "model": str(path),
         "skip_tokenizer_init": True,
-        "max_model_len": int(row["context"]) + MAX_TOKENS + 64,
-        "max_num_seqs": max(int(row["batch"]), 8),
+        "max_model_len": context + MAX_TOKENS + 64,
+        "max_num_seqs": max(batch, 8),
         # random weights: only vLLM's start check reads it, the KV budget being fixed (below)
         "gpu_memory_utilization": 0.1 if dummy else 0.85,
         "tensor_parallel_size": int(row["tp"]),
@@ -76,7 +102,7 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
         # graphs for the batch sizes this row runs, not vLLM's default ladder: engine start stays short
         "compilation_config": {
             "cudagraph_mode": row["cudagraph_mode"],
-            "max_cudagraph_capture_size": max(int(row["batch"]), 8) * (1 + int(row["num_speculative_tokens"])),
+            "max_cudagraph_capture_size": max(batch, 8) * (1 + int(row["num_speculative_tokens"])),
         },
         "disable_log_stats": False,
         "seed": 0,

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
+import os
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness import profile as profiling
+from harness.items import ENV_SHARE
 
 from engine import first_calls
 
@@ -19,20 +23,59 @@ from engine import first_calls
 class Engine:
     llm: Any
     ready_s: float  # LLM(...) constructed and ready to serve, wall clock
+    shared: bool = False  # kept for the next rows of this process: `stop` leaves it running
+    reused: bool = False  # built for an earlier row of this process
 
 
-def start(kwargs: dict[str, Any]) -> Engine:
+# Engines a shared child keeps between its rows (harness.shared), by their arguments: a row test's engine and its
+# reference, two in-process engines side by side (evidence/h200-engine-sharing: same tokens, 2-6.5 s to build another
+# in a warm process against 17-24 s of imports in a fresh one). At most this many live at once, any engine counted.
+SHARED_ENGINES = 2
+_shared: OrderedDict[str, Engine] = OrderedDict()
+
+
+def start(kwargs: dict[str, Any], *, share: bool = False) -> Engine:
+    """The engine for `kwargs`. `share`: in a shared child, the one an earlier row built with these arguments, or one
+    kept for later rows; only an engine built from its arguments alone may be shared (not under a patch)."""
+    sharing = share and os.environ.get(ENV_SHARE) == "1"
+    key = json.dumps(kwargs, sort_keys=True, default=str)
+    if sharing and key in _shared:
+        _shared.move_to_end(key)
+        return replace(_shared[key], reused=True)
+    if _shared and (not sharing or len(_shared) >= SHARED_ENGINES):
+        stop_shared()  # all of them: an engine is only ever torn down with no other alive (vLLM's process state)
     from vllm import LLM
 
     t0 = time.perf_counter()
-    llm = LLM(**kwargs)
-    return Engine(llm=llm, ready_s=time.perf_counter() - t0)
+    engine = Engine(llm=LLM(**kwargs), ready_s=time.perf_counter() - t0, shared=sharing)
+    if sharing:
+        _shared[key] = engine
+    return engine
 
 
 def stop(engine: Engine | None) -> None:
-    """Tear an engine down fully so the next one can profile memory (two at once trip vLLM's assertion)."""
-    if engine is None:
-        return
+    """Tear an engine down fully so the next one can profile memory (two at once trip vLLM's assertion); a shared
+    engine stays for the next row of this process."""
+    if engine is not None and not engine.shared:
+        _teardown(engine)
+
+
+def stop_shared() -> None:
+    """Every engine kept for later rows (before one that does not fit, and at the end of a shared child)."""
+    engines = list(_shared.values())
+    _shared.clear()
+    for engine in engines:
+        _shutdown(engine)
+    if engines:
+        _free_process_state()
+
+
+def _teardown(engine: Engine) -> None:
+    _shutdown(engine)
+    _free_process_state()
+
+
+def _shutdown(engine: Engine) -> None:
     # a failed engine may be half built; the cleanup below still frees what exists. No automatic collection
     # until the engine's ZeroMQ contexts are closed: collecting one first would hang (close_zmq_contexts)
     collecting = gc.isenabled()
@@ -46,6 +89,10 @@ def stop(engine: Engine | None) -> None:
     finally:
         if collecting:
             gc.enable()
+
+
+def _free_process_state() -> None:
+    """The process's distributed groups and cached GPU memory, once no engine of it is left."""
     from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
 
     cleanup_dist_env_and_memory()
@@ -184,6 +231,7 @@ def disable_spec_decode_warmup() -> list[str]:
     import inspect
 
     replaced = []
+    _undo.clear()
     kernel_warmup = importlib.import_module("vllm.model_executor.warmup.kernel_warmup")
     for modname in ("eagle_spec_decode_warmup", "dflash_spec_decode_warmup"):
         try:
@@ -194,8 +242,20 @@ def disable_spec_decode_warmup() -> list[str]:
             if inspect.isfunction(fn) and fn.__module__ == mod.__name__ and "warm" in name:
                 noop = lambda *a, **k: None  # noqa: E731
                 setattr(mod, name, noop)
+                _undo.append((mod, name, fn))
                 replaced.append(f"{modname}.{name}")
                 for alias, value in list(vars(kernel_warmup).items()):
                     if value is fn:
                         setattr(kernel_warmup, alias, noop)
+                        _undo.append((kernel_warmup, alias, fn))
     return replaced
+
+
+_undo: list[tuple[Any, str, Any]] = []  # what disable_spec_decode_warmup replaced: (module, name, original)
+
+
+def restore_spec_decode_warmup() -> None:
+    """Undo `disable_spec_decode_warmup`: the engines a process builds after its reference run warm up again."""
+    while _undo:
+        mod, name, fn = _undo.pop()
+        setattr(mod, name, fn)

@@ -1,27 +1,66 @@
 """The child: one test item in a process of its own, its reports written to a result file before anything can exit
-early (vLLM's and NCCL's atexit hooks can os._exit(0))."""
+early (vLLM's and NCCL's atexit hooks can os._exit(0)); or, shared (harness.shared), several items one after another,
+each with its own result file, log and JIT window."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness import causes, hardware, profile
-from harness.items import FIRST_REQUEST_ONLY, TRACED_AFTER_READY, item_row, rows_doc
+from harness import causes, hardware, jit, profile
+from harness.items import (
+    ENV_ITEM_LOGS,
+    ENV_SHARE,
+    FIRST_REQUEST_ONLY,
+    TRACED_AFTER_READY,
+    item_row,
+    log_name,
+    rows_doc,
+)
+from harness.shared import CURRENT, ITEMS, result_file, seen_to_json
 
 
 class Child:
-    def __init__(self, result: Path) -> None:
+    """`result`: the item's result file; in a shared child (`share`), the folder of every item's (harness.shared)."""
+
+    def __init__(self, result: Path, share: bool = False) -> None:
         self.result = result
+        self.share = share
         self.reports: list[dict[str, Any]] = []
+        self.order: dict[str, int] = {}
+        self.window: jit.Window | None = None
+        if share:
+            self.order = {n: i for i, n in enumerate(json.loads((result / ITEMS).read_text()))}
+            os.environ[ENV_SHARE] = "1"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        if not self.share or nodeid not in self.order:
+            return
+        self.reports = []
+        tmp = self.result / f"{CURRENT}.tmp"
+        tmp.write_text(json.dumps({"index": self.order[nodeid], "started": time.monotonic()}))
+        os.replace(tmp, self.result / CURRENT)
+        log = Path(os.environ[ENV_ITEM_LOGS]) / log_name(nodeid)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(fd, 1)  # this process's output, the in-process engine's included, goes to the item's own log
+        os.dup2(fd, 2)
+        os.close(fd)
+        self.window = jit.Window()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         row, doc = item_row(item), rows_doc(item.config)
+        if self.share:  # the JIT sentinel names the row that compiled, in this process and those it starts now
+            os.environ["STACKGATE_ROW_ID"] = row.id if row else ""
         if row is not None and doc is not None and not os.environ.get("STACKGATE_HW_CHECKED"):
             reason = hardware.absent_reason(doc.target, row.gpus)
             if reason:
@@ -39,9 +78,24 @@ class Child:
         self.reports.append(simple)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        tmp = self.result.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"nodeid": nodeid, "reports": self.reports}))
-        os.replace(tmp, self.result)
+        doc: dict[str, Any] = {"nodeid": nodeid, "reports": self.reports}
+        path = self.result
+        if self.share and nodeid in self.order:
+            path = result_file(self.result, self.order[nodeid])
+            if self.window is not None:
+                doc["jit"] = seen_to_json(self.window.seen(row=os.environ.get("STACKGATE_ROW_ID") or None))
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, path)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        """A shared child ends here: every item wrote its result, and tearing down the engines kept for later rows
+        (vLLM's shutdown, its atexit hooks) could only hang; the process's end frees the device."""
+        if self.share:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
 
 def _simple(report: pytest.TestReport) -> dict[str, Any]:

@@ -3,6 +3,7 @@ processes left behind), and the JUnit rewritten after every item, so a stop neve
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -10,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import harness
-from harness import causes, hardware, isolate, jit, junit, outcomes, progress, reaper
+from harness import causes, hardware, isolate, jit, junit, outcomes, progress, reaper, shared
 from harness.isolate import Outcome
-from harness.items import ENV_CACHES_FROM, ENV_CHILD, ENV_REFUSE_JIT, item_row
+from harness.items import ENV_CACHES_FROM, ENV_ITEM_LOGS, ENV_REFUSE_JIT, item_row, log_name
 from harness.rows import Row, RowsDoc
 
 
@@ -60,14 +60,10 @@ class Controller:
         reaper.become_subreaper()  # processes that escape an item's group come back to us, not to init
         reaper.install_handlers()
         try:
-            for item in session.items:
+            alone = self._run_shared(session, bar) if self.config.getoption("stackgate_share") else session.items
+            for item in alone:
                 bar.starting(item.nodeid)
-                case = self._run_item(item)
-                self._add(case)
-                self._report(item, case.outcome)
-                bar.finished(case)
-                if self.interrupted:
-                    session.shouldstop = f"interrupted by {self.interrupted}"
+                self._served(session, item, self._run_item(item), bar)
                 if session.shouldfail or session.shouldstop:
                     break
         except reaper.Interrupted as sig:  # between items: the finished ones are written, the rest never started
@@ -78,6 +74,61 @@ class Controller:
             shutil.rmtree(self.workdir, ignore_errors=True)
         self._write(progress.summary(self.cases, bar.elapsed(), str(self.junit or "(not written)")))
         return True
+
+    def _served(self, session: pytest.Session, item: pytest.Item, case: junit.Case, bar: progress.Progress) -> None:
+        self._add(case)
+        outcomes.tell_pytest(item, case.outcome)
+        bar.finished(case)
+        if self.interrupted:
+            session.shouldstop = f"interrupted by {self.interrupted}"
+
+    def _run_shared(self, session: pytest.Session, bar: progress.Progress) -> list[pytest.Item]:
+        """The items that can share a child run in one (harness.shared); returns those left to run each alone: the
+        ones the shared child never reached after a crash, and rows of several GPUs (their workers are processes
+        of their own, started for the row that built the engine)."""
+        items = [i for i in session.items if not self._absent(i)]
+        together = [i for i in items if (r := item_row(i)) is None or r.gpus <= 1]
+        if len(together) < 2:
+            return list(session.items)
+        by_id = {i.nodeid: i for i in together}
+        folder = self.workdir / "shared"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / shared.ITEMS).write_text(json.dumps(list(by_id)))
+        self.logs.mkdir(parents=True, exist_ok=True)
+        argv, env = isolate.child_command(self.config, self.doc, [*by_id], folder, item_row(together[0]), share=True)
+        env[ENV_ITEM_LOGS] = str(self.logs)
+
+        def on_done(done: shared.Done) -> None:
+            item = by_id[done.nodeid]
+            self._served(session, item, self._finish(item, done.outcome, done.seen), bar)
+
+        try:
+            left = shared.run_group(
+                argv,
+                nodeids=list(by_id),
+                cwd=self.config.rootpath,
+                results=folder,
+                logs=[self.logs / log_name(n) for n in by_id],
+                group_log=self.logs / f"shared-{log_name(next(iter(by_id)))}",
+                timeout_s=self.timeout,
+                env=env,
+                on_done=on_done,
+            )
+        except reaper.Interrupted as sig:
+            self.interrupted = sig.name
+            current = shared.current_index(folder)
+            if current is not None and list(by_id)[current] not in {c.nodeid for c in self.cases}:
+                item = together[current]
+                stopped = Outcome(
+                    status="error", message=f"interrupted by {sig.name}: the run was stopped during this row"
+                )
+                self._served(session, item, self._finish(item, stopped, None), bar)
+            raise
+        return [i for i in session.items if i.nodeid in left or i.nodeid not in by_id]
+
+    def _absent(self, item: pytest.Item) -> bool:
+        row = item_row(item)
+        return bool(row and self.doc and hardware.absent_reason(self.doc.target, row.gpus))
 
     def _write(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -117,27 +168,34 @@ class Controller:
         return tuple(props)
 
     def _run_item(self, item: pytest.Item) -> junit.Case:
+        """One item in a process of its own."""
         row = item_row(item)
-        props = list(self._base_props(row))
         reason = hardware.absent_reason(self.doc.target, row.gpus) if row and self.doc else None
         if reason:
             return junit.Case(
-                nodeid=item.nodeid, properties=tuple(props), outcome=Outcome(status="skipped", message=reason)
+                nodeid=item.nodeid,
+                properties=self._base_props(row),
+                outcome=Outcome(status="skipped", message=reason),
             )
         window = jit.Window()
         try:
             outcome = self._spawn(item)
         except reaper.Interrupted as sig:
             self.interrupted = sig.name
-            outcome = Outcome(status="error", message=f"interrupted by {sig.name}: the run was stopped during this row")
+            outcome = _interrupted(sig.name)
         left = [*outcome.left_behind, *reaper.sweep()]
         if left:
             outcome = outcomes.left_behind(outcome, left)
+        return self._finish(item, outcome, window.seen())
+
+    def _finish(self, item: pytest.Item, outcome: Outcome, seen: jit.Seen | None) -> junit.Case:
+        """The item's testcase: its outcome, looked at for its cause, its JIT (None: not known) and its log."""
+        props = list(self._base_props(item_row(item)))
         if outcome.status in ("failed", "error") and outcome.log:  # why it crashed, from every process's output
             found = causes.cause(isolate.tail(Path(outcome.log), lines=100_000))
             if found:
                 props.append(("stackgate.cause", found))
-        seen = window.seen()
+        seen = seen or jit.Seen(compiles=None, kernels=(), cache_new_files=())
         if seen.available:
             props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.kernels))]
         props.append(("stackgate.jit.cache_new_files", str(len(seen.cache_new_files))))
@@ -147,38 +205,13 @@ class Controller:
         return junit.Case(nodeid=item.nodeid, properties=(*props, *outcome.properties), outcome=outcome)
 
     def _spawn(self, item: pytest.Item) -> Outcome:
-        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in item.nodeid)[-150:]
         self.logs.mkdir(parents=True, exist_ok=True)
-        log = self.logs / f"{safe}.log"
-        result = self.workdir / f"{safe}.result.json"
-        cfg = self.config
-        argv = [
-            "-m",
-            "pytest",
-            item.nodeid,
-            "-p",
-            "harness.plugin",
-            "--stackgate-child",
-            str(result),
-            "--rootdir",
-            str(cfg.rootpath),
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "-s",  # no capture: the row's output reaches its log as it is written, so a hung row's log is not empty
-        ]
-        if cfg.inipath:
-            argv += ["-c", str(cfg.inipath)]
-        row = item_row(item)
-        env = dict(os.environ, **{ENV_CHILD: "1", "STACKGATE_HW_CHECKED": "1"}, **hardware.NO_MULTICAST)
-        env["STACKGATE_ROW_ID"] = row.id if row else ""  # the JIT sentinel names the row that compiled
-        if row is not None and self.doc is not None:  # the row's own GPUs: tp x dp of them, the same first ones
-            env.update(hardware.assign(self.doc.target, row.gpus))
-        if row is not None:  # what the model's checkpoint needs over the target's env (models.yaml says why)
-            env.update({str(k): str(v) for k, v in (row.model_info.get("env") or {}).items()})
-        harness_root = str(Path(harness.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (harness_root, env.get("PYTHONPATH", "")) if p)
-        outcome = isolate.run_child(argv, cwd=cfg.rootpath, result=result, log=log, timeout_s=self.timeout, env=env)
+        log = self.logs / log_name(item.nodeid)
+        result = self.workdir / f"{log.stem}.result.json"
+        argv, env = isolate.child_command(self.config, self.doc, [item.nodeid], result, item_row(item), share=False)
+        outcome = isolate.run_child(
+            argv, cwd=self.config.rootpath, result=result, log=log, timeout_s=self.timeout, env=env
+        )
         self._own(log)
         return outcome
 
@@ -207,39 +240,16 @@ class Controller:
         if self.owner is not None and path.exists():
             os.chown(path, *self.owner)
 
-    def _report(self, item: pytest.Item, o: Outcome) -> None:
-        """Tell pytest what happened, so its summary and exit status agree with the JUnit file."""
-        if o.status == "skipped":
-            rep = pytest.TestReport(
-                item.nodeid,
-                item.location,
-                {},
-                "skipped",
-                (str(item.path), (item.location[1] or 0) + 1, f"Skipped: {o.message}"),
-                "setup",
-            )
-        else:
-            outcome = "passed" if o.status == "passed" else "failed"
-            when = "setup" if o.status == "error" else "call"
-            text = f"{o.message}\n{o.details}".strip() + (f"\n(full log: {o.log})" if o.log else "")
-            rep = pytest.TestReport(
-                item.nodeid,
-                item.location,
-                {},
-                outcome,
-                text if outcome == "failed" else None,
-                when,
-                duration=o.duration_s,
-                user_properties=list(o.properties),
-            )
-        item.ihook.pytest_runtest_logreport(report=rep)
-
     def pytest_report_teststatus(self, report: pytest.TestReport) -> tuple[str, str, str] | None:
         # our progress lines say what finished; pytest's letters would only interleave with them
         if report.when in ("setup", "call"):
             cat = "error" if report.failed and report.when == "setup" else report.outcome
             return cat, "", cat.upper()
         return None
+
+
+def _interrupted(signal_name: str) -> Outcome:
+    return Outcome(status="error", message=f"interrupted by {signal_name}: the run was stopped during this row")
 
 
 def aot_cache() -> str:

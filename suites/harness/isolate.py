@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import causes, reaper
+import pytest
+
+import harness
+from harness import causes, hardware, reaper
+from harness.items import ENV_CHILD
+from harness.rows import Row, RowsDoc
 
 Status = Literal["passed", "failed", "skipped", "error"]
 TAIL_LINES = 40
@@ -88,22 +93,22 @@ def run_child(
             timed_out = False
         except subprocess.TimeoutExpired:
             timed_out = True
-            _dump_stacks(proc.pid)
+            dump_stacks(proc.pid)
         except BaseException:  # a signal to the harness (reaper.Interrupted): the item's tree goes with it
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             proc.wait()
             raise
         # What the item left running (its group, or escaped with setsid: the harness adopts orphans) is
         # found and killed here, before anything else can; then the group goes, whatever is left of it.
         left = () if timed_out else tuple(reaper.sweep())
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         if timed_out:
             rc = proc.wait()
     elapsed = time.monotonic() - start
     if timed_out:
         return Outcome(
             status="error",
-            message=f"timeout after {timeout_s:g} s{_where_it_hung(read_log(log))}",
+            message=f"timeout after {timeout_s:g} s{where_it_hung(read_log(log))}",
             details=tail(log),
             duration_s=elapsed,
             log=str(log),
@@ -138,7 +143,7 @@ def run_child(
     )
 
 
-def _dump_stacks(pid: int) -> None:
+def dump_stacks(pid: int) -> None:
     """Every process of the hung item's tree that handles STACK_DUMP_SIGNAL writes its threads' stacks to the item's
     log, one at a time. The others (nvcc, ptxas, cicc, a shell) are left alone: SIGUSR1's default action ends a
     process, and a JIT compile killed that way reports a compiler failure that never happened."""
@@ -165,7 +170,7 @@ def catches(pid: int, signum: int) -> bool:
     return False
 
 
-def _where_it_hung(text: str) -> str:
+def where_it_hung(text: str) -> str:
     """The sites the hung item's processes dumped, or, where none did, how far its log got."""
     if sites := causes.hang_sites(text):
         return f": hung in {'; '.join(sites)}"
@@ -173,7 +178,7 @@ def _where_it_hung(text: str) -> str:
     return " (no process dumped its stack)" + (f"; last output: {last}" if last else "")
 
 
-def _kill_group(pgid: int) -> None:
+def kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
 
@@ -217,3 +222,36 @@ def _first_line(text: str) -> str:
         if line.startswith("E "):
             return line[1:].strip()
     return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def child_command(
+    cfg: pytest.Config, doc: RowsDoc | None, nodeids: list[str], result: Path, row: Row | None, *, share: bool
+) -> tuple[list[str], dict[str, str]]:
+    """The child's command line and environment for `nodeids` (one item, or a shared group of one model's rows)."""
+    argv = [
+        "-m",
+        "pytest",
+        *nodeids,
+        "-p",
+        "harness.plugin",
+        "--stackgate-child",
+        str(result),
+        *(["--stackgate-share"] if share else []),
+        "--rootdir",
+        str(cfg.rootpath),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-s",  # no capture: the row's output reaches its log as it is written, so a hung row's log is not empty
+    ]
+    if cfg.inipath:
+        argv += ["-c", str(cfg.inipath)]
+    env = dict(os.environ, **{ENV_CHILD: "1", "STACKGATE_HW_CHECKED": "1"}, **hardware.NO_MULTICAST)
+    env["STACKGATE_ROW_ID"] = row.id if row else ""  # the JIT sentinel names the row that compiled
+    if row is not None and doc is not None:  # the row's own GPUs: tp x dp of them, the same first ones
+        env.update(hardware.assign(doc.target, row.gpus))
+    if row is not None:  # what the model's checkpoint needs over the target's env (models.yaml says why)
+        env.update({str(k): str(v) for k, v in (row.model_info.get("env") or {}).items()})
+    harness_root = str(Path(harness.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (harness_root, env.get("PYTHONPATH", "")) if p)
+    return argv, env

@@ -7,6 +7,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from harness import jit, missed
 from harness.isolate import Outcome
 from harness.items import ENV_REFUSE_JIT, TRACED_AFTER_READY
@@ -62,3 +64,31 @@ def left_behind(outcome: Outcome, left: list[str]) -> Outcome:
     if outcome.status in ("passed", "skipped"):
         return replace(outcome, status="error", message=what)
     return replace(outcome, message=f"{outcome.message}; {what}")
+
+
+def tell_pytest(item: pytest.Item, o: Outcome) -> None:
+    """Tell pytest what happened, so its summary and exit status agree with the JUnit file."""
+    if o.status == "skipped":
+        rep = pytest.TestReport(
+            item.nodeid,
+            item.location,
+            {},
+            "skipped",
+            (str(item.path), (item.location[1] or 0) + 1, f"Skipped: {o.message}"),
+            "setup",
+        )
+    else:
+        outcome = "passed" if o.status == "passed" else "failed"
+        when = "setup" if o.status == "error" else "call"
+        text = f"{o.message}\n{o.details}".strip() + (f"\n(full log: {o.log})" if o.log else "")
+        rep = pytest.TestReport(
+            item.nodeid,
+            item.location,
+            {},
+            outcome,
+            text if outcome == "failed" else None,
+            when,
+            duration=o.duration_s,
+            user_properties=list(o.properties),
+        )
+    item.ihook.pytest_runtest_logreport(report=rep)

@@ -38,6 +38,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--stackgate-row", action="append", default=[], help="only this row id (repeatable); other tests deselected"
     )
     g.addoption("--stackgate-inprocess", action="store_true", help="debugging only: run items in this process")
+    g.addoption(
+        "--stackgate-share",
+        action="store_true",
+        help="run the items in one child, one after another, sharing its imports and the engines its tests share; "
+        "an item that crashes or hangs fails alone and the rest run each in its own process",
+    )
     g.addoption("--stackgate-child", help=argparse.SUPPRESS)  # internal: the parent starts children with it
 
 
@@ -54,7 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[ENV_ROWS] = str(Path(path).resolve())  # children run from the rootdir
     config.stash[ROWS_KEY] = doc
     if config.getoption("stackgate_child"):
-        config.pluginmanager.register(Child(Path(config.getoption("stackgate_child"))), "stackgate-child")
+        child = Child(Path(config.getoption("stackgate_child")), share=config.getoption("stackgate_share"))
+        config.pluginmanager.register(child, "stackgate-child")
     elif not config.getoption("stackgate_inprocess"):
         config.pluginmanager.register(Controller(config, doc), "stackgate-parent")
 

@@ -48,7 +48,7 @@ def run_mixed(engine, row, profile=None):
 def test_fp8_ds_mla(row, request):
     ev = Evidence.start(request, row, presence.fp8_ds_mla_dcp_46514)
 
-    engine = engines.start(config.llm_kwargs(row))
+    engine = engines.start(config.llm_kwargs(row), share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
     with probes.dispatches(engines.runner(engine)) as disp, probes.mla_layer0_output(probes.mixed_prefill_rows) as cap:
         cold_ms, _ = run_mixed(engine, row, profile="cold")
@@ -92,7 +92,8 @@ def test_fp8_ds_mla(row, request):
         )
     else:
         reference = engines.start(
-            config.llm_kwargs(row, kv_cache_dtype=ref_kv, attention_config={"backend": ref_backend["backend"]})
+            config.llm_kwargs(row, kv_cache_dtype=ref_kv, attention_config={"backend": ref_backend["backend"]}),
+            share=True,
         )
         with probes.mla_layer0_output(probes.mixed_prefill_rows) as ref_cap:
             run_mixed(reference, row)

@@ -34,7 +34,7 @@ def test_indexer_skip(row, request):
         topk_guard.impl_class(row["backend"])
     except topk_guard.CannotWatch as exc:
         pytest.fail(f"#52512 guard: {exc}", pytrace=False)
-    engine = engines.start(config.llm_kwargs(row))
+    engine = engines.start(config.llm_kwargs(row), share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
     with GraphCounter() as graphs, probes.indexer() as idx, probes.mla_layer0_output(probes.pure_prefill) as cap:
         cold_ms, out = engines.timed_ms(engine, prompts, engines.greedy(OUTPUT_TOKENS), profile="cold")
@@ -66,7 +66,7 @@ def test_indexer_skip(row, request):
     else:
         ev.prop("topk_guard", {"watched": False, "why": unwatched})
 
-    reference = engines.start(config.llm_kwargs(row, attention_config={"sparse_mla_force_mqa": True}))
+    reference = engines.start(config.llm_kwargs(row, attention_config={"sparse_mla_force_mqa": True}), share=True)
     with probes.mla_layer0_output(probes.pure_prefill) as ref_cap:
         ref_out = engines.generate(reference, prompts, engines.greedy(OUTPUT_TOKENS))
     engines.stop(reference)

@@ -49,7 +49,7 @@ def test_ar_graph(row, request):
     ev = Evidence.start(request, row, presence.fused_ar_graph_46849)
 
     kwargs = config.llm_kwargs(row)
-    engine = engines.start(kwargs)
+    engine = engines.start(kwargs, share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
     ran_mode = engines.cudagraph_mode(engine)
     if ran_mode:
@@ -101,7 +101,7 @@ def test_ar_graph(row, request):
                 "warm",
             )
 
-    reference = engines.start(config.llm_kwargs(row, speculative_config=None))
+    reference = engines.start(config.llm_kwargs(row, speculative_config=None), share=True)
     ref_tokens = engines.token_ids(engines.generate(reference, prompts, params))
     engines.stop(reference)
     mism = engines.mismatches(tokens, ref_tokens)

@@ -21,8 +21,8 @@ def log_path() -> str | None:
 
 def record(kernel: str, cache_hit: bool = False, target: str = "cuda:90") -> None:
     """Append one event as the real listener does after a compile (test-double only)."""
-    event = {"pid": os.getpid(), "kernel": kernel, "target": target, "hash": "0" * 8,
-             "cache_hit": cache_hit, "time_s": 0.01, "wall": 0.0}  # fmt: skip
+    event = {"pid": os.getpid(), "kernel": kernel, "target": target, "hash": "0" * 8, "cache_hit": cache_hit,
+             "time_s": 0.01, "wall": 0.0, "row": os.environ.get("STACKGATE_ROW_ID", "")}  # fmt: skip
     with open(os.environ["STACKGATE_JIT_LOG"], "a") as f:
         f.write(json.dumps(event) + "\n")
 
