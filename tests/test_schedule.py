@@ -186,9 +186,13 @@ def test_a_session_that_dies_without_junit_fails_its_row_saying_so(tmp_path: Pat
 
 def test_ci_run_schedules_the_cpu_rows_on_stand_in_gpus_and_the_report_reads_every_row(tmp_path: Path) -> None:
     out = tmp_path / "r"
-    assert cli.main(["run", "cpu", "selftest", "--host", "--gpus", "a,b", "--gpu-memory", "36", "--out", str(out)]) == 0
+    argv = ["run", "cpu", "selftest", "--host", "--gpus", "a,b", "--gpu-memory", "36", "--out", str(out)]
+    assert cli.main([*argv, "--isolate"]) == 0
     files = sorted(out.glob("junit-cpu-selftest-0.*.xml"))
     assert len(files) == 4 and (out / "rows.json").is_file()
+    assert cli.main(argv) == 0  # shared: the four rows of one model and change are one job, one JUnit
+    (file,) = out.glob("junit-cpu-selftest-0.*.xml")
+    assert sorted(scheduled.row_outcomes(file).values()) == ["pass"] * 4
     assert cli.main(["report", str(out), "--out", str(tmp_path / "report"), "--target", "cpu"]) == 0
     rows = [r for r in json.loads((tmp_path / "report" / "report.json").read_text())["rows"] if r["target"] == "cpu"]
     assert rows and all(r["status"] == "pass" for r in rows)
@@ -216,10 +220,47 @@ def test_rows_side_by_side_each_write_their_own_jit_log(tmp_path: Path) -> None:
     )
     out = tmp_path / "r"
     argv = ["run", "cpu", "selftest", "--host", "--suites-dir", str(tmp_path / "suites"), "--gpus", "a,b",
-            "--gpu-memory", "36", "--out", str(out)]  # fmt: skip
+            "--gpu-memory", "36", "--isolate", "--out", str(out)]  # fmt: skip
     assert cli.main(argv) == 0
     from lxml import etree
 
     logs = [p.get("value") for f in out.glob("junit-*.xml") for p in etree.parse(str(f)).iter("property")
             if p.get("name") == "jit_log"]  # fmt: skip
     assert len(logs) == 4 and len(set(logs)) == 4 and all(Path(p).parent == out.resolve() for p in logs)
+
+
+FAULT_SUITE = """\
+import os, signal
+import pytest
+
+@pytest.mark.track("harness-selftest")
+def test_row(row, record_property):
+    record_property("pid", str(os.getpid()))
+    if row.id == os.environ.get("CRASH_ROW"):
+        os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+def test_a_crash_in_a_shared_process_fails_that_row_alone_and_the_group_still_passes(tmp_path, monkeypatch) -> None:
+    tree = tmp_path / "suites" / "selftest"
+    tree.mkdir(parents=True)
+    (tree / "test_rows.py").write_text(FAULT_SUITE)
+    rows = [r for r in plan.build(STACK).rows if r.target == "cpu" and r.suite == "selftest"]
+    monkeypatch.setenv("CRASH_ROW", rows[1].id)
+    out = tmp_path / "r"
+    argv = ["run", "cpu", "selftest", "--host", "--suites-dir", str(tmp_path / "suites"), "--gpus", "a",
+            "--gpu-memory", "36", "--out", str(out)]  # fmt: skip
+    assert cli.main(argv) == 1
+    (file,) = out.glob("junit-*.xml")
+    said = scheduled.row_outcomes(file)
+    assert said.pop(rows[1].id) == "error" and set(said.values()) == {"pass"} and len(said) == len(rows) - 1
+    from lxml import etree
+
+    cases = {
+        next(p.get("value") for p in tc.iter("property") if p.get("name") == "stackgate.row"): tc
+        for tc in etree.parse(str(file)).iter("testcase")
+    }
+    assert cases[rows[1].id].find("error").get("message").startswith("signal 11 (SIGSEGV), in a shared process")
+    pid = {r: next(p.get("value") for p in tc.iter("property") if p.get("name") == "pid") for r, tc in cases.items()
+           if r != rows[1].id}  # fmt: skip
+    assert pid[rows[0].id] != pid[rows[2].id]  # the row before the crash shared its process; those after, not

@@ -45,19 +45,21 @@ def schedule(args: argparse.Namespace, target: Target) -> execute.Schedule | Non
     """Rows are scheduled over the host's devices (each its own session) where this host has the target's GPUs, or
     where an option of the schedule is given; otherwise they run in one session, one after another."""
     chosen = tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip())
-    asked = bool(chosen) or args.gpu_memory is not None or args.resume or args.deadline is not None
+    asked = bool(chosen) or args.gpu_memory is not None or args.resume or args.deadline is not None or args.isolate
     if args.one_session:
         if asked:
             raise UsageError(
-                "--one-session runs every row in one session: --gpus, --gpu-memory, --resume and "
-                "--deadline schedule rows",
+                "--one-session runs every row in one session: --gpus, --gpu-memory, --resume, "
+                "--deadline and --isolate schedule rows",
                 hint="drop one or the other",
             )
         return None
     gpu_target = bool(target.detect.nvidia_compute_capability or target.detect.amdgpu_gfx)
     if not asked and not (gpu_target and host.present(target)):
         return None  # one session: the cpu target, or a host without the target's GPUs (its rows say so, skipped)
-    return execute.Schedule(gpus=chosen, gpu_memory_gib=args.gpu_memory, resume=args.resume, deadline_s=args.deadline)
+    return execute.Schedule(
+        gpus=chosen, gpu_memory_gib=args.gpu_memory, resume=args.resume, deadline_s=args.deadline, isolate=args.isolate
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -128,6 +130,12 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="stop starting rows in time for every JUnit to be written within SECONDS of the start "
         "(exit 9 where rows were left: --resume runs them)",
+    )
+    p.add_argument(
+        "--isolate",
+        action="store_true",
+        help="every row a process of its own (the control): by default the random-weight rows of one model and "
+        "change share one process, its imports and its engines, and a row that crashes there fails alone",
     )
     p.add_argument(
         "--one-session",

@@ -61,6 +61,7 @@ class Schedule:
     gpu_memory_gib: float | None = None  # --gpu-memory: each device's, in place of what it reports
     resume: bool = False
     deadline_s: float | None = None
+    isolate: bool = False  # --isolate: every row a process of its own (the control of shared processes)
 
 
 def select_rows(st: Stack, target: str, suite: str, ids: list[str]) -> tuple[plan.Row, ...]:
@@ -233,7 +234,9 @@ def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: s
     junit = {r.id: scheduled.row_junit(spec.out, spec.target.id, spec.suite, spec.shard, r.id) for r in spec.rows}
 
     def command(job: Any, ids: tuple[str, ...], path: Path) -> tuple[list[str], dict[str, str] | None, Path | None]:
-        one = ("--stackgate-row", job.row.id)
+        one = tuple(a for r in job.rows for a in ("--stackgate-row", r.id))
+        if len(job.rows) > 1:  # one process for the job's rows, sharing imports and engines (harness.shared)
+            one = (*one, "--stackgate-share")
         # each row its own JIT log: rows side by side would otherwise count each other's compiles as their own
         jit_log = contract.ResultsDir(spec.out, spec.target.id, spec.suite, spec.shard).jit_log(job.row.id).name
         if host:
@@ -257,4 +260,12 @@ def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: s
 
     print(f"scheduling {len(spec.rows)} rows on {len(devices)} device(s): {gpus.described(devices)}", flush=True)
     plan = scheduled.Plan(command=command, junit=lambda job: junit[job.row.id], out=spec.out)
-    return scheduled.run(st, spec.rows, devices, plan, resume=spec.schedule.resume, deadline_s=spec.schedule.deadline_s)
+    return scheduled.run(
+        st,
+        spec.rows,
+        devices,
+        plan,
+        resume=spec.schedule.resume,
+        deadline_s=spec.schedule.deadline_s,
+        share=not spec.schedule.isolate,
+    )

@@ -18,6 +18,8 @@ from ci.stack.plan import Row
 # What a random-weight row holds on a device: its fixed 12 GiB KV budget, weights of at most a few GiB, the CUDA
 # context and its graphs. Seven fit on an H200's 139 GiB (as the shrunk campaign ran them), six on a GB10.
 DUMMY_ROW_GIB = 18.0
+# A shared process keeps two engines (a row test's and its reference: suites/engine/engines.py SHARED_ENGINES).
+SHARED_ENGINES = 2
 
 
 @dataclass(frozen=True)
@@ -28,29 +30,35 @@ class Device:
 
 @dataclass(frozen=True)
 class Job:
-    row: Row
+    rows: tuple[Row, ...]  # one row, or the rows of one group that share a process (its first is `row`)
     gpus: int
     memory_gib: float | None  # per device; None: the whole devices
     group: str  # model/change: its rows run one at a time
 
+    @property
+    def row(self) -> Row:
+        return self.rows[0]
 
-def jobs(rows: Sequence[Row], st: Stack) -> list[Job]:
+
+def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False) -> list[Job]:
     """The rows as jobs: the widest first (they would wait longest behind narrow ones), then the rows of the largest
-    groups (a group's rows run one after another: the longest chains start first), else in plan order."""
-    out = []
+    groups (a group's rows run one after another: the longest chains start first), else in plan order. `share`: the
+    random-weight rows of one GPU of a group are one job, one process (harness.shared), holding two engines."""
+    out: list[Job] = []
+    shared: dict[str, list[Row]] = {}
     for row in rows:
         dummy = st.models[row.model].weights == "dummy" if row.model in st.models else False
-        out.append(
-            Job(
-                row=row,
-                gpus=max(row.gpus, 1),
-                memory_gib=DUMMY_ROW_GIB if dummy else None,
-                group=f"{row.model}/{row.change}",
-            )
-        )
-    order = {id(j): n for n, j in enumerate(out)}
-    size = Counter(j.group for j in out)
-    return sorted(out, key=lambda j: (-j.gpus, -size[j.group], order[id(j)]))
+        group = f"{row.model}/{row.change}"
+        if share and dummy and max(row.gpus, 1) == 1:
+            shared.setdefault(group, []).append(row)
+            continue
+        out.append(Job(rows=(row,), gpus=max(row.gpus, 1), memory_gib=DUMMY_ROW_GIB if dummy else None, group=group))
+    for group, together in shared.items():
+        memory = DUMMY_ROW_GIB * (SHARED_ENGINES if len(together) > 1 else 1)
+        out.append(Job(rows=tuple(together), gpus=1, memory_gib=memory, group=group))
+    order = {r.id: n for n, r in enumerate(rows)}
+    size = Counter(j.group for j in out for _ in j.rows)
+    return sorted(out, key=lambda j: (-j.gpus, -size[j.group], order[j.row.id]))
 
 
 class Packing:

@@ -23,6 +23,7 @@ from ci.run import guard
 from ci.run.outcome import NOT_RUN, record_not_run
 from ci.run.schedule import Device, Job, Packing, jobs, next_jobs
 from ci.stack.model import Stack
+from ci.stack.plan import Row
 
 DEADLINE_EXIT = 9
 
@@ -44,23 +45,31 @@ def row_junit(out: Path, target: str, suite: str, shard: int, row_id: str) -> Pa
     return contract.ResultsDir(out, target, suite, shard).junit(row_id)
 
 
-_WORST = ("skipped", "pass", "failure", "error")  # a row of several testcases says its worst
+_WORST = ("skipped", "pass", "failure", "error", "interrupted")  # a row of several testcases says its worst
 
 
 def outcome(junit: Path) -> str:
     """What a row's JUnit says: pass, failure, error, skipped, interrupted (a stop cut it: run it again) or missing."""
+    said = set(row_outcomes(junit).values())
+    return max(said, key=_WORST.index) if said else "missing"
+
+
+def row_outcomes(junit: Path) -> dict[str, str]:
+    """Per row a JUnit file holds (several where rows shared a process), what it says: as `outcome`. Testcases
+    that name no row count under ""."""
     try:
         root = etree.parse(str(junit)).getroot()
     except (OSError, etree.XMLSyntaxError):
-        return "missing"
-    found = ""
+        return {}
+    found: dict[str, str] = {}
     for tc in root.iter("testcase"):
         results = {child.tag: child for child in tc if child.tag in ("error", "failure", "skipped")}
-        if (results.get("error", tc).get("message") or "").startswith("interrupted by "):
-            return "interrupted"
         said = next((k for k in ("error", "failure", "skipped") if k in results), "pass")
-        found = max(found or said, said, key=_WORST.index)
-    return found or "missing"
+        if (results.get("error", tc).get("message") or "").startswith("interrupted by "):
+            said = "interrupted"
+        row = next((p.get("value") for p in tc.iter("property") if p.get("name") == "stackgate.row"), "") or ""
+        found[row] = max(found.get(row, said), said, key=_WORST.index)
+    return found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,27 +89,28 @@ def run(
     *,
     resume: bool = False,
     deadline_s: float | None = None,
+    share: bool = False,
 ) -> int:
-    """Run every row, as many at once as the devices hold; the exit status of `ci run`."""
+    """Run every row, as many at once as the devices hold; the exit status of `ci run`. `share`: the rows of a group
+    run in one process each (`schedule.jobs`), one JUnit per job."""
     start = time.monotonic()
     (plan.out / NOT_RUN).unlink(missing_ok=True)  # what an earlier run left unstarted is this run's to start
-    pending = jobs(rows, st)
+    done: dict[str, str] = {}
+    if not resume:  # an earlier run's results in this folder must not stand in for this run's
+        for row in rows:
+            plan.junit(_alone(row)).unlink(missing_ok=True)
+    else:
+        found = _results(plan.out)
+        done = {r.id: found[r.id] for r in rows if found.get(r.id, "interrupted") != "interrupted"}
+        print(f"--resume: {len(done)} rows have a result in {plan.out}, {len(rows) - len(done)} to run", flush=True)
+    pending = jobs([r for r in rows if r.id not in done], st, share=share)
     packing = Packing(devices)
     for job in list(pending):  # a row wider than the host: on every device, where the harness says it cannot run
         if not packing.fits_at_all(job):
             pending[pending.index(job)] = replace(job, gpus=len(devices), memory_gib=None)
-    done: dict[str, str] = {}
-    if not resume:  # an earlier run's results in this folder must not stand in for this run's
-        for job in pending:
-            plan.junit(job).unlink(missing_ok=True)
-    else:
-        for job in list(pending):
-            said = outcome(plan.junit(job))
-            if said not in ("missing", "interrupted"):
-                done[job.row.id] = said
-                pending.remove(job)
-        print(f"--resume: {len(done)} rows have a result in {plan.out}, {len(pending)} to run", flush=True)
-    total, running, took = len(pending), [], []
+    for job in pending:  # a job's file is named by its first row: a file an earlier run left there goes
+        plan.junit(job).unlink(missing_ok=True)
+    total, running, took = sum(len(j.rows) for j in pending), [], []
     deadline = start + deadline_s if deadline_s is not None else None
     reserve = min(30.0, deadline_s / 4) if deadline_s is not None else 0.0
     cut = False
@@ -131,17 +141,20 @@ def run(
             for r in [r for r in running if r.proc.poll() is not None]:
                 running.remove(r)
                 packing.release(r.job, r.devices)
-                took.append(time.monotonic() - r.started)
-                said = _settle(r)
-                done[r.job.row.id] = said
-                left = len(pending) + len(running)
-                eta = statistics.median(took) * left / max(1, len(running))
-                where = f" on GPU {','.join(r.devices)}" if any(r.devices) else ""
-                print(
-                    f"[{total - left}/{total}] {said:<11} {r.job.row.id}  {took[-1]:.0f} s{where}"
-                    f" · {left} left, ETA {_minutes(eta) if left else 'done'}",
-                    flush=True,
-                )
+                seconds = time.monotonic() - r.started
+                took += [seconds / len(r.job.rows)] * len(r.job.rows)
+                for row_id, said in _settle(r).items():
+                    done[row_id] = said
+                    left = sum(len(j.rows) for j in pending) + sum(len(x.job.rows) for x in running)
+                    left += sum(1 for x in r.job.rows if x.id not in done)
+                    eta = statistics.median(took) * left / max(1, len(running) + 1)
+                    where = f" on GPU {','.join(r.devices)}" if any(r.devices) else ""
+                    shared = f" (one process, {len(r.job.rows)} rows)" if len(r.job.rows) > 1 else ""
+                    print(
+                        f"[{total - left}/{total}] {said:<11} {row_id}  {seconds:.0f} s{where}{shared}"
+                        f" · {left} left, ETA {_minutes(eta) if left else 'done'}",
+                        flush=True,
+                    )
             if (received or cut) and not running:
                 break
             time.sleep(0.2)
@@ -153,7 +166,7 @@ def run(
             plan.out,
             first.target,
             first.suite,
-            [j.row.id for j in pending],
+            [r.id for j in pending for r in j.rows],
             f"not started before ci run's --deadline ({deadline_s or 0:g} s)",
             "run the same ci run with --resume",
         )
@@ -171,29 +184,52 @@ def run(
     return NOTHING_RAN if statuses and all(s == "skipped" for s in statuses) else 0
 
 
-def _settle(r: Running) -> str:
-    """The row's outcome; where its session ended without a JUnit, one saying so is written in its place."""
-    said = outcome(r.junit)
-    if said != "missing":
+def _settle(r: Running) -> dict[str, str]:
+    """Each row's outcome; a row the job's session ended without a result for (the harness died) gets a testcase
+    saying so, added to the job's JUnit (written where there was none)."""
+    found = row_outcomes(r.junit)
+    said = {row.id: found.get(row.id, "missing") for row in r.job.rows}
+    lost = [row for row in r.job.rows if said[row.id] == "missing"]
+    if not lost:
         return said
     code = r.proc.returncode
     message = (
         f"the row's harness session ended (exit {code}) without writing its JUnit: no result of this row "
         f"exists; its output: logs/session-{r.job.row.id}.log"
     )
-    root = etree.Element("testsuites")
-    suite = etree.SubElement(root, "testsuite", name=r.junit.stem.removeprefix("junit-"), tests="1", errors="1")
-    props = etree.SubElement(suite, "properties")
-    etree.SubElement(props, "property", name="stackgate.target", value=r.job.row.target)
-    etree.SubElement(props, "property", name="stackgate.suite", value=r.job.row.suite)
-    tc = etree.SubElement(suite, "testcase", name=f"session[{r.job.row.id}]", classname="harness", time="0")
-    tprops = etree.SubElement(tc, "properties")
-    etree.SubElement(tprops, "property", name="stackgate.row", value=r.job.row.id)
-    etree.SubElement(tc, "error", message=message)
+    try:
+        root = etree.parse(str(r.junit)).getroot()
+        suite = next(root.iter("testsuite"))
+    except (OSError, etree.XMLSyntaxError, StopIteration):
+        root = etree.Element("testsuites")
+        suite = etree.SubElement(root, "testsuite", name=r.junit.stem.removeprefix("junit-"), tests="0", errors="0")
+        props = etree.SubElement(suite, "properties")
+        etree.SubElement(props, "property", name="stackgate.target", value=r.job.row.target)
+        etree.SubElement(props, "property", name="stackgate.suite", value=r.job.row.suite)
+    for row in lost:
+        tc = etree.SubElement(suite, "testcase", name=f"session[{row.id}]", classname="harness", time="0")
+        tprops = etree.SubElement(tc, "properties")
+        etree.SubElement(tprops, "property", name="stackgate.row", value=row.id)
+        etree.SubElement(tc, "error", message=message)
+    suite.set("tests", str(len(suite.findall("testcase"))))
     tmp = r.junit.with_suffix(".tmp")
     etree.ElementTree(root).write(str(tmp), encoding="utf-8", xml_declaration=True)
     tmp.replace(r.junit)
-    return "missing"
+    return said
+
+
+def _alone(row: Row) -> Job:
+    return Job(rows=(row,), gpus=max(row.gpus, 1), memory_gib=None, group="")
+
+
+def _results(out: Path) -> dict[str, str]:
+    """Every row with a result in `out`'s JUnit files (a stop may have left several rows in one file)."""
+    found: dict[str, str] = {}
+    for junit in sorted(out.glob("junit-*.xml")):
+        for row_id, said in row_outcomes(junit).items():
+            if row_id:
+                found[row_id] = max(found.get(row_id, said), said, key=_WORST.index)
+    return found
 
 
 def _minutes(seconds: float) -> str:

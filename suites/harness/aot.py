@@ -167,7 +167,19 @@ DEFAULT_KERNEL_LIST = MANIFEST  # what the image baked: its manifest names the l
 
 def load_baked(manifest: str = MANIFEST) -> list[tuple[str, str, bool]]:
     """Go through the compile path of every baked kernel again, in this process, and report for each
-    (kernel, target) whether Triton found it in the cache. A miss is a compile the bake should have made."""
+    (kernel, target) whether Triton found it in the cache. A miss is a compile the bake should have made. Once a
+    process: Triton's in-memory cache then serves the kernels without the compile path, so a later row of a shared
+    process (harness.shared) gets what its first row found."""
+    if manifest in _loaded and os.environ.get("STACKGATE_SHARE_ENGINES") == "1":
+        return _loaded[manifest]
+    _loaded[manifest] = found = _load_baked(manifest)
+    return found
+
+
+_loaded: dict[str, list[tuple[str, str, bool]]] = {}
+
+
+def _load_baked(manifest: str) -> list[tuple[str, str, bool]]:
     import triton
 
     doc = json.loads(Path(manifest).read_text())

@@ -9,16 +9,20 @@ processes, so its `repeats` says 1 rather than pretending otherwise.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from harness.items import ENV_SHARE
+
 Phase = Literal["cold", "warm", "none"]
 PROPERTY_PREFIX = "stackgate.metric."
 
-_cold_taken: set[str] = set()
+_cold_taken: dict[str, tuple[str, tuple[float, ...]]] = {}  # name -> (the row that timed it, its cold sample)
+_borrowed: dict[int, str] = {}  # id of a cold Measurement handed to a later row -> the row that took it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +67,8 @@ def record(item_or_request: Any, m: Measurement) -> Measurement:
     """Attach a measurement to the running test as a JUnit property (`record_property` semantics)."""
     node = getattr(item_or_request, "node", item_or_request)
     node.user_properties.append(m.property())
+    if id(m) in _borrowed:  # a cold figure a shared process's first row took
+        node.user_properties.append(("stackgate.cold_from", f"{_borrowed.pop(id(m))}: this process's first row"))
     return m
 
 
@@ -89,18 +95,20 @@ def cold_warm(
 ) -> ColdWarm:
     """Time `fn` cold (its first call in this process) and warm (`repeats` calls after `settle` untimed ones).
 
-    Refuses a second cold measurement of the same name in one process: it would not be cold.
+    Refuses a second cold measurement of the same name in one process: it would not be cold. In a shared process
+    (harness.shared) a later row gets the first row's cold figure, labelled with that row (`record` says so).
     """
-    if name in _cold_taken:
-        raise RuntimeError(f"{name!r} was already timed cold in this process; a second call is not cold")
     if repeats < 1:
         raise ValueError("repeats must be >= 1")
-    _cold_taken.add(name)
-    cold = [_ms(fn)]
+    if name in _cold_taken and os.environ.get(ENV_SHARE) != "1":
+        raise RuntimeError(f"{name!r} was already timed cold in this process; a second call is not cold")
+    first = _cold_taken.get(name)
+    cold = list(first[1]) if first else [_ms(fn)]
+    _cold_taken.setdefault(name, (os.environ.get("STACKGATE_ROW_ID", ""), tuple(cold)))
     for _ in range(settle):
         fn()
     warm = [_ms(fn) for _ in range(repeats)]
-    return ColdWarm(
-        cold=of_samples(cold_name or f"cold_{name}_ms", cold, "ms", "cold"),
-        warm=of_samples(warm_name or f"warm_{name}_ms", warm, "ms", "warm"),
-    )
+    timed = of_samples(cold_name or f"cold_{name}_ms", cold, "ms", "cold")
+    if first:
+        _borrowed[id(timed)] = first[0]
+    return ColdWarm(cold=timed, warm=of_samples(warm_name or f"warm_{name}_ms", warm, "ms", "warm"))
