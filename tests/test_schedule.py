@@ -62,28 +62,34 @@ def test_rows_of_one_model_and_change_run_one_after_another() -> None:
     assert sorted(j.row.id for j, _ in started) == sorted([row(1, change="same").id, row(3).id])
 
 
-# A stand-in for the harness: records when and where it ran, sleeps, writes its row's JUnit; on SIGTERM it writes
-# the row as interrupted, as the harness does. FAIL_NO_JUNIT makes it die without writing.
+# A stand-in for the harness: records when and where it ran, sleeps, writes its rows' JUnit (several rows, one after
+# another, where they share a process); on SIGTERM it writes the row in flight as interrupted, as the harness does.
+# A row named dies... makes it die without writing.
 WORKER = textwrap.dedent("""
     import os, signal, sys, time
-    junit, row, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    def write(result):
+    junit, rows, seconds = sys.argv[1], sys.argv[2].split(","), float(sys.argv[3])
+    cases = []
+    def case(row, result):
+        return (f'<testcase name="t[{row}]"><properties><property name="stackgate.row" value="{row}"/>'
+                f'<property name="gpus" value="{os.environ.get("CUDA_VISIBLE_DEVICES", "")}"/>'
+                f'<property name="pid" value="{os.getpid()}"/>'
+                f'<property name="span" value="{start} {time.time()}"/></properties>{result}</testcase>')
+    def write():
         with open(junit + ".tmp", "w") as fh:
-            fh.write(f'<testsuites><testsuite name="s"><testcase name="t[{row}]">'
-                     f'<properties><property name="stackgate.row" value="{row}"/>'
-                     f'<property name="gpus" value="{os.environ.get("CUDA_VISIBLE_DEVICES", "")}"/>'
-                     f'<property name="span" value="{start} {time.time()}"/></properties>'
-                     f'{result}</testcase></testsuite></testsuites>')
+            fh.write('<testsuites><testsuite name="s">' + "".join(cases) + '</testsuite></testsuites>')
         os.replace(junit + ".tmp", junit)
     def stop(signum, frame):
-        write('<error message="interrupted by SIGTERM: the run was stopped during this row"/>')
+        cases.append(case(row, '<error message="interrupted by SIGTERM: the run was stopped during this row"/>'))
+        write()
         sys.exit(143)
     signal.signal(signal.SIGTERM, stop)
-    start = time.time()
-    time.sleep(seconds)
-    if row.startswith("dies"):
-        sys.exit(3)
-    write("")
+    for row in rows:
+        start = time.time()
+        time.sleep(seconds)
+        if row.startswith("dies"):
+            sys.exit(3)
+        cases.append(case(row, ""))
+        write()
 """)
 
 DRIVER = textwrap.dedent("""
@@ -96,17 +102,18 @@ DRIVER = textwrap.dedent("""
     out, spec = Path(sys.argv[1]), json.loads(sys.argv[2])
     st = loader.load(Path(spec["stack"]))
     base = next(r for r in plan.build(st).rows if r.target == "cpu")
-    rows = [replace(base, id=f"{p}{n}.cpu.cpu-selftest.{n:08x}", change=f"{p}{n}", tp=g)
+    rows = [replace(base, id=f"{p}{n}.cpu.cpu-selftest.{n:08x}", change=spec.get("change") or f"{p}{n}", tp=g)
             for n, (p, g) in enumerate(spec["rows"])]
     worker = out / "worker.py"
     def command(job, ids, junit):
-        return [sys.executable, str(worker), str(junit), job.row.id, str(spec["seconds"])], \\
+        return [sys.executable, str(worker), str(junit), ",".join(r.id for r in job.rows), str(spec["seconds"])], \\
             {"CUDA_VISIBLE_DEVICES": ",".join(ids)}, None
     junit = lambda job: out / f"junit-{job.row.id}.xml"
     devices = [Device(i, spec["memory"]) for i in spec["devices"]]
     try:
         code = scheduled.run(st, rows, devices, scheduled.Plan(command=command, junit=junit, out=out),
-                             resume=spec.get("resume", False), deadline_s=spec.get("deadline"))
+                             resume=spec.get("resume", False), deadline_s=spec.get("deadline"),
+                             share=spec.get("share", False))
     except Exception as exc:
         print("raised", type(exc).__name__, getattr(exc, "exit_code", None), exc, flush=True)
         sys.exit(getattr(exc, "exit_code", 99))
@@ -264,3 +271,34 @@ def test_a_crash_in_a_shared_process_fails_that_row_alone_and_the_group_still_pa
     pid = {r: next(p.get("value") for p in tc.iter("property") if p.get("name") == "pid") for r, tc in cases.items()
            if r != rows[1].id}  # fmt: skip
     assert pid[rows[0].id] != pid[rows[2].id]  # the row before the crash shared its process; those after, not
+
+
+def test_a_shared_job_stopped_mid_way_resumes_at_the_row_it_was_in(tmp_path: Path) -> None:
+    """Four rows of one model and change share one process; a SIGTERM during the third: the two before keep their
+    result, and --resume runs the interrupted row and the one never reached, in a new job."""
+    spec = {"rows": [["r", 1]] * 4, "change": "same", "share": True, "seconds": 1.0}
+    proc = _drive(tmp_path, **spec)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sum(len(scheduled.row_outcomes(f)) for f in tmp_path.glob("junit-*.xml")) < 2:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    said, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 143, said
+    (file,) = tmp_path.glob("junit-*.xml")
+    first = scheduled.row_outcomes(file)
+    assert sorted(first.values()) == ["interrupted", "pass", "pass"], first
+    assert len({p["pid"] for p in _all_props(file)}) == 1  # one process for the job's rows
+    proc = _drive(tmp_path, **spec, resume=True)
+    said, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, said
+    assert "--resume: 2 rows have a result" in said and "[2/2]" in said and "(one process, 2 rows)" in said
+    assert sorted(scheduled._results(tmp_path).values()) == ["pass"] * 4
+
+
+def _all_props(file: Path) -> list[dict[str, str]]:
+    from lxml import etree
+
+    return [
+        {p.get("name"): p.get("value") for p in tc.iter("property")} for tc in etree.parse(str(file)).iter("testcase")
+    ]

@@ -26,6 +26,7 @@ from ci.stack.model import Stack
 from ci.stack.plan import Row
 
 DEADLINE_EXIT = 9
+UNREACHED = "not run"  # a row of a shared job that a stop ended before it began: --resume runs it
 
 
 class DeadlineReached(StackgateError):
@@ -102,6 +103,7 @@ def run(
     else:
         found = _results(plan.out)
         done = {r.id: found[r.id] for r in rows if found.get(r.id, "interrupted") != "interrupted"}
+        _forget(plan.out, {r.id for r in rows if r.id not in done})  # as a row's own file is written anew
         print(f"--resume: {len(done)} rows have a result in {plan.out}, {len(rows) - len(done)} to run", flush=True)
     pending = jobs([r for r in rows if r.id not in done], st, share=share)
     packing = Packing(devices)
@@ -160,21 +162,24 @@ def run(
             time.sleep(0.2)
     if received:
         raise guard.Stopped(received[0], plan.out)
-    if pending:
-        first = pending[0].row
+    unreached = [row_id for row_id, said in done.items() if said == UNREACHED]
+    for row_id in unreached:
+        del done[row_id]
+    if pending or unreached:
+        first = pending[0].row if pending else rows[0]
         record_not_run(
             plan.out,
             first.target,
             first.suite,
-            [r.id for j in pending for r in j.rows],
+            [*unreached, *(r.id for j in pending for r in j.rows)],
             f"not started before ci run's --deadline ({deadline_s or 0:g} s)",
             "run the same ci run with --resume",
         )
     statuses = list(done.values())
     print(f"{len(statuses)} rows: " + ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses))), flush=True)
-    if pending or "interrupted" in statuses:
+    if pending or unreached or "interrupted" in statuses:
         raise DeadlineReached(
-            f"--deadline {deadline_s:g} s: {len(pending)} rows not started, "
+            f"--deadline {deadline_s:g} s: {sum(len(j.rows) for j in pending) + len(unreached)} rows not started, "
             f"{statuses.count('interrupted')} stopped in flight; the rest have their JUnit in "
             f"{plan.out}",
             hint="run the same command with --resume to go on",
@@ -190,8 +195,8 @@ def _settle(r: Running) -> dict[str, str]:
     found = row_outcomes(r.junit)
     said = {row.id: found.get(row.id, "missing") for row in r.job.rows}
     lost = [row for row in r.job.rows if said[row.id] == "missing"]
-    if not lost:
-        return said
+    if not lost or "interrupted" in found.values():  # a stop cut the job: the rows after it never started
+        return {k: (UNREACHED if v == "missing" else v) for k, v in said.items()}
     code = r.proc.returncode
     message = (
         f"the row's harness session ended (exit {code}) without writing its JUnit: no result of this row "
@@ -216,6 +221,26 @@ def _settle(r: Running) -> dict[str, str]:
     etree.ElementTree(root).write(str(tmp), encoding="utf-8", xml_declaration=True)
     tmp.replace(r.junit)
     return said
+
+
+def _forget(out: Path, row_ids: set[str]) -> None:
+    """Take the rows about to run again (a stop interrupted them) out of the JUnit files an earlier run wrote."""
+    for junit in sorted(out.glob("junit-*.xml")):
+        if not row_ids & set(row_outcomes(junit)):
+            continue
+        tree = etree.parse(str(junit))
+        for tc in list(tree.iter("testcase")):
+            named = {p.get("value") for p in tc.iter("property") if p.get("name") == "stackgate.row"}
+            if named & row_ids:
+                tc.getparent().remove(tc)
+        for suite in tree.iter("testsuite"):  # its counts, as its testcases now are
+            cases = suite.findall("testcase")
+            for attr, tag in (("tests", None), ("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+                if suite.get(attr) is not None:
+                    suite.set(attr, str(sum(1 for c in cases if tag is None or c.find(tag) is not None)))
+        tmp = junit.with_suffix(".tmp")
+        tree.write(str(tmp), encoding="utf-8", xml_declaration=True)
+        tmp.replace(junit)
 
 
 def _alone(row: Row) -> Job:
