@@ -44,6 +44,7 @@ class Child:
         if not self.share or nodeid not in self.order:
             return
         self.reports = []
+        profile.next_row()
         tmp = self.result / f"{CURRENT}.tmp"
         tmp.write_text(json.dumps({"index": self.order[nodeid], "started": time.monotonic()}))
         os.replace(tmp, self.result / CURRENT)
@@ -83,7 +84,10 @@ class Child:
         if self.share and nodeid in self.order:
             path = result_file(self.result, self.order[nodeid])
             if self.window is not None:
-                doc["jit"] = seen_to_json(self.window.seen(row=os.environ.get("STACKGATE_ROW_ID") or None))
+                # the items of a shared child run one after another, and the child's JIT log is its own: what was
+                # appended while this item ran is this item's, from whichever process (inductor's compile workers
+                # were started for an earlier row) it came
+                doc["jit"] = seen_to_json(self.window.seen())
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc))
         os.replace(tmp, path)

@@ -78,16 +78,14 @@ class Window:
         self._dirs = cache_dirs()
         self._before = _snapshot(self._dirs)
 
-    def seen(self, row: str | None = None) -> Seen:
-        """`row`: only the compiles recorded for that row (and those no row claimed), where items of several rows
-        run in one process one after another (harness.shared)."""
+    def seen(self) -> Seen:
         new = tuple(_new_files(self._before, self._dirs))
         if self._mod is None or self._log is None:
             return Seen(compiles=None, kernels=(), cache_new_files=new)
         if not self._log.exists():
             return Seen(compiles=0, kernels=(), cache_new_files=new)
         events, _ = jit_log.read_events(str(self._log), self._offset)
-        real = [e for e in jit_log.compiles(events) if row is None or e.get("row") in (row, "", None)]
+        real = jit_log.compiles(events)
         kernels = tuple(dict.fromkeys(str(e.get("kernel", "?")) for e in real))
         return Seen(compiles=len(real), kernels=kernels, cache_new_files=new, events=tuple(real))
 

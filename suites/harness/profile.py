@@ -48,6 +48,12 @@ def traced_in_requests() -> list[dict[str, Any]]:
     return list(_traced_in_requests)
 
 
+def next_row() -> None:
+    """A shared process's next row (harness.shared): what the rows before it traced and paid once is theirs."""
+    _traced_in_requests.clear()
+    _first_calls.clear()
+
+
 def note_first_call(what: str, ms: float) -> None:
     _first_calls.append((what, ms))
 
