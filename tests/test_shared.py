@@ -175,3 +175,11 @@ def test_later_rows_of_a_shared_process_report_the_first_rows_cold_timings(engin
     assert got["compiles_after_ready"] == (2.0,) and got["cold_warm_ratio"] == (9.0,)
     labels = [p[1] for p in later.node.user_properties if isinstance(p, tuple) and p[0] == "stackgate.cold_from"]
     assert labels and labels[0].startswith("a.cpu.m.1: this process's first row")
+
+
+def test_the_schedulers_budget_for_a_shared_job_is_what_the_engines_hold(engine_pkg) -> None:
+    from ci.run import schedule
+    from engine import config, engines
+
+    assert config.DUMMY_KV_CACHE_BYTES == schedule.DUMMY_KV_GIB * 2**30
+    assert schedule.SHARED_JOB_GIB == schedule.DUMMY_ROW_GIB + (engines.SHARED_ENGINES - 1) * schedule.DUMMY_KV_GIB

@@ -18,8 +18,10 @@ from ci.stack.plan import Row
 # What a random-weight row holds on a device: its fixed 12 GiB KV budget, weights of at most a few GiB, the CUDA
 # context and its graphs. Seven fit on an H200's 139 GiB (as the shrunk campaign ran them), six on a GB10.
 DUMMY_ROW_GIB = 18.0
-# A shared process keeps two engines (a row test's and its reference: suites/engine/engines.py SHARED_ENGINES).
-SHARED_ENGINES = 2
+# A shared process keeps two engines (a row test's and its reference: suites/engine/engines.py SHARED_ENGINES); the
+# second adds its KV budget and little else (evidence/h200-engine-sharing: two tiny engines held 0.1 GiB beyond KV).
+DUMMY_KV_GIB = 12.0
+SHARED_JOB_GIB = DUMMY_ROW_GIB + DUMMY_KV_GIB
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False) -> list[Job]:
             continue
         out.append(Job(rows=(row,), gpus=max(row.gpus, 1), memory_gib=DUMMY_ROW_GIB if dummy else None, group=group))
     for group, together in shared.items():
-        memory = DUMMY_ROW_GIB * (SHARED_ENGINES if len(together) > 1 else 1)
+        memory = SHARED_JOB_GIB if len(together) > 1 else DUMMY_ROW_GIB
         out.append(Job(rows=tuple(together), gpus=1, memory_gib=memory, group=group))
     order = {r.id: n for n, r in enumerate(rows)}
     size = Counter(j.group for j in out for _ in j.rows)
