@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import types
 from pathlib import Path
 from typing import ClassVar
@@ -178,8 +180,40 @@ def test_later_rows_of_a_shared_process_report_the_first_rows_cold_timings(engin
 
 
 def test_the_schedulers_budget_for_a_shared_job_is_what_the_engines_hold(engine_pkg) -> None:
-    from ci.run import schedule
     from engine import config, engines
+
+    from ci.run import schedule
 
     assert config.DUMMY_KV_CACHE_BYTES == schedule.DUMMY_KV_GIB * 2**30
     assert schedule.SHARED_JOB_GIB == schedule.DUMMY_ROW_GIB + (engines.SHARED_ENGINES - 1) * schedule.DUMMY_KV_GIB
+
+
+def test_a_sigterm_in_a_shared_process_keeps_the_finished_rows_and_names_the_one_in_flight(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "test_it.py").write_text(SUITE)
+    doc = {"schema": 1, "target": {"id": "cpu", "family": "cpu"}, "suite": "s", "git_revision": "abc",
+           "image": {"ref": "img", "digest": "sha256:feed"}, "timeout_s": 120,
+           "rows": [{"id": f"r{n}", "change": "c", "track": "t", "suite": "s", "target": "cpu", "model_info": {}}
+                    for n in range(3)]}  # fmt: skip
+    (tmp_path / "rows.json").write_text(json.dumps(doc))
+    env = dict(os.environ, STACKGATE_ROWS=str(tmp_path / "rows.json"), HANG_ROW="r1")
+    env["PYTHONPATH"] = os.pathsep.join([str(FAKES), str(SUITES)])
+    env["STACKGATE_JIT_LOG"] = str(tmp_path / "jit.jsonl")
+    junit = tmp_path / "out" / "junit.xml"
+    cmd = [sys.executable, "-m", "pytest", "s", "-p", "harness.plugin", "--stackgate-junit", str(junit),
+           "--rootdir", str(tmp_path), "-p", "no:cacheprovider", "--stackgate-share"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (junit.exists() and "r0" in junit.read_text()):
+        time.sleep(0.1)
+    time.sleep(1.0)  # r1 is in flight, sleeping
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    cases = {}
+    for case in next(iter(JUnitXml.fromfile(str(junit)))):
+        props = {p.name: p.value for p in case.properties()}
+        errors = [r.message for r in case.result if isinstance(r, Error)]
+        cases[props["stackgate.row"]] = errors[0] if errors else None
+    assert cases["r0"] is None, out
+    assert cases["r1"].startswith("interrupted by SIGTERM")
+    assert "r2" not in cases  # never started: a resume runs it
