@@ -76,6 +76,9 @@ class Child:
             first = profile.describe_first_calls()
             if first:  # vLLM's once-per-process work, timed
                 simple["user_properties"].append([FIRST_REQUEST_ONLY, first])
+            peak = _gpu_peak_gib()
+            if peak is not None:  # what packing rows on a GPU has to hold (a shared process: its peak so far)
+                simple["user_properties"].append([GPU_PEAK, f"{peak:.2f}"])
         self.reports.append(simple)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
@@ -100,6 +103,19 @@ class Child:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
+
+
+GPU_PEAK = "stackgate.gpu_peak_gib"
+
+
+def _gpu_peak_gib() -> float | None:
+    """The most GPU memory torch's allocator of this process has held on any device, in GiB; None where this process
+    never touched CUDA (vLLM's engine then ran elsewhere, or no GPU was used)."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_initialized():
+        return None
+    return max(cuda.max_memory_reserved(d) for d in range(cuda.device_count())) / 2**30
 
 
 def _simple(report: pytest.TestReport) -> dict[str, Any]:
