@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -208,21 +209,32 @@ def test_a_bake_of_an_earlier_build_is_not_run(test_image: str, docker_client, c
 
 
 def test_scheduled_rows_each_run_in_their_own_container(tmp_path: Path, test_image: str, docker_client) -> None:
-    """The scheduler in docker mode (the default on a GPU host): one container per row, each writing its own JUnit
-    into the mounted results folder; two stand-in devices of two rows each, so the rows run side by side."""
+    """The scheduler in docker mode (the default on a GPU host). With --isolate, one container per row, each writing
+    its own JUnit into the mounted results folder; two stand-in devices of two rows each, so the rows run side by
+    side. By default the four rows (one model and change) are one job: one container, one shared child process,
+    one JUnit holding the four rows, each row's own log."""
     tree = tmp_path / "suites"
     (tree / "selftest").mkdir(parents=True)
     (tree / "selftest" / "test_rows.py").write_text(
-        "import pytest\n\n@pytest.mark.track('harness-selftest')\ndef test_row(row):\n    pass\n"
+        "import os\nimport pytest\n\n@pytest.mark.track('harness-selftest')\n"
+        "def test_row(row, record_property):\n    record_property('pid', str(os.getpid()))\n"
     )
     out = tmp_path / "out"
     argv = ["run", "cpu", "selftest", "--image", test_image, "--suites-dir", str(tree), "--gpus", "a,b",
             "--gpu-memory", "36", "--out", str(out)]  # fmt: skip
-    assert cli.main(argv) == 0
+    assert cli.main([*argv, "--isolate"]) == 0
     files = sorted(out.glob("junit-cpu-selftest-0.*.xml"))
     assert len(files) == 4 and all("<failure" not in f.read_text() for f in files)
     assert {p.stat().st_uid for p in out.rglob("*")} == {os.getuid()}
     assert not docker_client.containers.list(all=True, filters={"volume": str(out.resolve())})
+    assert cli.main(argv) == 0
+    (shared,) = out.glob("junit-cpu-selftest-0.*.xml")
+    from ci.run import scheduled
+
+    assert sorted(scheduled.row_outcomes(shared).values()) == ["pass"] * 4
+    assert len(set(re.findall(r'name="pid" value="(\d+)"', shared.read_text()))) == 1
+    assert len([p for p in (out / "logs").glob("selftest_test_rows.py*.log")]) == 4
+    assert {p.stat().st_uid for p in out.rglob("*")} == {os.getuid()}
 
 
 def _dead_harness_run(tmp_path: Path, image: str, body: str) -> tuple[int, Path]:
