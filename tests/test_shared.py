@@ -166,9 +166,9 @@ def test_later_rows_of_a_shared_process_report_the_first_rows_cold_timings(engin
     first, later = row_evidence("a.cpu.m.1"), row_evidence("b.cpu.m.2")
     first.metric("engine_ready_s", 10.0, "s", "cold")
     first.metric("cold_first_request_ms", 900.0, "ms", "cold")
-    assert first.cold_from is None and later.cold_from == "a.cpu.m.1"
     later.metric("engine_ready_s", 0.0, "s", "cold")  # the engine it was handed was ready before the row began
     later.metric("cold_first_request_ms", 120.0, "ms", "cold")
+    assert first.cold_from is None and later.cold_from == "a.cpu.m.1"
     later.metric("warm_request_ms", [100.0, 100.0, 300.0], "ms", "warm")
     later.metric("compiles_after_ready", 2, "count", "cold")  # counts stay the row's own
     later.metric("cold_warm_ratio", 1.2, "ratio")

@@ -12,13 +12,8 @@ from typing import Any
 import pytest
 from harness import profile as profiling
 from harness.items import ENV_SHARE
-from harness.measure import Measurement, of_samples
+from harness.measure import COLD_FROM, Measurement, cold_from, first_cold, of_samples
 from harness.measure import record as record_measurement
-
-# In a shared child (harness.shared) only the process's first row meets a fresh process: its cold timings (engine
-# ready, first request) are the cold figures of every later row there, each labelled with the row they come from.
-_first_row: list[str] = []
-_first_cold: dict[str, list[float]] = {}
 
 
 class Evidence:
@@ -29,12 +24,6 @@ class Evidence:
         self.absent: str | None = None
         self.cold_from: str | None = None  # the row whose cold timings this one reports (shared child)
         self.recorded: dict[str, list[float]] = {}
-        if os.environ.get(ENV_SHARE) == "1":
-            if not _first_row:
-                _first_row.append(row.id)
-            if _first_row[0] != row.id:
-                self.cold_from = _first_row[0]
-                self.prop("cold_from", f"{self.cold_from}: this process's first row (engine ready, first request)")
 
     @classmethod
     def start(
@@ -87,11 +76,13 @@ class Evidence:
 
     def metric(self, name: str, samples: float | Sequence[float], unit: str, phase: str = "none") -> Measurement:
         values = [float(samples)] if isinstance(samples, (int, float)) else [float(s) for s in samples]
-        timing = phase == "cold" and unit in ("s", "ms")
-        if timing and self.cold_from is None:
-            _first_cold[name] = values
-        elif timing and name in _first_cold:  # a later row of a shared process: the process's first row's figure
-            values = _first_cold[name]
+        if phase == "cold" and unit in ("s", "ms") and os.environ.get(ENV_SHARE) == "1":  # timings only: counts
+            taken, taken_on = first_cold(name, values, self.row.id)  # stay the row's own
+            if taken_on:
+                values = list(taken)
+                if self.cold_from is None:
+                    self.cold_from = taken_on
+                    self.node.user_properties.append((COLD_FROM, cold_from(taken_on)))
         elif name == "cold_warm_ratio" and self.cold_from and self.recorded.get("warm_request_ms"):
             cold = self.recorded.get("cold_first_request_ms", values)
             values = [cold[0] / statistics.median(self.recorded["warm_request_ms"])]

@@ -13,7 +13,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from harness.items import ENV_SHARE
@@ -21,8 +21,8 @@ from harness.items import ENV_SHARE
 Phase = Literal["cold", "warm", "none"]
 PROPERTY_PREFIX = "stackgate.metric."
 
-_cold_taken: dict[str, tuple[str, tuple[float, ...]]] = {}  # name -> (the row that timed it, its cold sample)
-_borrowed: dict[int, str] = {}  # id of a cold Measurement handed to a later row -> the row that took it
+COLD_FROM = "stackgate.cold_from"  # on a later row of a shared process: the row its cold figures were taken on
+_cold_taken: dict[str, tuple[str, tuple[float, ...]]] = {}  # name -> (the row that took it first here, its samples)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,6 +32,7 @@ class Measurement:
     unit: str
     phase: Phase
     samples: tuple[float, ...]
+    taken_on: str | None = None  # a cold figure another row of this shared process took (`first_cold`)
 
     @property
     def repeats(self) -> int:
@@ -67,9 +68,22 @@ def record(item_or_request: Any, m: Measurement) -> Measurement:
     """Attach a measurement to the running test as a JUnit property (`record_property` semantics)."""
     node = getattr(item_or_request, "node", item_or_request)
     node.user_properties.append(m.property())
-    if id(m) in _borrowed:  # a cold figure a shared process's first row took
-        node.user_properties.append(("stackgate.cold_from", f"{_borrowed.pop(id(m))}: this process's first row"))
+    if m.taken_on:
+        node.user_properties.append((COLD_FROM, cold_from(m.taken_on)))
     return m
+
+
+def cold_from(row: str) -> str:
+    """The label of a cold figure taken on `row`, the first row of this shared process."""
+    return f"{row}: this process's first row, where its cold figures (engine ready, first request) were taken"
+
+
+def first_cold(name: str, samples: Sequence[float], row: str) -> tuple[tuple[float, ...], str | None]:
+    """Cold figure `name` as this process can report it for `row`: `samples` where `name` is first taken here (or
+    taken again by the same row); else, a later row of a shared process (harness.shared), the samples the first
+    row took, and that row. Only a process's first figure of a kind met a fresh process."""
+    first_row, first_samples = _cold_taken.setdefault(name, (row, tuple(samples)))
+    return (tuple(samples), None) if first_row == row else (first_samples, first_row)
 
 
 def _ms(fn: Callable[[], object]) -> float:
@@ -102,13 +116,10 @@ def cold_warm(
         raise ValueError("repeats must be >= 1")
     if name in _cold_taken and os.environ.get(ENV_SHARE) != "1":
         raise RuntimeError(f"{name!r} was already timed cold in this process; a second call is not cold")
-    first = _cold_taken.get(name)
-    cold = list(first[1]) if first else [_ms(fn)]
-    _cold_taken.setdefault(name, (os.environ.get("STACKGATE_ROW_ID", ""), tuple(cold)))
+    taken = _cold_taken.get(name)
+    cold, taken_on = first_cold(name, taken[1] if taken else [_ms(fn)], os.environ.get("STACKGATE_ROW_ID", ""))
     for _ in range(settle):
         fn()
     warm = [_ms(fn) for _ in range(repeats)]
-    timed = of_samples(cold_name or f"cold_{name}_ms", cold, "ms", "cold")
-    if first:
-        _borrowed[id(timed)] = first[0]
+    timed = replace(of_samples(cold_name or f"cold_{name}_ms", cold, "ms", "cold"), taken_on=taken_on)
     return ColdWarm(cold=timed, warm=of_samples(warm_name or f"warm_{name}_ms", warm, "ms", "warm"))
