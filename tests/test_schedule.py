@@ -189,6 +189,7 @@ def test_a_session_that_dies_without_junit_fails_its_row_saying_so(tmp_path: Pat
     (dead,) = [f for f in tmp_path.glob("junit-dies*.xml")]
     assert scheduled.outcome(dead) == "error"  # the JUnit written in its place
     assert "without writing its JUnit" in dead.read_text() and "missing" in said
+    assert 'tests="1"' in dead.read_text() and 'errors="1"' in dead.read_text()  # its counts agree with its testcase
 
 
 def test_ci_run_schedules_the_cpu_rows_on_stand_in_gpus_and_the_report_reads_every_row(tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ def run(
             pending[pending.index(job)] = replace(job, gpus=len(devices), memory_gib=None)
     for job in pending:  # a job's file is named by its first row: a file an earlier run left there goes
         plan.junit(job).unlink(missing_ok=True)
-    total, running, took = sum(len(j.rows) for j in pending), [], []
+    total, finished, running, took = sum(len(j.rows) for j in pending), 0, [], []
     deadline = start + deadline_s if deadline_s is not None else None
     reserve = min(30.0, deadline_s / 4) if deadline_s is not None else 0.0
     cut = False
@@ -147,9 +147,9 @@ def run(
                 took += [seconds / len(r.job.rows)] * len(r.job.rows)
                 for row_id, said in _settle(r).items():
                     done[row_id] = said
-                    left = sum(len(j.rows) for j in pending) + sum(len(x.job.rows) for x in running)
-                    left += sum(1 for x in r.job.rows if x.id not in done)
-                    eta = statistics.median(took) * left / max(1, len(running) + 1)
+                    finished += 1
+                    left = total - finished
+                    eta = statistics.median(took) * left / max(1, len(running))
                     where = f" on GPU {','.join(r.devices)}" if any(r.devices) else ""
                     shared = f" (one process, {len(r.job.rows)} rows)" if len(r.job.rows) > 1 else ""
                     print(
@@ -216,7 +216,7 @@ def _settle(r: Running) -> dict[str, str]:
         tprops = etree.SubElement(tc, "properties")
         etree.SubElement(tprops, "property", name="stackgate.row", value=row.id)
         etree.SubElement(tc, "error", message=message)
-    suite.set("tests", str(len(suite.findall("testcase"))))
+    _recount(suite)
     tmp = r.junit.with_suffix(".tmp")
     etree.ElementTree(root).write(str(tmp), encoding="utf-8", xml_declaration=True)
     tmp.replace(r.junit)
@@ -233,14 +233,19 @@ def _forget(out: Path, row_ids: set[str]) -> None:
             named = {p.get("value") for p in tc.iter("property") if p.get("name") == "stackgate.row"}
             if named & row_ids:
                 tc.getparent().remove(tc)
-        for suite in tree.iter("testsuite"):  # its counts, as its testcases now are
-            cases = suite.findall("testcase")
-            for attr, tag in (("tests", None), ("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
-                if suite.get(attr) is not None:
-                    suite.set(attr, str(sum(1 for c in cases if tag is None or c.find(tag) is not None)))
+        for suite in tree.iter("testsuite"):
+            _recount(suite)
         tmp = junit.with_suffix(".tmp")
         tree.write(str(tmp), encoding="utf-8", xml_declaration=True)
         tmp.replace(junit)
+
+
+def _recount(suite: etree._Element) -> None:
+    """A <testsuite>'s counts, as its testcases now are."""
+    cases = suite.findall("testcase")
+    for attr, tag in (("tests", None), ("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
+        if suite.get(attr) is not None:
+            suite.set(attr, str(sum(1 for c in cases if tag is None or c.find(tag) is not None)))
 
 
 def _alone(row: Row) -> Job:
