@@ -119,10 +119,7 @@ class Controller:
             current = shared.current_index(folder)
             if current is not None and list(by_id)[current] not in {c.nodeid for c in self.cases}:
                 item = together[current]
-                stopped = Outcome(
-                    status="error", message=f"interrupted by {sig.name}: the run was stopped during this row"
-                )
-                self._served(session, item, self._finish(item, stopped, None), bar)
+                self._served(session, item, self._finish(item, _interrupted(sig.name), None), bar)
             raise
         return [i for i in session.items if i.nodeid in left or i.nodeid not in by_id]
 

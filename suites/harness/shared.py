@@ -69,11 +69,8 @@ def run_group(
             ended, hung, last_result = None, None, None
             while ended is None and hung is None:
                 time.sleep(POLL_S)
-                for i in range(len(nodeids)):
-                    if i not in reported and (done := _finished(results, i, nodeids[i], logs[i])):
-                        reported.add(i)
-                        last_result = time.monotonic()
-                        on_done(done)
+                if _collect(results, nodeids, logs, reported, on_done):
+                    last_result = time.monotonic()
                 ended, current, now = proc.poll(), _current(results), time.monotonic()
                 if ended is None and current and current[0] not in reported and now - current[1] > (timeout_s or 1e18):
                     hung = current[0]
@@ -101,11 +98,14 @@ def run_group(
 
 def _collect(
     results: Path, nodeids: Sequence[str], logs: Sequence[Path], reported: set[int], on_done: Callable[[Done], None]
-) -> None:
+) -> bool:
+    """Hand on every item that wrote its result since the last look; whether any did."""
+    before = len(reported)
     for i in range(len(nodeids)):
         if i not in reported and (done := _finished(results, i, nodeids[i], logs[i])):
             reported.add(i)
             on_done(done)
+    return len(reported) > before
 
 
 def current_index(results: Path) -> int | None:
