@@ -8,7 +8,6 @@ import json
 import os
 import sys
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +30,7 @@ class Engine:
 # reference, two in-process engines side by side (evidence/h200-engine-sharing: same tokens, 2-6.5 s to build another
 # in a warm process against 17-24 s of imports in a fresh one). At most this many live at once, any engine counted.
 SHARED_ENGINES = 2
-_shared: OrderedDict[str, Engine] = OrderedDict()
+_shared: dict[str, Engine] = {}
 
 
 def start(kwargs: dict[str, Any], *, share: bool = False) -> Engine:
@@ -40,7 +39,6 @@ def start(kwargs: dict[str, Any], *, share: bool = False) -> Engine:
     sharing = share and os.environ.get(ENV_SHARE) == "1"
     key = json.dumps(kwargs, sort_keys=True, default=str)
     if sharing and key in _shared:
-        _shared.move_to_end(key)
         return replace(_shared[key], reused=True)
     if _shared and (not sharing or len(_shared) >= SHARED_ENGINES):
         stop_shared()  # all of them: an engine is only ever torn down with no other alive (vLLM's process state)
@@ -61,7 +59,8 @@ def stop(engine: Engine | None) -> None:
 
 
 def stop_shared() -> None:
-    """Every engine kept for later rows (before one that does not fit, and at the end of a shared child)."""
+    """Every engine kept for later rows, before one that does not fit beside them (a shared child's end frees the
+    rest: harness.child exits without a teardown that could hang)."""
     engines = list(_shared.values())
     _shared.clear()
     for engine in engines:
