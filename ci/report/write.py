@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from ci import forked
 from ci.errors import ReportError, UsageError
 from ci.report import first_screen, html, json_doc, markdown
 from ci.report.rerun import forget
@@ -29,6 +30,7 @@ from ci.stack.plan import Plan
 from ci.upstream import state as upstream_state
 
 OUTPUTS = ("report.md", "report.html", "report.json")
+_FORK_CASES = 2000  # rows and testcases from which rendering the Markdown in a forked child pays
 
 
 def build(
@@ -100,11 +102,12 @@ def _upstream(path: Path | None) -> dict[str, Any]:
 def render(report: Report) -> dict[str, bytes]:
     # report.json by orjson, compact: json's encoder took as long as building the document (10,000 testcases hold
     # half a million samples). Every number in it was read as finite (ci.results.metrics) or computed from those.
-    return {
-        "report.md": markdown.render(report).encode(),
-        "report.html": html.render(report).encode(),
-        "report.json": orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE),
-    }
+    # A large report's Markdown is rendered by a forked child (ci.forked) while this process renders the rest.
+    large = len(report.results.rows) + sum(len(r.cases) for r in report.results.rows) >= _FORK_CASES
+    md = forked.start(lambda: markdown.render(report).encode()) if large else lambda: markdown.render(report).encode()
+    page = html.render(report).encode()
+    doc = orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE)
+    return {"report.md": md(), "report.html": page, "report.json": doc}
 
 
 def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
