@@ -235,3 +235,25 @@ def test_charts_read_at_any_width_log_where_values_span_decades() -> None:
     ]
     assert "linear scale" in plot.chart("q", "ms", near)
     assert [plot.num(v) for v in (1496.2, 0.2746, 12.345, 0.0)] == ["1,496", "0.275", "12.3", "0"]
+
+
+def test_one_cause_worded_per_row_is_one_cause_with_its_rows_and_the_names_most_listed(tmp_path) -> None:
+    """ "N Triton compile(s) after engine ready: <kernels>" names other kernels on each row: one cause, its count the
+    range the rows span, the kernels most rows list first; the next step re-runs a row of the commonest cause."""
+    from ci.report import first_screen
+
+    selected = rows("48804", target=TARGET)[:4]
+    said = {
+        selected[0].id: "9 Triton compile(s) after engine ready: _a_kernel, _b_kernel",
+        selected[1].id: "2 Triton compile(s) after engine ready: _b_kernel",
+        selected[2].id: "change absent; 4 Triton compile(s) after engine ready: _c_kernel, _b_kernel",
+        selected[3].id: "change absent",
+    }
+    write_rows(tmp_path / "junit", selected, lambda r, c: replace(c, status="failure", message=said[r.id]))
+    built = report.build(DEFAULT_STACK, [tmp_path / "junit"], None, changes=["48804"])
+    ((_, _, causes, step),) = first_screen.table(built).rows
+    assert causes.startswith(
+        "2–9 Triton compile(s) after engine ready: _b_kernel (3 rows), _a_kernel, _c_kernel (3 rows)"
+    )
+    assert "change absent (2 rows)" in causes
+    assert step in {f"python -m ci repro {selected[i].id}" for i in range(3)}

@@ -35,15 +35,16 @@ def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
     return triage.causes(report, verdict, limit=None)
 
 
-def next_step(report: Report, verdict: Verdict, found: list[tuple[str, int]]) -> str:
-    """One command that moves the change on: re-run a failing row of its commonest cause (`found`, from `causes`);
-    else run the rows a required target has not run; else nothing."""
+def next_step(report: Report, verdict: Verdict) -> str:
+    """One command that moves the change on: re-run a failing row of its commonest cause (as `causes` counts
+    them); else run the rows a required target has not run; else nothing."""
     if verdict.ready:
         return "none: ready"
     failing = [r for r in report.results.rows if r.change == verdict.change.id and r.status in FAILING]
     if failing:
-        top = triage.cause_key(found[0][0]) if found else None
-        says = (r for r in failing if top in {triage.cause_key(c) for c in triage.clauses(r.message or r.note)})
+        keys = {r.id: {triage.cause_key(c) for c in triage.clauses(r.message or r.note)} for r in failing}
+        top = Counter(k for r in failing for k in keys[r.id]).most_common(1)
+        says = (r for r in failing if top and top[0][0] in keys[r.id])
         return f"python -m ci repro {shlex.quote(next(says, failing[0]).id)}"
     missing = [r for r in report.results.rows if r.change == verdict.change.id and not r.cases and r.planned]
     if missing:
@@ -71,7 +72,7 @@ def table(report: Report) -> Table:
             blocked = ", ".join(CRITERION_IDS.get(c.name, c.name) for c in v.blocking)
             said = f"no row ran ({len(mine)} planned)" if not ran else f"no failing row; blocked by {blocked}"
         rows.append(
-            (f"#{v.change.id}", "✅ ready" if v.ready else "❌ not ready", said or "none", next_step(report, v, found))
+            (f"#{v.change.id}", "✅ ready" if v.ready else "❌ not ready", said or "none", next_step(report, v))
         )
     return Table(headers=("Change", "Verdict", "Causes (rows)", "Next step"), rows=tuple(rows))
 

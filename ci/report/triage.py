@@ -16,6 +16,10 @@ from ci.results.junit import Metric
 from ci.results.merge import RowResult
 
 _NUMBER = re.compile(r"\d[\d.]*(?:e[+-]?\d+)?")
+# A count and the names it counts ("14 Triton compile(s) after engine ready: _a_kernel, _b_kernel"): each row lists
+# its own names, so they are no part of the cause.
+_NAMES = 3  # names shown of a listed cause that rows list differently
+_LISTED = re.compile(r"^(?P<head>\d+ [^:]+): (?P<items>[\w.]+(?:, [\w.]+)*)$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,14 +39,38 @@ def clauses(message: str) -> list[str]:
 
 
 def cause_key(text: str) -> str:
-    """One cause whatever its numbers: "max_abs_err 4.7e-09 exceeds" on every row is one cause."""
-    return _NUMBER.sub("#", text)
+    """One cause whatever its numbers and the names it lists: "max_abs_err 4.7e-09 exceeds" on every row is one
+    cause, and so is "N Triton compile(s) after engine ready: <kernels>" whatever the kernels."""
+    listed = _LISTED.match(text)
+    return _NUMBER.sub("#", listed["head"] + ": …" if listed else text)
+
+
+def said_once(texts: list[str]) -> str:
+    """One cause as several rows word it: the first row's words, each number that differs as the range the rows
+    span ("3–14 Triton compile(s)"), and of the names the rows list, the most listed with how many rows list them."""
+    first = texts[0]
+    if len(set(texts)) == 1:
+        return first
+    heads = [(m["head"] if (m := _LISTED.match(t)) else t) for t in texts]
+    numbers = [[float(n) for n in _NUMBER.findall(h)] for h in heads]
+    spans = iter((min(col), max(col)) if len(set(col)) > 1 else None for col in zip(*numbers, strict=False))
+
+    def ranged(m: re.Match[str]) -> str:
+        span = next(spans, None)
+        return f"{span[0]:g}–{span[1]:g}" if span else m.group(0)
+
+    head = _NUMBER.sub(ranged, heads[0])
+    if not _LISTED.match(first):
+        return head
+    listed = Counter(k for t in texts if (m := _LISTED.match(t)) for k in dict.fromkeys(m["items"].split(", ")))
+    top = [f"{k} ({n} rows)" if n > 1 else k for k, n in listed.most_common(_NAMES)]
+    return f"{head}: {', '.join(top)}" + (", …" if len(listed) > _NAMES else "")
 
 
 def causes(report: Report, verdict: Verdict, limit: int | None = 3) -> list[tuple[str, int]]:
     """The change's failure causes with how many rows say each, most rows first: every clause of each row's message
     (a row absent *and* crashing says both), numbers folded, so one cause behind many rows is said once."""
-    first: dict[str, str] = {}
+    texts: dict[str, list[str]] = {}
     said: Counter[str] = Counter()
     for r in report.results.rows:
         if r.change == verdict.change.id and r.status in FAILING and (r.message or r.note):
@@ -50,10 +78,10 @@ def causes(report: Report, verdict: Verdict, limit: int | None = 3) -> list[tupl
             for text in clauses(r.message or r.note):
                 key = cause_key(text)
                 if key not in keys:
-                    first.setdefault(key, text)
+                    texts.setdefault(key, []).append(text)
                     keys.add(key)
                     said[key] += 1
-    return [(first[key], n) for key, n in said.most_common(limit)]
+    return [(said_once(texts[key]), n) for key, n in said.most_common(limit)]
 
 
 def failing(report: Report, verdict: Verdict) -> list[Failing]:

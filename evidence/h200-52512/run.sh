@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The #52512 guard on the bug it guards against: GLM-5.2's shrunk #48407 rows on vLLM 0.28.0 (it holds #51298's
+# short-prefill skip for the GLM-5.2/DeepSeek-V3.2 layer and not #52512) and on the same build with #52512's vllm/
+# diff applied over it, side by side on one H200, each side in one `ci run` from its own empty caches root (JIT
+# allowed: this is about the guard, not JIT).
+# vLLM 0.28.0 with torch 2.13 staged under /root/stage as the staging notes say; #52512's diff travels as
+# .gpu-stage-028/52512.patch; the project's wheels travel in .pydeps. No scheduling here: ci run does that.
+# usage: DEADLINE=s run.sh [--resume]   -> $OUT/res.tar.gz, one line per row on stdout
+set -u
+cd "$(dirname "$0")/../.."
+python3 -m pip install -q --no-index --no-deps --target /tmp/pydeps .pydeps/*.whl 2>/dev/null
+if [ ! -d /root/stage52512/vllm ]; then  # the fix side: the same tree, #52512 applied
+  mkdir -p /root/stage52512 && cp -a /root/stage/site/vllm /root/stage52512/ \
+    && patch -s -p1 -d /root/stage52512 < .gpu-stage-028/52512.patch || { echo "52512.patch does not apply"; exit 1; }
+fi
+export CUDA_HOME=/usr/local/cuda VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1
+export PYTHONUNBUFFERED=1 STACKGATE_REFUSE_JIT=0 TORCHINDUCTOR_COMPILE_THREADS=4 PATH="$PATH:/tmp/pydeps/bin"
+BASE=/root/stage/site:/root/stage/extra:/tmp/pydeps:/root/stage/site/nvidia_cutlass_dsl/dsl_packages
+declare -A PP=([bug]=$BASE [fix]=/root/stage52512:$BASE)
+ROWS=$(PYTHONPATH=/tmp/pydeps python3 -m ci plan --target cuda-sm90 --suite sparse_mla --change 48407 --format json \
+  | python3 -c 'import json, sys; print(",".join(r["id"] for r in json.load(sys.stdin)["rows"] if r["model"] == "glm-5.2-shrunk"))')
+R=/root/res-52512; mkdir -p "$R"
+for side in bug fix; do
+  (
+    t0=$(date +%s)
+    PYTHONPATH=${PP[$side]} STACKGATE_RUNTIME_CACHES=/root/rt-$side python3 -m ci run cuda-sm90 sparse_mla --host \
+      --unbaked --keep-caches --rows "$ROWS" --gpu-memory 66 --deadline "${DEADLINE:-520}" --timeout 600 "$@" \
+      --out "$R/$side" >> "$R/$side.log" 2>&1
+    echo "$side: ci run exit $?, wall $(($(date +%s) - t0)) s"
+  ) &
+done
+wait
+PYTHONPATH=/tmp/pydeps python3 - "$R" <<'PY'  # one line per row: side, row, outcome, the start of its message
+import glob, sys
+from junitparser.xunit2 import JUnitXml
+for f in sorted(glob.glob(f"{sys.argv[1]}/*/junit-*.xml")):
+    for suite in JUnitXml.fromfile(f):
+        for case in suite:
+            res = case.result[0] if case.result else None
+            what = type(res).__name__.lower() if res is not None else "pass"
+            print(f.split("/")[-2], case.name.split("[")[-1].rstrip("]")[-28:], what, (res.message or "")[:400] if res is not None else "")
+PY
+tail -n 3 "$R"/*.log | cut -c1-300
+rm -f "$R"/*/logs/*.result.json
+tar -C /root -czf "$OUT/res.tar.gz" res-52512 && ls -la "$OUT/res.tar.gz"
