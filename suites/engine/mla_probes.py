@@ -159,3 +159,19 @@ def indexer() -> Iterator[Indexer]:
         stack.enter_context(patched(sai, "fp8_fp4_mqa_logits", counting("scoring_calls")))
         stack.enter_context(patched(vops, "top_k_per_row_prefill", counting("topk_calls")))
         yield rec
+
+
+def dense_prefill_off(model: Any) -> str:
+    """Why the model's sparse MLA layers take no dense-MHA prefill, or "": vllm#52512 turned it off for the
+    DeepSeek-V3.2/GLM-5.2 layer (`DeepseekV32Attention.supports_dense_mha_prefill = False`, read at the layer), and
+    a backend without that path says so on its implementation (`impl.supports_dense_mha_prefill`). A short prefill
+    of such a layer is scored: #48407's skip does not apply, by design."""
+    for module in model.modules():
+        impl = getattr(module, "impl", None)
+        if not getattr(impl, "is_sparse", False):
+            continue
+        if getattr(type(module), "supports_dense_mha_prefill", True) is False:
+            return f"{type(module).__name__}.supports_dense_mha_prefill = False"
+        if getattr(impl, "supports_dense_mha_prefill", True) is False:
+            return f"{type(impl).__name__}.supports_dense_mha_prefill = False"
+    return ""

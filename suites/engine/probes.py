@@ -17,6 +17,7 @@ from typing import Any
 from engine.mla_probes import (  # noqa: F401  (the MLA probes, named through this module by the suites)
     Capture,
     Indexer,
+    dense_prefill_off,
     indexer,
     mixed_prefill_rows,
     mla_layer0_output,

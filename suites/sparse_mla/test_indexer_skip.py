@@ -1,7 +1,8 @@
 """#48407: prefills no longer than the indexer's top-k take dense MHA and skip top-k scoring.
 
 Convergence check that the vLLM under test carries the change; for a prefill of the row's length, the
-indexer's scoring calls are counted (zero expected at or under the top-k, some above it); the layer-0
+indexer's scoring calls are counted (zero expected at or under the top-k, some above it, and some on a layer whose
+dense prefill vllm#52512 turned off: `supports_dense_mha_prefill = False`, GLM-5.2's and DeepSeek-V3.2's); the layer-0
 attention output is compared with the scored path (sparse_mla_force_mqa) on the same prefill; and the
 #52512 regression (engine.topk_guard), on the model's own layer schedule (GLM-5.2's shared-indexer layers
 in its shrunk rows): the same prompts again with every top-k buffer forced to all -1 at each step, where no
@@ -27,7 +28,6 @@ def test_indexer_skip(row, request):
     ev = Evidence.start(request, row, presence.indexer_skip_48407)
     topk = int(config.model_config(row)["index_topk"])
     short = int(row["context"]) <= topk
-    ev.prop("prefill", {"tokens": int(row["context"]), "index_topk": topk, "dense_expected": short})
 
     prompts = config.prompts(row)
     try:  # a backend the guard cannot watch fails here, before any engine starts
@@ -36,6 +36,9 @@ def test_indexer_skip(row, request):
         pytest.fail(f"#52512 guard: {exc}", pytrace=False)
     engine = engines.start(config.llm_kwargs(row), share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
+    off = probes.dense_prefill_off(engines.runner(engine).model)  # vllm#52512: no dense prefill on this layer
+    dense = short and not off
+    ev.prop("prefill", {"tokens": int(row["context"]), "index_topk": topk, "dense_expected": dense, "dense_off": off})
     with GraphCounter() as graphs, probes.indexer() as idx, probes.mla_layer0_output(probes.pure_prefill) as cap:
         cold_ms, out = engines.timed_ms(engine, prompts, engines.greedy(OUTPUT_TOKENS), profile="cold")
         scoring_first = idx.scoring_calls
@@ -80,10 +83,16 @@ def test_indexer_skip(row, request):
         "none",
     )
 
-    if short:
+    if dense:
         ev.expect(
             scoring_first == 0,
             f"prefill of {row['context']} <= top-k {topk} still ran indexer scoring ({scoring_first} calls)",
+        )
+    elif short:  # the layer takes the top-k path on every prefill (#52512): the skip must not happen
+        ev.expect(
+            scoring_first > 0,
+            f"prefill of {row['context']} <= top-k {topk} ran no indexer scoring, though {off} (the layer's "
+            "prefills take the top-k path: vllm#52512)",
         )
     else:
         ev.expect(scoring_first > 0, f"prefill of {row['context']} > top-k {topk} ran no indexer scoring")
