@@ -113,3 +113,40 @@ def test_a_step_never_captured_says_whether_the_models_attention_came_by(vllm) -
     assert cap.unseen("mixed prefill+decode") == (
         "no mixed prefill+decode step was observed: the workload did not exercise that path"
     )
+
+
+def test_a_layer_whose_dense_prefill_52512_turned_off_is_named() -> None:
+    """vllm#52512 sets `supports_dense_mha_prefill = False` on DeepSeek-V3.2's (and GLM-5.2's) layer: its short
+    prefills are scored, and the #48407 row expects scoring there. A layer without the attribute (before #52512), or
+    a dense layer, says nothing; a sparse backend without the dense path says so on its implementation."""
+
+    class SparseImpl:
+        is_sparse = True
+
+    class DenseImpl:
+        is_sparse = False
+        supports_dense_mha_prefill = False
+
+    class MLAAttention:
+        def __init__(self, impl: object) -> None:
+            self.impl = impl
+
+    class DeepseekV32Attention(MLAAttention):
+        supports_dense_mha_prefill = False
+
+    class NoDensePath(SparseImpl):
+        supports_dense_mha_prefill = False
+
+    class Model:
+        def __init__(self, *layers: object) -> None:
+            self.layers = layers
+
+        def modules(self):
+            return iter((self, *self.layers))
+
+    assert probes.dense_prefill_off(Model(MLAAttention(SparseImpl()), MLAAttention(DenseImpl()))) == ""
+    fixed = Model(MLAAttention(DenseImpl()), DeepseekV32Attention(SparseImpl()))
+    assert probes.dense_prefill_off(fixed) == "DeepseekV32Attention.supports_dense_mha_prefill = False"
+    assert (
+        probes.dense_prefill_off(Model(MLAAttention(NoDensePath()))) == "NoDensePath.supports_dense_mha_prefill = False"
+    )
