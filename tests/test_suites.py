@@ -5,6 +5,7 @@ presence checks against a vLLM source tree, the acceptance checks a row applies)
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import time
 import types
@@ -138,6 +139,24 @@ def test_deepseek_v4_random_weights_are_finished_as_its_own_load_weights_finishe
     Moved.__name__ = "DeepSeekV4MTP"
     with pytest.raises(AttributeError, match="DeepSeekV4MTP has no finalize_mega_moe_weights"):
         load(Moved(), None)
+
+
+def test_a_model_class_override_reaches_only_the_architectures_it_names(engine_pkg, monkeypatch):
+    """$STACKGATE_MODEL_CLASS_OVERRIDES runs a model on another of vLLM's implementations of it (vLLM 0.28.0 builds
+    GLM-5.2 from deepseek_v2.py unless told to take vllm/models/deepseek_v32/, where #51298 and #52512 act)."""
+    from engine import config
+
+    st = stack.load()
+    glm = _row(st, "48407", "glm-5.2-shrunk", target="cuda-sm90", context=2048, batch=1)
+    eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    assert "model_class_overrides" not in config.llm_kwargs(glm)
+    target = "vllm.models.deepseek_v32.nvidia.model:DeepseekV32ForCausalLM"
+    monkeypatch.setenv(config.ENV_MODEL_CLASSES, json.dumps({"GlmMoeDsaForCausalLM": target}))
+    assert config.llm_kwargs(glm)["model_class_overrides"] == {"GlmMoeDsaForCausalLM": target}
+    assert "model_class_overrides" not in config.llm_kwargs(eagle)
+    monkeypatch.setenv(config.ENV_MODEL_CLASSES, '["not", "an object"]')
+    with pytest.raises(ValueError, match=config.ENV_MODEL_CLASSES):
+        config.llm_kwargs(glm)
 
 
 def test_row_becomes_engine_arguments(engine_pkg):

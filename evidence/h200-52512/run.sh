@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The #52512 guard on the bug it guards against: GLM-5.2's shrunk #48407 rows on vLLM 0.28.0 (it holds #51298's
-# short-prefill skip for the GLM-5.2/DeepSeek-V3.2 layer and not #52512) and on the same build with #52512's vllm/
-# diff applied over it, side by side on one H200, each side in one `ci run` from its own empty caches root (JIT
-# allowed: this is about the guard, not JIT).
+# The #52512 guard on the bug it guards against: #48407's fp8_ds_mla rows of GLM-5.2 (shrunk) and DeepSeek-V3.2
+# (tiny) on vLLM 0.28.0, which holds #51298's short-prefill skip in the DeepSeek-V3.2/GLM-5.2 layer of
+# vllm/models/deepseek_v32/ and not #52512, and on the same build with #52512's vllm/ diff applied over it, side by
+# side on one H200, each side in one `ci run` from its own empty caches root (JIT allowed: this is about the guard,
+# not JIT). 0.28.0 builds both models from deepseek_v2.py by default: the rows ask for that layer through vLLM's
+# model_class_overrides ($STACKGATE_MODEL_CLASS_OVERRIDES), which needs an fp8 KV cache (fp8_ds_mla on FLASHMLA_SPARSE).
 # vLLM 0.28.0 with torch 2.13 staged under /root/stage as the staging notes say; #52512's diff travels as
 # .gpu-stage-028/52512.patch; the project's wheels travel in .pydeps. No scheduling here: ci run does that.
 # usage: DEADLINE=s run.sh [--resume]   -> $OUT/res.tar.gz, one line per row on stdout
@@ -15,10 +17,16 @@ if [ ! -d /root/stage52512/vllm ]; then  # the fix side: the same tree, #52512 a
 fi
 export CUDA_HOME=/usr/local/cuda VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1
 export PYTHONUNBUFFERED=1 STACKGATE_REFUSE_JIT=0 TORCHINDUCTOR_COMPILE_THREADS=4 PATH="$PATH:/tmp/pydeps/bin"
+export LD_LIBRARY_PATH=/root/stage/site/nvidia/nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # torch 2.13's NCCL 2.29
+export PYTORCH_SKIP_CUDNN_COMPATIBILITY_CHECK=1  # torch 2.13 wants cuDNN 9.20, the host has 9.19; no row convolves
+V32=vllm.models.deepseek_v32.nvidia.model:DeepseekV32ForCausalLM
+export STACKGATE_MODEL_CLASS_OVERRIDES="{\"GlmMoeDsaForCausalLM\": \"$V32\", \"DeepseekV32ForCausalLM\": \"$V32\"}"
 BASE=/root/stage/site:/root/stage/extra:/tmp/pydeps:/root/stage/site/nvidia_cutlass_dsl/dsl_packages
 declare -A PP=([bug]=$BASE [fix]=/root/stage52512:$BASE)
 ROWS=$(PYTHONPATH=/tmp/pydeps python3 -m ci plan --target cuda-sm90 --suite sparse_mla --change 48407 --format json \
-  | python3 -c 'import json, sys; print(",".join(r["id"] for r in json.load(sys.stdin)["rows"] if r["model"] == "glm-5.2-shrunk"))')
+  | python3 -c 'import json, sys; print(",".join(r["id"] for r in json.load(sys.stdin)["rows"]
+    if r["model"] in ("glm-5.2-shrunk", "tiny-deepseek-v32-mtp") and r["kv_cache_dtype"] == "fp8_ds_mla"))')
+echo "rows: $ROWS"
 R=/root/res-52512; mkdir -p "$R"
 for side in bug fix; do
   (

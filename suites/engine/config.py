@@ -17,6 +17,10 @@ from engine import dummy_weights
 
 SUITES_ROOT = Path(__file__).resolve().parents[1]
 ENV_MODEL_CACHE = "STACKGATE_MODEL_CACHE"
+# A JSON object, architecture -> "module:class": vLLM's own model_class_overrides, to run a model on another of
+# vLLM's implementations of it (vLLM 0.28.0 builds GLM-5.2 and DeepSeek-V3.2 from deepseek_v2.py unless told
+# to take vllm/models/deepseek_v32/, the layer #51298 and #52512 change). Recorded on every row it touched.
+ENV_MODEL_CLASSES = "STACKGATE_MODEL_CLASS_OVERRIDES"
 MAX_TOKENS = 32
 # holds every random-weight row's batch x context (vLLM logs the tokens it fits): on the H200, 8 GiB held 276k tokens
 # of DeepSeek-V4, whose largest row needs 268k (batch 64 x 4,192), and 0.66M-3.4M of the others; 12 GiB keeps 1.5x
@@ -84,6 +88,18 @@ def _run_rows() -> tuple[Any, ...]:
     return load(os.environ[ENV_ROWS]).rows if os.environ.get(ENV_ROWS) else ()
 
 
+def model_classes(architectures: list[str]) -> dict[str, str]:
+    """The $STACKGATE_MODEL_CLASS_OVERRIDES entries for these architectures ({} where unset); a value that is not a
+    JSON object of strings is a ValueError naming the variable."""
+    raw = os.environ.get(ENV_MODEL_CLASSES, "")
+    if not raw:
+        return {}
+    doc = json.loads(raw)
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        raise ValueError(f"${ENV_MODEL_CLASSES} must be a JSON object of architecture -> 'module:class', not {raw!r}")
+    return {arch: doc[arch] for arch in architectures if arch in doc}
+
+
 def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
     """LLM(...) arguments for the row's axes (backend, graph mode, KV dtype, parallelism, drafter)."""
     dummy = row.model_info.get("weights") == "dummy"
@@ -120,6 +136,9 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
         # share one device, and vLLM skips its memory profiling (whose check fails when another process on the
         # device frees memory meanwhile, vllm/v1/worker/gpu_worker.py)
         kw["kv_cache_memory_bytes"] = DUMMY_KV_CACHE_BYTES
+    classes = model_classes(hf_config.get("architectures", []))
+    if classes:
+        kw["model_class_overrides"] = classes
     if "vision_config" in hf_config:
         kw["language_model_only"] = True  # a vision-language checkpoint: the tracks exercise its language model
     if "linear_key_head_dim" in hf_config.get("text_config", hf_config):

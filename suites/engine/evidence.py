@@ -47,6 +47,8 @@ class Evidence:
         ev.prop("vllm_version", presence.vllm_version())
         if row.model_info.get("shrunk_of"):  # the real model's architecture, shrunk, with random weights
             ev.prop("shrunk_of", row.model_info["shrunk_of"])
+        if os.environ.get(config.ENV_MODEL_CLASSES):  # another of vLLM's implementations of the model, asked for
+            ev.prop("model_class_overrides", os.environ[config.ENV_MODEL_CLASSES])
         commit = presence.vllm_commit()
         if commit:  # the build, not only the release: a fork's wheel and upstream's differ here
             ev.prop("vllm_commit", commit)
