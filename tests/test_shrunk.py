@@ -231,7 +231,10 @@ def test_deepseek_v4_rows_get_only_the_kv_dtype_vllm_takes_for_it():
     assert {r.change for r in rows} == {"46514", "48407"}
     assert {r.kv_cache_dtype for r in rows} == {"fp8_ds_mla"}
     others = [r for r in plan.build(st).rows if r.change == "48407" and not r.model.startswith("deepseek-v4")]
-    assert {r.kv_cache_dtype for r in others} == {"auto"}  # the other models keep vLLM's default
+    # the other models keep vLLM's default, and add the fp8_ds_mla layout where the matrix includes it (batch 1)
+    assert {r.kv_cache_dtype for r in others if r.batch > 1} == {"auto"}
+    for model in {r.model for r in others}:
+        assert {r.kv_cache_dtype for r in others if r.model == model and r.batch == 1} == {"auto", "fp8_ds_mla"}
 
 
 def test_a_kv_dtype_the_model_refuses_is_not_planned(stack_copy, edit):
