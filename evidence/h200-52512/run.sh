@@ -61,4 +61,4 @@ for f in sorted(glob.glob(f"{sys.argv[1]}/{sys.argv[2]}-*/junit-*.xml")):
 PY
 tail -n 3 "$R/$MODE"-*.log | cut -c1-300
 rm -f "$R"/*/logs/*.result.json
-tar -C /root -czf "$OUT/$MODE.tar.gz" res-52512/"$MODE"-* && ls -la "$OUT/$MODE.tar.gz"
+(cd /root && tar -czf "$OUT/$MODE.tar.gz" res-52512/"$MODE"-*) && ls -la "$OUT/$MODE.tar.gz"

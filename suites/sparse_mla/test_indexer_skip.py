@@ -84,9 +84,13 @@ def test_indexer_skip(row, request):
     )
 
     if dense:
+        # vLLM keeps the MTP drafter's layers out of the skip (is_mtp_layer, vllm/models/deepseek_v32/attention.py):
+        # each scores the prefill it drafts from, once
+        drafted = int(config.model_config(row).get("num_nextn_predict_layers", 0)) if row["spec_method"] == "mtp" else 0
         ev.expect(
-            scoring_first == 0,
-            f"prefill of {row['context']} <= top-k {topk} still ran indexer scoring ({scoring_first} calls)",
+            scoring_first <= drafted,
+            f"prefill of {row['context']} <= top-k {topk} still ran indexer scoring ({scoring_first} calls"
+            + (f"; the MTP drafter's {drafted} layer(s) may score)" if drafted else ")"),
         )
     elif short:  # the layer takes the top-k path on every prefill (#52512): the skip must not happen
         ev.expect(
