@@ -257,3 +257,12 @@ def test_one_cause_worded_per_row_is_one_cause_with_its_rows_and_the_names_most_
     )
     assert "change absent (2 rows)" in causes
     assert step in {f"python -m ci repro {selected[i].id}" for i in range(3)}
+
+
+def test_a_cause_with_a_version_in_it_is_said_once_without_failing() -> None:
+    """A dotted version ("12.8.93") looks like a number to the folding: it is kept as the first row says it."""
+    from ci.report.triage import said_once
+
+    assert (
+        said_once(["needs CUDA 12.8.93 (3 calls)", "needs CUDA 12.9.1 (4 calls)"]) == "needs CUDA 12.8.93 (3–4 calls)"
+    )

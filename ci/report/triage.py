@@ -52,8 +52,11 @@ def said_once(texts: list[str]) -> str:
     if len(set(texts)) == 1:
         return first
     heads = [(m["head"] if (m := _LISTED.match(t)) else t) for t in texts]
-    numbers = [[float(n) for n in _NUMBER.findall(h)] for h in heads]
-    spans = iter((min(col), max(col)) if len(set(col)) > 1 else None for col in zip(*numbers, strict=False))
+    numbers = [[_number(n) for n in _NUMBER.findall(h)] for h in heads]
+    spans = iter(
+        (min(col), max(col)) if None not in col and len(set(col)) > 1 else None  # type: ignore[type-var]
+        for col in zip(*numbers, strict=False)
+    )
 
     def ranged(m: re.Match[str]) -> str:
         span = next(spans, None)
@@ -65,6 +68,14 @@ def said_once(texts: list[str]) -> str:
     listed = Counter(k for t in texts if (m := _LISTED.match(t)) for k in dict.fromkeys(m["items"].split(", ")))
     top = [f"{k} ({n} rows)" if n > 1 else k for k, n in listed.most_common(_NAMES)]
     return f"{head}: {', '.join(top)}" + (", …" if len(listed) > _NAMES else "")
+
+
+def _number(text: str) -> float | None:
+    """A number as a cause says it; None for what only looks like one ("12.8.93", a version)."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def causes(report: Report, verdict: Verdict, limit: int | None = 3) -> list[tuple[str, int]]:
