@@ -13,7 +13,17 @@ SUITES = CI.parent / "suites"
 # module serves the images and the runs, and reads the stack's targets. ci.upstream reads a fork checkout's git
 # history against the stack's changes; the report shows its document beside the verdicts.
 STAGES = ("stack", "upstream", "fork", "engine", "images", "run", "results", "report")
-SHARED = {"ci.errors", "ci.options", "ci.tables", "ci.revision", "ci.signals", "ci.files", "ci.contract", "ci"}
+SHARED = {
+    "ci.errors",
+    "ci.options",
+    "ci.tables",
+    "ci.revision",
+    "ci.signals",
+    "ci.files",
+    "ci.contract",
+    "ci.forked",
+    "ci",
+}
 ON_TOP = {"ci.flow", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite", "ci.evidence"}
 # What a module on top may import beyond the shared ones, where it is held to less than every stage: the
 # pipeline is made from the plan and gates on the report's verdicts; it never builds, runs or reads JUnit.

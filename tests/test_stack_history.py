@@ -50,3 +50,18 @@ def test_the_recorded_facts_of_the_three_merged_changes() -> None:
     follow = {f.ref: (f.merge_commit, str(f.merged_on)) for f in STACK.changes["48407"].fork.follow_ups}
     assert follow == {"vllm-project/vllm#51298": ("4a11ed5bc4", "2026-08-07"),
                       "vllm-project/vllm#52512": ("01e56caaf2", "2026-08-18")}  # fmt: skip
+
+
+def test_a_proven_regression_test_names_both_builds_and_evidence_that_exists() -> None:
+    """#52512's guard is #48407's regression test: the stack names the build it failed on, the build it passed on
+    and the campaign that shows both; the report's change heading says so."""
+    from ci import options
+    from ci.report.view import change_heading
+    from ci.results.acceptance import Verdict
+
+    (guard,) = [f for f in STACK.changes["48407"].fork.follow_ups if f.regression_test]
+    assert guard.proven is not None and guard.proven.fails_on != guard.proven.passes_on
+    assert (options.REPO / guard.proven.evidence / "README.md").is_file()
+    verdict = Verdict(change=STACK.changes["48407"], criteria=())
+    assert f"regression test {guard.ref}" in change_heading(verdict)[1]
+    assert f"fails on vLLM {guard.proven.fails_on}" in change_heading(verdict)[1]

@@ -165,6 +165,14 @@ def change_heading(verdict: Verdict) -> tuple[str, str]:
     merged = f" on {up.merged_on}" if up.merged_on else ""
     released = f", first in vLLM {up.first_release}" if up.first_release else ""
     state = f"{up.repo}#{up.pr}: {up.state}{merged}{released} (as of {up.as_of}); fork: {ch.fork.kind}"
+    for f in (f for f in ch.fork.follow_ups if f.regression_test):
+        p = f.proven
+        shown = (
+            f"fails on vLLM {p.fails_on}, passes on vLLM {p.passes_on} ({p.evidence})"
+            if p
+            else "not yet run on a build with the bug"
+        )
+        state += f"; regression test {f.ref} ({f.what}): {shown}"
     return f"{change_label(ch.id)} {ch.title}", state
 
 

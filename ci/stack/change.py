@@ -40,10 +40,20 @@ class Upstream:
 
 
 @frozen
+class Proven:
+    """The builds a regression test was run on: it must fail where the bug is and pass where the fix is."""
+
+    fails_on: str  # the vLLM build with the bug, as the report names builds ("0.28.0 (g2cf0a6915) build 5575…")
+    passes_on: str  # the same build with the fix
+    evidence: str  # the campaign that shows both, a path in the repository
+
+
+@frozen
 class FollowUp:
     ref: str  # "vllm-project/vllm#52512"
     what: str
     regression_test: bool = False
+    proven: Proven | None = None  # a regression test shown to fail on the bug and pass on the fix
     merge_commit: CommitId | None = None  # the commit that merged it upstream, where it is merged
     merged_on: dt.date | None = None
 
