@@ -266,3 +266,13 @@ def test_a_cause_with_a_version_in_it_is_said_once_without_failing() -> None:
     assert (
         said_once(["needs CUDA 12.8.93 (3 calls)", "needs CUDA 12.9.1 (4 calls)"]) == "needs CUDA 12.8.93 (3–4 calls)"
     )
+
+
+def test_a_cause_ending_in_a_record_of_what_was_seen_is_one_cause() -> None:
+    """The #52512 guard names the reads it saw ("[{'read': 1, 'tokens': 512, ...}]"): one cause whatever the
+    record, shown with the first row's record as an example."""
+    from ci.report.triage import cause_key, said_once
+
+    texts = ["read all -1 top-k rows [{'read': 1, 'tokens': 512}]", "read all -1 top-k rows [{'read': 1}, {'read': 2}]"]
+    assert len({cause_key(t) for t in texts}) == 1
+    assert said_once(texts) == "read all -1 top-k rows, e.g. [{'read': 1, 'tokens': 512}]"

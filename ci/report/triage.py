@@ -20,6 +20,9 @@ _NUMBER = re.compile(r"\d[\d.]*(?:e[+-]?\d+)?")
 # its own names, so they are no part of the cause.
 _NAMES = 3  # names shown of a listed cause that rows list differently
 _LISTED = re.compile(r"^(?P<head>\d+ [^:]+): (?P<items>[\w.]+(?:, [\w.]+)*)$")
+# A cause that ends in a bracketed record of what was seen ("read all -1 top-k rows [{'read': 1, ...}]"): each row
+# records its own, so the record is no part of the cause either.
+_RECORD = re.compile(r"^(?P<head>[^\[{]+?) (?P<record>[\[{].*)$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,14 +37,15 @@ class Failing:
 
 
 def clauses(message: str) -> list[str]:
-    """The causes one failure message gives: the harness joins a row's missed criteria with "; "."""
-    return [c.strip() for c in message.split("; ") if c.strip()]
+    """The causes one failure message gives: the harness joins a row's missed criteria with "; " (pytest.fail's
+    "Failed: " before the first is no part of it)."""
+    return [c.strip() for c in message.removeprefix("Failed: ").split("; ") if c.strip()]
 
 
 def cause_key(text: str) -> str:
     """One cause whatever its numbers and the names it lists: "max_abs_err 4.7e-09 exceeds" on every row is one
     cause, and so is "N Triton compile(s) after engine ready: <kernels>" whatever the kernels."""
-    listed = _LISTED.match(text)
+    listed = _LISTED.match(text) or _RECORD.match(text)
     return _NUMBER.sub("#", listed["head"] + ": …" if listed else text)
 
 
@@ -51,6 +55,8 @@ def said_once(texts: list[str]) -> str:
     first = texts[0]
     if len(set(texts)) == 1:
         return first
+    if all(_RECORD.match(t) and not _LISTED.match(t) for t in texts):  # the first row's record, as an example
+        return f"{_RECORD.match(first)['head']}, e.g. {_RECORD.match(first)['record']}"  # type: ignore[index]
     heads = [(m["head"] if (m := _LISTED.match(t)) else t) for t in texts]
     numbers = [[_number(n) for n in _NUMBER.findall(h)] for h in heads]
     spans = iter(
