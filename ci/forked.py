@@ -29,8 +29,8 @@ def possible() -> bool:
 
 
 def start(fn: Callable[[], T]) -> Callable[[], T]:
-    """Start `fn` in a forked child; the callable returned waits for its result. Call `possible()` first: where it
-    is False, `fn` simply runs when the result is asked for."""
+    """Start `fn` in a forked child; the callable returned waits for its result. Where a fork is not `possible()`,
+    `fn` itself is returned: it runs here when the result is asked for."""
     if not possible():
         return fn
     ctx = multiprocessing.get_context("fork")

@@ -42,7 +42,7 @@ def next_step(report: Report, verdict: Verdict) -> str:
         return "none: ready"
     failing = [r for r in report.results.rows if r.change == verdict.change.id and r.status in FAILING]
     if failing:
-        keys = {r.id: {triage.cause_key(c) for c in triage.clauses(r.message or r.note)} for r in failing}
+        keys = {r.id: triage.row_causes(r).keys() for r in failing}
         top = Counter(k for r in failing for k in keys[r.id]).most_common(1)
         says = (r for r in failing if top and top[0][0] in keys[r.id])
         return f"python -m ci repro {shlex.quote(next(says, failing[0]).id)}"

@@ -55,8 +55,9 @@ def said_once(texts: list[str]) -> str:
     first = texts[0]
     if len(set(texts)) == 1:
         return first
-    if all(_RECORD.match(t) and not _LISTED.match(t) for t in texts):  # the first row's record, as an example
-        return f"{_RECORD.match(first)['head']}, e.g. {_RECORD.match(first)['record']}"  # type: ignore[index]
+    recorded = _RECORD.match(first)
+    if recorded and all(_RECORD.match(t) and not _LISTED.match(t) for t in texts):  # the first row's, as an example
+        return f"{recorded['head']}, e.g. {recorded['record']}"
     heads = [(m["head"] if (m := _LISTED.match(t)) else t) for t in texts]
     numbers = [[_number(n) for n in _NUMBER.findall(h)] for h in heads]
     spans = iter(
@@ -90,15 +91,19 @@ def causes(report: Report, verdict: Verdict, limit: int | None = 3) -> list[tupl
     texts: dict[str, list[str]] = {}
     said: Counter[str] = Counter()
     for r in report.results.rows:
-        if r.change == verdict.change.id and r.status in FAILING and (r.message or r.note):
-            keys = set()
-            for text in clauses(r.message or r.note):
-                key = cause_key(text)
-                if key not in keys:
-                    texts.setdefault(key, []).append(text)
-                    keys.add(key)
-                    said[key] += 1
+        if r.change == verdict.change.id and r.status in FAILING:
+            for key, text in row_causes(r).items():
+                texts.setdefault(key, []).append(text)
+                said[key] += 1
     return [(said_once(texts[key]), n) for key, n in said.most_common(limit)]
+
+
+def row_causes(r: RowResult) -> dict[str, str]:
+    """A row's causes, each once: its `cause_key` -> the row's words for it, in the order its message gives them."""
+    out: dict[str, str] = {}
+    for text in clauses(r.message or r.note):
+        out.setdefault(cause_key(text), text)
+    return out
 
 
 def failing(report: Report, verdict: Verdict) -> list[Failing]:

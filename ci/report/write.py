@@ -103,8 +103,11 @@ def render(report: Report) -> dict[str, bytes]:
     # report.json by orjson, compact: json's encoder took as long as building the document (10,000 testcases hold
     # half a million samples). Every number in it was read as finite (ci.results.metrics) or computed from those.
     # A large report's Markdown is rendered by a forked child (ci.forked) while this process renders the rest.
+    def md_bytes() -> bytes:
+        return markdown.render(report).encode()
+
     large = len(report.results.rows) + sum(len(r.cases) for r in report.results.rows) >= _FORK_CASES
-    md = forked.start(lambda: markdown.render(report).encode()) if large else lambda: markdown.render(report).encode()
+    md = forked.start(md_bytes) if large else md_bytes
     page = html.render(report).encode()
     doc = orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE)
     return {"report.md": md(), "report.html": page, "report.json": doc}

@@ -26,7 +26,8 @@ OUTPUT_TOKENS = 16
 @pytest.mark.track("indexer-skip")
 def test_indexer_skip(row, request):
     ev = Evidence.start(request, row, presence.indexer_skip_48407)
-    topk = int(config.model_config(row)["index_topk"])
+    hf_config = config.model_config(row)
+    topk = int(hf_config["index_topk"])
     short = int(row["context"]) <= topk
 
     prompts = config.prompts(row)
@@ -86,7 +87,7 @@ def test_indexer_skip(row, request):
     if dense:
         # vLLM keeps the MTP drafter's layers out of the skip (is_mtp_layer, vllm/models/deepseek_v32/attention.py):
         # each scores the prefill it drafts from, once
-        drafted = int(config.model_config(row).get("num_nextn_predict_layers", 0)) if row["spec_method"] == "mtp" else 0
+        drafted = int(hf_config.get("num_nextn_predict_layers", 0)) if row["spec_method"] == "mtp" else 0
         ev.expect(
             scoring_first <= drafted,
             f"prefill of {row['context']} <= top-k {topk} still ran indexer scoring ({scoring_first} calls"
