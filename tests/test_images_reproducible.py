@@ -145,6 +145,30 @@ def test_a_version_gone_from_the_archive_fails_naming_it(cpu, root: Path, tmp_pa
     assert "python -m ci lock cpu --base" in exc.value.hint
 
 
+def test_a_base_is_bootstrapped_in_one_environment_whoever_runs_it(cpu, root: Path, tmp_path: Path, monkeypatch):
+    """A shell (PYTHONDONTWRITEBYTECODE set, a locale) and a CI agent (a bare PATH, its own HOME) gave two bases from
+    one lock: the maintainer scripts' imports left timestamped .pyc files in one only. mmdebstrap sees one env."""
+    lock = debs.read(cpu, root)
+    fake = tmp_path / "bin" / "mmdebstrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nfor a; do out=$last; last=$a; done\nenv | grep -v '^HOME=' | sort > $out.env\n")
+    fake.chmod(0o755)
+    for run, env in (
+        ("shell", {"PATH": f"{fake.parent}:/usr/local/bin:/usr/sbin:/usr/bin", "PYTHONDONTWRITEBYTECODE": "1",
+                   "LANG": "C.UTF-8", "HOME": "/root", "TERM": "xterm"}),
+        ("agent", {"PATH": f"{fake.parent}:/usr/bin:/bin", "HOME": str(tmp_path / "agent")}),
+    ):  # fmt: skip
+        for key in ("PYTHONDONTWRITEBYTECODE", "LANG", "TERM", "LC_ALL", "TZ", "PYTHONHASHSEED"):
+            monkeypatch.delenv(key, raising=False)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        debs.bootstrap(cpu, lock, tmp_path / run)  # the fake writes its environment beside the tar it was given
+    shell, agent = ((tmp_path / f"{run}.env").read_text() for run in ("shell", "agent"))
+    assert shell == agent
+    assert f"SOURCE_DATE_EPOCH={lock.epoch}\n" in shell and "PYTHONDONTWRITEBYTECODE=1\n" in shell
+    assert "TERM=" not in shell and "LANG=" not in shell
+
+
 def test_two_layers_that_differ_are_told_apart_by_file() -> None:
     ours = _layer([("opt", None), ("opt/built-at", b"1700000001\n"), ("opt/same", b"x")], mtime=EPOCH)
     theirs = _layer([("opt", None), ("opt/built-at", b"1700000002\n"), ("opt/same", b"x"), ("opt/new", b"")],

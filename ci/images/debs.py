@@ -109,6 +109,24 @@ def _arch(target: Target) -> str:
     return target.platform.split("/")[1]
 
 
+# What of the caller's environment reaches mmdebstrap: only how to reach the mirror, never what changes the bytes
+# (PYTHONDONTWRITEBYTECODE, say, decides whether the maintainer scripts' own imports leave timestamped .pyc files).
+_PASSED = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "TMPDIR", "HOME")
+
+
+def bootstrap_env(epoch: int) -> dict[str, str]:
+    """The one environment a base is bootstrapped in, whoever runs it (a shell, a CI agent with a bare PATH): the
+    lock's time, which mmdebstrap clamps what it writes to, and the same locale, zone, PATH and byte-code setting."""
+    fixed = {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "PYTHONDONTWRITEBYTECODE": "1",  # py3compile writes the .pyc files, hash-checked under SOURCE_DATE_EPOCH
+        "SOURCE_DATE_EPOCH": str(epoch),
+    }
+    return {**{k: os.environ[k] for k in _PASSED if k in os.environ}, **fixed}
+
+
 def bootstrap(target: Target, lock: DebLock, out: Path) -> list[str]:
     """Write the base's root filesystem, exactly the lock's packages, to the tar `out`; returns the argv."""
     assert target.bootstrap is not None
@@ -123,8 +141,7 @@ def bootstrap(target: Target, lock: DebLock, out: Path) -> list[str]:
         str(out),
         b.mirror,
     ]
-    env = {**os.environ, "SOURCE_DATE_EPOCH": str(lock.epoch)}  # mmdebstrap clamps what it writes to it
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    done = subprocess.run(argv, capture_output=True, text=True, env=bootstrap_env(lock.epoch))
     if done.returncode == 0:
         return argv
     where = lock.where
