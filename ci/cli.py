@@ -16,7 +16,6 @@ from pathlib import Path
 import ci
 from ci import options
 from ci.errors import EXIT_CODES, StackgateError, UsageError
-from ci.stack import loader
 
 # Each module that defines verbs (its add_parser or add_parsers), in the order --help lists them, and its verbs. A
 # command line naming one verb imports only its module: `ci upstream` never loads the image or run stages.
@@ -71,6 +70,8 @@ def check_names(args: argparse.Namespace) -> None:
     wanted = {name: _listed(getattr(args, name, None)) for name in ("target", "suite", "change")}
     if not any(wanted.values()):
         return
+    from ci.stack import loader  # here, not above: a verb that reads no stack (a report's first steps) skips it
+
     st = loader.load(args.stack)
     suites_dir: Path | None = getattr(args, "suites_dir", None)
     known = {

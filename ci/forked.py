@@ -1,5 +1,7 @@
 """A second CPU for the report's two CPU-bound halves (reading JUnit into cases, rendering three formats): a child
 forked from this process computes one part while this process computes the rest, and hands its result back pickled.
+`start` gives the child one whole job; `share` lets both processes take items from one list as each gets free, so
+the child starts at once and this process joins in when it has done what it had to do first.
 
 Forking copies everything this process holds, so the child needs nothing sent to it. It is used only where it is
 safe and pays: a second CPU, no other thread running here (a fork copies a lock another thread may hold), and work
@@ -15,7 +17,7 @@ import signal
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -61,3 +63,68 @@ def _child(fn: Callable[[], object], out: Connection) -> None:
         os._exit(1)
     out.send_bytes(data)
     out.close()
+
+
+def share(fn: Callable[[int], T], n: int) -> Callable[[], list[T]]:
+    """`fn(0)` .. `fn(n - 1)`, computed by a forked child from now on and by this process once it calls the callable
+    returned: each takes the next index not yet taken, so neither waits while the other has work left. The child
+    sends each result as it has it (a thread here receives them), and the callable returns all n in index order.
+    Items the child took and never sent (it died or raised) are computed here; where a fork is not `possible()`,
+    everything is."""
+    if n < 2 or not possible():
+        return lambda: [fn(i) for i in range(n)]
+    ctx = multiprocessing.get_context("fork")
+    taken = ctx.Value("q", 0)  # the next index to take, under its own lock
+    theirs, mine = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_taker, args=(fn, n, taken, mine), name="stackgate-shared", daemon=True)
+    child.start()
+    mine.close()
+    received: list[bytes] = []
+    drain = threading.Thread(target=_drain, args=(theirs, received), name="stackgate-shared-recv", daemon=True)
+    drain.start()
+
+    def result() -> list[T]:
+        out: dict[int, T] = {}
+        while (i := _take(taken, n)) is not None:
+            out[i] = fn(i)
+        drain.join()
+        child.join()
+        for data in received:
+            try:
+                i, value = pickle.loads(data)
+            except (pickle.UnpicklingError, AttributeError, ImportError, EOFError, ValueError):
+                continue  # computed here below, as if never sent
+            out[i] = value
+        return [out[i] if i in out else fn(i) for i in range(n)]
+
+    return result
+
+
+def _take(taken: Any, n: int) -> int | None:
+    with taken.get_lock():
+        i = taken.value
+        if i >= n:
+            return None
+        taken.value = i + 1
+    return i
+
+
+def _taker(fn: Callable[[int], object], n: int, taken: Any, out: Connection) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        while (i := _take(taken, n)) is not None:
+            out.send_bytes(pickle.dumps((i, fn(i)), protocol=pickle.HIGHEST_PROTOCOL))
+    except BaseException:
+        os._exit(1)  # what it took and did not send is computed by the parent
+    out.close()
+
+
+def _drain(conn: Connection, into: list[bytes]) -> None:
+    """Receive the child's results until it closes its end: it never waits on a full pipe while this process works."""
+    with conn:
+        while True:
+            try:
+                into.append(conn.recv_bytes())
+            except (EOFError, OSError):
+                return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,25 +38,41 @@ def _needs_fork() -> None:
         pytest.skip("no second CPU or no fork here")
 
 
-def test_a_forked_reader_reads_what_one_process_reads(junit_files: list[Path], monkeypatch) -> None:
+def test_a_forked_reader_reads_what_one_process_reads(junit_files: list[Path], monkeypatch, tmp_path: Path) -> None:
     _needs_fork()
     alone = list(reading.read_all(junit_files))
     monkeypatch.setattr(reading, "_FORK_BYTES", 1)
-    at = reading._share_from(junit_files)
-    assert 0 < at < len(junit_files)
-    parent = os.getpid()
-    pids = []
-    real = reading._read_here
+    who = tmp_path / "who"
+    real = reading.read
 
-    def spy(paths):
-        pids.append(os.getpid())
-        return real(paths)
+    def spy(path: Path):
+        with who.open("a") as fh:  # the child's calls are seen only through a file
+            fh.write(f"{os.getpid()}\n")
+        return real(path)
 
-    monkeypatch.setattr(reading, "_read_here", spy)
+    monkeypatch.setattr(reading, "read", spy)
     shared = list(reading.read_all(junit_files))
     assert shared == alone  # same cases, in the same order, the cut file's salvage included
     assert [r.status for r in shared].count("truncated") == 1
-    assert pids == [parent]  # the child's call happened in the child: only this process's call is seen here
+    pids = who.read_text().split()
+    assert len(pids) == len(junit_files) and len(set(pids)) <= 2  # each file read once, by this process or the child
+
+
+def test_both_processes_take_items_as_they_get_free() -> None:
+    """The child starts at once; this process joins in when it calls, and takes what is left: no item twice."""
+    _needs_fork()
+
+    def item(i: int) -> tuple[int, int]:
+        time.sleep(0.05)
+        return i, os.getpid()
+
+    rest = forked.share(item, 8)
+    time.sleep(0.12)  # this process's own work first: the child has taken two or three items meanwhile
+    got = rest()
+    assert [i for i, _ in got] == list(range(8))
+    pids = [pid for _, pid in got]
+    assert pids[0] != os.getpid()  # the child took the first item before this process called
+    assert os.getpid() in pids  # this process took items too, while the child was busy
 
 
 def test_a_reader_that_dies_or_raises_costs_time_not_results(junit_files: list[Path], monkeypatch) -> None:
@@ -63,17 +80,17 @@ def test_a_reader_that_dies_or_raises_costs_time_not_results(junit_files: list[P
     alone = list(reading.read_all(junit_files))
     monkeypatch.setattr(reading, "_FORK_BYTES", 1)
     parent = os.getpid()
-    real = reading._read_here
+    real = reading.read
     for fault in ("exit", "raise"):
 
-        def faulty(paths, fault=fault):
+        def faulty(path: Path, fault=fault):
             if os.getpid() != parent:
                 if fault == "exit":
                     os._exit(9)  # killed, as by the OOM killer: no result, no message
                 raise MemoryError("the child's share did not fit")
-            return real(paths)
+            return real(path)
 
-        monkeypatch.setattr(reading, "_read_here", faulty)
+        monkeypatch.setattr(reading, "read", faulty)
         assert list(reading.read_all(junit_files)) == alone, fault
 
 

@@ -17,13 +17,16 @@ if TYPE_CHECKING:
 
 def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
     """The report `python -m ci <argv>` makes (`args`, parsed from it), recording `argv` in report.json."""
-    from ci.report.write import build
-
     if args.label and not args.compare:
         raise UsageError(
             "--label names the sides of a comparison, and no --compare was given",
             hint="python -m ci report A --compare B --label A --label B --out DIR",
         )
+    from ci.results import reading
+
+    begun = reading.begin(args.inputs)  # the JUnit is read (by a forked reader too) while the rest is imported
+    from ci.report.write import build
+
     return build(
         args.stack,
         args.inputs,
@@ -36,20 +39,27 @@ def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
         upstream_path=args.upstream,
         out=args.out,
         made_with=argv,
+        begun=begun,
     )
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ci.report.write import failing, problems, render, summary, write_atomic
     from ci.results.reading import uncollected
 
     with uncollected():
-        report = from_args(args, sys.argv[1:])
+        report = from_args(args, sys.argv[1:])  # imports the rest once the reading has begun
+        from ci.report.write import failing, problems, render, summary, write_atomic
+
         write_atomic(args.out, render(report))  # rendered whole before anything is written
-    print(summary(report, args.out, outside_informational=args.outside_informational))
-    if args.strict and problems(report):
-        return STRICT_INPUTS
-    return 1 if failing(report, outside_informational=args.outside_informational) else 0
+        said = summary(report, args.out, outside_informational=args.outside_informational)
+        if args.strict and problems(report):
+            code = STRICT_INPUTS
+        else:
+            code = 1 if failing(report, outside_informational=args.outside_informational) else 0
+        # Freed while the collector is still off: its first pass once on would walk every object the report holds.
+        del report
+    print(said)
+    return code
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -22,7 +22,7 @@ from ci.errors import ReportError, UsageError
 from ci.report import first_screen, html, json_doc, markdown
 from ci.report.rerun import forget
 from ci.report.view import Report, counts
-from ci.results import baseline, compare, merge
+from ci.results import baseline, compare, merge, reading
 from ci.results.junit import FileRead
 from ci.stack import loader, plan
 from ci.stack.model import Stack
@@ -47,13 +47,15 @@ def build(
     out: Path | None = None,
     made_with: Sequence[str] = (),
     loaded: tuple[Stack, Plan] | None = None,
+    begun: reading.Begun | None = None,
 ) -> Report:
     """The report over the planned rows the filters keep (all of them by default). With `compare_paths`, one results
-    folder or JUnit file per further side, the report is side A's (`inputs`) with the comparison added."""
+    folder or JUnit file per further side, the report is side A's (`inputs`) with the comparison added. `begun`:
+    `inputs` as the caller started reading them (reading.begin), before this was imported."""
     forget()  # rows.json files looked up by an earlier report in this process may have changed
     st, whole = loaded or (loader.load(stack_dir), None)  # `loaded`: the stack and plan the caller already made
     p = (whole or plan.build(st)).select(targets=targets, suites=suites, changes=changes)
-    res = merge.collect(inputs, p)
+    res = merge.collect(begun or inputs, p)
     base, base_read = None, None
     if baseline_path is not None:
         # A baseline that cannot be used is an input problem shown in the report, not a reason to

@@ -106,25 +106,6 @@ class Results:
         return tuple(f for f in self.inputs if f.status != "ok")
 
 
-def expand(paths: Iterable[Path]) -> list[Path | FileRead]:
-    """Files as given, directories as their *.xml files (recursively); each file once."""
-    out: list[Path | FileRead] = []
-    seen: set[Path] = set()
-    for path in paths:
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*.xml") if p.is_file())
-            if not found and not any(path.rglob(NOT_RUN)):
-                out.append(FileRead(path=str(path), status="empty", problem="directory holds no *.xml file"))
-        else:
-            found = [path]
-        for f in found:
-            key = f.resolve()
-            if key not in seen:
-                seen.add(key)
-                out.append(f)
-    return out
-
-
 def not_run_notes(paths: Iterable[Path]) -> tuple[dict[str, str], list[FileRead]]:
     """Row id -> why it did not run and the command that makes it possible, from every not-run.json below
     the results folders given, and the records that could not be read (input problems of the report: one bad
@@ -151,11 +132,12 @@ def not_run_notes(paths: Iterable[Path]) -> tuple[dict[str, str], list[FileRead]
     return out, bad
 
 
-def collect(paths: Sequence[Path], plan: Plan) -> Results:
-    given = expand(paths)
-    files = iter(reading.read_all([x for x in given if not isinstance(x, FileRead)]))
-    reads = tuple(x if isinstance(x, FileRead) else next(files) for x in given)
-    notes, bad = not_run_notes(paths)
+def collect(paths: Sequence[Path] | reading.Begun, plan: Plan) -> Results:
+    """Every testcase under `paths` (or what `reading.begin` started reading) merged into the plan's rows."""
+    begun = paths if isinstance(paths, reading.Begun) else reading.begin(paths)
+    files = iter(begun.reads())
+    reads = tuple(x if isinstance(x, FileRead) else next(files) for x in begun.given)
+    notes, bad = not_run_notes(begun.paths)
     return merge((*reads, *bad), plan, notes)
 
 

@@ -13,21 +13,22 @@ import gc
 import itertools
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
 from lxml import etree
 
 from ci import files, forked
+from ci.contract import NOT_RUN
 from ci.results.junit import PREFIX, Case, FileRead, FileStatus, Scope, props_of, read_case, row_from_name, scope_of
 
 MAX_JUNIT_BYTES = 4 << 30  # far above any run's JUnit (a 10,000-row report reads 64 MB); a device never ends
 _PARSERS = threading.local()  # an lxml parser serves one thread at a time
 _READERS = 2  # files parsed ahead of the one being read into cases: lxml parses without the GIL
 _FORK_BYTES = 16 << 20  # below this, forking a second reader costs more than it saves
-_THEIR_SHARE = 0.42  # of the bytes, read by the forked reader (it also pickles what it read)
 
 
 def _parser() -> etree.XMLParser:
@@ -43,29 +44,62 @@ def read(path: Path) -> FileRead:
 
 
 def read_all(paths: Iterable[Path]) -> Iterator[FileRead]:
-    """`read` over many files, in order. Once lxml has parsed, reading is CPU-bound Python: where the files are
-    large, a forked reader (`ci.forked`) reads the last part of them while this process reads the first."""
+    """`read` over many files, in order."""
+    yield from _start(paths)()
+
+
+@dataclass(frozen=True)
+class Begun:
+    """Results folders and files whose JUnit is being read (`begin`); `ci.results.merge.collect` merges them."""
+
+    paths: tuple[Path, ...]  # as given
+    given: tuple[Path | FileRead, ...]  # each file to read, or what is wrong with a folder given
+    reads: Callable[[], list[FileRead]]  # the files' reads, in order, once read
+
+
+def begin(paths: Sequence[Path]) -> Begun:
+    """Start reading the JUnit under `paths`: what the caller does before asking for `reads()` runs beside the reading
+    (this module imports nothing of the stack, so a command can begin before it has loaded one)."""
+    given = tuple(expand(paths))
+    return Begun(tuple(paths), given, _start([x for x in given if not isinstance(x, FileRead)]))
+
+
+def expand(paths: Iterable[Path]) -> list[Path | FileRead]:
+    """Files as given, directories as their *.xml files (recursively); each file once."""
+    out: list[Path | FileRead] = []
+    seen: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.xml") if p.is_file())
+            if not found and not any(path.rglob(NOT_RUN)):
+                out.append(FileRead(path=str(path), status="empty", problem="directory holds no *.xml file"))
+        else:
+            found = [path]
+        for f in found:
+            key = f.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+def _start(paths: Iterable[Path]) -> Callable[[], list[FileRead]]:
+    """Start reading `paths`; the callable returned finishes and gives every file's FileRead, in order. Once lxml
+    has parsed, reading is CPU-bound Python: where the files are large, a forked reader (`ci.forked.share`) starts
+    on them now, and this process takes its part of them when it calls the callable, so a caller that has other
+    work first (imports, loading the stack) does it while the files are being read."""
     todo = list(paths)
-    with uncollected():
-        at = _share_from(todo)
-        theirs = forked.start(lambda: list(_read_here(todo[at:]))) if at < len(todo) else lambda: []
-        yield from _read_here(todo[:at])  # this process starts its threads after the fork, never before
-        yield from theirs()
+    if sum(map(_size, todo)) < _FORK_BYTES or not forked.possible():
+        rest = lambda: list(_read_here(todo))  # noqa: E731
+    else:
+        with uncollected():  # the child is forked with the collector off, as this process reads
+            rest = forked.share(lambda i: read(todo[i]), len(todo))
 
+    def finish() -> list[FileRead]:
+        with uncollected():
+            return rest()
 
-def _share_from(paths: list[Path]) -> int:
-    """Where the forked reader's part of `paths` begins; `len(paths)` (read alone) below `_FORK_BYTES` or where a
-    fork is not possible. The reader also pickles what it read (a fifth of the reading): it gets under half."""
-    sizes = [_size(p) for p in paths]
-    total = sum(sizes)
-    if total < _FORK_BYTES or len(paths) < 2 or not forked.possible():
-        return len(paths)
-    mine = 0
-    for i, size in enumerate(sizes):
-        if mine >= total * (1 - _THEIR_SHARE):
-            return i
-        mine += size
-    return len(paths)
+    return finish
 
 
 def _size(path: Path) -> int:
