@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import ci
-from ci import options
+from ci import options, teardown
 from ci.errors import EXIT_CODES, StackgateError, UsageError
 
 # Each module that defines verbs (its add_parser or add_parsers), in the order --help lists them, and its verbs. A
@@ -94,6 +94,7 @@ def _listed(value: object) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    teardown.forget()
     ap = parser(_verb(sys.argv[1:] if argv is None else argv))
     try:
         import argcomplete  # optional: shell completion where the user installed it
@@ -119,5 +120,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The `stackgate` console script."""
-    sys.exit(main())
+    """The `stackgate` console script (and `python -m ci`)."""
+    teardown.end(main())

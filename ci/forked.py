@@ -79,7 +79,7 @@ def share(fn: Callable[[int], T], n: int) -> Callable[[], list[T]]:
     child = ctx.Process(target=_taker, args=(fn, n, taken, mine), name="stackgate-shared", daemon=True)
     child.start()
     mine.close()
-    received: list[bytes] = []
+    received: dict[int, T] = {}
     drain = threading.Thread(target=_drain, args=(theirs, received), name="stackgate-shared-recv", daemon=True)
     drain.start()
 
@@ -89,12 +89,7 @@ def share(fn: Callable[[int], T], n: int) -> Callable[[], list[T]]:
             out[i] = fn(i)
         drain.join()
         child.join()
-        for data in received:
-            try:
-                i, value = pickle.loads(data)
-            except (pickle.UnpicklingError, AttributeError, ImportError, EOFError, ValueError):
-                continue  # computed here below, as if never sent
-            out[i] = value
+        out.update(received)
         return [out[i] if i in out else fn(i) for i in range(n)]
 
     return result
@@ -120,11 +115,17 @@ def _taker(fn: Callable[[int], object], n: int, taken: Any, out: Connection) -> 
     out.close()
 
 
-def _drain(conn: Connection, into: list[bytes]) -> None:
-    """Receive the child's results until it closes its end: it never waits on a full pipe while this process works."""
+def _drain(conn: Connection, into: dict[int, Any]) -> None:
+    """Receive and unpickle the child's results as they come, until it closes its end: the child never waits on a
+    full pipe, and the unpickling is done while both processes still have items to take, not after."""
     with conn:
         while True:
             try:
-                into.append(conn.recv_bytes())
+                data = conn.recv_bytes()
             except (EOFError, OSError):
                 return
+            try:
+                i, value = pickle.loads(data)
+            except (pickle.UnpicklingError, AttributeError, ImportError, EOFError, ValueError):
+                continue  # computed by the parent, as if never sent
+            into[i] = value

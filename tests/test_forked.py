@@ -122,3 +122,25 @@ def test_a_report_rendered_with_a_forked_child_is_byte_identical(junit_files: li
     alone = write.render(report)
     monkeypatch.setattr(write, "_FORK_CASES", 0)
     assert write.render(report) == alone
+
+
+def test_a_kept_graph_ends_the_process_at_once_with_its_output_and_code() -> None:
+    """ci.teardown: a command that kept its report exits without Python's teardown; what it printed to a pipe (block
+    buffered) still arrives, and the exit code is the command's."""
+    import subprocess
+    import sys
+
+    script = "from ci import teardown\nteardown.keep([object()])\nprint('written', end='')\nteardown.end(3)\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert (done.returncode, done.stdout) == (3, "written")
+
+
+def test_a_library_caller_gets_the_kept_graph_back_under_the_collector() -> None:
+    import gc
+
+    from ci import teardown
+
+    teardown.keep(["a report"])
+    assert gc.get_freeze_count() > 0
+    teardown.forget()
+    assert gc.get_freeze_count() == 0

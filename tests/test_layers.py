@@ -22,6 +22,7 @@ SHARED = {
     "ci.files",
     "ci.contract",
     "ci.forked",
+    "ci.teardown",
     "ci",
 }
 ON_TOP = {"ci.flow", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite", "ci.evidence"}

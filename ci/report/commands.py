@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import options
+from ci import options, teardown
 from ci.errors import STRICT_INPUTS, UsageError
 
 if TYPE_CHECKING:
@@ -56,8 +56,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             code = STRICT_INPUTS
         else:
             code = 1 if failing(report, outside_informational=args.outside_informational) else 0
-        # Freed while the collector is still off: its first pass once on would walk every object the report holds.
-        del report
+        teardown.keep(report)  # to the process's end, never freed one object at a time, never walked by the collector
     print(said)
     return code
 
