@@ -30,7 +30,7 @@ from ci.stack.plan import Plan
 from ci.upstream import state as upstream_state
 
 OUTPUTS = ("report.md", "report.html", "report.json")
-_FORK_CASES = 2000  # rows and testcases from which rendering the Markdown in a forked child pays
+_FORK_CASES = 2000  # rows and testcases from which rendering Markdown and JSON in a forked child pays
 
 
 def build(
@@ -104,15 +104,17 @@ def _upstream(path: Path | None) -> dict[str, Any]:
 def render(report: Report) -> dict[str, bytes]:
     # report.json by orjson, compact: json's encoder took as long as building the document (10,000 testcases hold
     # half a million samples). Every number in it was read as finite (ci.results.metrics) or computed from those.
-    # A large report's Markdown is rendered by a forked child (ci.forked) while this process renders the rest.
-    def md_bytes() -> bytes:
-        return markdown.render(report).encode()
+    # A large report's Markdown and JSON are rendered by a forked child (ci.forked) while this process renders the
+    # HTML: the two halves took about as long.
+    def md_and_json() -> tuple[bytes, bytes]:
+        doc = orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE)
+        return markdown.render(report).encode(), doc
 
     large = len(report.results.rows) + sum(len(r.cases) for r in report.results.rows) >= _FORK_CASES
-    md = forked.start(md_bytes) if large else md_bytes
+    theirs = forked.start(md_and_json) if large else md_and_json
     page = html.render(report).encode()
-    doc = orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE)
-    return {"report.md": md(), "report.html": page, "report.json": doc}
+    md, doc = theirs()
+    return {"report.md": md, "report.html": page, "report.json": doc}
 
 
 def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
