@@ -28,7 +28,7 @@ from ci.results.criterion import (
     listed,
     ran_rows,
 )
-from ci.results.merge import RowResult
+from ci.results.merge import RowResult, paid_once
 from ci.results.node_ids import matches
 from ci.stack.change import Change
 
@@ -79,7 +79,8 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
                 unknown.append(r.id)
             elif (worst := runs[0])[0] > want.max_cold_warm_ratio:
                 of = f", the worst of {len(runs)} runs ({runs[-1][0]:.2f}x–{worst[0]:.2f}x)" if len(runs) > 1 else ""
-                slow.append(f"{r.id} ({worst[0]:.2f}x{of}" + (f"; {worst[1]})" if worst[1] else ")"))
+                paid = paid_once(worst[1])
+                slow.append(f"{r.id} ({worst[0]:.2f}x{of}" + (f"; {paid})" if paid else ")"))
     if wrong or slow:
         why = [f"{k} on {listed(v)}" for k, v in wrong.items()]
         why += [f"cold first request over {want.max_cold_warm_ratio:g}x warm on {listed(slow)}"] if slow else []

@@ -74,10 +74,10 @@ class RowResult:
         return bad[0].message if bad else ""
 
     @property
-    def cold_warm_runs(self) -> list[tuple[float, str]]:
-        """Per run of the row (each case that ran), its first request over its warm median and `paid_once(case)`,
-        worst first; a run that recorded neither the ratio nor both requests is left out."""
-        runs = [(ratio.value, paid_once(case)) for case in self.ran if (ratio := cold_warm_ratio(case.metric))]
+    def cold_warm_runs(self) -> list[tuple[float, Case]]:
+        """Per run of the row (each case that ran), its first request over its warm median, worst first (what the
+        worst paid once: `paid_once(case)`); a run that recorded neither the ratio nor both requests is left out."""
+        runs = [(ratio.value, case) for case in self.ran if (ratio := cold_warm_ratio(case.metric))]
         return sorted(runs, key=lambda run: -run[0])
 
     @cached_property  # computed once: a frozen row's cases never change
