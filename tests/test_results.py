@@ -179,3 +179,38 @@ def test_an_empty_file_named_as_ci_run_names_it_makes_its_rows_incomplete(tmp_pa
     rows = [r for r in res.rows if r.target == "rocm-gfx1151" and r.suite == "sparse_mla"]
     assert rows and {r.status for r in rows} == {"incomplete"}
     assert {r.status for r in res.rows if r.target == "cuda-sm90"} == {"not run"}
+
+
+def test_the_quick_reading_of_a_metric_agrees_with_the_strict_one() -> None:
+    """ci.results.metrics reads a metric of the harness's shape without converting anything; every other shape goes
+    to the strict reader, so both give one Metric, or the quick one gives nothing."""
+    from ci.results.metrics import _as_written, metric_from_json
+
+    usual = {"value": 2.5, "unit": "ms", "phase": "warm", "repeats": 3, "spread": 1.0, "samples": [2.0, 2.5, 3.0]}
+    shapes = [
+        usual,
+        {**usual, "spread": None},
+        {k: v for k, v in usual.items() if k != "spread"},
+        {**usual, "samples": []},
+        {**usual, "value": 2},  # an int: converted by the strict reader only
+        {**usual, "repeats": True},
+        {**usual, "repeats": 0},
+        {**usual, "repeats": 2.0},
+        {**usual, "samples": [1, 2.0]},
+        {**usual, "samples": ["1.0"]},
+        {**usual, "phase": "lukewarm"},
+        {**usual, "unit": 3},
+        {k: v for k, v in usual.items() if k != "value"},
+        {k: v for k, v in usual.items() if k != "repeats"},
+        [1.0],
+    ]
+    quick = 0
+    for doc in shapes:
+        fast = _as_written("m", doc)
+        try:
+            strict = metric_from_json("m", doc)
+        except (ValueError, TypeError, KeyError):
+            strict = None
+        assert fast is None or fast == strict, doc
+        quick += fast is not None
+    assert quick == 4  # the harness's own shapes: with and without a spread, with and without samples

@@ -54,10 +54,40 @@ def metrics_of(raws: list[tuple[str, str]], problems: list[str]) -> list[Metric]
         docs = [_loads(raw) for _, raw in raws]
     out = []
     for (name, _), doc in zip(raws, docs, strict=True):
-        metric = _metric(name, doc, problems)
+        metric = _as_written(name, doc) or _metric(name, doc, problems)
         if metric:
             out.append(metric)
     return out
+
+
+_FLOAT = {float}
+_new = tuple.__new__
+
+
+def _as_written(name: str, doc: Any) -> Metric | None:
+    """The metric, where its object has the shape the harness writes (floats where numbers go, samples all floats,
+    a count of repeats); else None, and `metric_from_json` reads it, naming what is off. orjson never decodes a
+    number that is not finite, so floats from it need no check; nothing here converts, so nothing is let through
+    that `metric_from_json` would refuse."""
+    if type(doc) is not dict:
+        return None
+    value, samples, spread = doc.get("value"), doc.get("samples", ()), doc.get("spread")
+    phase, unit, repeats = doc.get("phase", "none"), doc.get("unit", ""), doc.get("repeats")
+    if not (
+        type(value) is float
+        and type(samples) is list
+        and (not samples or set(map(type, samples)) == _FLOAT)
+        and (spread is None or type(spread) is float)
+        and phase in _PHASES
+        and type(unit) is str
+        and type(repeats) is int
+        and repeats >= 1
+    ):
+        return None
+    s = tuple(samples)
+    if spread is None and s:
+        spread = max(s) - min(s)
+    return _new(Metric, (name, value, unit, phase, repeats, spread, s))
 
 
 def _loads(raw: str) -> object:
