@@ -31,9 +31,22 @@ def md_cell(value: object) -> str:
     return text
 
 
+_CUT = "\x00"  # between cells while a whole table is escaped at once; a cell holding it is escaped alone
+
+
 def markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    """A Markdown table, every cell escaped (`md_cell`). The cells are escaped together, joined by a character
+    no escape touches and split again: one pass per escape over the table, not eleven tests per cell."""
+    width = len(headers)
+    cells = [str(c) for row in (headers, *rows) for c in row]
+    joined = _CUT.join(cells)
+    if joined.count(_CUT) == len(cells) - 1 and all(len(row) == width for row in rows):
+        escaped = md_cell(joined).split(_CUT)
+        table = [escaped[i : i + width] for i in range(0, len(escaped), width)]
+    else:
+        table = [[md_cell(c) for c in row] for row in (headers, *rows)]
+    lines = ["| " + " | ".join(row) + " |" for row in table]
+    lines.insert(1, "|" + "---|" * width)
     return "\n".join(lines) + "\n"
 
 

@@ -276,3 +276,25 @@ def test_a_cause_ending_in_a_record_of_what_was_seen_is_one_cause() -> None:
     texts = ["read all -1 top-k rows [{'read': 1, 'tokens': 512}]", "read all -1 top-k rows [{'read': 1}, {'read': 2}]"]
     assert len({cause_key(t) for t in texts}) == 1
     assert said_once(texts) == "read all -1 top-k rows, e.g. [{'read': 1, 'tokens': 512}]"
+
+
+def test_a_markdown_table_escapes_each_cell_as_md_cell_does() -> None:
+    """ci.tables.markdown escapes a whole table in one pass: the same cells as escaping each alone, a cell holding the
+    character it splits on and a row of another width included."""
+    import random
+
+    from ci.tables import markdown, md_cell
+
+    def one_by_one(headers, rows) -> str:
+        lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+        return "\n".join(lines + ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]) + "\n"
+
+    rng = random.Random(7)
+    alphabet = "ab &|<>\n\r`_*[]\x00é✅"
+    word = lambda: "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))  # noqa: E731
+    for _ in range(500):
+        width = rng.randint(1, 5)
+        rows = [tuple(word() for _ in range(width if rng.random() < 0.9 else rng.randint(0, 6))) for _ in range(4)]
+        headers = tuple(word() for _ in range(width))
+        assert markdown(headers, rows) == one_by_one(headers, rows), (headers, rows)
+    assert markdown(("a|b",), [("[x](http://y)",), (3,)]) == "| a\\|b |\n|---|\n| \\[x\\](http://y) |\n| 3 |\n"
