@@ -34,7 +34,7 @@ md = tables.md_cell
 
 def render(report: Report, budget: int = BUDGET_BYTES) -> str:
     head, tail = _head(report), _tail(report)  # rendered once: only the status matrices differ between tries
-    matrices = [(target, t) for target in targets(report) if (t := matrix_table(report, target)).rows]
+    matrices = [(target, t, _table(t)) for target in targets(report) if (t := matrix_table(report, target)).rows]
     full = _join(head, _matrices(matrices, only_failing=False), tail)
     if len(full.encode()) <= budget:
         return full
@@ -114,23 +114,22 @@ def _head(report: Report) -> list[str]:
     return out
 
 
-def _matrices(matrices: list[tuple[str, Table]], only_failing: bool) -> list[str]:
-    """Each target's status matrix; with `only_failing`, the rows that did not pass, saying how many were left out."""
+def _matrices(matrices: list[tuple[str, Table, list[str]]], only_failing: bool) -> list[str]:
+    """Each target's status matrix (its table and the table's lines); with `only_failing`, the rows that did not
+    pass, saying how many were left out."""
     out = []
-    for target, t in matrices:
-        shown = t
+    for target, t, lines in matrices:
+        out += [f"## Status matrix: {md(target)}", ""]
         if only_failing:
             status_col = t.headers.index("Runs?")
-            keep = tuple(r for r in t.rows if r[status_col] != STATUS_MARK["pass"])
-            shown = Table(headers=t.headers, rows=keep)
-        out += [f"## Status matrix: {md(target)}", ""]
-        if shown is not t:
+            keep = [i for i, r in enumerate(t.rows) if r[status_col] != STATUS_MARK["pass"]]
             out += [
-                f"_{len(t.rows) - len(shown.rows)} passing rows left out to fit the annotation; "
+                f"_{len(t.rows) - len(keep)} passing rows left out to fit the annotation; "
                 "report.html lists every row._",
                 "",
             ]
-        out += [*_table(shown), ""]
+            lines = [*lines[:2], *(lines[2 + i] for i in keep)] if keep else ["_none_"]  # header, separator, rows
+        out += [*lines, ""]
     return out
 
 
