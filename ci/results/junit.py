@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from ci import contract
 from ci.results.metrics import Metric, finite, metrics_of
 
@@ -61,9 +63,32 @@ class Case:
 
     # Each metric by name, the first one recorded winning: judging and rendering 10,000 cases ask 200,000 times.
     _by_name: dict[str, Metric] = field(init=False, repr=False, compare=False)
+    # The case as report.json lists it among its row's runs (ci/report/report.schema.json), encoded where the case is
+    # made: in the processes that read the JUnit, side by side, not in the one that writes the report after them.
+    json: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {m.name: m for m in reversed(self.metrics)})
+        run = {
+            "file": self.file,
+            "junit_suite": self.junit_suite,
+            "test": f"{self.classname}::{self.name}",
+            "status": self.status,
+            "message": self.message,
+            "image_digest": self.image_digest,
+            "git_revision": self.git_revision,
+            "problems": self.problems,
+            "vllm_version": self.vllm_version,
+            "vllm_build": self.vllm_build,
+            "fork_changes": self.fork_changes,
+            "fork_without": self.fork_without,
+            "jit": {
+                "compiles": self.jit_compiles,
+                "kernels": self.jit_kernels,
+                "cache_new_files": self.jit_cache_new_files,
+            },
+        }
+        object.__setattr__(self, "json", orjson.dumps(run))
 
     def metric(self, name: str) -> Metric | None:
         return self._by_name.get(name)
