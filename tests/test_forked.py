@@ -124,6 +124,28 @@ def test_a_report_rendered_with_a_forked_child_is_byte_identical(junit_files: li
     assert write.render(report) == alone
 
 
+def test_a_report_written_by_two_processes_is_the_one_rendered_here(junit_files, monkeypatch, tmp_path: Path) -> None:
+    """`write`: the child writes report.md and report.json into their temporary files; where it dies doing so, this
+    process writes them again. Either way the folder holds the report `render` gives, and no temporary file."""
+    _needs_fork()
+    report = write.build(Path("stack"), junit_files, None, loaded=(STACK, PLAN))
+    alone = write.render(report)
+    monkeypatch.setattr(write, "_FORK_CASES", 0)
+    parent, real = os.getpid(), write._fill
+    for fault in (False, True):
+
+        def fill(tmp: str, data: bytes, fault=fault) -> None:
+            real(tmp, data[: len(data) // 2])  # half written, as a child killed mid-write leaves it
+            if fault and os.getpid() != parent:
+                os._exit(9)
+            real(tmp, data)
+
+        monkeypatch.setattr(write, "_fill", fill)
+        out = tmp_path / f"fault-{fault}"
+        write.write(report, out)
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == alone, fault
+
+
 def test_a_kept_graph_ends_the_process_at_once_with_its_output_and_code() -> None:
     """ci.teardown: a command that kept its report exits without Python's teardown; what it printed to a pipe (block
     buffered) still arrives, and the exit code is the command's."""

@@ -48,9 +48,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     with uncollected():
         report = from_args(args, sys.argv[1:])  # imports the rest once the reading has begun
-        from ci.report.write import failing, problems, render, summary, write_atomic
+        from ci.report.write import failing, problems, summary, write
 
-        write_atomic(args.out, render(report))  # rendered whole before anything is written
+        write(report, args.out)  # rendered whole before anything is written
         said = summary(report, args.out, outside_informational=args.outside_informational)
         if args.strict and problems(report):
             code = STRICT_INPUTS

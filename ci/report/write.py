@@ -8,10 +8,11 @@ fail on it reads report.json. Only a run that cannot produce a report exits 2 or
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,25 +103,63 @@ def _upstream(path: Path | None) -> dict[str, Any]:
 
 
 def render(report: Report) -> dict[str, bytes]:
-    # report.json by orjson, compact: json's encoder took as long as building the document (10,000 testcases hold
-    # half a million samples). Every number in it was read as finite (ci.results.metrics) or computed from those.
-    # A large report's Markdown and JSON are rendered by a forked child (ci.forked) while this process renders the
-    # HTML: the two halves took about as long.
-    def md_and_json() -> tuple[bytes, bytes]:
-        doc = orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE)
-        return markdown.render(report).encode(), doc
-
-    large = len(report.results.rows) + sum(len(r.cases) for r in report.results.rows) >= _FORK_CASES
-    theirs = forked.start(md_and_json) if large else md_and_json
+    """report.md, report.html and report.json, rendered in memory."""
+    large = _large(report)
+    theirs = forked.start(lambda: _md_and_json(report)) if large else lambda: _md_and_json(report)
     page = html.render(report).encode()
     md, doc = theirs()
     return {"report.md": md, "report.html": page, "report.json": doc}
 
 
+def write(report: Report, out: Path) -> None:
+    """Render `report` and write it to `out` as `write_atomic` does. A large report's Markdown and JSON are rendered
+    and written to their temporary files by a forked child (ci.forked) while this process renders and writes the
+    HTML: the two halves took about as long, and 16 MB of a 10,000-testcase report never cross between them."""
+
+    def md_and_json(temps: Mapping[str, str]) -> bool:
+        md, doc = _md_and_json(report)
+        _fill(temps["report.md"], md)
+        _fill(temps["report.json"], doc)
+        return True
+
+    with staged(out, OUTPUTS) as temps:
+        theirs = forked.start(lambda: md_and_json(temps)) if _large(report) else lambda: md_and_json(temps)
+        _fill(temps["report.html"], html.render(report).encode())
+        theirs()  # where the child failed, this process writes both again
+
+
+def _large(report: Report) -> bool:
+    return len(report.results.rows) + sum(len(r.cases) for r in report.results.rows) >= _FORK_CASES
+
+
+def _md_and_json(report: Report) -> tuple[bytes, bytes]:
+    # report.json by orjson, compact: json's encoder took as long as building the document (10,000 testcases hold
+    # half a million samples). Every number in it was read as finite (ci.results.metrics) or computed from those.
+    doc = orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE)
+    return markdown.render(report).encode(), doc
+
+
 def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
     """Write every file beside its final name, then rename them all: nothing half-written is ever seen. The set is
-    replaced as a whole: where one rename fails, the files already renamed get their previous version back (kept
-    as hard links until every rename is done), so the folder never mixes two reports."""
+    replaced as a whole (`staged`)."""
+    with staged(out, files) as temps:
+        for name, data in files.items():
+            _fill(temps[name], data)
+
+
+def _fill(tmp: str, data: bytes) -> None:
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+@contextlib.contextmanager
+def staged(out: Path, names: Iterable[str]) -> Iterator[dict[str, str]]:
+    """A temporary file beside each of `names` in `out`, to be filled in the block (by any process); when the block
+    ends, they are renamed over their names as a whole: where one rename fails, the files already renamed get their
+    previous version back (kept as hard links until every rename is done), so the folder never mixes two reports.
+    Where the block raises, nothing is renamed and the temporary files are removed."""
     temps: dict[str, str] = {}
     kept: dict[str, str] = {}  # name -> a hard link to the file it replaces
     done: list[str] = []
@@ -128,14 +167,12 @@ def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
     os.umask(umask)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
+        for name in names:
             fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
+            os.close(fd)
             temps[name] = tmp
             os.chmod(tmp, 0o666 & ~umask)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+        yield temps
         for name in temps:
             if (out / name).exists():
                 kept[name] = f"{temps[name]}.previous"
