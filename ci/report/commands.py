@@ -25,8 +25,10 @@ def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
     from ci.results import reading
 
     begun = reading.begin(args.inputs)  # the JUnit is read (by a forked reader too) while the rest is imported
+    from ci.report import html
     from ci.report.write import build
 
+    html.template()  # compiled while the JUnit is being read, not after
     return build(
         args.stack,
         args.inputs,

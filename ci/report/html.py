@@ -40,7 +40,8 @@ _ROW_CLASS = {
 
 
 @cache
-def _template() -> jinja2.Template:
+def template() -> jinja2.Template:
+    """The page's Jinja2 template, compiled once per process."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("ci.report", "templates"), autoescape=True, undefined=jinja2.StrictUndefined
     )
@@ -112,7 +113,7 @@ def render(report: Report) -> str:
     compared = None
     if c is not None:
         compared = {"title": comparison.title(c), "intro": comparison.intro(c), "tables": comparison.tables(c)}
-    return _template().render(
+    return template().render(
         comparison=compared,
         ready=sum(v.ready for v in report.verdicts),
         verdicts=verdicts,

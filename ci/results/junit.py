@@ -93,6 +93,11 @@ class Case:
     def metric(self, name: str) -> Metric | None:
         return self._by_name.get(name)
 
+    @property
+    def metrics_by_name(self) -> dict[str, Metric]:
+        """Each metric by name, the first recorded winning (read only)."""
+        return self._by_name
+
 
 @dataclass(frozen=True, kw_only=True)
 class Scope:

@@ -85,9 +85,8 @@ class RowResult:
         """Each metric once, the first case recording it winning; `cases` holds every run. The first request over
         the warm median (cold_warm_ratio) is derived where the test recorded both and not the ratio itself."""
         out: dict[str, junit.Metric] = {}
-        for case in self.cases:
-            for m in case.metrics:
-                out.setdefault(m.name, m)
+        for case in reversed(self.cases):  # an earlier case's metric overwrites a later one's
+            out.update(case.metrics_by_name)
         if (ratio := cold_warm_ratio(out.get)) is not None:
             out["cold_warm_ratio"] = ratio
         return out
