@@ -29,7 +29,7 @@ from ci.results.criterion import (
     ran_rows,
 )
 from ci.results.merge import RowResult, paid_once
-from ci.results.node_ids import matches
+from ci.results.node_ids import matcher
 from ci.stack.change import Change
 
 
@@ -41,7 +41,7 @@ def _tied(ev: Evidence) -> Criterion:
         c for c in results.unkeyed if c.change in (None, change.id)
     ]
     for test in reg.tests:
-        hits = [c for c in cases if matches(c, test)]
+        hits = list(filter(matcher(test), cases))
         counts = {s: sum(c.status == s for c in hits) for s in ("pass", "failure", "error", "skipped")}
         tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         if not hits:
@@ -64,9 +64,10 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
     absent: dict[str, list[str]] = {}
     wrong: dict[str, list[str]] = {}
     for r in ran:
+        by_name = [c.metrics_by_name for c in r.ran]
         for phase, names in (("cold", want.cold), ("warm", want.warm)):
             for name in names:
-                found = [m for c in r.ran if (m := c.metric(name))]
+                found = [m for metrics in by_name if (m := metrics.get(name))]
                 if not found:
                     absent.setdefault(f"{phase} {name}", []).append(r.id)
                 elif any(m.phase != phase for m in found):

@@ -6,6 +6,8 @@ name "f" or "f[<row id>]".
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ci.results.junit import Case
 
 
@@ -16,15 +18,22 @@ def test_module(test: str) -> str:
     return path.removesuffix(".py").replace("/", ".")
 
 
-def matches(case: Case, test: str) -> bool:
-    """Whether `case` is (part of) the pytest node id or file `test` names."""
+def matcher(test: str) -> Callable[[Case], bool]:
+    """Whether a case is (part of) the pytest node id or file `test` names: the node id taken apart once, for the
+    many cases it is matched against."""
     path, _, rest = test.partition("::")
     path = path.removeprefix("suites/")
     module = test_module(test)
-    in_module = case.path.lstrip("./") == path if case.path else False
-    in_module = in_module or case.classname == module or case.classname.startswith(module + ".")
-    if not in_module or not rest:
-        return in_module
-    *classes, func = rest.split("::")
-    inner = case.classname[len(module) + 1 :] if case.classname.startswith(module + ".") else ""
-    return case.name.split("[", 1)[0] == func and (not classes or inner == ".".join(classes))
+    dotted = module + "."
+    *classes, func = rest.split("::") if rest else ("",)
+    nested = ".".join(classes)
+
+    def match(case: Case) -> bool:
+        in_module = case.path.lstrip("./") == path if case.path else False
+        in_module = in_module or case.classname == module or case.classname.startswith(dotted)
+        if not in_module or not rest:
+            return in_module
+        inner = case.classname[len(dotted) :] if case.classname.startswith(dotted) else ""
+        return case.name.split("[", 1)[0] == func and (not classes or inner == nested)
+
+    return match
