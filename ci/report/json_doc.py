@@ -42,11 +42,13 @@ def _rerun(r: RowResult) -> dict[str, object]:
 def _run_document(r: RowResult) -> dict[str, object] | None:
     """The rows.json of the run that holds the row's result (its first failing one, else its first), narrowed to
     the row: what `ci repro --report` re-runs it from. None where no rows.json lies beside that JUnit file."""
-    from ci.run import repro  # the run stage reads its own file; the report only carries it
-
     case = next((c for c in r.cases if c.status != "pass"), r.cases[0] if r.cases else None)
     path = rows_json_beside(case.file) if case else None
-    doc = repro.row_document(path, r.id) if path is not None else None
+    if path is None:
+        return None
+    from ci.run import repro  # the run stage reads its own file; the report only carries it
+
+    doc = repro.row_document(path, r.id)
     if doc and doc.get("suites_dir"):  # relative to the folder the report was made in, as every path it writes
         doc["suites_dir"] = shown(Path(doc["suites_dir"]))
     return doc

@@ -57,12 +57,12 @@ def rerun(r: RowResult) -> Rerun:
 @functools.lru_cache(maxsize=4096)
 def _rerun(row_id: str, file: str, in_image: bool, cwd: str) -> Rerun:
     """One per row and working folder: every section of the report that names a failing row asks for it."""
-    from ci.errors import UsageError
-    from ci.run import repro as repro_cmd  # the run stage makes the line; the report only shows it
-
     rows_json = rows_json_beside(file)
     if rows_json is None:
         return Rerun(hint=repro(row_id), command="", why_not=f"no rows.json beside {file}")
+    from ci.errors import UsageError
+    from ci.run import repro as repro_cmd  # the run stage makes the line; the report only shows it
+
     try:
         lines = repro_cmd.commands(rows_json, row_id, base=Path(cwd))
     except UsageError as exc:
@@ -85,12 +85,12 @@ def forget() -> None:
 
 def rerun_test(case: Case) -> str:
     """The line that re-runs one testcase outside the plan as its run did, or "" where its run left no rows.json."""
-    from ci.errors import UsageError
-    from ci.run import repro as repro_cmd
-
     rows_json = rows_json_beside(case.file)
     if case.status not in ("failure", "error") or rows_json is None:
         return ""
+    from ci.errors import UsageError
+    from ci.run import repro as repro_cmd
+
     try:
         lines = repro_cmd.test_commands(rows_json, f"{case.classname}::{case.name}", base=Path.cwd())
     except UsageError:
