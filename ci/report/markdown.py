@@ -32,9 +32,26 @@ BUDGET_BYTES = LIMIT_BYTES - 16 * 1024  # room for the truncation note
 md = tables.md_cell
 
 
+Matrices = list[tuple[str, Table, list[str]]]  # each target's status matrix: its table and the table's lines
+
+
 def render(report: Report, budget: int = BUDGET_BYTES) -> str:
-    head, tail = _head(report), _tail(report)  # rendered once: only the status matrices differ between tries
-    matrices = [(target, t, _table(t)) for target in targets(report) if (t := matrix_table(report, target)).rows]
+    return assemble(around(report), matrices(report), budget)
+
+
+def around(report: Report) -> tuple[list[str], list[str]]:
+    """The lines before the status matrices and after them: rendered once, only the matrices differ between tries
+    (and `ci.report.write` renders them in another process than the matrices)."""
+    return _head(report), _tail(report)
+
+
+def matrices(report: Report) -> Matrices:
+    return [(target, t, _table(t)) for target in targets(report) if (t := matrix_table(report, target)).rows]
+
+
+def assemble(head_tail: tuple[list[str], list[str]], matrices: Matrices, budget: int = BUDGET_BYTES) -> str:
+    """The annotation: everything where it fits; else the matrices' failing rows only; else cut (module doc)."""
+    head, tail = head_tail
     full = _join(head, _matrices(matrices, only_failing=False), tail)
     if len(full.encode()) <= budget:
         return full
@@ -114,7 +131,7 @@ def _head(report: Report) -> list[str]:
     return out
 
 
-def _matrices(matrices: list[tuple[str, Table, list[str]]], only_failing: bool) -> list[str]:
+def _matrices(matrices: Matrices, only_failing: bool) -> list[str]:
     """Each target's status matrix (its table and the table's lines); with `only_failing`, the rows that did not
     pass, saying how many were left out."""
     out = []

@@ -12,9 +12,9 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -31,7 +31,8 @@ from ci.stack.plan import Plan
 from ci.upstream import state as upstream_state
 
 OUTPUTS = ("report.md", "report.html", "report.json")
-_FORK_CASES = 2000  # rows and testcases from which rendering Markdown and JSON in a forked child pays
+T = TypeVar("T")
+_FORK_CASES = 2000  # rows and testcases from which rendering in two processes pays
 
 
 def build(
@@ -103,40 +104,46 @@ def _upstream(path: Path | None) -> dict[str, Any]:
 
 
 def render(report: Report) -> dict[str, bytes]:
-    """report.md, report.html and report.json, rendered in memory."""
-    large = _large(report)
-    theirs = forked.start(lambda: _md_and_json(report)) if large else lambda: _md_and_json(report)
-    page = html.render(report).encode()
-    md, doc = theirs()
-    return {"report.md": md, "report.html": page, "report.json": doc}
+    """report.md, report.html and report.json, rendered in memory (as `write` renders them)."""
+    parts: dict[str, bytes] = {}
+    theirs = _start(report, lambda: _json_and_around(report))
+    parts["report.html"] = html.render(report).encode()
+    doc, around = theirs()
+    return {"report.md": _markdown(report, around), **parts, "report.json": doc}
 
 
 def write(report: Report, out: Path) -> None:
-    """Render `report` and write it to `out` as `write_atomic` does. A large report's Markdown and JSON are rendered
-    and written to their temporary files by a forked child (ci.forked) while this process renders and writes the
-    HTML: the two halves took about as long, and 16 MB of a 10,000-testcase report never cross between them."""
+    """Render `report` and write it to `out` as `write_atomic` does. A large report is rendered by two processes
+    (ci.forked): a forked child renders report.json, writes it to its temporary file, and renders the Markdown around
+    the status matrices; this process renders the HTML and the matrices and puts report.md together. The two halves
+    then take about as long, and the 15 MB of a 10,000-testcase report.json never cross between them."""
 
-    def md_and_json(temps: Mapping[str, str]) -> bool:
-        md, doc = _md_and_json(report)
-        _fill(temps["report.md"], md)
+    def json_written(temps: Mapping[str, str]) -> tuple[list[str], list[str]]:
+        doc, around = _json_and_around(report)
         _fill(temps["report.json"], doc)
-        return True
+        return around
 
     with staged(out, OUTPUTS) as temps:
-        theirs = forked.start(lambda: md_and_json(temps)) if _large(report) else lambda: md_and_json(temps)
+        theirs = _start(report, lambda: json_written(temps))
         _fill(temps["report.html"], html.render(report).encode())
-        theirs()  # where the child failed, this process writes both again
+        _fill(temps["report.md"], _markdown(report, theirs()))  # where the child failed, this process does its part
 
 
-def _large(report: Report) -> bool:
-    return len(report.results.rows) + sum(len(r.cases) for r in report.results.rows) >= _FORK_CASES
+def _start(report: Report, fn: Callable[[], T]) -> Callable[[], T]:
+    """`fn` in a forked child where the report is large enough for the fork to pay; else here, when asked."""
+    large = len(report.results.rows) + sum(len(r.cases) for r in report.results.rows) >= _FORK_CASES
+    return forked.start(fn) if large else fn
 
 
-def _md_and_json(report: Report) -> tuple[bytes, bytes]:
+def _json_and_around(report: Report) -> tuple[bytes, tuple[list[str], list[str]]]:
     # report.json by orjson, compact: json's encoder took as long as building the document (10,000 testcases hold
     # half a million samples). Every number in it was read as finite (ci.results.metrics) or computed from those.
     doc = orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE)
-    return markdown.render(report).encode(), doc
+    return doc, markdown.around(report)
+
+
+def _markdown(report: Report, around: tuple[list[str], list[str]]) -> bytes:
+    return markdown.assemble(around, markdown.matrices(report)).encode()
 
 
 def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
