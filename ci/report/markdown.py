@@ -32,26 +32,31 @@ BUDGET_BYTES = LIMIT_BYTES - 16 * 1024  # room for the truncation note
 md = tables.md_cell
 
 
-Matrices = list[tuple[str, Table, list[str]]]  # each target's status matrix: its table and the table's lines
+# Each target's status matrix as lines (header, separator, one per row), with the indices of its rows that did not pass
+Matrix = tuple[str, list[str], tuple[int, ...]]
+Parts = tuple[list[str], list[Matrix], list[str]]  # the lines before the matrices, the matrices, the lines after
 
 
 def render(report: Report, budget: int = BUDGET_BYTES) -> str:
-    return assemble(around(report), matrices(report), budget)
+    return assemble(parts(report), budget)
 
 
-def around(report: Report) -> tuple[list[str], list[str]]:
-    """The lines before the status matrices and after them: rendered once, only the matrices differ between tries
-    (and `ci.report.write` renders them in another process than the matrices)."""
-    return _head(report), _tail(report)
+def parts(report: Report) -> Parts:
+    """Everything of the annotation, rendered once, for `assemble` to put together: only the matrices differ between
+    its tries (`ci.report.write` renders the parts in one process and puts them together in the other)."""
+    matrices = []
+    for target in targets(report):
+        t = matrix_table(report, target)
+        if t.rows:
+            status = t.headers.index("Runs?")
+            failing = tuple(i for i, r in enumerate(t.rows) if r[status] != STATUS_MARK["pass"])
+            matrices.append((target, _table(t), failing))
+    return _head(report), matrices, _tail(report)
 
 
-def matrices(report: Report) -> Matrices:
-    return [(target, t, _table(t)) for target in targets(report) if (t := matrix_table(report, target)).rows]
-
-
-def assemble(head_tail: tuple[list[str], list[str]], matrices: Matrices, budget: int = BUDGET_BYTES) -> str:
+def assemble(parts: Parts, budget: int = BUDGET_BYTES) -> str:
     """The annotation: everything where it fits; else the matrices' failing rows only; else cut (module doc)."""
-    head, tail = head_tail
+    head, matrices, tail = parts
     full = _join(head, _matrices(matrices, only_failing=False), tail)
     if len(full.encode()) <= budget:
         return full
@@ -131,21 +136,18 @@ def _head(report: Report) -> list[str]:
     return out
 
 
-def _matrices(matrices: Matrices, only_failing: bool) -> list[str]:
-    """Each target's status matrix (its table and the table's lines); with `only_failing`, the rows that did not
-    pass, saying how many were left out."""
+def _matrices(matrices: list[Matrix], only_failing: bool) -> list[str]:
+    """Each target's status matrix; with `only_failing`, the rows that did not pass, saying how many were left out."""
     out = []
-    for target, t, lines in matrices:
+    for target, lines, failing in matrices:
         out += [f"## Status matrix: {md(target)}", ""]
         if only_failing:
-            status_col = t.headers.index("Runs?")
-            keep = [i for i, r in enumerate(t.rows) if r[status_col] != STATUS_MARK["pass"]]
             out += [
-                f"_{len(t.rows) - len(keep)} passing rows left out to fit the annotation; "
+                f"_{len(lines) - 2 - len(failing)} passing rows left out to fit the annotation; "
                 "report.html lists every row._",
                 "",
             ]
-            lines = [*lines[:2], *(lines[2 + i] for i in keep)] if keep else ["_none_"]  # header, separator, rows
+            lines = [*lines[:2], *(lines[2 + i] for i in failing)] if failing else ["_none_"]
         out += [*lines, ""]
     return out
 

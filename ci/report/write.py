@@ -105,28 +105,27 @@ def _upstream(path: Path | None) -> dict[str, Any]:
 
 def render(report: Report) -> dict[str, bytes]:
     """report.md, report.html and report.json, rendered in memory (as `write` renders them)."""
-    parts: dict[str, bytes] = {}
-    theirs = _start(report, lambda: _json_and_around(report))
-    parts["report.html"] = html.render(report).encode()
-    doc, around = theirs()
-    return {"report.md": _markdown(report, around), **parts, "report.json": doc}
+    theirs = _start(report, lambda: _json_and_markdown(report))
+    page = html.render(report).encode()
+    doc, md = theirs()
+    return {"report.md": markdown.assemble(md).encode(), "report.html": page, "report.json": doc}
 
 
 def write(report: Report, out: Path) -> None:
     """Render `report` and write it to `out` as `write_atomic` does. A large report is rendered by two processes
-    (ci.forked): a forked child renders report.json, writes it to its temporary file, and renders the Markdown around
-    the status matrices; this process renders the HTML and the matrices and puts report.md together. The two halves
-    then take about as long, and the 15 MB of a 10,000-testcase report.json never cross between them."""
+    (ci.forked): a forked child renders report.json, writes it to its temporary file, and renders the parts of the
+    Markdown as lines; this process renders the HTML and puts report.md together (cut to Buildkite's limit). The two
+    halves then take about as long, and the 15 MB of a 10,000-testcase report.json never cross between them."""
 
-    def json_written(temps: Mapping[str, str]) -> tuple[list[str], list[str]]:
-        doc, around = _json_and_around(report)
+    def json_written(temps: Mapping[str, str]) -> markdown.Parts:
+        doc, md = _json_and_markdown(report)
         _fill(temps["report.json"], doc)
-        return around
+        return md
 
     with staged(out, OUTPUTS) as temps:
         theirs = _start(report, lambda: json_written(temps))
         _fill(temps["report.html"], html.render(report).encode())
-        _fill(temps["report.md"], _markdown(report, theirs()))  # where the child failed, this process does its part
+        _fill(temps["report.md"], markdown.assemble(theirs()).encode())  # where the child failed, all is done here
 
 
 def _start(report: Report, fn: Callable[[], T]) -> Callable[[], T]:
@@ -135,15 +134,11 @@ def _start(report: Report, fn: Callable[[], T]) -> Callable[[], T]:
     return forked.start(fn) if large else fn
 
 
-def _json_and_around(report: Report) -> tuple[bytes, tuple[list[str], list[str]]]:
+def _json_and_markdown(report: Report) -> tuple[bytes, markdown.Parts]:
     # report.json by orjson, compact: json's encoder took as long as building the document (10,000 testcases hold
     # half a million samples). Every number in it was read as finite (ci.results.metrics) or computed from those.
     doc = orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE)
-    return doc, markdown.around(report)
-
-
-def _markdown(report: Report, around: tuple[list[str], list[str]]) -> bytes:
-    return markdown.assemble(around, markdown.matrices(report)).encode()
+    return doc, markdown.parts(report)
 
 
 def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
