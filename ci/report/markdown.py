@@ -57,13 +57,19 @@ def parts(report: Report) -> Parts:
 def assemble(parts: Parts, budget: int = BUDGET_BYTES) -> str:
     """The annotation: everything where it fits; else the matrices' failing rows only; else cut (module doc)."""
     head, matrices, tail = parts
-    full = _join(head, _matrices(matrices, only_failing=False), tail)
-    if len(full.encode()) <= budget:
-        return full
+    whole = _matrices(matrices, only_failing=False)
+    if _chars(head, whole, tail) <= budget:  # a text's bytes are at least its characters: else it cannot fit
+        full = _join(head, whole, tail)
+        if len(full.encode()) <= budget:
+            return full
     shrunk = _join(head, _matrices(matrices, only_failing=True), tail)
     if len(shrunk.encode()) <= budget:
         return shrunk
     return _cut(shrunk, budget)
+
+
+def _chars(*parts: list[str]) -> int:
+    return sum(len(line) + 1 for part in parts for line in part)
 
 
 def _join(*parts: list[str]) -> str:
