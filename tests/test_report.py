@@ -111,7 +111,7 @@ def test_a_failed_run_leaves_the_previous_report_intact(tmp_path: Path, messy, m
     assert main(["report", str(junit), "--out", str(out)]) == 1
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    def broken(_report):
+    def broken(*_args):
         raise RuntimeError("renderer bug")
 
     monkeypatch.setattr(report_html, "render", broken)

@@ -22,8 +22,7 @@ from ci.report.view import (
     counts,
     duplicates_table,
     inputs_table,
-    matrix_table,
-    targets,
+    status_tables,
     unplanned_table,
 )
 
@@ -52,10 +51,7 @@ def _tally(c: dict[str, int]) -> str:
     return ", ".join(f"{n} {k}" for k, n in c.items()) or "none"  # words: a phone may lack the emoji font
 
 
-def _matrix(report: Report, target: str) -> dict[str, object] | None:
-    t = matrix_table(report, target)
-    if not t.rows:
-        return None
+def _matrix(target: str, t: Table) -> dict[str, object]:
     status = t.headers.index("Runs?")
     order = [0, status, *(i for i in range(1, len(t.headers)) if i != status)]  # the result beside the row id
     words = {mark: status for status, mark in STATUS_MARK.items()}  # a phone may lack the emoji font
@@ -73,7 +69,8 @@ def _matrix(report: Report, target: str) -> dict[str, object] | None:
     }
 
 
-def render(report: Report) -> str:
+def render(report: Report, tables: dict[str, Table] | None = None) -> str:
+    """The page; `tables`: each target's status matrix where the caller made them (markdown.status_tables)."""
     verdicts = []
     for v in report.verdicts:
         title, state = change_heading(v)
@@ -99,7 +96,8 @@ def render(report: Report) -> str:
                 "rebase_line": rebase.line(report, v.change.id),
             }
         )
-    matrices = [m for t in targets(report) if (m := _matrix(report, t)) is not None]
+    status = status_tables(report) if tables is None else tables
+    matrices = [_matrix(target, t) for target, t in status.items()]
     comp = composition.table(report)
     named = models.table(report)
     extra: list[tuple[str, Table]] = [

@@ -22,8 +22,7 @@ from ci.report.view import (
     duplicates_table,
     failing_table,
     inputs_table,
-    matrix_table,
-    targets,
+    status_tables,
     unplanned_table,
 )
 
@@ -38,20 +37,23 @@ Parts = tuple[list[str], list[Matrix], list[str]]  # the lines before the matric
 
 
 def render(report: Report, budget: int = BUDGET_BYTES) -> str:
-    return assemble(parts(report), budget)
+    head, tail = around(report)
+    return assemble((head, matrices(status_tables(report)), tail), budget)
 
 
-def parts(report: Report) -> Parts:
-    """Everything of the annotation, rendered once, for `assemble` to put together: only the matrices differ between
-    its tries (`ci.report.write` renders the parts in one process and puts them together in the other)."""
-    matrices = []
-    for target in targets(report):
-        t = matrix_table(report, target)
-        if t.rows:
-            status = t.headers.index("Runs?")
-            failing = tuple(i for i, r in enumerate(t.rows) if r[status] != STATUS_MARK["pass"])
-            matrices.append((target, _table(t), failing))
-    return _head(report), matrices, _tail(report)
+def around(report: Report) -> tuple[list[str], list[str]]:
+    """The lines before the status matrices and after them, rendered once: only the matrices differ between the
+    tries of `assemble` (and `ci.report.write` renders these in another process than the matrices)."""
+    return _head(report), _tail(report)
+
+
+def matrices(tables: dict[str, Table]) -> list[Matrix]:
+    out = []
+    for target, t in tables.items():
+        status = t.headers.index("Runs?")
+        failing = tuple(i for i, r in enumerate(t.rows) if r[status] != STATUS_MARK["pass"])
+        out.append((target, _table(t), failing))
+    return out
 
 
 def assemble(parts: Parts, budget: int = BUDGET_BYTES) -> str:

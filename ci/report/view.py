@@ -203,6 +203,12 @@ def targets(report: Report) -> list[str]:
     return named + sorted({r.target for r in report.results.rows} - set(named))
 
 
+def status_tables(report: Report) -> dict[str, Table]:
+    """Each target's status matrix (`matrix_table`), for the targets that have rows: made once where both the HTML
+    and the Markdown are rendered."""
+    return {target: t for target in targets(report) if (t := matrix_table(report, target)).rows}
+
+
 def matrix_table(report: Report, target: str) -> Table:
     """The seed table's shape, one line per planned row of `target`, with its result."""
     rows = [r for r in report.results.rows if r.target == target and r.planned is not None]

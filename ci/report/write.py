@@ -22,7 +22,7 @@ from ci import forked
 from ci.errors import ReportError, UsageError
 from ci.report import first_screen, html, json_doc, markdown
 from ci.report.rerun import forget
-from ci.report.view import Report, counts
+from ci.report.view import Report, counts, status_tables
 from ci.results import baseline, compare, merge, reading
 from ci.results.junit import FileRead
 from ci.stack import loader, plan
@@ -105,27 +105,33 @@ def _upstream(path: Path | None) -> dict[str, Any]:
 
 def render(report: Report) -> dict[str, bytes]:
     """report.md, report.html and report.json, rendered in memory (as `write` renders them)."""
-    theirs = _start(report, lambda: _json_and_markdown(report))
-    page = html.render(report).encode()
-    doc, md = theirs()
-    return {"report.md": markdown.assemble(md).encode(), "report.html": page, "report.json": doc}
+    theirs = _start(report, lambda: _json_and_around(report))
+    tables = status_tables(report)
+    page = html.render(report, tables).encode()
+    doc, (head, tail) = theirs()
+    md = markdown.assemble((head, markdown.matrices(tables), tail)).encode()
+    return {"report.md": md, "report.html": page, "report.json": doc}
 
 
 def write(report: Report, out: Path) -> None:
     """Render `report` and write it to `out` as `write_atomic` does. A large report is rendered by two processes
-    (ci.forked): a forked child renders report.json, writes it to its temporary file, and renders the parts of the
-    Markdown as lines; this process renders the HTML and puts report.md together (cut to Buildkite's limit). The two
-    halves then take about as long, and the 15 MB of a 10,000-testcase report.json never cross between them."""
+    (ci.forked): a forked child renders report.json, writes it to its temporary file, and renders the Markdown around
+    the status matrices; this process makes the matrices once for the HTML and the Markdown, renders the HTML and
+    puts report.md together (cut to Buildkite's limit). The two halves then take about as long, and the 15 MB of a
+    10,000-testcase report.json never cross between them."""
 
-    def json_written(temps: Mapping[str, str]) -> markdown.Parts:
-        doc, md = _json_and_markdown(report)
+    def json_written(temps: Mapping[str, str]) -> tuple[list[str], list[str]]:
+        doc, around = _json_and_around(report)
         _fill(temps["report.json"], doc)
-        return md
+        return around
 
     with staged(out, OUTPUTS) as temps:
         theirs = _start(report, lambda: json_written(temps))
-        _fill(temps["report.html"], html.render(report).encode())
-        _fill(temps["report.md"], markdown.assemble(theirs()).encode())  # where the child failed, all is done here
+        tables = status_tables(report)
+        _fill(temps["report.html"], html.render(report, tables).encode())
+        matrices = markdown.matrices(tables)
+        head, tail = theirs()  # where the child failed, this process does its part too
+        _fill(temps["report.md"], markdown.assemble((head, matrices, tail)).encode())
 
 
 def _start(report: Report, fn: Callable[[], T]) -> Callable[[], T]:
@@ -134,11 +140,11 @@ def _start(report: Report, fn: Callable[[], T]) -> Callable[[], T]:
     return forked.start(fn) if large else fn
 
 
-def _json_and_markdown(report: Report) -> tuple[bytes, markdown.Parts]:
+def _json_and_around(report: Report) -> tuple[bytes, tuple[list[str], list[str]]]:
     # report.json by orjson, compact: json's encoder took as long as building the document (10,000 testcases hold
     # half a million samples). Every number in it was read as finite (ci.results.metrics) or computed from those.
     doc = orjson.dumps(json_doc.to_json(report), option=orjson.OPT_APPEND_NEWLINE)
-    return doc, markdown.parts(report)
+    return doc, markdown.around(report)
 
 
 def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
