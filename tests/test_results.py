@@ -12,6 +12,7 @@ from report_helpers import PLAN, rows, write_rows
 
 from ci.results import junit
 from ci.results import merge as results
+from ci.results.metrics import Metric, metrics_of
 
 TARGET = "cuda-sm121a"
 
@@ -214,3 +215,34 @@ def test_the_quick_reading_of_a_metric_agrees_with_the_strict_one() -> None:
         assert fast is None or fast == strict, doc
         quick += fast is not None
     assert quick == 4  # the harness's own shapes: with and without a spread, with and without samples
+
+
+def test_a_rows_one_metric_is_the_one_its_merged_metrics_hold() -> None:
+    """RowResult.metric(name) reads one metric without merging them all: the first run recording it, as `metrics` has
+    it, and the derived cold/warm ratio from `metrics` itself; before and after `metrics` was merged."""
+    import json as jsonlib
+
+    def case(n: int, **values: float) -> junit.Case:
+        raws = [
+            (k, jsonlib.dumps({"value": v, "unit": "ms", "phase": "warm", "repeats": 1})) for k, v in values.items()
+        ]
+        problems: list[str] = []
+        return replace(junit_case(n), metrics=tuple(metrics_of(raws, problems)))
+
+    def junit_case(n: int) -> junit.Case:
+        return junit.Case(file=f"f{n}", junit_suite="s", name=f"t{n}", classname="c", path="", row="r", change=None,
+                          track=None, target=None, suite=None, image_digest=None, git_revision=None, status="pass",
+                          message="", details="", log="", time=None, jit_compiles=None, jit_kernels=(),
+                          jit_cache_new_files=None, metrics=(), problems=())  # fmt: skip
+
+    runs = (case(0, warm_request_ms=2.0, cold_first_request_ms=9.0), case(1, warm_request_ms=3.0, extra=1.0))
+    names = ("warm_request_ms", "cold_first_request_ms", "extra", "cold_warm_ratio", "absent")
+    for merged_first in (False, True):
+        row = results.RowResult(id="r", planned=None, change="c", target="t", suite="s", status="pass", cases=runs,
+                                duplicates=())  # fmt: skip
+        if merged_first:
+            assert row.metrics
+        got = {n: row.metric(n) for n in names}
+        assert got == {n: row.metrics.get(n) for n in names}
+        assert isinstance(got["cold_warm_ratio"], Metric) and got["cold_warm_ratio"].value == 4.5
+        assert got["warm_request_ms"].value == 2.0 and got["extra"].value == 1.0 and got["absent"] is None

@@ -154,9 +154,9 @@ def pairs(report: Report, verdict: Verdict) -> list[Pair]:
     for r in report.results.rows:
         if r.change != verdict.change.id or not r.ran:
             continue
-        warm = {quantity(n): r.metrics[n] for n in want.warm if n in r.metrics}
+        warm = {quantity(n): m for n in want.warm if (m := r.metric(n))}
         for name in want.cold:
             q = quantity(name)
-            if name in r.metrics and q in warm and r.metrics[name].unit == warm[q].unit:
-                out.append(Pair(row=r.id, target=r.target, quantity=q, cold=r.metrics[name], warm=warm[q]))
+            if (cold := r.metric(name)) and q in warm and cold.unit == warm[q].unit:
+                out.append(Pair(row=r.id, target=r.target, quantity=q, cold=cold, warm=warm[q]))
     return out

@@ -223,7 +223,7 @@ def matrix_table(report: Report, target: str) -> Table:
 def _score(report: Report, r: RowResult) -> str:
     """The change's numerical-tolerance metric: the row's score against its reference."""
     tol = report.stack.changes[r.change].acceptance.tolerance if r.change in report.stack.changes else None
-    m = r.metrics.get(tol.metric) if tol else None
+    m = r.metric(tol.metric) if tol else None
     return f"{m.value:g} {m.unit}".strip() if m else ""
 
 

@@ -80,6 +80,12 @@ class RowResult:
         runs = [(ratio.value, case) for case in self.ran if (ratio := cold_warm_ratio(case.metric))]
         return sorted(runs, key=lambda run: -run[0])
 
+    def metric(self, name: str) -> junit.Metric | None:
+        """`metrics[name]`, without merging every metric of every case where only this one is asked for."""
+        if "metrics" in self.__dict__ or name == "cold_warm_ratio":  # merged already, or derived in the merging
+            return self.metrics.get(name)
+        return next((m for case in self.cases if (m := case.metric(name)) is not None), None)
+
     @cached_property  # computed once: a frozen row's cases never change
     def metrics(self) -> dict[str, junit.Metric]:
         """Each metric once, the first case recording it winning; `cases` holds every run. The first request over
