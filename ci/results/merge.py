@@ -32,10 +32,19 @@ _SEVERITY: tuple[RowStatus, ...] = ("error", "failure", "conflict", "skipped", "
 def cold_warm_ratio(metric: Callable[[str], Metric | None]) -> Metric | None:
     """The first request over the warm median: the test's own `cold_warm_ratio`, else derived where it recorded
     `cold_first_request_ms` and `warm_request_ms` (`metric` looks a metric up by name, in a case or a row)."""
-    ratio, cold, warm = map(metric, ("cold_warm_ratio", "cold_first_request_ms", "warm_request_ms"))
-    if ratio is None and cold and warm and warm.value > 0:
-        return Metric("cold_warm_ratio", cold.value / warm.value, "ratio", "none", 1, None)
+    ratio = metric("cold_warm_ratio")
+    if ratio is None and (value := cold_warm_value(metric)) is not None:
+        return Metric("cold_warm_ratio", value, "ratio", "none", 1, None)
     return ratio
+
+
+def cold_warm_value(metric: Callable[[str], Metric | None]) -> float | None:
+    """`cold_warm_ratio`'s value alone (a row's runs are ranked by it: no Metric made for each)."""
+    ratio = metric("cold_warm_ratio")
+    if ratio is not None:
+        return ratio.value
+    cold, warm = metric("cold_first_request_ms"), metric("warm_request_ms")
+    return cold.value / warm.value if cold and warm and warm.value > 0 else None
 
 
 def paid_once(case: Case) -> str:
@@ -77,7 +86,7 @@ class RowResult:
     def cold_warm_runs(self) -> list[tuple[float, Case]]:
         """Per run of the row (each case that ran), its first request over its warm median, worst first (what the
         worst paid once: `paid_once(case)`); a run that recorded neither the ratio nor both requests is left out."""
-        runs = [(ratio.value, case) for case in self.ran if (ratio := cold_warm_ratio(case.metric))]
+        runs = [(ratio, case) for case in self.ran if (ratio := cold_warm_value(case.metrics_by_name.get)) is not None]
         return sorted(runs, key=lambda run: -run[0])
 
     def metric(self, name: str) -> junit.Metric | None:
