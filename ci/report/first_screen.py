@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import weakref
 from collections import Counter
 
 from ci.report import triage
@@ -77,8 +78,21 @@ def table(report: Report) -> Table:
     return Table(headers=("Change", "Verdict", "Causes (rows)", "Next step"), rows=tuple(rows))
 
 
+_last: tuple[weakref.ref[Report], list[str]] | None = None  # the last report's warnings
+
+
 def warnings(report: Report) -> list[str]:
-    """The banner's lines grouped by kind: one line with a count and the first example for lines of one kind."""
+    """The banner's lines grouped by kind: one line with a count and the first example for lines of one kind. Made
+    once per report: the HTML, the Markdown and `ci report`'s summary each ask."""
+    global _last
+    if _last is not None and _last[0]() is report:
+        return list(_last[1])
+    said = _warnings(report)
+    _last = (weakref.ref(report), said)
+    return list(said)
+
+
+def _warnings(report: Report) -> list[str]:
     groups: dict[str, list[str]] = {}
     for line in banner(report):
         kind = re.sub(r"^input \S+", "input", line)

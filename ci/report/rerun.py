@@ -5,6 +5,7 @@ the report was made in (a checkout, a build's downloaded artifacts), never the m
 from __future__ import annotations
 
 import functools
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +23,14 @@ def shown(path: Path) -> str:
 
 def log_file(case: Case) -> Path | None:
     """The row's full log where it lies beside its JUnit file: the harness names it relative to that file, or
-    (older runs) by the absolute path of the machine that ran it, whose `logs/<name>` travels with the JUnit."""
+    (older runs) by the absolute path of the machine that ran it, whose `logs/<name>` travels with the JUnit.
+    String paths, not pathlib: a report asks this for every failing row."""
     if not case.log or not case.file:
         return None
-    named, beside = Path(case.log), Path(case.file).parent
-    for candidate in (beside / named, beside / "logs" / named.name):
-        if candidate.is_file():
-            return candidate
+    beside = os.path.dirname(case.file)
+    for candidate in (os.path.join(beside, case.log), os.path.join(beside, "logs", os.path.basename(case.log))):
+        if os.path.isfile(candidate):
+            return Path(candidate)
     return None
 
 
