@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,7 +74,8 @@ def test_the_page_in_a_real_browser(failing_run: Path, width: int, height: int) 
         box = first.bounding_box()
         assert box is not None and box["y"] + box["height"] <= height, box  # within the first viewport
         cells = first.locator("td").all_inner_texts()
-        assert "not ready" in cells[1] and "exceeds 1e-30" in cells[2] and "rows)" in cells[2]
+        # the row count: "(4 rows)" after a cause on a desktop, "4 rows:" before it on a phone (one line a cause)
+        assert "not ready" in cells[1] and "exceeds 1e-30" in cells[2] and re.search(r"\b\d+ rows?\b", cells[2])
         assert cells[3].startswith("python -m ci repro ")
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         page.goto(f"{html.as_uri()}#row-{row}")
@@ -100,3 +102,32 @@ def test_the_printed_rerun_line_reproduces_the_failure(failing_run: Path) -> Non
     assert again, f"no JUnit from {line}"
     text = again[0].read_text()
     assert row["id"] in text and "exceeds 1e-30" in text and "<failure" in text
+
+
+FIFTH_RUN = REPO / "evidence" / "h200-shrunk" / "fifth-run" / "report" / "report.html"
+
+
+@pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)], ids=["desktop", "phone"])
+def test_every_change_of_a_large_report_is_judged_on_the_first_screen(width: int, height: int) -> None:
+    """The committed fifth shrunk run (six changes, a dozen long causes): each change's verdict, its causes with their
+    row counts and its next step lie within the first viewport, on a desktop and on a phone."""
+    import re
+
+    sync_playwright = _need_browser()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(FIFTH_RUN.as_uri())
+        rows = page.locator("#summary tbody tr")
+        assert rows.count() == 6
+        for i in range(rows.count()):
+            row = rows.nth(i)
+            box = row.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= height, (i, box)
+            text = row.inner_text()  # what is shown: a phone shows three causes a change, one line each
+            assert "not ready" in text, text
+            assert re.search(r"\b\d+ rows?\b", text) or "no row ran" in text, text
+            step = row.locator("td.next code").inner_text().replace("\n", "")
+            assert step.startswith(("python -m ci repro ", "nox -s ")), step
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        browser.close()

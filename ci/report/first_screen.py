@@ -8,6 +8,7 @@ import re
 import shlex
 import weakref
 from collections import Counter
+from dataclasses import dataclass
 
 from ci.report import triage
 from ci.report.json_doc import CRITERION_IDS
@@ -60,21 +61,49 @@ def _short(text: str) -> str:
     return text if len(text) <= _LONG else text[: _LONG - 1] + "…"
 
 
-def table(report: Report) -> Table:
-    rows = []
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """One change on the first screen."""
+
+    change: str  # "#48407"
+    verdict: str  # "✅ ready" or "❌ not ready"
+    ready: bool
+    causes: tuple[tuple[str, int], ...]  # the first `_SHOWN` causes, shortened, with their row counts
+    more: int  # how many causes more there are
+    instead: str  # where there is no failing row: why the change is not ready ("no row ran (33 planned)"), or ""
+    next_step: str
+
+
+def entries(report: Report) -> list[Entry]:
+    out = []
     for v in report.verdicts:
         found = causes(report, v)
-        said = "; ".join(f"{_short(text)} ({n} row{'s' * (n != 1)})" for text, n in found[:_SHOWN])
-        if len(found) > _SHOWN:
-            said += f"; and {len(found) - _SHOWN} more causes"
+        instead = ""
         if not found and not v.ready:
             mine = [r for r in report.results.rows if r.change == v.change.id and r.planned is not None]
             ran = sum(bool(r.cases) for r in mine)
             blocked = ", ".join(CRITERION_IDS.get(c.name, c.name) for c in v.blocking)
-            said = f"no row ran ({len(mine)} planned)" if not ran else f"no failing row; blocked by {blocked}"
-        rows.append(
-            (f"#{v.change.id}", "✅ ready" if v.ready else "❌ not ready", said or "none", next_step(report, v))
+            instead = f"no row ran ({len(mine)} planned)" if not ran else f"no failing row; blocked by {blocked}"
+        out.append(
+            Entry(
+                change=f"#{v.change.id}",
+                verdict="✅ ready" if v.ready else "❌ not ready",
+                ready=v.ready,
+                causes=tuple((_short(text), n) for text, n in found[:_SHOWN]),
+                more=max(0, len(found) - _SHOWN),
+                instead=instead,
+                next_step=next_step(report, v),
+            )
         )
+    return out
+
+
+def table(report: Report) -> Table:
+    rows = []
+    for e in entries(report):
+        said = "; ".join(f"{text} ({n} row{'s' * (n != 1)})" for text, n in e.causes)
+        said += f"; and {e.more} more causes" if e.more else ""
+        rows.append((e.change, e.verdict, said or e.instead or "none", e.next_step))
     return Table(headers=("Change", "Verdict", "Causes (rows)", "Next step"), rows=tuple(rows))
 
 

@@ -38,6 +38,9 @@ _ROW_CLASS = {
 }
 
 
+PHONE_CAUSES = 3  # causes a change shows on a phone's first screen, one line each; the change's section has all
+
+
 @cache
 def template() -> jinja2.Template:
     """The page's Jinja2 template, compiled once per process."""
@@ -118,7 +121,8 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
         tally=_tally(counts(report.results)),
         banner=first_screen.warnings(report),
         judged=first_screen.judged(report),
-        first=first_screen.table(report),
+        first=first_screen.entries(report),
+        phone_causes=PHONE_CAUSES,
         matrices=matrices,
         extra=extra,
         status_class=_STATUS_CLASS,
