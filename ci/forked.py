@@ -65,9 +65,14 @@ def _pipe(ctx: Any) -> tuple[Connection, Connection]:
     return theirs, mine
 
 
-def _child(fn: Callable[[], object], out: Connection) -> None:
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # the parent's handlers are not the child's job
+def _default_signals() -> None:
+    """In a forked child: the parent's signal handlers are not the child's job."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+
+
+def _child(fn: Callable[[], object], out: Connection) -> None:
+    _default_signals()
     try:
         data = pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL)
     except BaseException:
@@ -116,8 +121,7 @@ def _take(taken: Any, n: int) -> int | None:
 
 
 def _taker(fn: Callable[[int], object], n: int, taken: Any, out: Connection) -> None:
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
+    _default_signals()
     try:
         while (i := _take(taken, n)) is not None:
             out.send_bytes(pickle.dumps((i, fn(i)), protocol=pickle.HIGHEST_PROTOCOL))

@@ -73,7 +73,7 @@ def _matrix(target: str, t: Table) -> dict[str, object]:
 
 
 def render(report: Report, tables: dict[str, Table] | None = None) -> str:
-    """The page; `tables`: each target's status matrix where the caller made them (markdown.status_tables)."""
+    """The page; `tables`: each target's status matrix where the caller made them (view.status_tables)."""
     verdicts = []
     for v in report.verdicts:
         title, state = change_heading(v)

@@ -33,7 +33,7 @@ def cold_warm_ratio(metric: Callable[[str], Metric | None]) -> Metric | None:
     """The first request over the warm median: the test's own `cold_warm_ratio`, else derived where it recorded
     `cold_first_request_ms` and `warm_request_ms` (`metric` looks a metric up by name, in a case or a row)."""
     ratio = metric("cold_warm_ratio")
-    if ratio is None and (value := cold_warm_value(metric)) is not None:
+    if ratio is None and (value := _derived_ratio(metric)) is not None:
         return Metric("cold_warm_ratio", value, "ratio", "none", 1, None)
     return ratio
 
@@ -41,8 +41,10 @@ def cold_warm_ratio(metric: Callable[[str], Metric | None]) -> Metric | None:
 def cold_warm_value(metric: Callable[[str], Metric | None]) -> float | None:
     """`cold_warm_ratio`'s value alone (a row's runs are ranked by it: no Metric made for each)."""
     ratio = metric("cold_warm_ratio")
-    if ratio is not None:
-        return ratio.value
+    return ratio.value if ratio is not None else _derived_ratio(metric)
+
+
+def _derived_ratio(metric: Callable[[str], Metric | None]) -> float | None:
     cold, warm = metric("cold_first_request_ms"), metric("warm_request_ms")
     return cold.value / warm.value if cold and warm and warm.value > 0 else None
 
