@@ -28,7 +28,7 @@ def _ci(*args: str) -> list[str]:
 
 
 def _alive(marker: str) -> list[str]:
-    """Command lines of live processes that carry `marker` (a unique sleep length)."""
+    """Command lines of live processes that run `sleep <marker>` (a sleep length no other process uses)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -36,7 +36,7 @@ def _alive(marker: str) -> list[str]:
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if marker in cmd and state != "Z" and "pytest" not in cmd:
+        if f"sleep {marker}" in cmd and state != "Z" and "pytest" not in cmd:
             found.append(cmd)
     return found
 
@@ -68,7 +68,10 @@ def _sleeper(tmp_path: Path, secs: str) -> Path:
 
 
 def _secs() -> str:
-    return f"{3000 + uuid.uuid4().int % 997}"  # a sleep length no other process uses: the marker
+    # a sleep length no other process uses, the marker: 3000-3999 s, and nine decimals from a UUID, so that a sleep
+    # another test left behind cannot pass for this one
+    n = uuid.uuid4().int
+    return f"{3000 + n % 1000}.{n // 1000 % 10**9:09d}"
 
 
 def test_a_second_run_on_the_same_folder_is_refused(tmp_path: Path) -> None:
