@@ -72,9 +72,12 @@ def run_target(
     schedule: execute.Schedule | None = None,
     deadline_at: float | None = None,
     planned: plan.Plan | None = None,
+    caches: Path | None = None,
 ) -> int:
     """Build, verify and run one target's suites into out/<target>-<suite>-0/; the worst exit status. `schedule`: the
-    rows over the host's devices (`ci run --gpus ...`); `deadline_at` (time.monotonic()): no suite starts after."""
+    rows of every suite together over the host's devices (`ci run --gpus ...`); `deadline_at` (time.monotonic()):
+    when every JUnit must be written by; `planned`: the rows to run (default every planned row of the target);
+    `caches`: a bake artefact the host installs first (with `use_host`)."""
     blocked = None if use_host else prepare_image(st, target, fork)
     if blocked is None and not host.present(target):
         blocked = Blocked(
@@ -82,7 +85,7 @@ def run_target(
             fix=f"nox -s {target.sessions[0]}_<suite>   (on a host with a {target.short}, "
             f"e.g. an agent of Buildkite queue {target.queue})",
         )
-    worst, ran = 0, False
+    worst, specs = 0, []
     rows_of = (planned or plan.build(st)).select(targets=[target.id])
     for suite in suites:
         folder = out / contract.results_folder(target.id, suite)
@@ -91,16 +94,8 @@ def run_target(
             why = Blocked(reason=blocked.reason, fix=blocked.fix.replace("<suite>", suite))
             record_not_run(folder, target, suite, [r.id for r in rows], why)
             continue
-        left = deadline_at - time.monotonic() if deadline_at is not None else None
-        if left is not None and left <= 0:
-            why = Blocked(reason="not started before --deadline", fix="run the same command with --resume")
-            record_not_run(folder, target, suite, [r.id for r in rows], why)
-            worst = max(worst, scheduled.DEADLINE_EXIT)
-            continue
         if schedule is not None and not schedule.resume:
             (folder / outcome.NOT_RUN).unlink(missing_ok=True)
-        step(f"python -m ci run {target.id} {suite}" + (" --host" if use_host else ""))
-        given = replace(schedule, deadline_s=left) if schedule is not None else None
         spec = execute.RunSpec(
             target=target,
             suite=suite,
@@ -108,15 +103,25 @@ def run_target(
             out=folder.resolve(),
             suites_dir=None,
             timeout_s=timeout_s,
-            schedule=given,
+            caches=caches,
+            schedule=schedule,
         )
+        specs.append(spec)
+    if not specs:
+        return NOTHING_RAN
+    if schedule is not None:  # the suites together, packed on the host's devices (one deadline for all)
+        step(f"python -m ci run {target.id} {','.join(suites)}" + (" --host" if use_host else ""))
+        left = deadline_at - time.monotonic() if deadline_at is not None else None
+        given = [replace(spec, schedule=replace(schedule, deadline_s=left)) for spec in specs]
         try:
-            worst = max(worst, execute.run_rows(st, spec, host=use_host))
+            return execute.run_scheduled(st, given, host=use_host)
         except scheduled.DeadlineReached as exc:
             print(f"{exc.message}", flush=True)  # the report still follows, in the time kept for it
-            worst = max(worst, exc.exit_code)
-        ran = True
-    return worst if ran else NOTHING_RAN
+            return exc.exit_code
+    for spec in specs:  # one session per suite, one after another (a deadline asks for the schedule)
+        step(f"python -m ci run {target.id} {spec.suite}" + (" --host" if use_host else ""))
+        worst = max(worst, execute.run_rows(st, spec, host=use_host))
+    return worst
 
 
 def main(args: argparse.Namespace) -> int:
@@ -130,7 +135,9 @@ def main(args: argparse.Namespace) -> int:
             use_host = True
     fork = _fork_bundle(st, args, use_host)
     deadline_at = time.monotonic() + args.deadline if args.deadline is not None else None
-    p = plan.build(st)
+    p = _narrowed(plan.build(st), args, targets)
+    if args.caches is not None and not use_host:
+        raise UsageError("--caches is about this host's JIT caches", hint="add --host (an image carries its caches)")
     codes: list[int] = []
     folders: list[Path] = []
     for target in targets:
@@ -148,6 +155,7 @@ def main(args: argparse.Namespace) -> int:
                 schedule=run_commands.schedule(args, target),
                 deadline_at=deadline_at,
                 planned=p,
+                caches=args.caches,
             )
         )
         folders += [args.out / contract.results_folder(target.id, s) for s in suites]
@@ -155,13 +163,25 @@ def main(args: argparse.Namespace) -> int:
 
     step(f"python -m ci report -> {args.out / 'report'}")
     # The report covers the rows asked for; `main` alone reports every planned row (what remains unproven).
-    rep = report.build(args.stack, folders, None, targets=args.target, suites=args.suite, loaded=(st, p))
+    rep = report.build(
+        args.stack, folders, None, targets=args.target, suites=args.suite, changes=args.change, loaded=(st, p)
+    )
     report.write(rep, args.out / "report")
     print(report.summary(rep, args.out / "report"))
     failing = [c for c in codes if c not in (0, NOTHING_RAN)]
     if failing:
         return max(failing)
     return NOTHING_RAN if codes and all(c == NOTHING_RAN for c in codes) else 0
+
+
+def _narrowed(p: plan.Plan, args: argparse.Namespace, targets: list[Target]) -> plan.Plan:
+    """The plan `--change` and `--rows` narrow `ci main` to (a campaign's rows): an unknown row id is an error."""
+    p = p.select(changes=args.change)
+    if not args.rows:
+        return p
+    where = f"{','.join(t.id for t in targets)}/{','.join(args.suite) or '*'}"
+    picked = {r.id for r in p.select(targets=[t.id for t in targets], suites=args.suite).pick(args.rows, where=where)}
+    return plan.Plan(tuple(r for r in p.rows if r.id in picked), ())
 
 
 def _fork_bundle(st: Stack, args: argparse.Namespace, use_host: bool) -> Path | None:
@@ -189,7 +209,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the whole flow (build, verify, run, report) for this host's target, or for --target",
         codes=(0, 1, 2, 3, 4, 5, 6, 9, 130, 143),
     )
-    options.add_filters(m, "target", "suite")
+    options.add_filters(m, "target", "suite", "change", "rows")
     m.add_argument(
         "--out",
         type=Path,
@@ -197,6 +217,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="results (<target>-<suite>-0/) and the report (report/) (default: %(default)s)",
     )
     m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
+    m.add_argument(
+        "--caches",
+        type=Path,
+        metavar="ARTEFACT",
+        help="with --host: install a bake artefact (ci bake TARGET --host --out DIR) before the rows run",
+    )
     m.add_argument("--fork", action="store_true", help="the images hold the fork under test (stack/fork.yaml)")
     m.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")
     m.add_argument(

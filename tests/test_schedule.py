@@ -102,16 +102,21 @@ DRIVER = textwrap.dedent("""
     out, spec = Path(sys.argv[1]), json.loads(sys.argv[2])
     st = loader.load(Path(spec["stack"]))
     base = next(r for r in plan.build(st).rows if r.target == "cpu")
-    rows = [replace(base, id=f"{p}{n}.cpu.cpu-selftest.{n:08x}", change=spec.get("change") or f"{p}{n}", tp=g)
-            for n, (p, g) in enumerate(spec["rows"])]
+    # a row: [prefix, gpus] or [prefix, gpus, suite]; another suite's results go to out/<suite>
+    rows = [replace(base, id=f"{p}{n}.cpu.cpu-selftest.{n:08x}", change=spec.get("change") or f"{p}{n}", tp=g,
+                    suite=(s or [base.suite])[0]) for n, (p, g, *s) in enumerate(spec["rows"])]
+    folder = {r.suite: out if r.suite == base.suite else out / r.suite for r in rows}
     worker = out / "worker.py"
     def command(job, ids, junit):
         return [sys.executable, str(worker), str(junit), ",".join(r.id for r in job.rows), str(spec["seconds"])], \\
             {"CUDA_VISIBLE_DEVICES": ",".join(ids)}, None
-    junit = lambda job: out / f"junit-{job.row.id}.xml"
+    junit = lambda job: folder[job.row.suite] / f"junit-{job.row.id}.xml"
+    plans = {suite: scheduled.Plan(command=command, junit=junit, out=f) for suite, f in folder.items()}
+    for f in folder.values():
+        f.mkdir(parents=True, exist_ok=True)
     devices = [Device(i, spec["memory"]) for i in spec["devices"]]
     try:
-        code = scheduled.run(st, rows, devices, scheduled.Plan(command=command, junit=junit, out=out),
+        code = scheduled.run(st, rows, devices, plans,
                              resume=spec.get("resume", False), deadline_s=spec.get("deadline"),
                              share=spec.get("share", False))
     except Exception as exc:
@@ -149,6 +154,30 @@ def test_four_rows_run_at_once_two_per_stand_in_gpu_each_with_its_junit(tmp_path
     spans = [tuple(map(float, p["span"].split())) for p in props.values()]
     assert max(s for s, _ in spans) < min(e for _, e in spans)  # all four ran at the same time
     assert "[4/4] pass" in said and "ETA" in said
+
+
+def test_two_suites_share_the_stand_in_gpus_in_one_schedule_each_in_its_own_folder(tmp_path: Path) -> None:
+    """`ci main` on a GPU host: the suites' rows are packed together, not one suite after the other, so a suite
+    of few groups leaves no GPU idle; each suite's JUnit files stay in its own results folder."""
+    proc = _drive(tmp_path, rows=[["a", 1, "s1"], ["b", 1, "s1"], ["c", 1, "s2"], ["d", 1, "s2"]])
+    said, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, said
+    first, second = _props(tmp_path / "s1"), _props(tmp_path / "s2")
+    assert len(first) == 2 and len(second) == 2 and not list(tmp_path.glob("junit-*.xml"))
+    spans = [tuple(map(float, p["span"].split())) for p in [*first.values(), *second.values()]]
+    assert max(s for s, _ in spans) < min(e for _, e in spans)  # the two suites' rows ran at the same time
+
+
+def test_the_deadline_records_each_suites_rows_not_started_in_its_own_folder(tmp_path: Path) -> None:
+    rows = [["a", 1, "s1"], ["b", 1, "s2"], ["c", 1, "s1"], ["d", 1, "s2"], ["e", 1, "s1"], ["f", 1, "s2"]]
+    proc = _drive(tmp_path, rows=rows, memory=DUMMY_ROW_GIB, devices=["0"], seconds=2.0, deadline=6.0)
+    said, _ = proc.communicate(timeout=60)
+    assert proc.returncode == scheduled.DEADLINE_EXIT, said
+    left = {s: json.loads((tmp_path / s / scheduled.NOT_RUN).read_text()) for s in ("s1", "s2")}
+    assert left["s1"]["suite"] == "s1" and left["s2"]["suite"] == "s2"
+    assert {r[0] for r in left["s1"]["rows"]} <= set("ace") and {r[0] for r in left["s2"]["rows"]} <= set("bdf")
+    ran = {s: len(list((tmp_path / s).glob("junit-*.xml"))) for s in ("s1", "s2")}
+    assert ran["s1"] + len(left["s1"]["rows"]) == 3 and ran["s2"] + len(left["s2"]["rows"]) == 3
 
 
 def test_a_sigterm_keeps_what_finished_and_resume_runs_the_rest_and_the_interrupted_row(tmp_path: Path) -> None:
@@ -205,6 +234,19 @@ def test_ci_run_schedules_the_cpu_rows_on_stand_in_gpus_and_the_report_reads_eve
     rows = [r for r in json.loads((tmp_path / "report" / "report.json").read_text())["rows"] if r["target"] == "cpu"]
     assert rows and all(r["status"] == "pass" for r in rows)
     assert cli.main(["run", "cpu", "selftest", "--host", "--one-session", "--resume", "--out", str(out)]) == 2
+
+
+def test_ci_main_runs_the_rows_named_on_stand_in_gpus_and_reports_those_rows(tmp_path: Path) -> None:
+    """A campaign as one command: `ci main --host` narrowed by --rows, scheduled on the given GPUs; the report
+    judges the rows asked for, not every planned row."""
+    ids = [r.id for r in plan.build(STACK).select(targets=["cpu"]).rows][:2]
+    out = tmp_path / "campaign"
+    argv = ["main", "--host", "--target", "cpu", "--rows", ",".join(ids), "--gpus", "a,b", "--gpu-memory", "36"]
+    assert cli.main([*argv, "--isolate", "--out", str(out)]) == 0
+    assert len(list((out / "cpu-selftest-0").glob("junit-cpu-selftest-0.*.xml"))) == 2
+    reported = json.loads((out / "report" / "report.json").read_text())["rows"]
+    assert sorted(r["id"] for r in reported) == sorted(ids) and all(r["status"] == "pass" for r in reported)
+    assert cli.main([*argv[:4], "--rows", "selftest.cpu.nope.00000000", "--out", str(out)]) == 2
 
 
 @pytest.mark.parametrize("given", [["--gpus", "0"], ["--deadline", "60"]])

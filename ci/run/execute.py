@@ -8,9 +8,11 @@ exit code of a process that vLLM or NCCL can os._exit(0) proves nothing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -97,18 +99,18 @@ def container_spec(spec: RunSpec, image: str, available: list[str] | None = None
 STARTUP = DEFAULT_SUITES / "harness" / "startup"
 
 
+def _rows_env(spec: RunSpec) -> dict[str, str]:
+    """What differs between the suites of one run in the harness's environment: its rows.json and JIT log."""
+    return {"STACKGATE_ROWS": str(spec.rows_json), "STACKGATE_JIT_LOG": str(spec.out / "jit-events.jsonl")}
+
+
 def host_env(spec: RunSpec) -> dict[str, str]:
     env = container.without_jit_refusal({**os.environ, **spec.target.env})
     env.update(container.GPU_ENV)
     env.update(caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
     path = [str(STARTUP), str(DEFAULT_SUITES), env.get("PYTHONPATH", "")]
-    env.update(
-        {
-            "PYTHONPATH": os.pathsep.join(p for p in path if p),
-            "STACKGATE_ROWS": str(spec.rows_json),
-            "STACKGATE_JIT_LOG": str(spec.out / "jit-events.jsonl"),
-        }
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
+    env.update(_rows_env(spec))
     cache = model_cache()
     if cache is not None:
         env[ENV_MODEL_CACHE] = str(cache)
@@ -173,9 +175,32 @@ def run_rows(
     image: str | None = None,
 ) -> int:
     """Write rows.json, run the rows where they must run, and read the exit status back from the JUnit."""
+    if spec.schedule is not None:
+        return run_scheduled(st, [spec], host=host, image=image)
     _usable_folder(spec.out)
     with guard.exclusive(spec.out):
-        return _run_locked(st, spec, host=host, image=image)
+        env = host_session(spec) if host else None
+        ref = _prepare(st, spec, env=env, image=image)
+        status = run_host(spec, env) if env is not None else run_docker(spec, ref)
+        return verdict(spec.junit, status, spec.rows)
+
+
+def run_scheduled(st: Stack, specs: Sequence[RunSpec], *, host: bool, image: str | None = None) -> int:
+    """Several suites of one target in one schedule (`ci main` on a GPU host): their rows share the host's devices,
+    packed together, so a suite of few groups does not leave a GPU idle while the next suite waits. Each suite keeps
+    its own results folder, rows.json and JUnit files, as `ci run` of that suite alone writes them."""
+    for spec in specs:
+        _usable_folder(spec.out)
+    with contextlib.ExitStack() as held:
+        for spec in specs:
+            held.enter_context(guard.exclusive(spec.out))
+        # the JIT caches made ready once for the run (what can refuse it does so before --out is touched)
+        shared_env = host_session(specs[0]) if host else None
+        prepared = []
+        for spec in specs:
+            env = {**shared_env, **_rows_env(spec)} if shared_env is not None else None
+            prepared.append((spec, env, _prepare(st, spec, env=env, image=image)))
+        return _scheduled(st, prepared)
 
 
 def _usable_folder(out: Path) -> None:
@@ -192,12 +217,10 @@ def _usable_folder(out: Path) -> None:
         ) from None
 
 
-def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> int:
-    # what can refuse the run (an artefact made for another host, a caches root that is not empty) does so before
-    # anything in --out is touched: a refused run leaves the previous run's results as they were
-    env = host_session(spec) if host else None
+def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str | None) -> str:
+    """rows.json written for the run about to start (a stale JUnit removed first); the image's reference ("host")."""
     spec.junit.unlink(missing_ok=True)  # a stale file from an earlier run must not stand in for this one
-    if host:
+    if env is not None:
         image_doc: dict[str, str | None] = {"ref": "host", "digest": None}
     else:
         ref = image or images.image_ref(spec.target)
@@ -212,25 +235,41 @@ def _run_locked(st: Stack, spec: RunSpec, *, host: bool, image: str | None) -> i
         timeout_s=spec.timeout_s,
         suites_dir=str(spec.suites_dir) if spec.suites_dir else None,
     )
-    if host and os.environ.get("STACKGATE_REFUSE_JIT") == "0":  # the env the rows get, so a repro gets it too
+    if env is not None and os.environ.get("STACKGATE_REFUSE_JIT") == "0":  # the env the rows get, so a repro too
         doc["target"]["env"] = container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
     try:
         rows_json.write(spec.rows_json, doc)
     except OSError as exc:  # a full or read-only filesystem: said plainly, before any row starts
         raise RunError(f"{spec.rows_json}: {exc.strerror or exc}", hint="free space in --out") from None
     print(f"{len(spec.rows)} rows of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
-    if spec.schedule is not None:
-        return _scheduled(st, spec, env=env, image=str(image_doc["ref"]))
-    status = run_host(spec, env) if env is not None else run_docker(spec, str(image_doc["ref"]))
-    return verdict(spec.junit, status, spec.rows)
+    return str(image_doc["ref"])
 
 
-def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str) -> int:
+def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | None, str]]) -> int:
     from ci.run import scheduled
 
-    assert spec.schedule is not None
-    devices = gpus.host_devices(spec.target, spec.schedule.gpus, spec.schedule.gpu_memory_gib)
-    host = env is not None
+    first = prepared[0][0]
+    assert first.schedule is not None
+    devices = gpus.host_devices(first.target, first.schedule.gpus, first.schedule.gpu_memory_gib)
+    plans = {spec.suite: _plan(spec, env, image) for spec, env, image in prepared}
+    rows = [r for spec, _, _ in prepared for r in spec.rows]
+    what = " and ".join(f"{len(spec.rows)} rows of {spec.suite}" for spec, _, _ in prepared)
+    print(f"scheduling {what} on {len(devices)} device(s): {gpus.described(devices)}", flush=True)
+    return scheduled.run(
+        st,
+        rows,
+        devices,
+        plans,
+        resume=first.schedule.resume,
+        deadline_s=first.schedule.deadline_s,
+        share=not first.schedule.isolate,
+    )
+
+
+def _plan(spec: RunSpec, env: dict[str, str] | None, image: str) -> Any:
+    """How one suite's jobs start (on this host when `env` is given, else in `image`) and where their JUnit goes."""
+    from ci.run import scheduled
+
     junit = {r.id: scheduled.row_junit(spec.out, spec.target.id, spec.suite, spec.shard, r.id) for r in spec.rows}
 
     def command(job: Any, ids: tuple[str, ...], path: Path) -> tuple[list[str], dict[str, str] | None, Path | None]:
@@ -239,9 +278,9 @@ def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: s
             one = (*one, "--stackgate-share")
         # each row its own JIT log: rows side by side would otherwise count each other's compiles as their own
         jit_log = contract.ResultsDir(spec.out, spec.target.id, spec.suite, spec.shard).jit_log(job.row.id).name
-        if host:
+        if env is not None:
             visible = {"CUDA_VISIBLE_DEVICES": ",".join(ids)} if any(ids) else {}
-            row_env = {**(env or {}), **visible, "STACKGATE_JIT_LOG": str(spec.out / jit_log)}
+            row_env = {**env, **visible, "STACKGATE_JIT_LOG": str(spec.out / jit_log)}
             return host_command(spec, *one, junit=path), row_env, spec.suites_dir or DEFAULT_SUITES
         c = make_container_spec(
             image=image,
@@ -258,14 +297,4 @@ def _scheduled(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: s
         )
         return replace(c, env={**c.env, "STACKGATE_JIT_LOG": f"{container.RESULTS}/{jit_log}"}).argv(), None, None
 
-    print(f"scheduling {len(spec.rows)} rows on {len(devices)} device(s): {gpus.described(devices)}", flush=True)
-    plan = scheduled.Plan(command=command, junit=lambda job: junit[job.row.id], out=spec.out)
-    return scheduled.run(
-        st,
-        spec.rows,
-        devices,
-        plan,
-        resume=spec.schedule.resume,
-        deadline_s=spec.schedule.deadline_s,
-        share=not spec.schedule.isolate,
-    )
+    return scheduled.Plan(command=command, junit=lambda job: junit[job.row.id], out=spec.out)

@@ -47,15 +47,15 @@ def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False) -> list[Job]:
     groups (a group's rows run one after another: the longest chains start first), else in plan order. `share`: the
     random-weight rows of one GPU of a group are one job, one process (harness.shared), holding two engines."""
     out: list[Job] = []
-    shared: dict[str, list[Row]] = {}
+    shared: dict[tuple[str, str], list[Row]] = {}  # by group and suite: one process runs one suite's rows
     for row in rows:
         dummy = st.models[row.model].weights == "dummy" if row.model in st.models else False
         group = f"{row.model}/{row.change}"
         if share and dummy and max(row.gpus, 1) == 1:
-            shared.setdefault(group, []).append(row)
+            shared.setdefault((group, row.suite), []).append(row)
             continue
         out.append(Job(rows=(row,), gpus=max(row.gpus, 1), memory_gib=DUMMY_ROW_GIB if dummy else None, group=group))
-    for group, together in shared.items():
+    for (group, _suite), together in shared.items():
         memory = SHARED_JOB_GIB if len(together) > 1 else DUMMY_ROW_GIB
         out.append(Job(rows=tuple(together), gpus=1, memory_gib=memory, group=group))
     order = {r.id: n for n, r in enumerate(rows)}

@@ -1,4 +1,5 @@
-"""`ci run` over a host's devices: every row its own harness session, started as devices free up (`schedule`).
+"""`ci run` over a host's devices: every job its own harness session, started as devices free up (`schedule`); the
+suites of one `ci main` share one schedule, each writing to its own results folder.
 
 Each row writes its own JUnit (`junit-<target>-<suite>-<shard>.<row hash>.xml`) beside the run's one rows.json,
 so that a stop loses nothing finished, `--resume` skips every row with a result and runs again the one a stop
@@ -8,10 +9,11 @@ without its JUnit (the harness died) leaves one that says so: the row fails, it 
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -86,32 +88,37 @@ def run(
     st: Stack,
     rows: Sequence,
     devices: Sequence[Device],
-    plan: Plan,
+    plans: Mapping[str, Plan],
     *,
     resume: bool = False,
     deadline_s: float | None = None,
     share: bool = False,
 ) -> int:
-    """Run every row, as many at once as the devices hold; the exit status of `ci run`. `share`: the rows of a group
-    run in one process each (`schedule.jobs`), one JUnit per job."""
+    """Run every row, as many at once as the devices hold; the exit status of `ci run`. `plans`: per suite, how its
+    rows start and where their results go (several suites share the devices: one schedule for the host). `share`:
+    the rows of a group run in one process each (`schedule.jobs`), one JUnit per job."""
     start = time.monotonic()
-    (plan.out / NOT_RUN).unlink(missing_ok=True)  # what an earlier run left unstarted is this run's to start
+    folders = sorted({p.out for p in plans.values()})
+    for folder in folders:
+        (folder / NOT_RUN).unlink(missing_ok=True)  # what an earlier run left unstarted is this run's to start
     done: dict[str, str] = {}
     if not resume:  # an earlier run's results in this folder must not stand in for this run's
         for row in rows:
-            plan.junit(_alone(row)).unlink(missing_ok=True)
+            plans[row.suite].junit(_alone(row)).unlink(missing_ok=True)
     else:
-        found = _results(plan.out)
+        found = {k: v for folder in folders for k, v in _results(folder).items()}
         done = {r.id: found[r.id] for r in rows if found.get(r.id, "interrupted") != "interrupted"}
-        _forget(plan.out, {r.id for r in rows if r.id not in done})  # as a row's own file is written anew
-        print(f"--resume: {len(done)} rows have a result in {plan.out}, {len(rows) - len(done)} to run", flush=True)
+        for folder in folders:  # as a row's own file is written anew
+            _forget(folder, {r.id for r in rows if r.id not in done})
+        where = ", ".join(map(str, folders))
+        print(f"--resume: {len(done)} rows have a result in {where}, {len(rows) - len(done)} to run", flush=True)
     pending = jobs([r for r in rows if r.id not in done], st, share=share)
     packing = Packing(devices)
     for job in list(pending):  # a row wider than the host: on every device, where the harness says it cannot run
         if not packing.fits_at_all(job):
             pending[pending.index(job)] = replace(job, gpus=len(devices), memory_gib=None)
     for job in pending:  # a job's file is named by its first row: a file an earlier run left there goes
-        plan.junit(job).unlink(missing_ok=True)
+        plans[job.row.suite].junit(job).unlink(missing_ok=True)
     total, finished, running, took = sum(len(j.rows) for j in pending), 0, [], []
     deadline = start + deadline_s if deadline_s is not None else None
     reserve = min(30.0, deadline_s / 4) if deadline_s is not None else 0.0
@@ -127,6 +134,7 @@ def run(
                 guess = statistics.median(took) if took else 0.0
                 if deadline is None or now + guess <= deadline - reserve:
                     for job, ids in next_jobs(pending, packing, {r.job.group for r in running}):
+                        plan = plans[job.row.suite]
                         argv, env, cwd = plan.command(job, ids, plan.junit(job))
                         log = plan.out / "logs" / f"session-{job.row.id}.log"
                         log.parent.mkdir(parents=True, exist_ok=True)
@@ -161,27 +169,30 @@ def run(
                 break
             time.sleep(0.2)
     if received:
-        raise guard.Stopped(received[0], plan.out)
+        raise guard.Stopped(received[0], Path(os.path.commonpath(folders)))
     unreached = [row_id for row_id, said in done.items() if said == UNREACHED]
     for row_id in unreached:
         del done[row_id]
-    if pending or unreached:
-        first = pending[0].row if pending else rows[0]
-        record_not_run(
-            plan.out,
-            first.target,
-            first.suite,
-            [*unreached, *(r.id for j in pending for r in j.rows)],
-            f"not started before ci run's --deadline ({deadline_s or 0:g} s)",
-            "run the same ci run with --resume",
-        )
+    left_over = [*unreached, *(r.id for j in pending for r in j.rows)]
+    by_id = {r.id: r for r in rows}
+    for suite, plan in plans.items():
+        mine = [i for i in left_over if by_id[i].suite == suite]
+        if mine:
+            record_not_run(
+                plan.out,
+                by_id[mine[0]].target,
+                suite,
+                mine,
+                f"not started before ci run's --deadline ({deadline_s or 0:g} s)",
+                "run the same ci run with --resume",
+            )
     statuses = list(done.values())
     print(f"{len(statuses)} rows: " + ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses))), flush=True)
     if pending or unreached or "interrupted" in statuses:
         raise DeadlineReached(
             f"--deadline {deadline_s:g} s: {sum(len(j.rows) for j in pending) + len(unreached)} rows not started, "
             f"{statuses.count('interrupted')} stopped in flight; the rest have their JUnit in "
-            f"{plan.out}",
+            f"{', '.join(map(str, folders))}",
             hint="run the same command with --resume to go on",
         )
     if any(s in ("failure", "error", "missing") for s in statuses):
