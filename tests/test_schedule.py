@@ -17,7 +17,16 @@ import pytest
 
 from ci import cli
 from ci.run import scheduled
-from ci.run.schedule import DUMMY_ROW_GIB, Device, Packing, jobs, next_jobs
+from ci.run.schedule import (
+    DUMMY_KV_GIB,
+    DUMMY_ROW_GIB,
+    MEASURED_MARGIN_GIB,
+    SHARED_JOB_GIB,
+    Device,
+    Packing,
+    jobs,
+    next_jobs,
+)
 from ci.stack import loader, plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,6 +62,17 @@ def test_a_row_of_two_gpus_waits_for_two_free_and_narrower_rows_do_not_take_them
     packing.release(*first[0])
     ((job, ids),) = next_jobs(pending, packing, set())
     assert job.gpus == 2 and sorted(ids) == ["a", "b"] and [j.row.id for j in pending] == [row(3).id]
+
+
+def test_a_row_that_held_more_than_its_budget_last_time_is_budgeted_what_it_held() -> None:
+    heavy, light = row(1), row(2)
+    (a, b) = sorted(jobs([heavy, light], STACK, peaks={heavy.id: 31.4, light.id: 9.0}), key=lambda j: j.row.id)
+    assert a.memory_gib == pytest.approx(31.4 + MEASURED_MARGIN_GIB) and b.memory_gib == DUMMY_ROW_GIB  # never less
+    group = [row(3, change="g"), row(4, change="g")]
+    (shared,) = jobs(group, STACK, share=True, peaks={group[1].id: 31.4})
+    assert shared.memory_gib == pytest.approx(31.4 + MEASURED_MARGIN_GIB + DUMMY_KV_GIB)  # and its second engine
+    (plain,) = jobs(group, STACK, share=True)
+    assert plain.memory_gib == SHARED_JOB_GIB
 
 
 def test_rows_of_one_model_and_change_run_one_after_another() -> None:
@@ -178,6 +198,26 @@ def test_the_deadline_records_each_suites_rows_not_started_in_its_own_folder(tmp
     assert {r[0] for r in left["s1"]["rows"]} <= set("ace") and {r[0] for r in left["s2"]["rows"]} <= set("bdf")
     ran = {s: len(list((tmp_path / s).glob("junit-*.xml"))) for s in ("s1", "s2")}
     assert ran["s1"] + len(left["s1"]["rows"]) == 3 and ran["s2"] + len(left["s2"]["rows"]) == 3
+
+
+def test_the_peaks_an_earlier_run_left_in_the_folder_keep_two_heavy_rows_apart(tmp_path: Path) -> None:
+    """Two rows fit one stand-in GPU side by side at their default budgets; once an earlier run in the folder
+    recorded one of them holding 31.4 GiB, the next run starts them one after the other."""
+    first = _drive(tmp_path, rows=[["h", 1], ["l", 1]], devices=["0"])
+    said, _ = first.communicate(timeout=60)
+    assert first.returncode == 0 and "memory budgets" not in said, said
+    spans = sorted(tuple(map(float, p["span"].split())) for p in _props(tmp_path).values())
+    assert spans[1][0] < spans[0][1]  # side by side
+    heavy = next(f for f in tmp_path.glob("junit-h0.*.xml"))
+    text = heavy.read_text().replace(
+        "<properties>", '<properties><property name="stackgate.gpu_peak_gib" value="31.4"/>'
+    )
+    heavy.write_text(text)
+    second = _drive(tmp_path, rows=[["h", 1], ["l", 1]], devices=["0"])
+    said, _ = second.communicate(timeout=60)
+    assert second.returncode == 0 and "1 job(s) above the default, up to 33.4 GiB" in said, said
+    spans = sorted(tuple(map(float, p["span"].split())) for p in _props(tmp_path).values())
+    assert spans[0][1] <= spans[1][0]  # one after the other
 
 
 def test_a_sigterm_keeps_what_finished_and_resume_runs_the_rest_and_the_interrupted_row(tmp_path: Path) -> None:

@@ -3,15 +3,22 @@
 A random-weight row holds a fixed KV budget (12 GiB, `suites/engine/config.py`) beside its small weights and CUDA
 context, so several share one device; a row with hub weights takes whole devices. A row of N GPUs gets N devices
 that fit it, and waits for them: rows behind it are not started on devices it is waiting for. Rows of one model and
-change run one after another (they share warm JIT caches and never race on them), in plan order.
+change run one after another (they share warm JIT caches and never race on them), in plan order. A row that held
+more than its budget when it last ran in the results folder (the harness records its process's peak) is budgeted
+what it held, so the next run does not pack it where it cannot fit.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from lxml import etree
+
+from ci import contract
 from ci.stack.model import Stack
 from ci.stack.plan import Row
 
@@ -22,6 +29,10 @@ DUMMY_ROW_GIB = 18.0
 # second adds its KV budget and little else (evidence/h200-engine-sharing: two tiny engines held 0.1 GiB beyond KV).
 DUMMY_KV_GIB = 12.0
 SHARED_JOB_GIB = DUMMY_ROW_GIB + DUMMY_KV_GIB
+# Beyond the peak torch's allocator reports for a row (stackgate.gpu_peak_gib): the CUDA context and what is
+# allocated outside torch. A measured row is budgeted its peak and this, never less than the default above: rows of
+# sparse MLA held 27.7-31.4 GiB each (evidence/h200-52512), far over 18, and would not fit six to a GB10.
+MEASURED_MARGIN_GIB = 2.0
 
 
 @dataclass(frozen=True)
@@ -42,10 +53,42 @@ class Job:
         return self.rows[0]
 
 
-def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False) -> list[Job]:
+GPU_PEAK = contract.PREFIX + "gpu_peak_gib"  # what the harness measures of a row's process (harness.child)
+
+
+def measured_peaks(folders: Sequence[Path]) -> dict[str, float]:
+    """Per row, the most GPU memory (GiB) its process held in the runs whose JUnit `folders` hold
+    (`stackgate.gpu_peak_gib`): what the next run budgets it, where that is more than the default."""
+    found: dict[str, float] = {}
+    for folder in folders:
+        for junit in sorted(folder.glob("junit-*.xml")):
+            try:
+                root = etree.parse(str(junit)).getroot()
+            except (OSError, etree.XMLSyntaxError):
+                continue
+            for tc in root.iter("testcase"):
+                props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+                row, peak = props.get(contract.PREFIX + "row"), props.get(GPU_PEAK)
+                try:
+                    gib = float(peak or "nan")
+                except ValueError:
+                    continue
+                if row and math.isfinite(gib):
+                    found[row] = max(found.get(row, gib), gib)
+    return found
+
+
+def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False, peaks: Mapping[str, float] | None = None) -> list[Job]:
     """The rows as jobs: the widest first (they would wait longest behind narrow ones), then the rows of the largest
     groups (a group's rows run one after another: the longest chains start first), else in plan order. `share`: the
-    random-weight rows of one GPU of a group are one job, one process (harness.shared), holding two engines."""
+    random-weight rows of one GPU of a group are one job, one process (harness.shared), holding two engines.
+    `peaks`: GiB a row's process held when it last ran (`measured_peaks`), which raises its budget."""
+    peaks = peaks or {}
+
+    def budget(default: float, together: Sequence[Row], extra: float = 0.0) -> float:
+        seen = [peaks[r.id] for r in together if r.id in peaks]
+        return max(default, max(seen) + MEASURED_MARGIN_GIB + extra) if seen else default
+
     out: list[Job] = []
     shared: dict[tuple[str, str], list[Row]] = {}  # by group and suite: one process runs one suite's rows
     for row in rows:
@@ -54,9 +97,12 @@ def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False) -> list[Job]:
         if share and dummy and max(row.gpus, 1) == 1:
             shared.setdefault((group, row.suite), []).append(row)
             continue
-        out.append(Job(rows=(row,), gpus=max(row.gpus, 1), memory_gib=DUMMY_ROW_GIB if dummy else None, group=group))
+        memory = budget(DUMMY_ROW_GIB, [row]) if dummy else None
+        out.append(Job(rows=(row,), gpus=max(row.gpus, 1), memory_gib=memory, group=group))
     for (group, _suite), together in shared.items():
-        memory = SHARED_JOB_GIB if len(together) > 1 else DUMMY_ROW_GIB
+        # a peak measured in a process of its own held one engine at a time: the kept second engine adds its KV
+        many = len(together) > 1
+        memory = budget(SHARED_JOB_GIB, together, DUMMY_KV_GIB) if many else budget(DUMMY_ROW_GIB, together)
         out.append(Job(rows=tuple(together), gpus=1, memory_gib=memory, group=group))
     order = {r.id: n for n, r in enumerate(rows)}
     size = Counter(j.group for j in out for _ in j.rows)

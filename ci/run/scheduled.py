@@ -23,7 +23,7 @@ from ci import contract, signals
 from ci.errors import NOTHING_RAN, StackgateError
 from ci.run import guard
 from ci.run.outcome import NOT_RUN, record_not_run
-from ci.run.schedule import Device, Job, Packing, jobs, next_jobs
+from ci.run.schedule import DUMMY_ROW_GIB, SHARED_JOB_GIB, Device, Job, Packing, jobs, measured_peaks, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
 
@@ -101,6 +101,7 @@ def run(
     folders = sorted({p.out for p in plans.values()})
     for folder in folders:
         (folder / NOT_RUN).unlink(missing_ok=True)  # what an earlier run left unstarted is this run's to start
+    peaks = measured_peaks(folders)  # read before this run's own files replace the last run's
     done: dict[str, str] = {}
     if not resume:  # an earlier run's results in this folder must not stand in for this run's
         for row in rows:
@@ -112,7 +113,14 @@ def run(
             _forget(folder, {r.id for r in rows if r.id not in done})
         where = ", ".join(map(str, folders))
         print(f"--resume: {len(done)} rows have a result in {where}, {len(rows) - len(done)} to run", flush=True)
-    pending = jobs([r for r in rows if r.id not in done], st, share=share)
+    pending = jobs([r for r in rows if r.id not in done], st, share=share, peaks=peaks)
+    raised = sorted(j.memory_gib for j in pending if j.memory_gib is not None and j.memory_gib > _default(j))
+    if raised:
+        print(
+            f"memory budgets: {len(raised)} job(s) above the default, up to {raised[-1]:.1f} GiB, from the GPU memory "
+            f"their rows held when they last ran here (stackgate.gpu_peak_gib)",
+            flush=True,
+        )
     packing = Packing(devices)
     for job in list(pending):  # a row wider than the host: on every device, where the harness says it cannot run
         if not packing.fits_at_all(job):
@@ -257,6 +265,10 @@ def _recount(suite: etree._Element) -> None:
     for attr, tag in (("tests", None), ("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
         if suite.get(attr) is not None:
             suite.set(attr, str(sum(1 for c in cases if tag is None or c.find(tag) is not None)))
+
+
+def _default(job: Job) -> float:
+    return SHARED_JOB_GIB if len(job.rows) > 1 else DUMMY_ROW_GIB
 
 
 def _alone(row: Row) -> Job:
