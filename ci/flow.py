@@ -110,7 +110,8 @@ def run_target(
     if not specs:
         return NOTHING_RAN
     if schedule is not None:  # the suites together, packed on the host's devices (one deadline for all)
-        step(f"python -m ci run {target.id} {','.join(suites)}" + (" --host" if use_host else ""))
+        ran = " and ".join(f"python -m ci run {target.id} {spec.suite}" for spec in specs)
+        step(f"{ran}{' --host' if use_host else ''}, in one schedule")
         left = deadline_at - time.monotonic() if deadline_at is not None else None
         given = [replace(spec, schedule=replace(schedule, deadline_s=left)) for spec in specs]
         try:
