@@ -29,6 +29,7 @@ import pytest
 @pytest.mark.track("t")
 def test_row(row, record_property):
     record_property("pid", str(os.getpid()))
+    record_property("at", repr(time.time()))
     print("output of", row.id)
     if row.id == os.environ.get("CRASH_ROW"):
         os.kill(os.getpid(), signal.SIGKILL)
@@ -39,12 +40,15 @@ def test_row(row, record_property):
 """
 
 
-def _run(tmp_path: Path, rows: int, *, share: bool = True, timeout: float = 60, **env: str) -> dict[str, dict]:
+def _run(
+    tmp_path: Path, rows: int, *, share: bool = True, timeout: float = 60, backends: str = "", **env: str
+) -> dict[str, dict]:
     (tmp_path / "s").mkdir(exist_ok=True)
     (tmp_path / "s" / "test_it.py").write_text(SUITE)
     doc = {"schema": 1, "target": {"id": "cpu", "family": "cpu"}, "suite": "s", "git_revision": "abc",
            "image": {"ref": "img", "digest": "sha256:feed"}, "timeout_s": timeout,
-           "rows": [{"id": f"r{n}", "change": "c", "track": "t", "suite": "s", "target": "cpu", "model_info": {}}
+           "rows": [{"id": f"r{n}", "change": "c", "track": "t", "suite": "s", "target": "cpu", "model_info": {},
+                     "backend": backends[n] if backends else "b", "context": 1024 * (n + 1), "batch": 1}
                     for n in range(rows)]}  # fmt: skip
     (tmp_path / "rows.json").write_text(json.dumps(doc))
     run_env = dict(os.environ, STACKGATE_ROWS=str(tmp_path / "rows.json"), **env)
@@ -75,6 +79,15 @@ def test_a_group_runs_in_one_process_and_a_crash_fails_that_row_alone(tmp_path: 
     for r in ("r0", "r1", "r3"):  # each row's output in its own log, the one its testcase names
         (log,) = [p for p in logs.glob(f"*{r}*.log") if not p.name.startswith("shared-")]
         assert f"output of {r}" in log.read_text() and "output of r" + str(int(r[1]) + 1) not in log.read_text()
+
+
+def test_a_shared_process_runs_the_rows_of_one_engine_configuration_one_after_another(tmp_path: Path) -> None:
+    """Rows alternating between three backends (as the plan lists a group's rows) would build an engine for every row
+    in a process that keeps two; grouped by what their engine is built from, each is built once."""
+    cases = _run(tmp_path, 6, backends="ABCABC")
+    order = sorted(cases, key=lambda r: float(cases[r]["props"]["at"]))
+    assert order == ["r0", "r3", "r1", "r4", "r2", "r5"]
+    assert len({c["props"]["pid"] for c in cases.values()}) == 1 and all(c["error"] is None for c in cases.values())
 
 
 def test_a_hang_in_a_shared_process_times_out_that_row_alone(tmp_path: Path) -> None:

@@ -65,20 +65,13 @@ def draft_dir(row: Any) -> str | None:
     return str(SUITES_ROOT.parent / rel) if rel.parts[0] == "suites" else model
 
 
-WORKLOAD = frozenset(("id", "context", "batch"))  # the axes a row's requests vary; the rest make its engine
-
-
 def engine_size(row: Any) -> tuple[int, int]:
     """The context and batch the row's engine is built for: its own; in a shared child (harness.shared), the largest
     of the run's rows that differ from it only in workload, so that they all run against one engine."""
     if os.environ.get(ENV_SHARE) != "1":
         return int(row["context"]), int(row["batch"])
-    peers = [r for r in _run_rows() if _engine_of(r) == _engine_of(row)] or [row]
+    peers = [r for r in _run_rows() if r.engine == row.engine] or [row]
     return max(int(r["context"]) for r in peers), max(int(r["batch"]) for r in peers)
-
-
-def _engine_of(row: Any) -> str:
-    return json.dumps({k: v for k, v in row.data.items() if k not in WORKLOAD}, sort_keys=True, default=str)
 
 
 @functools.cache

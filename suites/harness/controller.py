@@ -90,6 +90,7 @@ class Controller:
         together = [i for i in items if (r := item_row(i)) is None or r.gpus <= 1]
         if len(together) < 2:
             return list(session.items)
+        together = shared.by_engine(together, [item_row(i) for i in together])
         by_id = {i.nodeid: i for i in together}
         folder = self.workdir / "shared"
         folder.mkdir(parents=True, exist_ok=True)

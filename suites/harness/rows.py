@@ -11,6 +11,7 @@ from typing import Any
 
 ENV_ROWS = "STACKGATE_ROWS"
 SCHEMA = 1
+WORKLOAD = frozenset(("id", "context", "batch"))  # the axes a row's requests vary; the rest make its engine
 
 
 class RowsFileError(Exception):
@@ -42,6 +43,12 @@ class Row:
     @property
     def model_info(self) -> Mapping[str, Any]:
         return self.data.get("model_info") or {}
+
+    @property
+    def engine(self) -> str:
+        """What the row's engine is built from: every field but its workload. Rows equal here run against one engine
+        in a shared process (built for the largest context and batch among them: engine.config.engine_size)."""
+        return json.dumps({k: v for k, v in self.data.items() if k not in WORKLOAD}, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -170,3 +170,14 @@ def seen_of(doc: Any) -> jit.Seen | None:
         cache_new_files=tuple(doc.get("cache_new_files") or ()),
         events=tuple(doc.get("events") or ()),
     )
+
+
+def by_engine(items: Sequence[Any], rows: Sequence[Any]) -> list[Any]:
+    """`items` (their `rows`, None where an item serves no row) in the order that builds each engine once: the rows
+    of one engine configuration one after another, the configurations in the order they first appear. A process keeps
+    two engines at most (engine.engines), so rows alternating between three backends would build one for every row."""
+    first: dict[str, int] = {}
+    for row in rows:
+        first.setdefault(row.engine if row is not None else "", len(first))
+    order = sorted(range(len(items)), key=lambda n: first[rows[n].engine if rows[n] is not None else ""])
+    return [items[n] for n in order]
