@@ -75,6 +75,15 @@ def test_a_row_that_held_more_than_its_budget_last_time_is_budgeted_what_it_held
     assert plain.memory_gib == SHARED_JOB_GIB
 
 
+def test_shared_jobs_of_more_engine_configurations_start_first() -> None:
+    """A shared job's length is the engines it builds: the job of three backends starts before one of four rows that
+    differ only in batch and context, which the plan lists first."""
+    one = [replace(row(n, change="one"), batch=n + 1) for n in range(4)]
+    three = [replace(row(10 + n, change="three"), backend=b) for n, b in enumerate(("A", "B", "C"))]
+    assert [j.group.split("/")[1] for j in jobs([*one, *three], STACK, share=True)] == ["three", "one"]
+    assert [j.group.split("/")[1] for j in jobs([*one, *three], STACK)][:1] == ["one"]  # a row a process: its rows
+
+
 def test_rows_of_one_model_and_change_run_one_after_another() -> None:
     packing = Packing([Device("0", 1000.0)])
     pending = jobs([row(1, change="same"), row(2, change="same"), row(3)], STACK)

@@ -106,7 +106,14 @@ def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False, peaks: Mapping[
         out.append(Job(rows=tuple(together), gpus=1, memory_gib=memory, group=group))
     order = {r.id: n for n, r in enumerate(rows)}
     size = Counter(j.group for j in out for _ in j.rows)
-    return sorted(out, key=lambda j: (-j.gpus, -size[j.group], order[j.row.id]))
+    # a shared job builds an engine per configuration and runs each further row in seconds: its length is its engines
+    engines = Counter(g for g, _ in {(j.group, engine(r)) for j in out for r in j.rows}) if share else Counter()
+    return sorted(out, key=lambda j: (-j.gpus, -engines[j.group], -size[j.group], order[j.row.id]))
+
+
+def engine(row: Row) -> tuple[object, ...]:
+    """What a row's engine is built from: every axis but the workload (the host side of harness Row.engine)."""
+    return tuple(v for k, v in row.to_json().items() if k not in ("id", "context", "batch"))
 
 
 class Packing:
