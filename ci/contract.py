@@ -50,6 +50,8 @@ def change_of(row_id: str) -> str:
 ROWS_JSON = "rows.json"
 NOT_RUN = "not-run.json"  # the rows a run did not reach, why, and what runs them (docs/boundary.md)
 LOGS = "logs"  # one log per test item; a scheduled row's harness session log too
+# rows.json fields a row's requests vary (its workload); the rest make its engine, which rows equal there share
+WORKLOAD = ("id", "context", "batch")
 
 
 def results_folder(target: str, suite: str, shard: int = 0) -> str:

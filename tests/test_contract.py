@@ -16,6 +16,7 @@ from harness import contract as harness
 def test_both_sides_spell_the_same_names() -> None:
     assert contract.ROW_ID.pattern == harness.ROW_ID.pattern
     assert (contract.PREFIX, contract.METRIC) == (harness.PREFIX, harness.METRIC)
+    assert contract.WORKLOAD == harness.WORKLOAD
     for args in (("cuda-sm121a", "sparse_mla", 0), ("cpu", "selftest", "3")):
         assert contract.suite_name(*args) == harness.suite_name(*args)
         assert contract.parse_suite_name(harness.suite_name(*args)) == tuple(map(str, args))

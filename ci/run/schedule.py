@@ -113,7 +113,7 @@ def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False, peaks: Mapping[
 
 def engine(row: Row) -> tuple[object, ...]:
     """What a row's engine is built from: every axis but the workload (the host side of harness Row.engine)."""
-    return tuple(v for k, v in row.to_json().items() if k not in ("id", "context", "batch"))
+    return tuple(v for k, v in row.to_json().items() if k not in contract.WORKLOAD)
 
 
 class Packing:

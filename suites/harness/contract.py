@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 
 PREFIX = "stackgate."
+# rows.json fields a row's requests vary (its workload); the rest make its engine, which rows equal there share
+WORKLOAD = ("id", "context", "batch")
 METRIC = PREFIX + "metric."
 _PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*"
 ROW_ID = re.compile(rf"({_PART})\.({_PART})\.([A-Za-z0-9._\-]+)\.([0-9a-f]{{8}})")

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import contract
+
 ENV_ROWS = "STACKGATE_ROWS"
 SCHEMA = 1
-WORKLOAD = frozenset(("id", "context", "batch"))  # the axes a row's requests vary; the rest make its engine
 
 
 class RowsFileError(Exception):
@@ -48,7 +49,8 @@ class Row:
     def engine(self) -> str:
         """What the row's engine is built from: every field but its workload. Rows equal here run against one engine
         in a shared process (built for the largest context and batch among them: engine.config.engine_size)."""
-        return json.dumps({k: v for k, v in self.data.items() if k not in WORKLOAD}, sort_keys=True, default=str)
+        built_from = {k: v for k, v in self.data.items() if k not in contract.WORKLOAD}
+        return json.dumps(built_from, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True, kw_only=True)
