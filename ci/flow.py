@@ -113,6 +113,11 @@ def run_target(
         ran = " and ".join(f"python -m ci run {target.id} {spec.suite}" for spec in specs)
         step(f"{ran}{' --host' if use_host else ''}, in one schedule")
         left = deadline_at - time.monotonic() if deadline_at is not None else None
+        if left is not None and left <= 0:  # an earlier target took the time
+            why = Blocked(reason="not started before --deadline", fix="run the same command with --resume")
+            for spec in specs:
+                record_not_run(spec.out, target, spec.suite, [r.id for r in spec.rows], why)
+            return scheduled.DEADLINE_EXIT
         given = [replace(spec, schedule=replace(schedule, deadline_s=left)) for spec in specs]
         try:
             return execute.run_scheduled(st, given, host=use_host)
@@ -134,11 +139,11 @@ def main(args: argparse.Namespace) -> int:
         if why:
             print(f"{why.splitlines()[0]}: running the suites on this host's Python instead (--host)", flush=True)
             use_host = True
-    fork = _fork_bundle(st, args, use_host)
-    deadline_at = time.monotonic() + args.deadline if args.deadline is not None else None
-    p = _narrowed(plan.build(st), args, targets)
     if args.caches is not None and not use_host:
         raise UsageError("--caches is about this host's JIT caches", hint="add --host (an image carries its caches)")
+    p = _narrowed(plan.build(st), args, targets)
+    fork = _fork_bundle(st, args, use_host)
+    deadline_at = time.monotonic() + args.deadline if args.deadline is not None else None
     codes: list[int] = []
     folders: list[Path] = []
     for target in targets:
