@@ -18,6 +18,7 @@ import pytest
 from ci import cli
 from ci.run import scheduled
 from ci.run.schedule import (
+    BESIDE_KV_GIB,
     DUMMY_KV_GIB,
     DUMMY_ROW_GIB,
     MEASURED_MARGIN_GIB,
@@ -73,6 +74,22 @@ def test_a_row_that_held_more_than_its_budget_last_time_is_budgeted_what_it_held
     assert shared.memory_gib == pytest.approx(31.4 + MEASURED_MARGIN_GIB + DUMMY_KV_GIB)  # and its second engine
     (plain,) = jobs(group, STACK, share=True)
     assert plain.memory_gib == SHARED_JOB_GIB
+
+
+def test_a_models_own_kv_budget_sizes_its_jobs_so_more_of_its_rows_share_a_device() -> None:
+    """A tiny model's rows hold 2 GiB of KV (models.yaml kv_cache_gib): a row is budgeted 8 GiB and a shared process
+    of its rows 10, where the default's are 18 and 30; an H200 then holds all six tiny groups at once."""
+    tiny = [row(n, model="tiny-llama-eagle", change="48804") for n in range(3)]
+    assert {j.memory_gib for j in jobs(tiny, STACK)} == {2 + BESIDE_KV_GIB}
+    (shared,) = jobs(tiny, STACK, share=True)
+    assert shared.memory_gib == shared.planned_gib == 2 * 2 + BESIDE_KV_GIB
+    assert jobs([row(1)], STACK)[0].memory_gib == DUMMY_ROW_GIB  # cpu-selftest: the default
+    groups = [[row(10 * g + n, model="tiny-llama-eagle", change=f"g{g}") for n in range(3)] for g in range(6)]
+    pending = jobs([r for g in groups for r in g], STACK, share=True)
+    started = next_jobs(pending, Packing([Device("0", 139.0)]), set())
+    assert len(started) == 6 and not pending  # at 30 GiB a shared job, four
+    (measured,) = jobs(tiny, STACK, share=True, peaks={tiny[0].id: 9.5})
+    assert measured.memory_gib == pytest.approx(9.5 + MEASURED_MARGIN_GIB + 2) and measured.planned_gib == 10
 
 
 def test_shared_jobs_of_more_engine_configurations_start_first() -> None:
@@ -224,7 +241,7 @@ def test_the_peaks_an_earlier_run_left_in_the_folder_keep_two_heavy_rows_apart(t
     heavy.write_text(text)
     second = _drive(tmp_path, rows=[["h", 1], ["l", 1]], devices=["0"])
     said, _ = second.communicate(timeout=60)
-    assert second.returncode == 0 and "1 job(s) above the default, up to 33.4 GiB" in said, said
+    assert second.returncode == 0 and "1 job(s) above their planned budget, up to 33.4 GiB" in said, said
     spans = sorted(tuple(map(float, p["span"].split())) for p in _props(tmp_path).values())
     assert spans[0][1] <= spans[1][0]  # one after the other
 

@@ -201,6 +201,30 @@ def test_the_schedulers_budget_for_a_shared_job_is_what_the_engines_hold(engine_
     assert schedule.SHARED_JOB_GIB == schedule.DUMMY_ROW_GIB + (engines.SHARED_ENGINES - 1) * schedule.DUMMY_KV_GIB
 
 
+def test_a_batch_the_kv_cache_cannot_hold_at_once_fails_before_it_runs(engine_pkg) -> None:
+    """A fixed KV budget too small for the row's batch would let its requests wait for each other: the row would
+    time another workload than it names. The request fails first, naming what to raise."""
+    from engine import config, engines
+
+    sent: list[int] = []
+    cache = types.SimpleNamespace(num_gpu_blocks=16, block_size=16)  # 256 tokens
+    llm = types.SimpleNamespace(
+        llm_engine=types.SimpleNamespace(vllm_config=types.SimpleNamespace(cache_config=cache)),
+        generate=lambda prompts, params, use_tqdm: sent.append(len(prompts)) or [],
+    )
+    engine = engines.Engine(llm=llm, ready_s=0.0)
+    params = types.SimpleNamespace(max_tokens=32)
+    engines.generate(engine, [{"prompt_token_ids": [1] * 96}] * 2, params)  # 2 x 8 blocks: fits exactly
+    with pytest.raises(RuntimeError, match=r"holds 16 blocks of 16 tokens.*need 24 at once.*kv_cache_gib"):
+        engines.generate(engine, [{"prompt_token_ids": [1] * 96}] * 3, params)
+    assert sent == [2]
+    engines.generate(types.SimpleNamespace(llm=types.SimpleNamespace(generate=llm.generate)), [{}] * 99, params)
+    assert sent == [2, 99]  # no count of blocks to read (another vLLM): nothing is said
+    row = types.SimpleNamespace(model_info={"kv_cache_gib": 2})
+    assert config.kv_cache_bytes(row) == 2 << 30
+    assert config.kv_cache_bytes(types.SimpleNamespace(model_info={})) == config.DUMMY_KV_CACHE_BYTES
+
+
 def test_a_sigterm_in_a_shared_process_keeps_the_finished_rows_and_names_the_one_in_flight(tmp_path: Path) -> None:
     (tmp_path / "s").mkdir()
     (tmp_path / "s" / "test_it.py").write_text(SUITE)

@@ -213,3 +213,22 @@ def test_a_merged_change_records_its_merge_commit_and_the_prs_commits(stack_copy
     change = stack.load(stack_copy).changes["48407"]
     assert change.upstream is not None and change.upstream.merge_commit == "0123abcd"
     assert change.upstream.commits == ("4567cdef",)
+
+
+def test_a_kv_budget_that_is_not_a_positive_size_names_its_line(stack_copy, edit):
+    path = stack_copy / "models.yaml"
+    where = "\n    config: suites/models/tiny-llama\n    drafter: {type: eagle, method: eagle,"
+    edit(path, "    kv_cache_gib: 2" + where, "    kv_cache_gib: 0" + where)
+    err = _error(stack_copy)
+    assert err.path == path and "kv_cache_gib" in str(err) and "greater than 0" in str(err)
+    assert err.line == next(i for i, x in enumerate(path.read_text().splitlines(), 1) if x.strip() == "kv_cache_gib: 0")
+
+
+def test_a_models_kv_budget_travels_in_its_rows(tmp_path):
+    from ci.stack import plan, rows_json
+
+    st = stack.load(Path(__file__).resolve().parent.parent / "stack")
+    tiny = next(r for r in plan.build(st).rows if r.model == "tiny-llama-eagle")
+    shrunk = next(r for r in plan.build(st).rows if r.model == "glm-5.2-shrunk")
+    assert rows_json.row_document(st, tiny)["model_info"]["kv_cache_gib"] == 2
+    assert rows_json.row_document(st, shrunk)["model_info"]["kv_cache_gib"] == 12  # the default

@@ -22,17 +22,26 @@ from ci import contract
 from ci.stack.model import Stack
 from ci.stack.plan import Row
 
-# What a random-weight row holds on a device: its fixed 12 GiB KV budget, weights of at most a few GiB, the CUDA
-# context and its graphs. Seven fit on an H200's 139 GiB (as the shrunk campaign ran them), six on a GB10.
-DUMMY_ROW_GIB = 18.0
+# The KV budget of a random-weight row's engine unless its model sets one (models.yaml kv_cache_gib; the harness's
+# engine.config.DUMMY_KV_CACHE_BYTES), and what its process holds beside it: weights of at most a few GiB, the CUDA
+# context and its graphs. At the default a row is budgeted 18 GiB: seven fit on an H200's 139 GiB (as the shrunk
+# campaign ran them), six on a GB10; a tiny model's row (2 GiB of KV) 8.
+DUMMY_KV_GIB = 12.0
+BESIDE_KV_GIB = 6.0
+DUMMY_ROW_GIB = DUMMY_KV_GIB + BESIDE_KV_GIB
 # A shared process keeps two engines (a row test's and its reference: suites/engine/engines.py SHARED_ENGINES); the
 # second adds its KV budget and little else (evidence/h200-engine-sharing: two tiny engines held 0.1 GiB beyond KV).
-DUMMY_KV_GIB = 12.0
 SHARED_JOB_GIB = DUMMY_ROW_GIB + DUMMY_KV_GIB
 # Beyond the peak torch's allocator reports for a row (stackgate.gpu_peak_gib): the CUDA context and what is
-# allocated outside torch. A measured row is budgeted its peak and this, never less than the default above: rows of
+# allocated outside torch. A measured row is budgeted its peak and this, never less than its planned budget: rows of
 # sparse MLA held 27.7-31.4 GiB each (evidence/h200-52512), far over 18, and would not fit six to a GB10.
 MEASURED_MARGIN_GIB = 2.0
+
+
+def planned_gib(kv_gib: float, rows: int) -> float:
+    """A random-weight job's budget before any measurement: one row's process, or a shared process of `rows` rows
+    (two engines kept)."""
+    return kv_gib + BESIDE_KV_GIB + (kv_gib if rows > 1 else 0.0)
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,7 @@ class Job:
     gpus: int
     memory_gib: float | None  # per device; None: the whole devices
     group: str  # model/change: its rows run one at a time
+    planned_gib: float | None = None  # memory_gib before the rows' measured peaks raised it
 
     @property
     def row(self) -> Row:
@@ -85,25 +95,28 @@ def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False, peaks: Mapping[
     `peaks`: GiB a row's process held when it last ran (`measured_peaks`), which raises its budget."""
     peaks = peaks or {}
 
-    def budget(default: float, together: Sequence[Row], extra: float = 0.0) -> float:
+    def budget(planned: float, together: Sequence[Row], extra: float = 0.0) -> float:
         seen = [peaks[r.id] for r in together if r.id in peaks]
-        return max(default, max(seen) + MEASURED_MARGIN_GIB + extra) if seen else default
+        return max(planned, max(seen) + MEASURED_MARGIN_GIB + extra) if seen else planned
 
     out: list[Job] = []
     shared: dict[tuple[str, str], list[Row]] = {}  # by group and suite: one process runs one suite's rows
     for row in rows:
-        dummy = st.models[row.model].weights == "dummy" if row.model in st.models else False
+        model = st.models.get(row.model)
+        dummy = model is not None and model.weights == "dummy"
         group = f"{row.model}/{row.change}"
         if share and dummy and max(row.gpus, 1) == 1:
             shared.setdefault((group, row.suite), []).append(row)
             continue
-        memory = budget(DUMMY_ROW_GIB, [row]) if dummy else None
-        out.append(Job(rows=(row,), gpus=max(row.gpus, 1), memory_gib=memory, group=group))
+        planned = planned_gib(model.kv_cache_gib, 1) if model is not None and dummy else None
+        memory = budget(planned, [row]) if planned is not None else None
+        out.append(Job(rows=(row,), gpus=max(row.gpus, 1), memory_gib=memory, group=group, planned_gib=planned))
     for (group, _suite), together in shared.items():
+        kv = st.models[together[0].model].kv_cache_gib
+        planned = planned_gib(kv, len(together))
         # a peak measured in a process of its own held one engine at a time: the kept second engine adds its KV
-        many = len(together) > 1
-        memory = budget(SHARED_JOB_GIB, together, DUMMY_KV_GIB) if many else budget(DUMMY_ROW_GIB, together)
-        out.append(Job(rows=tuple(together), gpus=1, memory_gib=memory, group=group))
+        memory = budget(planned, together, kv if len(together) > 1 else 0.0)
+        out.append(Job(rows=tuple(together), gpus=1, memory_gib=memory, group=group, planned_gib=planned))
     order = {r.id: n for n, r in enumerate(rows)}
     size = Counter(j.group for j in out for _ in j.rows)
     # a shared job builds an engine per configuration and runs each further row in seconds: its length is its engines

@@ -23,7 +23,7 @@ from ci import contract, signals
 from ci.errors import NOTHING_RAN, StackgateError
 from ci.run import guard
 from ci.run.outcome import NOT_RUN, record_not_run
-from ci.run.schedule import DUMMY_ROW_GIB, SHARED_JOB_GIB, Device, Job, Packing, jobs, measured_peaks, next_jobs
+from ci.run.schedule import Device, Job, Packing, jobs, measured_peaks, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
 
@@ -114,11 +114,11 @@ def run(
         where = ", ".join(map(str, folders))
         print(f"--resume: {len(done)} rows have a result in {where}, {len(rows) - len(done)} to run", flush=True)
     pending = jobs([r for r in rows if r.id not in done], st, share=share, peaks=peaks)
-    raised = sorted(j.memory_gib for j in pending if j.memory_gib is not None and j.memory_gib > _default(j))
+    raised = sorted(j.memory_gib for j in pending if j.memory_gib and j.planned_gib and j.memory_gib > j.planned_gib)
     if raised:
         print(
-            f"memory budgets: {len(raised)} job(s) above the default, up to {raised[-1]:.1f} GiB, from the GPU memory "
-            f"their rows held when they last ran here (stackgate.gpu_peak_gib)",
+            f"memory budgets: {len(raised)} job(s) above their planned budget, up to {raised[-1]:.1f} GiB, from the "
+            f"GPU memory their rows held when they last ran here (stackgate.gpu_peak_gib)",
             flush=True,
         )
     packing = Packing(devices)
@@ -265,10 +265,6 @@ def _recount(suite: etree._Element) -> None:
     for attr, tag in (("tests", None), ("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
         if suite.get(attr) is not None:
             suite.set(attr, str(sum(1 for c in cases if tag is None or c.find(tag) is not None)))
-
-
-def _default(job: Job) -> float:
-    return SHARED_JOB_GIB if len(job.rows) > 1 else DUMMY_ROW_GIB
 
 
 def _alone(row: Row) -> Job:

@@ -12,7 +12,19 @@ from pathlib import Path
 from typing import Literal
 
 from ci.stack.change import Change
-from ci.stack.schema import CommitId, Count, DrafterType, Family, GitRef, GraphMode, Layout, Platform, Positive, frozen
+from ci.stack.schema import (
+    CommitId,
+    Count,
+    DrafterType,
+    Family,
+    Gib,
+    GitRef,
+    GraphMode,
+    Layout,
+    Platform,
+    Positive,
+    frozen,
+)
 
 # --- targets and backends --------------------------------------------------------------------
 
@@ -124,6 +136,10 @@ class Model:
     quantization: str
     backends: tuple[str, ...]
     tp: Positive = 1  # the fewest GPUs (tensor parallel) its weights need
+    # Random weights: the fixed KV-cache budget of its rows' engines (GiB), the same on every device, sized to hold
+    # its largest row's batch x context (the harness checks vLLM's count of KV tokens against each engine's need);
+    # what the scheduler packs a device by (ci.run.schedule). Hub weights take a share of the device instead.
+    kv_cache_gib: Gib = 12.0
     # The KV-cache dtypes vLLM accepts for this model, its default first (None: whatever the backend accepts);
     # a row planned with "auto" takes the first where "auto" is not among them
     kv_cache_dtypes: tuple[str, ...] | None = None

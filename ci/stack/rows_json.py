@@ -33,6 +33,7 @@ def row_document(st: Stack, row: Row) -> dict[str, Any]:
         "shrunk_of": model.shrunk_of,
         "kv_cache_dtypes": list(model.kv_cache_dtypes) if model.kv_cache_dtypes else None,
         "env": dict(model.env),
+        "kv_cache_gib": model.kv_cache_gib,
     }
     return {**row.to_json(), "model_info": info, "acceptance": asdict(change.acceptance)}
 

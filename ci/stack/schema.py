@@ -23,6 +23,7 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0)]
 Positive = Annotated[int, Field(gt=0)]
+Gib = Annotated[float, Field(gt=0, le=1024)]
 # A git commit id, whole or abbreviated to at least 7 hex digits (SHA-1 or SHA-256), lower case as git prints it.
 _COMMIT, _PATCH_ID = r"^[0-9a-f]{7,64}$", r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 _REF = r"^[^-\s][^\s]*$"  # a git ref or commit as a user types it; never an option

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from ci.stack.model import Attention, Model
-from ci.stack.schema import DrafterType, Positive, frozen
+from ci.stack.schema import DrafterType, Gib, Positive, frozen
 from ci.stack.yaml_lines import Loc, Source
 
 _Entry = tuple[Any, Source, Loc]
@@ -43,6 +43,7 @@ class Shrunk:
     backends: tuple[str, ...] | None = None
     kv_cache_dtypes: tuple[str, ...] | None = None
     tp: Positive = 1
+    kv_cache_gib: Gib = 12.0  # its real model's shapes: the default budget, not the real model's (hub) share
     notes: str = ""
 
 
@@ -120,6 +121,7 @@ def _inherit(obj: Shrunk, src: Source, loc: Loc, real: Model, real_src: Source, 
         kv_cache_dtypes=real.kv_cache_dtypes,
         env=real.env,
         tp=obj.tp,
+        kv_cache_gib=obj.kv_cache_gib,
         notes=obj.notes,
         shrunk_of=real.id,
     )

@@ -23,7 +23,8 @@ ENV_MODEL_CACHE = "STACKGATE_MODEL_CACHE"
 ENV_MODEL_CLASSES = "STACKGATE_MODEL_CLASS_OVERRIDES"
 MAX_TOKENS = 32
 # holds every random-weight row's batch x context (vLLM logs the tokens it fits): on the H200, 8 GiB held 276k tokens
-# of DeepSeek-V4, whose largest row needs 268k (batch 64 x 4,192), and 0.66M-3.4M of the others; 12 GiB keeps 1.5x
+# of DeepSeek-V4, whose largest row needs 268k (batch 64 x 4,192), and 0.66M-3.4M of the others; 12 GiB keeps 1.5x.
+# The default: a model may set its own (models.yaml kv_cache_gib, in the row's model_info; the tiny ones take 2)
 DUMMY_KV_CACHE_BYTES = 12 << 30
 change_absent = ""  # set by the row's presence check (one row per process): why the change is not here
 
@@ -93,6 +94,12 @@ def model_classes(architectures: list[str]) -> dict[str, str]:
     return {arch: doc[arch] for arch in architectures if arch in doc}
 
 
+def kv_cache_bytes(row: Any) -> int:
+    """A random-weight row's fixed KV budget: its model's (stack/models.yaml kv_cache_gib), else the default."""
+    gib = row.model_info.get("kv_cache_gib")
+    return int(float(gib) * 2**30) if gib else DUMMY_KV_CACHE_BYTES
+
+
 def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
     """LLM(...) arguments for the row's axes (backend, graph mode, KV dtype, parallelism, drafter)."""
     dummy = row.model_info.get("weights") == "dummy"
@@ -128,7 +135,7 @@ def llm_kwargs(row: Any, **overrides: Any) -> dict[str, Any]:
         # few GiB, the engine is the same on an H200, a 24 GiB card and a GB10's unified memory, several rows can
         # share one device, and vLLM skips its memory profiling (whose check fails when another process on the
         # device frees memory meanwhile, vllm/v1/worker/gpu_worker.py)
-        kw["kv_cache_memory_bytes"] = DUMMY_KV_CACHE_BYTES
+        kw["kv_cache_memory_bytes"] = kv_cache_bytes(row)
     classes = model_classes(hf_config.get("architectures", []))
     if classes:
         kw["model_class_overrides"] = classes

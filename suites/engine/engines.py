@@ -136,7 +136,28 @@ def greedy(max_tokens: int, *, logprobs: int | None = None) -> Any:
 
 
 def generate(engine: Engine, prompts: Sequence[dict[str, Any]], params: Any) -> list[Any]:
+    short = kv_shortfall(engine, prompts, params)
+    if short:
+        raise RuntimeError(short)
     return engine.llm.generate(list(prompts), params, use_tqdm=False)
+
+
+def kv_shortfall(engine: Engine, prompts: Sequence[dict[str, Any]], params: Any) -> str:
+    """Why the engine's KV cache cannot hold these requests at once, or "": requests that do not fit wait for each
+    other, and the row would time another workload than the one it names. A random-weight row's KV budget is fixed
+    (stack/models.yaml kv_cache_gib); where vLLM's count of blocks cannot be read, nothing is said."""
+    cache = getattr(getattr(getattr(engine.llm, "llm_engine", None), "vllm_config", None), "cache_config", None)
+    blocks, size = getattr(cache, "num_gpu_blocks", None), getattr(cache, "block_size", None)
+    if not isinstance(blocks, int) or not isinstance(size, int) or size <= 0:
+        return ""
+    extra = int(getattr(params, "max_tokens", 0) or 0)
+    need = sum(-(-(len(p.get("prompt_token_ids", ())) + extra) // size) for p in prompts)
+    if need <= blocks:
+        return ""
+    return (
+        f"the engine's KV cache holds {blocks:,} blocks of {size} tokens, and these {len(prompts)} requests need "
+        f"{need:,} at once: they would wait for each other; raise the model's kv_cache_gib in stack/models.yaml"
+    )
 
 
 def token_ids(outputs: Sequence[Any]) -> list[list[int]]:
