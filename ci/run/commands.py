@@ -119,7 +119,8 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="GIB",
         help="each GPU's memory for packing rows (default: what the GPU reports; a GB10 counts the "
-        "host's): random-weight rows take 18 GiB each, hub-weight rows whole GPUs",
+        "host's): random-weight rows take their model's KV budget and 6 GiB (18 by default, 8 for a tiny "
+        "model), hub-weight rows whole GPUs",
     )
     p.add_argument(
         "--resume", action="store_true", help="skip rows with a result in --out; run again the one a stop interrupted"
