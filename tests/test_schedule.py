@@ -277,6 +277,17 @@ def test_the_deadline_stops_starting_rows_and_every_started_row_has_its_junit_in
     assert "run the same command with --resume" in said
 
 
+def test_when_no_row_can_end_before_the_deadline_the_run_ends_at_once(tmp_path: Path) -> None:
+    """Nothing in flight and the next row would end after the deadline: the run stops now rather than hold the GPUs
+    idle until the deadline (on the H200 a 108 s row left 82 s of waiting before a 220 s deadline)."""
+    proc = _drive(tmp_path, rows=[["r", 1]] * 2, memory=DUMMY_ROW_GIB, devices=["0"], seconds=4.0, deadline=10.0)
+    said, _ = proc.communicate(timeout=60)
+    assert proc.returncode == scheduled.DEADLINE_EXIT, said
+    (ran,) = tmp_path.glob("junit-*.xml")
+    waited = (tmp_path / scheduled.NOT_RUN).stat().st_mtime - ran.stat().st_mtime
+    assert waited < 2.0, f"{waited:.1f} s between the last row's end and the stop"  # the reserve alone is 2.5 s
+
+
 def test_a_session_that_dies_without_junit_fails_its_row_saying_so(tmp_path: Path) -> None:
     proc = _drive(tmp_path, rows=[["dies", 1], ["r", 1]])
     said, _ = proc.communicate(timeout=60)
