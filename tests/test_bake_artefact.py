@@ -132,6 +132,14 @@ def test_the_aot_bake_alone_is_an_artefact_with_no_gpu_in_its_key(tmp_path: Path
     assert ran.returncode == 0, ran.stdout[-3000:]
     xml = JUnitXml.fromfile(str(tmp_path / "out" / "junit-cpu-selftest-0.xml"))
     assert {p.name: p.value for s in xml for p in s.properties()}["stackgate.caches"] == f"artefact:{path.name}"
+    shutil.rmtree(tmp_path / "runtime")  # a root an earlier run left a compile in: the rows start from both
+    (tmp_path / "runtime" / "cpu" / "inductor").mkdir(parents=True)
+    (tmp_path / "runtime" / "cpu" / "inductor" / "left-by-a-run.py").write_text("")
+    again = _ci(env, "run", "cpu", "selftest", "--host", "--caches", str(path), "--out", str(tmp_path / "again"))
+    assert again.returncode == 0 and "beside 1 files earlier runs left there" in again.stdout, again.stdout[-3000:]
+    xml = JUnitXml.fromfile(str(tmp_path / "again" / "junit-cpu-selftest-0.xml"))
+    said = {p.name: p.value for s in xml for p in s.properties()}["stackgate.caches"]
+    assert said == f"artefact:{path.name} + 1 files found in the root"
     refused = _ci(env, "bake", "cpu", "--aot-only")
     assert refused.returncode == 2 and "--aot-only packs a host bake" in refused.stderr
 

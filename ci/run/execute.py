@@ -124,13 +124,13 @@ def host_session(spec: RunSpec) -> dict[str, str]:
     if spec.unbaked:
         env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target, keep=spec.keep_caches)
     else:
-        if spec.caches is not None:
-            env.update(caches.install(spec.target, spec.caches, env))
+        installed, beside = caches.install(spec.target, spec.caches, env) if spec.caches is not None else ({}, 0)
+        env.update(installed)
         baked = host_aot.bake(spec.target, env, DEFAULT_SUITES)
         env.update(baked)
-        # "aot" only where the bake gave the rows a cache; else the root holds whatever earlier runs left
-        made = "aot" if baked else "as found (no AOT bake)"
-        env["STACKGATE_CACHES_FROM"] = f"artefact:{spec.caches.name}" if spec.caches is not None else made
+        made = "aot" if baked else "as found (no AOT bake)"  # the root holds whatever earlier runs left
+        found = f" + {beside} files found in the root" if beside else ""
+        env["STACKGATE_CACHES_FROM"] = f"artefact:{spec.caches.name}{found}" if spec.caches is not None else made
     return env
 
 
