@@ -78,8 +78,11 @@ def test_deepseek_v4_random_weights_are_finished_as_its_own_load_weights_finishe
     assert config.llm_kwargs(two)["load_format"] == dummy_weights.LOAD_FORMAT  # its workers load the plugin too
     eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
     assert config.llm_kwargs(eagle)["load_format"] == "dummy"
-    # random weights: a fixed KV budget, the same on every device, which rows sharing one device rely on
-    assert config.llm_kwargs(one)["kv_cache_memory_bytes"] == config.llm_kwargs(eagle)["kv_cache_memory_bytes"] > 0
+    # random weights: a fixed KV budget, the same on every device, which rows sharing one device rely on: the model's
+    # own (models.yaml kv_cache_gib: 2 GiB for the tiny ones), else the default
+    assert config.llm_kwargs(one)["kv_cache_memory_bytes"] == config.DUMMY_KV_CACHE_BYTES
+    assert config.llm_kwargs(eagle)["kv_cache_memory_bytes"] == int(st.models["tiny-llama-eagle"].kv_cache_gib * 2**30)
+    assert st.models["tiny-llama-eagle"].kv_cache_gib == 2
 
     registry: dict[str, type] = {}
 
