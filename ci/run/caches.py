@@ -165,12 +165,13 @@ def pack(target: Target, out: Path, kind: str = "warm", rows_env: Mapping[str, s
     return path
 
 
-def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None = None) -> tuple[dict[str, str], int]:
+def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None = None) -> tuple[dict[str, str], str]:
     """Unpack an artefact into the target's root, refusing one made for another host or with other switches
-    than the rows' env (`rows_env`); the env to run with, and how many files the root held beside the artefact's
-    (what earlier runs there compiled: the rows start from both). Every member is checked against the manifest
-    (name, size, sha256) in a folder beside the root before anything moves into it: a member the manifest does not
-    list, one that differs, or an archive cut short is refused, and the root is left as it was."""
+    than the rows' env (`rows_env`); the env to run with, and the rows' caches condition: the artefact, and how many
+    files the root held beside it (what earlier runs there compiled: the rows start from both). Every member is
+    checked against the manifest (name, size, sha256) in a folder beside the root before anything moves into it: a
+    member the manifest does not list, one that differs, or an archive cut short is refused, and the root is left
+    as it was."""
     fix = f"make one with: python -m ci bake {target.id} --host --out DIR"
     top = root(target)
     top.parent.mkdir(parents=True, exist_ok=True)
@@ -202,7 +203,7 @@ def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None =
     beside = sum(1 for p in top.rglob("*") if p.is_file() and str(p.relative_to(top)) not in listed)
     found = f", beside {beside} files earlier runs left there" if beside else ""
     print(f"caches: installed {artefact} ({len(listed)} files, checked against its manifest) into {top}{found}")
-    return env(target), beside
+    return env(target), f"artefact:{artefact.name}" + (f" + {beside} files found in the root" if beside else "")
 
 
 def _manifest(

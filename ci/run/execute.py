@@ -124,13 +124,12 @@ def host_session(spec: RunSpec) -> dict[str, str]:
     if spec.unbaked:
         env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target, keep=spec.keep_caches)
     else:
-        installed, beside = caches.install(spec.target, spec.caches, env) if spec.caches is not None else ({}, 0)
+        installed, came = caches.install(spec.target, spec.caches, env) if spec.caches is not None else ({}, "")
         env.update(installed)
         baked = host_aot.bake(spec.target, env, DEFAULT_SUITES)
         env.update(baked)
-        made = "aot" if baked else "as found (no AOT bake)"  # the root holds whatever earlier runs left
-        found = f" + {beside} files found in the root" if beside else ""
-        env["STACKGATE_CACHES_FROM"] = f"artefact:{spec.caches.name}{found}" if spec.caches is not None else made
+        # no artefact: "aot" only where the bake gave the rows a cache; else the root holds what earlier runs left
+        env["STACKGATE_CACHES_FROM"] = came or ("aot" if baked else "as found (no AOT bake)")
     return env
 
 

@@ -156,6 +156,8 @@ def run(
                                 preexec_fn=signals.die_with_parent,
                             )
                         running.append(Running(job=job, devices=ids, proc=proc, junit=plan.junit(job), started=now))
+                elif not running:
+                    break  # no row can start and end in time, and none is in flight: waiting only holds the GPUs
             for r in [r for r in running if r.proc.poll() is not None]:
                 running.remove(r)
                 packing.release(r.job, r.devices)
@@ -175,10 +177,6 @@ def run(
                     )
             if (received or cut) and not running:
                 break
-            if deadline is not None and pending and not running and not cut and not received:
-                guess = statistics.median(took) if took else 0.0
-                if time.monotonic() + guess > deadline - reserve:
-                    break  # no row can start and end in time, and none is in flight: waiting only holds the GPUs
             time.sleep(0.2)
     if received:
         raise guard.Stopped(received[0], Path(os.path.commonpath(folders)))
