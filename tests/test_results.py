@@ -10,7 +10,7 @@ from pathlib import Path
 
 from report_helpers import PLAN, rows, write_rows
 
-from ci.results import junit
+from ci.results import junit, reading
 from ci.results import merge as results
 from ci.results.metrics import Metric, metrics_of
 
@@ -215,6 +215,47 @@ def test_the_quick_reading_of_a_metric_agrees_with_the_strict_one() -> None:
         assert fast is None or fast == strict, doc
         quick += fast is not None
     assert quick == 4  # the harness's own shapes: with and without a spread, with and without samples
+
+
+def test_a_case_read_is_the_case_its_fields_make(tmp_path: Path) -> None:
+    """read_case fills a Case's dict at once (junit._made) instead of calling the dataclass: the case is the one
+    `Case(**fields)` makes, derived fields included, for every shape a case comes in (metrics, failures, problems)."""
+    from dataclasses import fields
+
+    written = write_rows(
+        tmp_path,
+        rows("48804", TARGET)[:4],
+        lambda r, c: (
+            replace(c, status="failure", message="boom", jit_compiles=2, jit_kernels=("k1", "k2"))
+            if r == rows("48804", TARGET)[1]
+            else c
+        ),
+    )
+    (tmp_path / "odd.xml").write_text(
+        '<testsuites><testsuite name="outer"><testsuite name="inner"><testcase classname="c" name="t" time="x">'
+        '<properties><property name="stackgate.metric.m" value="[1]"/></properties><error message="e"/></testcase>'
+        "</testsuite></testsuite></testsuites>"
+    )
+    cases = [c for f in [*written, tmp_path / "odd.xml"] for c in reading.read(f).cases]
+    assert len(cases) == 5 and {c.status for c in cases} >= {"pass", "failure", "error"}
+    assert any(c.metrics for c in cases) and any(c.problems for c in cases)
+    every = {f.name for f in fields(junit.Case)}
+    for case in cases:
+        made = junit.Case(**{f.name: getattr(case, f.name) for f in fields(junit.Case) if f.init})
+        assert set(vars(case)) == every
+        assert case == made and case.json == made.json and case.metrics_by_name == made.metrics_by_name
+
+
+def test_nested_suites_are_each_read_once_in_document_order(tmp_path: Path) -> None:
+    """Suites in document order, each with its own testcases (the reader walks only suites' children)."""
+    (tmp_path / "n.xml").write_text(
+        '<testsuites><testsuite name="a"><testsuite name="a1"><testsuite name="a11"><testcase name="t1"/></testsuite>'
+        '</testsuite><testcase name="t2"/><testsuite name="a2"><testcase name="t3"/></testsuite></testsuite>'
+        '<testsuite name="b"><testcase name="t4"/></testsuite></testsuites>'
+    )
+    read = reading.read(tmp_path / "n.xml")
+    assert [(c.junit_suite, c.name) for c in read.cases] == [("a", "t2"), ("a11", "t1"), ("a2", "t3"), ("b", "t4")]
+    assert len(read.scopes) == 5  # a, a1, a11, a2, b
 
 
 def test_a_rows_one_metric_is_the_one_its_merged_metrics_hold() -> None:

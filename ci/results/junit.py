@@ -68,27 +68,7 @@ class Case:
     json: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_by_name", {m.name: m for m in reversed(self.metrics)})
-        run = {
-            "file": self.file,
-            "junit_suite": self.junit_suite,
-            "test": f"{self.classname}::{self.name}",
-            "status": self.status,
-            "message": self.message,
-            "image_digest": self.image_digest,
-            "git_revision": self.git_revision,
-            "problems": self.problems,
-            "vllm_version": self.vllm_version,
-            "vllm_build": self.vllm_build,
-            "fork_changes": self.fork_changes,
-            "fork_without": self.fork_without,
-            "jit": {
-                "compiles": self.jit_compiles,
-                "kernels": self.jit_kernels,
-                "cache_new_files": self.jit_cache_new_files,
-            },
-        }
-        object.__setattr__(self, "json", orjson.dumps(run))
+        _derive(self.__dict__)
 
     def metric(self, name: str) -> Metric | None:
         return self._by_name.get(name)
@@ -97,6 +77,45 @@ class Case:
     def metrics_by_name(self) -> dict[str, Metric]:
         """Each metric by name, the first recorded winning (read only)."""
         return self._by_name
+
+
+def _derive(case: dict[str, Any]) -> None:
+    """A case's derived fields, written into its own dict (a frozen dataclass's fields are set once, here)."""
+    case["_by_name"] = {m.name: m for m in reversed(case["metrics"])}
+    case["json"] = orjson.dumps(
+        {
+            "file": case["file"],
+            "junit_suite": case["junit_suite"],
+            "test": f"{case['classname']}::{case['name']}",
+            "status": case["status"],
+            "message": case["message"],
+            "image_digest": case["image_digest"],
+            "git_revision": case["git_revision"],
+            "problems": case["problems"],
+            "vllm_version": case["vllm_version"],
+            "vllm_build": case["vllm_build"],
+            "fork_changes": case["fork_changes"],
+            "fork_without": case["fork_without"],
+            "jit": {
+                "compiles": case["jit_compiles"],
+                "kernels": case["jit_kernels"],
+                "cache_new_files": case["jit_cache_new_files"],
+            },
+        }
+    )
+
+
+_new_object = object.__new__
+
+
+def _made(fields: dict[str, Any]) -> Case:
+    """The Case of `fields`, which names every field `Case(...)` takes, made as pickle makes one: its dict filled at
+    once. The frozen dataclass's __init__ sets each of its 31 fields through object.__setattr__, which took as long
+    as the rest of reading a testcase's properties into fields. Equal to `Case(**fields)` (a test holds them so)."""
+    case = _new_object(Case)
+    case.__dict__.update(fields)
+    _derive(case.__dict__)
+    return case
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +173,26 @@ def row_from_name(name: str) -> str | None:
 
 
 _RANK = {"pass": 0, "skipped": 1, "failure": 2, "error": 3}  # a testcase with several results shows the worst
+_BOOL = {"true": True, "false": False}
+_METRIC_AT = len(_METRIC)
+# The property names read, made once: 10,000 testcases ask for each of them.
+_ROW, _CHANGE, _TRACK, _TARGET, _SUITE = (PREFIX + k for k in ("row", "change", "track", "target", "suite"))
+_IMAGE, _REVISION, _AOT, _CAUSE = (PREFIX + k for k in ("image_digest", "git_revision", "aot", "cause"))
+_COMPILES, _KERNELS, _NEW_FILES, _TRACED = (
+    PREFIX + k for k in ("jit.compiles", "jit.kernels", "jit.cache_new_files", "jit.traced_after_ready")
+)
+_VERSION, _COMMIT, _BUILD, _FORK_CHANGES, _FORK_WITHOUT, _PRESENT, _FIRST_ONLY = (
+    PREFIX + k
+    for k in (
+        "vllm_version",
+        "vllm_commit",
+        "vllm_build",
+        "fork_changes",
+        "fork_without",
+        "change_present",
+        "first_request_only",
+    )
+)
 
 
 def read_case(file: str, suite_name: str, scope: Scope, tc: Any) -> Case:
@@ -173,50 +212,52 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any) -> Case:
         elif tag == "system-out":
             out = child.text or ""
     problems: list[str] = []
-    metrics = metrics_of([(k[len(_METRIC) :], v) for k, v in props.items() if k.startswith(_METRIC)], problems)
-    kernels = props.get(PREFIX + "jit.kernels", "")
+    metrics = metrics_of([(k[_METRIC_AT:], v) for k, v in props.items() if k.startswith(_METRIC)], problems)
     name = tc.get("name") or ""
     get = props.get
-    return Case(
-        file=file,
-        junit_suite=suite_name,
-        name=name,
-        classname=tc.get("classname") or "",
-        path=tc.get("file") or "",
-        row=get(PREFIX + "row") or row_from_name(name),
-        change=get(PREFIX + "change"),
-        track=get(PREFIX + "track"),
-        target=get(PREFIX + "target") or scope.target,
-        suite=get(PREFIX + "suite") or scope.suite,
-        image_digest=get(PREFIX + "image_digest"),
-        git_revision=get(PREFIX + "git_revision"),
-        status=status,
-        message=message,
-        details=details,
-        log=out.split("full log: ", 1)[1].strip().splitlines()[0] if "full log: " in out else "",
-        time=_time(tc.get("time"), problems),
-        jit_compiles=_int(props, PREFIX + "jit.compiles", problems),
-        jit_kernels=tuple(k.strip() for k in kernels.split(",") if k.strip()),
-        jit_cache_new_files=_int(props, PREFIX + "jit.cache_new_files", problems),
-        metrics=tuple(metrics),
-        problems=tuple(problems),
-        aot=get(PREFIX + "aot") or scope.aot,
-        vllm_version=_vllm_build(props),
-        vllm_build=get(PREFIX + "vllm_build"),
-        fork_changes=_listed(get(PREFIX + "fork_changes")),
-        fork_without=get(PREFIX + "fork_without"),
-        change_present={"true": True, "false": False}.get(get(PREFIX + "change_present", "")),
-        cause=get(PREFIX + "cause"),
-        jit_traced=get(PREFIX + "jit.traced_after_ready"),
-        first_request_only=get(PREFIX + "first_request_only"),
+    kernels = get(_KERNELS)
+    return _made(
+        {
+            "file": file,
+            "junit_suite": suite_name,
+            "name": name,
+            "classname": tc.get("classname") or "",
+            "path": tc.get("file") or "",
+            "row": get(_ROW) or row_from_name(name),
+            "change": get(_CHANGE),
+            "track": get(_TRACK),
+            "target": get(_TARGET) or scope.target,
+            "suite": get(_SUITE) or scope.suite,
+            "image_digest": get(_IMAGE),
+            "git_revision": get(_REVISION),
+            "status": status,
+            "message": message,
+            "details": details,
+            "log": out.split("full log: ", 1)[1].strip().splitlines()[0] if "full log: " in out else "",
+            "time": _time(tc.get("time"), problems),
+            "jit_compiles": _int(props, _COMPILES, problems),
+            "jit_kernels": tuple(filter(None, map(str.strip, kernels.split(",")))) if kernels else (),
+            "jit_cache_new_files": _int(props, _NEW_FILES, problems),
+            "metrics": tuple(metrics),
+            "problems": tuple(problems),
+            "aot": get(_AOT) or scope.aot,
+            "vllm_version": _vllm_build(props),
+            "vllm_build": get(_BUILD),
+            "fork_changes": _listed(get(_FORK_CHANGES)),
+            "fork_without": get(_FORK_WITHOUT),
+            "change_present": _BOOL.get(get(_PRESENT, "")),
+            "cause": get(_CAUSE),
+            "jit_traced": get(_TRACED),
+            "first_request_only": get(_FIRST_ONLY),
+        }
     )
 
 
 def _vllm_build(props: dict[str, str]) -> str | None:
     """The vLLM a case ran on: its version, the commit of its build where the test recorded one, and the tree's
     content id (a fork build and the same fork without one change share version and commit, not the tree)."""
-    version, commit = props.get(PREFIX + "vllm_version"), props.get(PREFIX + "vllm_commit")
-    tree = (props.get(PREFIX + "vllm_build") or "").removeprefix("sha256:")[:12]
+    version, commit = props.get(_VERSION), props.get(_COMMIT)
+    tree = (props.get(_BUILD) or "").removeprefix("sha256:")[:12]
     named = f"{version} ({commit})" if version and commit else version
     return f"{named} build {tree}" if named and tree else named
 
