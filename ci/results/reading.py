@@ -14,7 +14,6 @@ import itertools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
@@ -112,6 +111,8 @@ def _size(path: Path) -> int:
 def _read_here(paths: list[Path]) -> Iterator[FileRead]:
     """`read` over `paths` in this process, the next files parsed in threads while one is read into cases. At most
     `_READERS` parsed files wait at a time: a parsed tree takes several times its file's size in memory."""
+    from concurrent.futures import Future, ThreadPoolExecutor  # not needed where a forked reader shares the files
+
     todo = iter(paths)
     with ThreadPoolExecutor(max_workers=_READERS, thread_name_prefix="junit-parse") as pool:
         ahead: deque[tuple[Path, Future[FileRead | etree._Element | bytes]]] = deque()
@@ -174,8 +175,15 @@ def _cases(path: Path, parsed: FileRead | etree._Element | bytes) -> FileRead:
 
 
 def _walk_suites(root: etree._Element) -> list[etree._Element]:
-    """Every <testsuite>, nested ones included, each once, in document order."""
-    return list(root.iter("testsuite"))
+    """Every <testsuite>, nested ones included (a suite's children), each once, in document order. Only the suites'
+    children are looked at, not every element below them: a testcase's properties are most of a file's elements."""
+    out: list[etree._Element] = []
+    todo = [root] if root.tag == "testsuite" else list(root.iterchildren("testsuite", reversed=True))
+    while todo:  # depth first, the next suite on top: no recursion, however deep a file nests them
+        suite = todo.pop()
+        out.append(suite)
+        todo += suite.iterchildren("testsuite", reversed=True)
+    return out
 
 
 def _salvage(name: str, data: bytes) -> FileRead:
