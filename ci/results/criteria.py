@@ -18,6 +18,7 @@ from ci.results.criterion import (
     MATRIX,
     NO_JIT,
     REGRESSION,
+    SHOWN,
     TIED,
     TOLERANCE,
     Criterion,
@@ -28,6 +29,7 @@ from ci.results.criterion import (
     listed,
     ran_rows,
 )
+from ci.results.junit import Case
 from ci.results.merge import RowResult, paid_once
 from ci.results.node_ids import matcher
 from ci.stack.change import Change
@@ -102,7 +104,8 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
     if not ran:
         return "missing", f"no row measured its workload ({len(ran_rows(rows))} ran, {len(rows)} planned)"
     unbaked = sorted({r.id for r in ran for c in r.ran if c.aot in (None, "none")})
-    compiled, unknown = [], []
+    compiled: list[tuple[str, Case, float]] = []
+    unknown = []
     for r in ran:
         for c in r.ran:
             if c.jit_compiles is None:
@@ -112,18 +115,22 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
             after = c.metric("compiles_after_ready")
             late = after.value if after else 0.0
             if (c.jit_compiles or 0) > 0 or late > 0 or (c.jit_cache_new_files or 0) > 0 or c.jit_traced:
-                kernels = ", ".join(c.jit_kernels) or "kernels not named"
-                files = f", {c.jit_cache_new_files} new cache files" if c.jit_cache_new_files else ""
-                after_txt = f", {late:g} after ready" if late else ""
-                traced = f", torch.compile traced after ready: {c.jit_traced}" if c.jit_traced else ""
-                compiled.append(f"{r.id}: {c.jit_compiles or 0} compiles{after_txt}{files} ({kernels}){traced}")
-    if compiled:
-        return "fail", listed(compiled)
+                compiled.append((r.id, c, late))
+    if compiled:  # only the runs the evidence shows are described; the rest are counted
+        return "fail", listed([_compiled(*run) for run in compiled[:SHOWN]], len(compiled))
     if unknown:
         return "missing", f"stackgate.jit.compiles absent on {listed(sorted(set(unknown)))}"
     if unbaked:
         return "missing", f"ran without an ahead-of-time cache (stackgate.aot): {listed(unbaked)}"
     return "pass", f"0 compiles and no new cache files on all {len(ran)} rows that measured, each with a baked cache"
+
+
+def _compiled(row: str, c: Case, late: float) -> str:
+    kernels = ", ".join(c.jit_kernels) or "kernels not named"
+    files = f", {c.jit_cache_new_files} new cache files" if c.jit_cache_new_files else ""
+    after = f", {late:g} after ready" if late else ""
+    traced = f", torch.compile traced after ready: {c.jit_traced}" if c.jit_traced else ""
+    return f"{row}: {c.jit_compiles or 0} compiles{after}{files} ({kernels}){traced}"
 
 
 def _matrix_everywhere(ev: Evidence) -> Criterion:
