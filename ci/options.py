@@ -36,6 +36,14 @@ def default_stack() -> Path:
     return Path(os.environ.get(ENV_STACK) or REPO / "stack")
 
 
+def cache_home() -> Path:
+    """This user's stackgate cache: $STACKGATE_CACHE, else $XDG_CACHE_HOME/stackgate (~/.cache/stackgate)."""
+    return Path(
+        os.environ.get("STACKGATE_CACHE")
+        or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "stackgate")
+    )
+
+
 class Csv(argparse.Action):
     """A repeatable filter that also takes comma-separated values; the result is a list, in order, once each."""
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ci import options
 from ci.errors import BuildError
 from ci.stack.model import Target
 
@@ -35,10 +36,7 @@ def platform_tags(platform: str) -> list[str]:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("STACKGATE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "stackgate"
-    )
-    return Path(base) / "wheels"
+    return options.cache_home() / "wheels"
 
 
 def file_digest(path: Path) -> str:
