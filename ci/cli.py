@@ -96,12 +96,13 @@ def _listed(value: object) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     teardown.forget()
     ap = parser(_verb(sys.argv[1:] if argv is None else argv))
-    try:
-        import argcomplete  # optional: shell completion where the user installed it
+    if "_ARGCOMPLETE" in os.environ:  # the shell's completion hook is asking (argcomplete's protocol)
+        try:
+            import argcomplete  # optional: shell completion where the user installed it
 
-        argcomplete.autocomplete(ap)
-    except ImportError:
-        pass
+            argcomplete.autocomplete(ap)
+        except ImportError:
+            pass
     args = ap.parse_args(argv)
     try:
         check_names(args)
