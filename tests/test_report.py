@@ -127,6 +127,25 @@ def test_an_unwritable_output_is_a_report_error(tmp_path: Path, messy, capsys) -
     assert "cannot write the report" in capsys.readouterr().err
 
 
+def test_the_templates_compiled_code_is_cached_and_a_cache_it_cannot_write_is_no_error(tmp_path, monkeypatch) -> None:
+    import jinja2
+
+    fresh = report_html.template.__wrapped__  # the template as a new process makes it, not this one's
+    monkeypatch.setenv("STACKGATE_CACHE", str(tmp_path / "cache"))
+    compiled = fresh()  # compiled, and its code written to the cache
+    assert [p.suffix for p in (tmp_path / "cache" / "jinja").iterdir()] == [".cache"]
+
+    def no_compiling(*_a, **_k):
+        raise AssertionError("compiled again: the cache was not used")
+
+    with monkeypatch.context() as m:
+        m.setattr(jinja2.Environment, "compile", no_compiling)
+        assert fresh().name == compiled.name  # a second process's: its code read from the cache
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("STACKGATE_CACHE", str(tmp_path / "file" / "under"))  # no folder can be made there
+    assert fresh().name == compiled.name  # compiled in memory
+
+
 def test_markdown_over_budget_drops_passing_rows_then_cuts_outside_tables(tmp_path: Path, messy) -> None:
     junit, _ = messy
     rep = report.build(DEFAULT_STACK, [junit], None)
