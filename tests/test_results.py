@@ -246,6 +246,26 @@ def test_a_case_read_is_the_case_its_fields_make(tmp_path: Path) -> None:
         assert case == made and case.json == made.json and case.metrics_by_name == made.metrics_by_name
 
 
+def test_a_case_holds_its_json_at_its_own_size(tmp_path: Path) -> None:
+    """Each case's report.json entry is kept in an allocation of its own length: orjson returns even a few hundred
+    bytes in a buffer of 4 KiB or more, which 10,000 testcases held as 40 MB of slack."""
+    import inspect
+    import tracemalloc
+
+    written = write_rows(tmp_path, rows("48804", TARGET)[:20])
+    source, first = inspect.getsourcelines(junit._derive)
+    tracemalloc.start()
+    try:
+        cases = [c for f in written for c in reading.read(f).cases]
+        snap = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    in_derive = [tracemalloc.Filter(True, junit.__file__, lineno=n) for n in range(first, first + len(source))]
+    held = sum(t.size for t in snap.filter_traces(in_derive).traces)  # the json and the metric index of each case
+    assert len(cases) == 20
+    assert held < sum(len(c.json) for c in cases) + 1024 * len(cases)
+
+
 def test_nested_suites_are_each_read_once_in_document_order(tmp_path: Path) -> None:
     """Suites in document order, each with its own testcases (the reader walks only suites' children)."""
     (tmp_path / "n.xml").write_text(
