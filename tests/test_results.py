@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 import subprocess
 import sys
 import textwrap
@@ -220,8 +219,7 @@ def test_the_quick_reading_of_a_metric_agrees_with_the_strict_one() -> None:
 
 def test_a_case_read_is_the_case_its_fields_make(tmp_path: Path) -> None:
     """read_case fills a Case's dict at once (junit._made) instead of calling the dataclass: the case is the one
-    `Case(**fields)` makes, derived fields included, for every shape a case comes in (metrics, failures, problems);
-    pickled and unpickled (Case.__reduce__), it is the same case again."""
+    `Case(**fields)` makes, derived fields included, for every shape a case comes in (metrics, failures, problems)."""
     from dataclasses import fields
 
     written = write_rows(
@@ -246,8 +244,6 @@ def test_a_case_read_is_the_case_its_fields_make(tmp_path: Path) -> None:
         made = junit.Case(**{f.name: getattr(case, f.name) for f in fields(junit.Case) if f.init})
         assert set(vars(case)) == every
         assert case == made and case.json == made.json and case.metrics_by_name == made.metrics_by_name
-        sent = pickle.loads(pickle.dumps(case, protocol=pickle.HIGHEST_PROTOCOL))  # as a forked reader sends it
-        assert vars(sent) == vars(case) and all(type(m) is Metric for m in sent.metrics)
 
 
 def test_a_case_holds_its_json_at_its_own_size(tmp_path: Path) -> None:

@@ -3,7 +3,6 @@ JIT properties and metrics. `ci.results.reading` reads files into them."""
 
 from __future__ import annotations
 
-import operator
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -79,11 +78,6 @@ class Case:
         """Each metric by name, the first recorded winning (read only)."""
         return self._by_name
 
-    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
-        # Pickled as the tuple of its dict's values, derived fields included: a report's forked reader sends the
-        # testcases it read (ci.forked.share), and a state dict with its 33 keys took half again as long to unpickle.
-        return _unpickled, (_state_of(self.__dict__),)
-
 
 def _derive(case: dict[str, Any]) -> None:
     """A case's derived fields, written into its own dict (a frozen dataclass's fields are set once, here)."""
@@ -121,14 +115,6 @@ def _exact(data: bytes) -> bytes:
 
 
 _new_object = object.__new__
-_STATE = tuple(Case.__dataclass_fields__)  # a Case's dict, by key (derived fields too), as it is pickled
-_state_of = operator.itemgetter(*_STATE)
-
-
-def _unpickled(state: tuple[object, ...]) -> Case:
-    case = _new_object(Case)
-    case.__dict__.update(zip(_STATE, state, strict=True))
-    return case
 
 
 def _made(fields: dict[str, Any]) -> Case:
