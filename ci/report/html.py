@@ -47,7 +47,7 @@ PHONE_CAUSES = 3  # causes a change shows on a phone's first screen, one line ea
 @cache
 def template() -> jinja2.Template:
     """The page's Jinja2 template, once per process. Its compiled code is kept in this user's cache (Jinja's bytecode
-    cache, keyed by the template's source): compiling it took 30 ms of every report."""
+    cache, keyed by the template's source): compiling it took 35 ms of every report, reading it back 0.5 ms."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("ci.report", "templates"),
         autoescape=True,
