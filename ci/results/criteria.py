@@ -100,7 +100,7 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
     """Judged only on rows that measured their workload, in a baked image or on a baked host: a row that
     failed before measuring compiled nothing because it ran nothing, which is no evidence."""
     want = {*change.acceptance.measurements.cold, *change.acceptance.measurements.warm}
-    ran = [r for r in ran_rows(rows) if any(c.metric(n) for c in r.ran for n in want)]
+    ran = [r for r in ran_rows(rows) if any(c.metrics_by_name.get(n) for c in r.ran for n in want)]
     if not ran:
         return "missing", f"no row measured its workload ({len(ran_rows(rows))} ran, {len(rows)} planned)"
     unbaked = sorted({r.id for r in ran for c in r.ran if c.aot in (None, "none")})
@@ -112,7 +112,7 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
                 unknown.append(r.id)
             # A baked image compiles nothing, before or after ready (Dynamo traces included); new cache files are
             # the cross-process backstop for compiles the in-process listener cannot see.
-            after = c.metric("compiles_after_ready")
+            after = c.metrics_by_name.get("compiles_after_ready")
             late = after.value if after else 0.0
             if (c.jit_compiles or 0) > 0 or late > 0 or (c.jit_cache_new_files or 0) > 0 or c.jit_traced:
                 compiled.append((r.id, c, late))
@@ -173,7 +173,7 @@ def _threshold(rows: list[RowResult], metric: str, ok: Callable[[float], bool]) 
         return "missing", f"no row ran ({len(rows)} planned)"
     bad, absent, values = [], [], []
     for r in ran:
-        found = [m for c in r.ran if (m := c.metric(metric))]
+        found = [m for c in r.ran if (m := c.metrics_by_name.get(metric))]
         if not found:
             absent.append(r.id)
         values += [m.value for m in found]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import orjson
@@ -47,10 +48,12 @@ class Metric(NamedTuple):
         }
 
 
-def metrics_of(raws: list[tuple[str, str]], problems: list[str]) -> list[Metric]:
+def metrics_of(
+    raws: list[tuple[str, str]], problems: list[str], one: Callable[[str, str], str] | None = None
+) -> list[Metric]:
     # One decode for all of a case's metrics, by orjson (strict RFC 8259: no NaN): decoding was the largest
     # part of reading 10,000 cases. Where any of them is not JSON, each is decoded alone, so that the problem
-    # names the right metric.
+    # names the right metric. `one`: a dict's setdefault, keeping each unit once (ci.results.testcase).
     try:
         docs = orjson.loads("[" + ",".join(raw for _, raw in raws) + "]")
     except ValueError:
@@ -59,7 +62,7 @@ def metrics_of(raws: list[tuple[str, str]], problems: list[str]) -> list[Metric]
         docs = [_loads(raw) for _, raw in raws]
     out = []
     for (name, _), doc in zip(raws, docs, strict=True):
-        metric = _as_written(name, doc) or _metric(name, doc, problems)
+        metric = _as_written(name, doc, one) or _metric(name, doc, problems)
         if metric:
             out.append(metric)
     return out
@@ -69,7 +72,7 @@ _FLOAT = {float}
 _new = tuple.__new__
 
 
-def _as_written(name: str, doc: Any) -> Metric | None:
+def _as_written(name: str, doc: Any, one: Callable[[str, str], str] | None = None) -> Metric | None:
     """The metric, where its object has the shape the harness writes (floats where numbers go, samples all floats,
     a count of repeats); else None, and `metric_from_json` reads it, naming what is off. orjson never decodes a
     number that is not finite, so floats from it need no check; nothing here converts, so nothing is let through
@@ -92,7 +95,8 @@ def _as_written(name: str, doc: Any) -> Metric | None:
     s = tuple(samples)
     if spread is None and s:
         spread = max(s) - min(s)
-    return _new(Metric, (name, value, unit, phase, repeats, spread, s))
+    unit = one(unit, unit) if one else unit
+    return _new(Metric, (name, value, unit, _PHASE[phase], repeats, spread, s))
 
 
 def _loads(raw: str) -> object:
@@ -145,6 +149,7 @@ def metric_from_json(name: str, doc: Any) -> Metric:
 
 
 _PHASES = frozenset(("cold", "warm", "none"))
+_PHASE = {p: p for p in _PHASES}  # one str per phase, not orjson's new one per metric
 
 
 def finite(raw: Any, what: str) -> float:

@@ -22,7 +22,8 @@ from lxml import etree
 
 from ci import files, forked
 from ci.contract import NOT_RUN
-from ci.results.junit import PREFIX, Case, FileRead, FileStatus, Scope, props_of, read_case, row_from_name, scope_of
+from ci.results.junit import Case, FileRead, FileStatus, Scope
+from ci.results.testcase import PREFIX, props_of, read_case, row_from_name, scope_of
 
 MAX_JUNIT_BYTES = 4 << 30  # far above any run's JUnit (a 10,000-row report reads 64 MB); a device never ends
 _PARSERS = threading.local()  # an lxml parser serves one thread at a time
@@ -165,12 +166,12 @@ def _cases(path: Path, parsed: FileRead | etree._Element | bytes) -> FileRead:
         return _salvage(name, parsed)
     if parsed.tag not in ("testsuites", "testsuite"):
         return FileRead(path=name, status="not JUnit", problem="root element is neither <testsuites> nor <testsuite>")
-    cases, scopes = [], []
+    cases, scopes, texts = [], [], {}
     for suite in _walk_suites(parsed):
         suite_name = suite.get("name") or ""
         scope = scope_of(suite_name, props_of(suite), suite.get("timestamp"))
         scopes.append(scope)
-        cases += [read_case(name, suite_name, scope, tc) for tc in suite.iterchildren("testcase")]
+        cases += [read_case(name, suite_name, scope, tc, texts) for tc in suite.iterchildren("testcase")]
     return FileRead(path=name, status="ok", problem="", cases=tuple(cases), scopes=tuple(scopes))
 
 
@@ -203,6 +204,7 @@ def _salvage(name: str, data: bytes) -> FileRead:
     root: Element | None = None
     suites: list[tuple[str, Scope]] = []
     cases: list[Case] = []
+    texts: dict[str, str] = {}
     for event, elem in events:
         if event == "start":
             root = elem if root is None else root
@@ -215,7 +217,7 @@ def _salvage(name: str, data: bytes) -> FileRead:
         elif elem.tag == "testcase":
             suite_name = next((s.get("name", "") for s in reversed(stack) if s.tag == "testsuite"), "")
             scope = next((sc for n, sc in reversed(suites) if n == suite_name), scope_of(suite_name, {}))
-            cases.append(read_case(name, suite_name, scope, elem))
+            cases.append(read_case(name, suite_name, scope, elem, texts))
     if root is None or root.tag not in ("testsuites", "testsuite"):
         first = f"root <{root.tag}>, then " if root is not None else ""
         return FileRead(path=name, status="not XML", problem=first + _where(error, "no element"))
