@@ -6,10 +6,12 @@ import pickle
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import orjson
 from lxml import etree
-from report_helpers import rows, write_rows
+from report_helpers import PLAN, rows, write_rows
 
-from ci.results import reading, testcase
+from ci.report import triage
+from ci.results import merge, reading, testcase
 
 TARGET = "cuda-sm121a"
 
@@ -48,3 +50,29 @@ def test_properties_read_alike_by_lxml_and_by_the_salvaging_parser() -> None:
     by_lxml = testcase._props(etree.fromstring(text))
     by_etree = testcase._props(ET.fromstring(text))
     assert by_lxml == by_etree == {"a": "3", "c": "", "": "v"}
+
+
+def test_a_rows_causes_are_worked_out_once_per_message_and_never_shared_for_writing(tmp_path: Path) -> None:
+    (written,) = write_rows(tmp_path, rows("48804", TARGET)[:2])
+    row = merge.collect([written], PLAN).rows[0]
+    message = "Failed: 3 Triton compile(s) after engine ready: _a, _b; max_abs_err 4.7e-09 exceeds 1e-09"
+    failed = merge.RowResult(**{**vars(row), "status": "failure", "note": message})
+    first = triage.row_causes(failed)
+    said = {triage.cause_key(text): text for text in triage.clauses(message)}
+    assert first == said and len(said) == 2
+    first.clear()  # a caller's copy: the next row failing alike is told its causes whole
+    assert triage.row_causes(failed) == said
+
+
+def test_a_rows_runs_and_time_are_its_cases_own(tmp_path: Path) -> None:
+    """What the report's two rendering processes read of a row, made once before they part: its runs' JSON (each case
+    as it was encoded where it was read) and its time."""
+    written = write_rows(tmp_path, rows("48804", TARGET)[:3]) + write_rows(
+        tmp_path / "again", rows("48804", TARGET)[:3]
+    )
+    res = merge.collect(written, PLAN)
+    ran = [r for r in res.rows if r.cases]
+    assert ran and any(len(r.cases) > 1 for r in ran)
+    for r in ran:
+        assert orjson.loads(r.runs_json) == [orjson.loads(c.json) for c in r.cases]
+        assert r.seconds == sum(c.time or 0.0 for c in r.cases)

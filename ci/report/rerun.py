@@ -53,7 +53,7 @@ def rerun(r: RowResult) -> Rerun:
     case = r.cases[0] if r.cases else None
     if case is None:
         return Rerun(hint=repro(r.id), command="", why_not="no result file")
-    return _rerun(r.id, case.file, _in_image(case), str(Path.cwd()))
+    return _rerun(r.id, case.file, _in_image(case), os.getcwd())  # Path.cwd(), as a str, without its Path
 
 
 @functools.lru_cache(maxsize=4096)

@@ -4,6 +4,7 @@ quantity, per row. report.html is drawn from these; report.md from the tables in
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -100,10 +101,17 @@ def causes(report: Report, verdict: Verdict, limit: int | None = 3) -> list[tupl
 
 def row_causes(r: RowResult) -> dict[str, str]:
     """A row's causes, each once: its `cause_key` -> the row's words for it, in the order its message gives them."""
+    return dict(_causes(r.message or r.note))
+
+
+@functools.lru_cache(maxsize=4096)
+def _causes(message: str) -> tuple[tuple[str, str], ...]:
+    """One message's causes, worked out once: rows failing alike say the same words, and each section of the report
+    that counts causes asks again for every failing row (a regular expression or two per clause)."""
     out: dict[str, str] = {}
-    for text in clauses(r.message or r.note):
+    for text in clauses(message):
         out.setdefault(cause_key(text), text)
-    return out
+    return tuple(out.items())
 
 
 def failing(report: Report, verdict: Verdict) -> list[Failing]:
@@ -123,7 +131,7 @@ def failing(report: Report, verdict: Verdict) -> list[Failing]:
                 details=details,
                 log=log,
                 log_href=href,
-                seconds=sum(c.time or 0.0 for c in r.cases),
+                seconds=r.seconds,
                 how=rerun(r),
             )
         )

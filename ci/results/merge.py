@@ -80,6 +80,16 @@ class RowResult:
         return tuple(c for c in self.cases if c.status in ("pass", "failure"))
 
     @cached_property
+    def runs_json(self) -> bytes:
+        """The row's runs as report.json lists them: each case as it was encoded where it was read, joined."""
+        return b"[" + b",".join([c.json for c in self.cases]) + b"]"
+
+    @cached_property
+    def seconds(self) -> float:
+        """The row's testcases' time, added up."""
+        return sum(c.time or 0.0 for c in self.cases)
+
+    @cached_property
     def message(self) -> str:
         bad = [c for c in self.cases if c.status != "pass" and c.message]
         return bad[0].message if bad else ""
