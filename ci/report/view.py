@@ -234,7 +234,8 @@ def _notes(r: RowResult) -> str:
     for c in r.cases:
         if c.jit_compiles:
             parts.append(f"JIT: {c.jit_compiles} compiles ({', '.join(c.jit_kernels) or 'kernels not named'})")
-        parts += [f"{c.file}: {p}" for p in c.problems]
+        if c.problems:  # seldom: no list made for each of a row's cases
+            parts += [f"{c.file}: {p}" for p in c.problems]
     return "; ".join(dict.fromkeys(parts))
 
 

@@ -91,8 +91,7 @@ class RowResult:
 
     @cached_property
     def message(self) -> str:
-        bad = [c for c in self.cases if c.status != "pass" and c.message]
-        return bad[0].message if bad else ""
+        return next((c.message for c in self.cases if c.status != "pass" and c.message), "")
 
     @property
     def cold_warm_runs(self) -> list[tuple[float, Case]]:
