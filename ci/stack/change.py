@@ -7,9 +7,18 @@ import datetime as dt
 from dataclasses import field
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import Field, StrictBool
-
-from ci.stack.schema import CommitId, Count, Finite, GraphMode, NonNegative, PatchId, Positive, frozen
+from ci.stack.schema import (
+    CommitId,
+    Count,
+    Finite,
+    GraphMode,
+    NonNegative,
+    PatchId,
+    Positive,
+    StrictBool,
+    frozen,
+    rule,
+)
 
 T = TypeVar("T")
 
@@ -94,7 +103,7 @@ class Combo:
 
 
 # An axis lists at least one value; duplicates are refused by the loader, naming the line.
-Axis = Annotated[tuple[T, ...], Field(min_length=1)]
+Axis = Annotated[tuple[T, ...], rule(min_length=1)]
 
 
 @frozen
@@ -179,7 +188,7 @@ class Measurements:
     cold: tuple[str, ...]
     warm: tuple[str, ...]
     # where set, each row's recorded cold_warm_ratio (first request over warm median) must not exceed it
-    max_cold_warm_ratio: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    max_cold_warm_ratio: Annotated[float, rule(gt=0, allow_inf_nan=False)] | None = None
 
 
 @frozen

@@ -8,17 +8,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ci import options
 from ci.errors import StackError
-from ci.stack import pins, provenance, shrunk
-from ci.stack import yaml_lines as yamlsrc
+from ci.stack import cache, pins, provenance, shrunk
 from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch
 from ci.stack.model import Backend, ForkSource, HistoryRow, Model, Stack, Target, Track
 from ci.stack.schema import validate as _validate
-from ci.stack.yaml_lines import Loc, Source
+
+if TYPE_CHECKING:
+    from ci.stack.yaml_lines import Loc, Source
 
 T = TypeVar("T")
 AXIS_NAMES = tuple(f.name for f in fields(Matrix) if f.name not in ("include", "exclude"))
@@ -30,16 +31,27 @@ _SUITE = re.compile(r"^[a-z][a-z0-9_]*$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 
 
-def load(root: Path | str | None = None) -> Stack:
+def load(root: Path | str | None = None, *, cached: bool = True) -> Stack:
+    """The stack under `root`, validated, or as it was validated last (`ci.stack.cache`; `cached=False`: anew)."""
     root = Path(root) if root is not None else options.default_stack()
     if not root.is_dir():
         raise StackError(root, None, "", "stack directory not found", hint="pass --stack DIR pointing at a stack/")
+    return cache.loaded(root, _load, cached=cached)
+
+
+def _parsed(path: Path) -> Source:
+    from ci.stack import yaml_lines  # YAML only where a stack is parsed, not where it is read back from the cache
+
+    return yaml_lines.load(path)
+
+
+def _load(root: Path) -> Stack:
     backends = _collection(root / "backends.yaml", "backends", Backend)
     targets = _collection(root / "targets.yaml", "targets", Target)
     models = _models(root / "models.yaml")
     tracks = _collection(root / "tracks.yaml", "tracks", Track)
     changes = _changes(root / "changes")
-    history_src = yamlsrc.load(root / "history.yaml")
+    history_src = _parsed(root / "history.yaml")
     history_doc = _mapping(history_src, ("source", "rows"))
     history = _validate(history_src, history_doc["rows"], ("rows",), tuple[HistoryRow, ...])
     if not isinstance(history_doc["source"], str):
@@ -77,12 +89,12 @@ def _fork(path: Path) -> ForkSource | None:
     """stack/fork.yaml, where the stack names a fork under test (without it, images hold a stock release)."""
     if not path.is_file():
         return None
-    src = yamlsrc.load(path)
+    src = _parsed(path)
     return _validate(src, _mapping(src, ("fork",))["fork"], ("fork",), ForkSource)
 
 
 # An entry keeps its Source and location so that cross-reference errors can point at it.
-_Entry = tuple[Any, Source, Loc]
+_Entry = tuple[Any, "Source", "Loc"]
 
 
 def _frozen_map(entries: dict[str, _Entry]) -> MappingProxyType:
@@ -102,7 +114,7 @@ def _mapping(src: Source, keys: Sequence[str]) -> dict[str, Any]:
 
 
 def _collection(path: Path, key: str, cls: type[T]) -> dict[str, _Entry]:
-    src = yamlsrc.load(path)
+    src = _parsed(path)
     items = _mapping(src, (key,))[key]
     if not isinstance(items, list):
         raise src.error((key,), "expected a list")
@@ -112,7 +124,7 @@ def _collection(path: Path, key: str, cls: type[T]) -> dict[str, _Entry]:
 
 def _models(path: Path) -> dict[str, _Entry]:
     """models.yaml: real models, and shrunk ones (`shrunk_of`) that take their real model's traits."""
-    src = yamlsrc.load(path)
+    src = _parsed(path)
     items = _mapping(src, ("models",))["models"]
     if not isinstance(items, list):
         raise src.error(("models",), "expected a list")
@@ -135,7 +147,7 @@ def _changes(folder: Path) -> dict[str, _Entry]:
         )
     entries = []
     for path in sorted(folder.glob("*.yaml")):
-        src = yamlsrc.load(path)
+        src = _parsed(path)
         if not isinstance(src.data, dict):
             raise src.error((), "expected a mapping describing one imported change")
         entries.append((_validate(src, src.data, (), Change), src, ()))

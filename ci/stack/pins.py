@@ -8,9 +8,12 @@ exclude entries take no pins (an exclusion by model or backend is a shorter incl
 from __future__ import annotations
 
 from collections.abc import Container
+from typing import TYPE_CHECKING
 
 from ci.stack.change import Change
-from ci.stack.yaml_lines import Source
+
+if TYPE_CHECKING:  # YAML is parsed only where a stack is loaded, not read back from the cache
+    from ci.stack.yaml_lines import Source
 
 
 def check(change: Change, src: Source, backends: Container[str]) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ci.stack.change import Change
-from ci.stack.yaml_lines import Loc, Source
+
+if TYPE_CHECKING:  # YAML is parsed only where a stack is loaded, not read back from the cache
+    from ci.stack.yaml_lines import Loc, Source
 
 _RELEASE = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
 

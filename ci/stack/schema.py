@@ -1,5 +1,9 @@
 """The building blocks of the stack's typed model: frozen, keyword-only dataclasses that pydantic validates
-strictly (unknown keys are errors), and the closed vocabularies the YAML may use."""
+strictly (unknown keys are errors), and the closed vocabularies the YAML may use.
+
+The model's modules import nothing of pydantic: a field's constraints are `Rule`s, which pydantic reads where it
+builds a validator (`validate`, the only place it is imported). A stack read back from the loader's cache
+(`ci.stack.cache`) so never imports it: 0.1 CPU-seconds of every command that loads the stack."""
 
 from __future__ import annotations
 
@@ -7,10 +11,30 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
-
 if TYPE_CHECKING:
+    from pydantic import GetCoreSchemaHandler, TypeAdapter
+    from pydantic_core import CoreSchema
+
     from ci.stack.yaml_lines import Loc, Source
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Constraints on one field, as pydantic-core's schema for its type names them (`ge`, `gt`, `le`,
+    `allow_inf_nan`, `pattern`, `min_length`, `strict`): what `Field(...)` would set, added where pydantic builds
+    the field's schema, so that errors are pydantic's own (`string_pattern_mismatch` with its pattern, ...)."""
+
+    constraints: tuple[tuple[str, object], ...]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        schema = handler(source)
+        schema.update(self.constraints)  # type: ignore[typeddict-item]
+        return schema
+
+
+def rule(**constraints: object) -> Rule:
+    return Rule(tuple(constraints.items()))
+
 
 Family = Literal["cuda", "rocm", "cpu"]
 Platform = Literal["linux/amd64", "linux/arm64"]
@@ -19,24 +43,25 @@ DrafterType = Literal["eagle", "eagle3", "dflash", "dspark", "mtp"]
 GraphMode = Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"]
 
 # Numbers a criterion compares against: finite (NaN compares false both ways and would let anything pass).
-Finite = Annotated[float, Field(allow_inf_nan=False)]
-NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=0)]
-Positive = Annotated[int, Field(gt=0)]
-Gib = Annotated[float, Field(gt=0, le=1024)]
+Finite = Annotated[float, rule(allow_inf_nan=False)]
+NonNegative = Annotated[float, rule(ge=0, allow_inf_nan=False)]
+Count = Annotated[int, rule(ge=0)]
+Positive = Annotated[int, rule(gt=0)]
+Gib = Annotated[float, rule(gt=0, le=1024)]
+StrictBool = Annotated[bool, rule(strict=True)]  # true or false, never "yes" or 1
 # A git commit id, whole or abbreviated to at least 7 hex digits (SHA-1 or SHA-256), lower case as git prints it.
 _COMMIT, _PATCH_ID = r"^[0-9a-f]{7,64}$", r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 _REF = r"^[^-\s][^\s]*$"  # a git ref or commit as a user types it; never an option
-CommitId = Annotated[str, Field(pattern=_COMMIT)]
-PatchId = Annotated[str, Field(pattern=_PATCH_ID)]  # git patch-id's output
-GitRef = Annotated[str, Field(pattern=_REF)]
+CommitId = Annotated[str, rule(pattern=_COMMIT)]
+PatchId = Annotated[str, rule(pattern=_PATCH_ID)]  # git patch-id's output
+GitRef = Annotated[str, rule(pattern=_REF)]
 PATTERNS = {
     _COMMIT: "a commit id (7 to 64 lower-case hex digits)",
     _PATCH_ID: "a patch-id (40 or 64 hex digits)",
     _REF: "a git ref (a branch, tag or commit id)",
 }
 
-_STRICT = ConfigDict(extra="forbid")
+_STRICT = {"extra": "forbid"}  # pydantic's ConfigDict: a plain dict
 
 
 def frozen(cls: type) -> type:
@@ -50,10 +75,14 @@ def frozen(cls: type) -> type:
 @functools.cache
 def _adapter(typ: Any) -> TypeAdapter:
     """One adapter per type: building one costs ~10 ms (its schema), and a stack validates ~40 entries."""
+    from pydantic import TypeAdapter
+
     return TypeAdapter(typ)
 
 
 def validate(src: Source, data: Any, loc: Loc, typ: Any) -> Any:
+    from pydantic import ValidationError
+
     try:
         return _adapter(typ).validate_python(data)
     except ValidationError as exc:

@@ -10,13 +10,15 @@ naming both lines.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ci.stack.model import Attention, Model
 from ci.stack.schema import DrafterType, Gib, Positive, frozen
-from ci.stack.yaml_lines import Loc, Source
 
-_Entry = tuple[Any, Source, Loc]
+if TYPE_CHECKING:  # YAML is parsed only where a stack is loaded, not read back from the cache
+    from ci.stack.yaml_lines import Loc, Source
+
+_Entry = tuple[Any, "Source", "Loc"]
 
 
 @frozen
