@@ -76,3 +76,15 @@ def test_a_rows_runs_and_time_are_its_cases_own(tmp_path: Path) -> None:
     for r in ran:
         assert orjson.loads(r.runs_json) == [orjson.loads(c.json) for c in r.cases]
         assert r.seconds == sum(c.time or 0.0 for c in r.cases)
+
+
+def test_a_text_kept_once_is_always_itself(tmp_path: Path) -> None:
+    """The texts a file shares map each text to itself: a value spelled like a metric's property name stays whole."""
+    (tmp_path / "t.xml").write_text(
+        '<testsuite name="s"><testcase classname="c" name="t1"><properties>'
+        '<property name="stackgate.metric.m" value=\'{"value": 1.0, "unit": "s", "repeats": 1}\'/></properties>'
+        '</testcase><testcase classname="c" name="t2"><properties>'
+        '<property name="stackgate.change" value="stackgate.metric.m"/></properties></testcase></testsuite>'
+    )
+    first, second = reading.read(tmp_path / "t.xml").cases
+    assert [m.name for m in first.metrics] == ["m"] and second.change == "stackgate.metric.m"

@@ -103,7 +103,7 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
         elif tag == "system-out":
             out = child.text or ""
     problems: list[str] = []
-    raws = [(one(k, k[_METRIC_AT:]), v) for k, v in props.items() if k.startswith(_METRIC)]
+    raws = [(one(n := k[_METRIC_AT:], n), v) for k, v in props.items() if k.startswith(_METRIC)]  # each text: itself
     metrics = metrics_of(raws, problems, one)
     name = tc.get("name") or ""
     get = props.get
