@@ -218,7 +218,7 @@ def test_the_quick_reading_of_a_metric_agrees_with_the_strict_one() -> None:
 
 
 def test_a_case_read_is_the_case_its_fields_make(tmp_path: Path) -> None:
-    """read_case fills a Case's dict at once (junit._made) instead of calling the dataclass: the case is the one
+    """read_case fills a Case's dict at once (junit.made) instead of calling the dataclass: the case is the one
     `Case(**fields)` makes, derived fields included, for every shape a case comes in (metrics, failures, problems)."""
     from dataclasses import fields
 

@@ -108,7 +108,7 @@ def _exact(data: bytes) -> bytes:
 _new_object = object.__new__
 
 
-def _made(fields: dict[str, Any]) -> Case:
+def made(fields: dict[str, Any]) -> Case:
     """The Case of `fields`, which names every field `Case(...)` takes, made as pickle makes one: its dict filled at
     once. The frozen dataclass's __init__ sets each of its 31 fields through object.__setattr__, which took as long
     as the rest of reading a testcase's properties into fields. Equal to `Case(**fields)` (a test holds them so)."""

@@ -9,7 +9,7 @@ from typing import Any
 from lxml import etree
 
 from ci import contract
-from ci.results.junit import Case, CaseStatus, Scope, _made
+from ci.results.junit import Case, CaseStatus, Scope, made
 from ci.results.metrics import finite, metrics_of
 
 PREFIX, _METRIC = contract.PREFIX, contract.METRIC
@@ -113,7 +113,7 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
         return None if value is None else one(value, value)
 
     kernels = get(_KERNELS)
-    return _made(
+    return made(
         {
             "file": file,
             "junit_suite": suite_name,
