@@ -12,6 +12,7 @@ next to it, it trusts what this user's cache folder holds.
 from __future__ import annotations
 
 import copyreg
+import functools
 import hashlib
 import io
 import os
@@ -44,11 +45,21 @@ def loaded(root: Path, load: Callable[[Path], Stack], *, cached: bool = True) ->
 
 def key(root: Path) -> bytes:
     """What a kept stack must match: the folder as given, every file below it, and the code that loads it."""
-    h = hashlib.sha256(f"{sys.version_info[:2]}\0{root}\0".encode())
-    for folder, pattern in ((_CODE, "*.py"), (root, "**/*")):
-        for path in sorted(p for p in folder.glob(pattern) if p.is_file()):
-            h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    h = hashlib.sha256(f"{sys.version_info[:2]}\0{root}\0".encode() + _code(_CODE))
+    _files(h, root, "**/*")
     return h.digest()
+
+
+@functools.cache
+def _code(folder: Path) -> bytes:
+    """The loader's source, hashed once a process: the code that runs is the code that was imported."""
+    return _files(hashlib.sha256(), folder, "*.py").digest()
+
+
+def _files(h: Any, folder: Path, pattern: str) -> Any:
+    for path in sorted(p for p in folder.glob(pattern) if p.is_file()):
+        h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h
 
 
 def read(root: Path, wanted: bytes) -> Stack | None:
