@@ -6,7 +6,9 @@ never import `ci/`), and `tests/test_contract.py` holds the two equal. Nothing e
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,3 +119,11 @@ def parse_suite_name(name: str) -> tuple[str, str, str] | None:
         return None
     head, suite, shard = name.rsplit(".", 2)
     return head[len(PREFIX) :], suite, shard
+
+
+def record_not_run(folder: Path, target: str, suite: str, rows: Sequence[str], reason: str, fix: str) -> Path:
+    """not-run.json in a results folder (docs/boundary.md): the rows a run did not reach, why, and what runs them."""
+    doc = {"schema": 1, "target": target, "suite": suite, "rows": list(rows), "reason": reason, "fix": fix}
+    path = folder / NOT_RUN
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    return path

@@ -106,3 +106,14 @@ def _seen(side: SideOf, rows: tuple[str, ...]) -> str:
 def _build(side: SideOf, rows: tuple[str, ...]) -> str:
     builds = sorted({c.vllm_build or "not recorded" for r in rows for c in side.rows[r].cases})
     return ", ".join(b.removeprefix("sha256:")[:12] for b in builds)
+
+
+def held(results: Results, change: str) -> tuple[str, str] | None:
+    """(the fork, how it holds `change`) from the first row that ran on a fork build recording it: the state
+    `ci fork` gave when the bundle was made ("converged", "ported, edited", "absent", "removed"); None for a stock
+    vLLM or a build made before the bundle recorded it."""
+    for r in results.rows:
+        for c in r.cases:
+            if c.fork_held is not None:
+                return (c.fork or "build"), dict(c.fork_held).get(change, "absent")
+    return None

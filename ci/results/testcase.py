@@ -67,14 +67,16 @@ _IMAGE, _REVISION, _AOT, _CAUSE = (PREFIX + k for k in ("image_digest", "git_rev
 _COMPILES, _KERNELS, _NEW_FILES, _TRACED = (
     PREFIX + k for k in ("jit.compiles", "jit.kernels", "jit.cache_new_files", "jit.traced_after_ready")
 )
-_VERSION, _COMMIT, _BUILD, _FORK_CHANGES, _FORK_WITHOUT, _PRESENT, _FIRST_ONLY = (
+_VERSION, _COMMIT, _BUILD, _FORK, _FORK_CHANGES, _FORK_WITHOUT, _FORK_HELD, _PRESENT, _FIRST_ONLY = (
     PREFIX + k
     for k in (
         "vllm_version",
         "vllm_commit",
         "vllm_build",
+        "fork",
         "fork_changes",
         "fork_without",
+        "fork_held",
         "change_present",
         "first_request_only",
     )
@@ -142,6 +144,8 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
             "vllm_build": same(_BUILD),
             "fork_changes": _listed(get(_FORK_CHANGES)),
             "fork_without": get(_FORK_WITHOUT),
+            "fork_held": _held(get(_FORK_HELD)),
+            "fork": same(_FORK),
             "change_present": _BOOL.get(get(_PRESENT, "")),
             "cause": get(_CAUSE),
             "jit_traced": get(_TRACED),
@@ -161,6 +165,13 @@ def _vllm_build(props: dict[str, str]) -> str | None:
 
 def _listed(raw: str | None) -> tuple[str, ...] | None:
     return None if raw is None else tuple(x for x in raw.split(",") if x)
+
+
+def _held(raw: str | None) -> tuple[tuple[str, str], ...] | None:
+    """ "48407:converged;46849:ported, edited" -> (("48407", "converged"), ("46849", "ported, edited"))."""
+    if raw is None:
+        return None
+    return tuple((c.strip(), s.strip()) for c, _, s in (p.partition(":") for p in raw.split(";")) if c.strip())
 
 
 def _time(raw: str | None, problems: list[str]) -> float | None:

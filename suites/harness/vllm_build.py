@@ -90,6 +90,8 @@ def describe(package_dir: Path) -> dict:
     out["fork"] = doc.get("fork", {})
     out["base"] = doc.get("base", {})
     out["fork_changes"] = list(doc.get("changes", []))
+    if isinstance(doc.get("held"), dict):
+        out["fork_held"] = {str(c): str(h.get("state", "")) for c, h in doc["held"].items() if isinstance(h, dict)}
     if doc.get("without"):
         out["without"] = doc["without"]
     if doc.get("vllm_build") != built:
@@ -109,6 +111,18 @@ def _safe(name: str) -> PurePosixPath:
     if path.is_absolute() or ".." in path.parts or not path.parts or path.parts[0] != "vllm":
         raise ValueError(f"bundle path {name!r} is not inside vllm/")
     return path
+
+
+def bundle_manifest(bundle: Path) -> dict:
+    """A bundle's own manifest (its first member): the fork, its base release, what it holds."""
+    with tarfile.open(bundle, "r:gz") as tar:
+        head = tar.extractfile(BUNDLE_MANIFEST)
+        if head is None:
+            raise ValueError(f"{bundle}: no {BUNDLE_MANIFEST}: not a fork bundle (make one with `ci fork bundle`)")
+        doc = json.loads(head.read())
+    if not isinstance(doc, dict) or not isinstance(doc.get("base"), dict):
+        raise ValueError(f"{bundle}: {BUNDLE_MANIFEST} is not a fork bundle's manifest")
+    return doc
 
 
 def apply(bundle: Path, site: Path) -> dict:
@@ -148,6 +162,8 @@ def apply(bundle: Path, site: Path) -> dict:
         "schema": SCHEMA,
         "vllm_build": tree_id(package),
         **{k: doc[k] for k in ("fork", "base", "changes", "without")},
+        # each imported change as the fork holds it (state, commits), and what an ablation removed
+        **{k: doc[k] for k in ("held", "removed") if k in doc},
         "files": {"changed": len(doc["files"]), "deleted": len(doc["deleted"])},
     }
     (site / MANIFEST).write_text(json.dumps(built, indent=1, sort_keys=True) + "\n")
