@@ -203,12 +203,6 @@ def _fork(st: Stack, targets: list[Target], args: argparse.Namespace, use_host: 
     checked against every target's lock before any work."""
     if not (args.fork or args.without):
         return None
-    from ci.fork import source
-    from ci.images import lock
-
-    fork = source.from_command(st, args)
-    for target in targets:
-        lock.require_base(target, f"{fork.name} {fork.ref}", fork.base.version, build.REPO_ROOT)
     if use_host:
         raise UsageError(
             "--fork builds the fork's vLLM into the target's image, and this run has no image: it runs on this "
@@ -216,6 +210,12 @@ def _fork(st: Stack, targets: list[Target], args: argparse.Namespace, use_host: 
             hint="on a bare host: python -m ci fork build --host --base-site SITE --site DIR, then run "
             "with PYTHONPATH=DIR:SITE (docs/upstream.md, 'A bare GPU host'); or start the docker engine",
         )
+    from ci.fork import source
+    from ci.images import lock
+
+    fork = source.from_command(st, args)
+    for target in targets:
+        lock.require_base(target, f"{fork.name} {fork.ref}", fork.base.version, build.REPO_ROOT)
     return fork
 
 

@@ -72,7 +72,15 @@ def add_filters(p: argparse.ArgumentParser, *names: str) -> None:
         p.add_argument(f"--{name}", action=Csv, default=[], metavar=name.upper(), help=helps[name])
 
 
-THE_FORK = "(the fork under test)"  # a bare --fork ($STACKGATE_FORK, else stack/fork.yaml's checkout); never a Path
+class _TheFork:
+    """A bare --fork: the fork under test ($STACKGATE_FORK, else stack/fork.yaml's checkout). Not a str: argparse
+    passes a str const through the option's type, and this must never become a Path."""
+
+    def __repr__(self) -> str:
+        return "THE_FORK"
+
+
+THE_FORK = _TheFork()
 
 
 def add_fork(p: argparse.ArgumentParser, *, switch: bool) -> None:

@@ -12,19 +12,22 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from git_repos import ENV, Repo, set_change
 from report_helpers import rows as planned_rows
 from report_helpers import write_rows
 
+from ci.buildkite import steps as bk_steps
 from ci.cli import main
 from ci.errors import UsageError
-from ci.fork import ablate, bundle, site, source
+from ci.fork import ablate, bundle, planned, site, source
 from ci.stack import loader
 from ci.upstream.checkout import Checkout
 
@@ -148,11 +151,15 @@ def test_every_verb_gives_one_answer_for_a_fork_nobody_recorded(world, tmp_path,
     base_site = _base_site(tmp_path)
     site.build(made, base_site, tmp_path / "site")
     props = _recorded(tmp_path / "site")
-    picked = [r for c in WANT for r in planned_rows(c, target="cuda-sm90")[:1]]
+    picked = [r for c in WANT if c != "48804" for r in planned_rows(c, target="cuda-sm90")[:1]]  # what ran
     write_rows(tmp_path / "junit", picked, lambda r, c: replace(c, props=props, vllm_version="0.26.0"))
-    assert main(["--stack", str(stack), "report", str(tmp_path / "junit"), "--out", str(tmp_path / "report")]) in (0, 1)
+    assert _ci(stack, "plan", *fork, "--not-run", str(tmp_path / "junit")).returncode == 0  # as ci main --fork does
+    argv = ["--stack", str(stack), "report", str(tmp_path / "junit"), "--out", str(tmp_path / "report")]
+    assert main(argv) in (0, 1)
     capsys.readouterr()
     md = (tmp_path / "report" / "report.md").read_text()
+    n = len(planned["absent_in_fork"])
+    assert f"- {n} rows not run: #48804: absent in the fork vllm fork ({theirs.commit[:12]}): none of the files" in md
     for change, state in WANT.items():
         assert f"; in the fork build (vllm fork {theirs.commit[:12]}): {state}" in _heading(md, change), change
     assert _snapshot(stack) == before  # nothing written into the stack to point at this fork
@@ -193,20 +200,70 @@ def test_without_removes_a_converged_an_edited_and_a_verbatim_change_and_refuses
     assert f"{later[:12]} 'fork: tune the sparse path'" in str(err.value)
 
 
-def test_a_fork_on_another_release_is_refused_before_any_build(world, tmp_path):
-    """The fork is on v0.27.1; the target's lock installs vLLM 0.26.0: `ci build --fork` and `ci main --fork` stop
-    with exit 2 naming both versions and the command that re-locks, before a bundle, a bootstrap or a build."""
+def _refused_for_another_release(stack: Path, argv: list[str]) -> None:
+    done = _ci(stack, *argv)
+    assert done.returncode == 2, (argv, done.stdout, done.stderr)
+    assert "vllm fork is built on vLLM 0.27.1, but target cuda-sm90's lock installs vllm==0.26.0" in done.stderr
+    assert "python -m ci lock cuda-sm90 --vllm 0.27.1" in done.stderr
+    assert "python -m ci build" not in done.stdout and "fork bundle" not in done.stdout
+
+
+def test_a_fork_on_another_release_is_refused_before_any_build(world):
+    """The fork is on v0.27.1; the target's lock installs vLLM 0.26.0: `ci build --fork` stops with exit 2 naming
+    both versions and the command that re-locks, before a bundle, a bootstrap or a build."""
     repo, _, stack = world
     repo.git("tag", "v0.27.1")
     bundles = REPO / ".whl" / "fork.tar.gz"
     had = bundles.stat().st_mtime_ns if bundles.exists() else None
-    for argv in (["build", "cuda-sm90", "--fork", str(repo.path), "--ref", "fork"],
-                 ["main", "--target", "cuda-sm90", "--fork", str(repo.path), "--ref", "fork", "--out",
-                  str(tmp_path / "out")]):  # fmt: skip
-        done = _ci(stack, *argv)
-        assert done.returncode == 2, (argv, done.stdout, done.stderr)
-        assert "vllm fork is built on vLLM 0.27.1, but target cuda-sm90's lock installs vllm==0.26.0" in done.stderr
-        assert "python -m ci lock cuda-sm90 --vllm 0.27.1" in done.stderr
-        assert "python -m ci build" not in done.stdout and "fork bundle" not in done.stdout
+    _refused_for_another_release(stack, ["build", "cuda-sm90", "--fork", str(repo.path), "--ref", "fork"])
     assert (bundles.stat().st_mtime_ns if bundles.exists() else None) == had
-    assert not (tmp_path / "out" / "fork").exists()
+
+
+def test_main_with_a_fork_on_another_release_stops_before_any_build(world, tmp_path, docker_client):
+    """`ci main --fork` (an engine answers: the images route) likewise, before its plan, bundles or builds."""
+    repo, _, stack = world
+    repo.git("tag", "v0.27.1")
+    out = tmp_path / "out"
+    _refused_for_another_release(
+        stack, ["main", "--target", "cuda-sm90", "--fork", str(repo.path), "--ref", "fork", "--out", str(out)]
+    )
+    assert not (out / "fork").exists() and not (out / "fork-absent").exists()
+
+
+def test_the_pipeline_builds_the_forks_image_and_each_ablation(world, tmp_path):
+    """`ci pipeline --fork --without 48407`: Buildkite's schema; its build steps build the fork's image (the ref
+    resolved to a commit) and the fork without #48407; run steps only for rows the fork can run, the ablation's
+    for #48407's rows; the report compares the fork against the fork without it."""
+    from test_buildkite import REGISTRY, check_schema
+
+    repo, _, stack = world
+    head = repo.git("rev-parse", "fork")
+    env = {"STACKGATE_REGISTRY": REGISTRY}
+    done = subprocess.run([sys.executable, "-m", "ci", "--stack", str(stack), "pipeline", "--target", "cuda-sm90",
+                           "--fork", str(repo.path), "--ref", "fork", "--without", "48407"], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, **env})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "pipeline.yml"
+    path.write_text(done.stdout)
+    check_schema(path)
+    steps = [s for s in yaml.safe_load(done.stdout)["steps"] if "key" in s]
+    by_key = {s["key"]: s for s in steps}
+    fork = f"--fork {repo.path} --ref {head}"
+    build = by_key["build-cuda-sm90"]["commands"]
+    assert f"nox -s build -- --stack {stack} cuda-sm90 {fork}" in build
+    assert any(c.endswith(f"plan --stack {stack} {fork} --target cuda-sm90 --not-run results") for c in build)
+    ablation = by_key["build-cuda-sm90-without-48407"]["commands"]
+    assert (f"nox -s build -- --stack {stack} cuda-sm90 {fork} --without 48407 --tag stackgate/cuda-sm90:without-48407"
+            in ablation)  # fmt: skip
+    assert any("push" in c and "--image stackgate/cuda-sm90:without-48407-baked" in c for c in ablation)
+    ran = [s for s in steps if s["key"].startswith("run-")]
+    rows = {k: s["commands"][-1].split("--rows ")[1].split()[0].split(",") for k, s in by_key.items() if k in
+            {r["key"] for r in ran}}  # fmt: skip
+    assert ran and not any(r.startswith("48804.") for rs in rows.values() for r in rs)
+    without = [k for k in rows if k.endswith("-without-48407")]
+    assert without and all(r.startswith("48407.") for k in without for r in rows[k])
+    assert all(by_key[k]["depends_on"] == ["build-cuda-sm90-without-48407"] for k in without)
+    report = " ".join(by_key["report"]["commands"])
+    assert "--compare results-without-48407" in report and "--label fork --label without-48407" in report
+    assert "results/fork-absent/*/not-run.json" in report
+    assert bk_steps.ABSENT == planned.ABSENT

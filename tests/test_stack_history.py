@@ -27,7 +27,7 @@ def test_every_merged_change_records_its_merge_commit_and_date_and_no_date_is_af
 def test_follow_ups_are_merged_after_the_change_they_follow() -> None:
     for change in STACK.changes.values():
         up = change.upstream
-        for f in change.upstream.follow_ups:
+        for f in up.follow_ups if up else ():
             assert bool(f.merge_commit) == bool(f.merged_on), f.ref
             if f.merged_on and up and up.merged_on:
                 assert f.merged_on >= up.merged_on, f"{change.id}: {f.ref} before the change it follows"

@@ -19,7 +19,6 @@ from pathlib import Path
 from ci.errors import UsageError
 from ci.fork.source import Fork
 from ci.stack.model import Stack
-from ci.tables import folded
 
 _FAILED = re.compile(r"^error: (?:patch failed: (.+?):\d+|(.+?): patch does not apply)$", re.M)
 
@@ -115,6 +114,6 @@ def _refuse_conflict(fork: Fork, change: str, commit: str, reverted: tuple[str, 
     names = [f"{t.commit[:12]} {t.subject!r}" for t in later if t.commit not in reverted]
     raise Dependent(
         f"cannot drop #{change} alone: reverting {commit[:12]} conflicts in {', '.join(files) or 'its files'}, "
-        f"which later commit(s) changed: {folded(names) if names else 'none found by path'}",
+        f"which later commit(s) changed: {'; '.join(names) if names else 'none found by path'}",
         hint="those commits build on it: drop them with it on a branch of the fork, or judge them together",
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci import contract, options, tables
+from ci.errors import UsageError
 from ci.fork import source
 from ci.fork.source import Fork
 from ci.stack import loader, plan
@@ -63,6 +64,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     p = plan.build(st).select(targets=args.target, suites=args.suite, changes=args.change)
     parts = split(p, source.from_command(st, args)) if args.fork else None
     shown = parts.runs if parts else p
+    if args.not_run is not None:
+        if parts is None:
+            raise UsageError("--not-run records the rows a fork lacks", hint="give --fork with it")
+        for path in parts.record(args.not_run):
+            print(f"wrote {path}", file=sys.stderr)
     if args.format == "json":
         doc: dict[str, object] = {"rows": [r.to_json() for r in shown.rows]}
         if parts:
@@ -102,4 +108,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     options.add_filters(p, "target", "suite", "change")
     options.add_fork(p, switch=True)
     p.add_argument("--explain", action="store_true", help="also list the pairings not planned, and why")
+    p.add_argument(
+        "--not-run",
+        type=Path,
+        metavar="DIR",
+        help="with --fork: write DIR/fork-absent/<target>-<suite>-0/not-run.json for the rows of changes the fork "
+        "lacks, which the report then lists as not run, with the reason",
+    )
     p.set_defaults(func=cmd_plan)

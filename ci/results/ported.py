@@ -109,11 +109,14 @@ def _build(side: SideOf, rows: tuple[str, ...]) -> str:
 
 
 def held(results: Results, change: str) -> tuple[str, str] | None:
-    """(the fork, how it holds `change`) from the first row that ran on a fork build recording it: the state
-    `ci fork` gave when the bundle was made ("converged", "ported, edited", "absent", "removed"); None for a stock
-    vLLM or a build made before the bundle recorded it."""
+    """(the fork build, how it holds `change`) from the first row that ran on a fork build: the state `ci fork` gave
+    when its bundle was made ("converged", "ported, edited", "absent", "removed"); for a build whose bundle recorded
+    only the changes it holds (before `stackgate.fork_held`), "carried", "absent" or "removed". None: a stock vLLM."""
     for r in results.rows:
         for c in r.cases:
             if c.fork_held is not None:
                 return (c.fork or "build"), dict(c.fork_held).get(change, "absent")
+            if c.fork_changes is not None:
+                state = "removed" if c.fork_without == change else "carried" if change in c.fork_changes else "absent"
+                return (c.fork or "build"), state
     return None
