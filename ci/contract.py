@@ -14,7 +14,7 @@ from pathlib import Path
 # from its default, so an id is the same on every run. pytest puts it in a test's name as the parameter id.
 _PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*"
 ROW_ID = re.compile(rf"({_PART})\.({_PART})\.([A-Za-z0-9._\-]+)\.([0-9a-f]{{8}})")
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$")  # no '/' and no '..': it may name a folder
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+\Z")  # no '/' and no '..': it may name a folder
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,8 @@ def test_a_stack_whose_files_differ_is_never_served_a_kept_one(tmp_path: Path, s
     loader.load(stack_copy)
     files = sorted(p for p in stack_copy.glob("**/*") if p.is_file())
     first, second = files[-2], files[-1]
-    first.write_bytes(first.read_bytes() + b"\0" + str(second.relative_to(stack_copy)).encode() + b"\0" + second.read_bytes())
+    joined = b"\0" + str(second.relative_to(stack_copy)).encode() + b"\0" + second.read_bytes()
+    first.write_bytes(first.read_bytes() + joined)
     second.unlink()
     with pytest.raises(StackError):
         loader.load(stack_copy)

@@ -32,7 +32,7 @@ from ci.stack.model import Target
 
 REPO_ROOT = options.REPO
 STAGE = Path(".whl/stage")  # fixed: the engine's BuildKit does not expand ARGs in RUN --mount sources
-_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}\Z")
 LABELS = (
     "org.opencontainers.image.revision",
     "org.opencontainers.image.source",

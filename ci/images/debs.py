@@ -26,7 +26,7 @@ from ci.errors import BuildError, NotHere
 from ci.stack.model import Target
 
 SUFFIX = ".debs.txt"
-_LINE = re.compile(r"^([a-z0-9][a-z0-9+.-]+)=([A-Za-z0-9.+~:-]+)$")
+_LINE = re.compile(r"^([a-z0-9][a-z0-9+.-]+)=([A-Za-z0-9.+~:-]+)\Z")
 _GONE = re.compile(r"E: Version '([^']+)' for '([^']+)' was not found")
 
 

@@ -19,7 +19,7 @@ from ci import contract, files
 from ci.errors import UsageError
 from ci.run import execute as run
 
-_TEST_MODULE = re.compile(r"^(test_.*|.*_test)$")  # pytest's default python_files
+_TEST_MODULE = re.compile(r"^(test_.*|.*_test)\Z")  # pytest's default python_files
 ROW_ID = contract.SAFE_NAME  # no '/' and no '..': it names a folder
 
 
