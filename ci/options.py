@@ -23,12 +23,21 @@ DEFAULT_TIMEOUT_S = 900.0  # seconds per test item; rows.json carries it to the 
 
 def seconds(text: str) -> float:
     """A positive, finite number of seconds (argparse type): 0, negatives, nan and inf are refused."""
+    return _positive(text, "seconds")
+
+
+def gib(text: str) -> float:
+    """A positive, finite number of GiB (argparse type): a device of no memory packs nothing, nan packs anything."""
+    return _positive(text, "GiB")
+
+
+def _positive(text: str, unit: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
     if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive, finite number of seconds")
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive, finite number of {unit}")
     return value
 
 

@@ -16,6 +16,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ci import files
 from ci.errors import UsageError
 from ci.fork.source import Fork
 
@@ -113,16 +114,12 @@ def manifest(fork: Fork, ov: Overlay, *, without: str | None) -> dict:
 def write(fork: Fork, ov: Overlay, out: Path, *, without: str | None = None) -> Path:
     """The bundle, byte for byte the same for the same fork commit (fixed member order, times and owners)."""
     doc = manifest(fork, ov, without=without)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         _add(tar, MANIFEST, json.dumps(doc, indent=1, sort_keys=True).encode())
         for path in sorted(ov.files):
             _add(tar, OVERLAY + path, ov.files[path])
-    tmp.write_bytes(gzip.compress(raw.getvalue(), mtime=0))
-    tmp.replace(out)
-    return out
+    return files.replace(out, gzip.compress(raw.getvalue(), mtime=0))  # never through a planted X.tmp symlink
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

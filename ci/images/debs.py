@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci import files
 from ci.errors import BuildError, NotHere
 from ci.stack.model import Target
 
@@ -198,5 +199,5 @@ def resolve(target: Target, root: Path) -> Path:
         f"# recipe: {recipe_hash(target)}",
         f"# source-date-epoch: {int(time.time())}",
     ]
-    out.write_text("\n".join([*header, *packages]) + "\n")
+    files.replace(out, "\n".join([*header, *packages]) + "\n")
     return out

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ci import files
 from ci.errors import BuildError, NotHere
 from ci.images.build import REPO_ROOT, lock_path
 from ci.stack.model import Target
@@ -64,5 +65,5 @@ def lock(target: Target, *, root: Path = REPO_ROOT) -> Path:
         " installed in the image with\n# pip install --no-index --require-hashes. Regenerate:\n"
         f"#   python -m ci lock {target.id}   (runs: {' '.join(argv)})\n"
     )
-    out.write_text(header + out.read_text())
+    files.replace(out, header + out.read_text())
     return out

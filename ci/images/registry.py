@@ -13,7 +13,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from ci import engine
+from ci import engine, files
 from ci.errors import BuildError, RunError, UsageError
 from ci.images import build
 from ci.options import ENV_REGISTRY, without_secret
@@ -81,7 +81,7 @@ def untagged(repo: str) -> str:
 
 
 def record(ref: str, path: Path) -> None:
-    path.write_text(ref + "\n")
+    files.replace(path, ref + "\n")
 
 
 def _docker(cli: engine.DockerCli, args: list[str], what: str) -> str:

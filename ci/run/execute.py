@@ -19,7 +19,7 @@ from typing import Any
 
 from ci import contract, options, revision, signals
 from ci import engine as container
-from ci.errors import RunError, UsageError
+from ci.errors import RunError
 from ci.images import build as images
 from ci.run import caches, gpus, guard, host_aot
 
@@ -142,7 +142,7 @@ def host_command(spec: RunSpec, *extra: str, junit: Path | None = None) -> list[
 def run_host(spec: RunSpec, env: dict[str, str] | None = None) -> int:
     cmd, env = host_command(spec), env if env is not None else host_session(spec)
     proc = subprocess.Popen(cmd, env=env, cwd=spec.suites_dir or DEFAULT_SUITES, preexec_fn=signals.die_with_parent)
-    with signals.forwarding(proc.send_signal) as received:
+    with signals.forwarding(lambda signum: signals.pass_on(proc, signum)) as received:
         code = proc.wait()
     if received:
         _stopped(spec, code, received[0])
@@ -176,7 +176,7 @@ def run_rows(
     """Write rows.json, run the rows where they must run, and read the exit status back from the JUnit."""
     if spec.schedule is not None:
         return run_scheduled(st, [spec], host=host, image=image)
-    _usable_folder(spec.out)
+    guard.usable_folder(spec.out)
     with guard.exclusive(spec.out):
         env = host_session(spec) if host else None
         ref = _prepare(st, spec, env=env, image=image)
@@ -189,7 +189,7 @@ def run_scheduled(st: Stack, specs: Sequence[RunSpec], *, host: bool, image: str
     packed together, so a suite of few groups does not leave a GPU idle while the next suite waits. Each suite keeps
     its own results folder, rows.json and JUnit files, as `ci run` of that suite alone writes them."""
     for spec in specs:
-        _usable_folder(spec.out)
+        guard.usable_folder(spec.out)
     with contextlib.ExitStack() as held:
         for spec in specs:
             held.enter_context(guard.exclusive(spec.out))
@@ -200,20 +200,6 @@ def run_scheduled(st: Stack, specs: Sequence[RunSpec], *, host: bool, image: str
             env = {**shared_env, **_rows_env(spec)} if shared_env is not None else None
             prepared.append((spec, env, _prepare(st, spec, env=env, image=image)))
         return _scheduled(st, prepared)
-
-
-def _usable_folder(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file", hint="name a folder for the results")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".stackgate-write-test"
-        probe.touch()
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(
-            f"--out {out}: cannot write there ({exc.strerror or exc})", hint="name a folder you can write to"
-        ) from None
 
 
 def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str | None) -> str:

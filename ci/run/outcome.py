@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from ci import files
 from ci.contract import NOT_RUN
 from ci.errors import NOTHING_RAN, RunError
 from ci.stack.plan import Row
@@ -48,9 +49,7 @@ def verdict(junit_path: Path, exit_status: int, expected: Sequence[Row] = (), *,
 def record_not_run(folder: Path, target: str, suite: str, rows: Sequence[str], reason: str, fix: str) -> Path:
     """not-run.json in a results folder (docs/boundary.md): the rows a run did not reach, why, and what runs them."""
     doc = {"schema": 1, "target": target, "suite": suite, "rows": list(rows), "reason": reason, "fix": fix}
-    path = folder / NOT_RUN
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    return path
+    return files.replace(folder / NOT_RUN, json.dumps(doc, indent=2) + "\n")
 
 
 def _not_reached(junit_path: Path, expected: Sequence[Row], rows: Sequence[str], cause: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from ci import contract, signals
+from ci import contract, files, signals
 from ci.errors import NOTHING_RAN, StackgateError
 from ci.run import guard
 from ci.run.outcome import NOT_RUN, record_not_run
@@ -131,7 +131,7 @@ def run(
     deadline = start + deadline_s if deadline_s is not None else None
     reserve = min(30.0, deadline_s / 4) if deadline_s is not None else 0.0
     cut = False
-    with signals.forwarding(lambda sig: [r.proc.send_signal(sig) for r in running]) as received:
+    with signals.forwarding(lambda sig: [signals.pass_on(r.proc, sig) for r in running]) as received:
         while pending or running:
             now = time.monotonic()
             if deadline is not None and now >= deadline - reserve and not cut:
@@ -145,8 +145,7 @@ def run(
                         plan = plans[job.row.suite]
                         argv, env, cwd = plan.command(job, ids, plan.junit(job))
                         log = plan.out / "logs" / f"session-{job.row.id}.log"
-                        log.parent.mkdir(parents=True, exist_ok=True)
-                        with log.open("wb") as fh:
+                        with files.fresh(log) as fh:
                             proc = subprocess.Popen(
                                 argv,
                                 env=env,
@@ -185,19 +184,22 @@ def run(
         del done[row_id]
     left_over = [*unreached, *(r.id for j in pending for r in j.rows)]
     by_id = {r.id: r for r in rows}
+    # without a deadline, only a signal from outside this run (to a row's own session) stops rows in flight
+    why = f"not started before ci run's --deadline ({deadline_s:g} s)" if deadline_s is not None else (
+        "not started: the session it shared was stopped by a signal from outside this run")  # fmt: skip
     for suite, plan in plans.items():
         mine = [i for i in left_over if by_id[i].suite == suite]
         if mine:
-            record_not_run(
-                plan.out,
-                by_id[mine[0]].target,
-                suite,
-                mine,
-                f"not started before ci run's --deadline ({deadline_s or 0:g} s)",
-                "run the same ci run with --resume",
-            )
+            record_not_run(plan.out, by_id[mine[0]].target, suite, mine, why, "run the same ci run with --resume")
     statuses = list(done.values())
     print(f"{len(statuses)} rows: " + ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses))), flush=True)
+    if deadline_s is None and (unreached or "interrupted" in statuses):
+        print(
+            f"{statuses.count('interrupted')} rows stopped in flight and {len(unreached)} not started: their session "
+            "was stopped by a signal from outside this run (--resume runs them again)",
+            flush=True,
+        )
+        return 1
     if pending or unreached or "interrupted" in statuses:
         raise DeadlineReached(
             f"--deadline {deadline_s:g} s: {sum(len(j.rows) for j in pending) + len(unreached)} rows not started, "
@@ -238,9 +240,8 @@ def _settle(r: Running) -> dict[str, str]:
         etree.SubElement(tprops, "property", name="stackgate.row", value=row.id)
         etree.SubElement(tc, "error", message=message)
     _recount(suite)
-    tmp = r.junit.with_suffix(".tmp")
-    etree.ElementTree(root).write(str(tmp), encoding="utf-8", xml_declaration=True)
-    tmp.replace(r.junit)
+    with files.staged(r.junit) as fh:
+        etree.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
     return said
 
 
@@ -256,9 +257,8 @@ def _forget(out: Path, row_ids: set[str]) -> None:
                 tc.getparent().remove(tc)
         for suite in tree.iter("testsuite"):
             _recount(suite)
-        tmp = junit.with_suffix(".tmp")
-        tree.write(str(tmp), encoding="utf-8", xml_declaration=True)
-        tmp.replace(junit)
+        with files.staged(junit) as fh:
+            tree.write(fh, encoding="utf-8", xml_declaration=True)
 
 
 def _recount(suite: etree._Element) -> None:

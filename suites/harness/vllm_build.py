@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import tarfile
+import tempfile
 from pathlib import Path, PurePosixPath
 
 MANIFEST = "stackgate-vllm-build.json"  # beside the vllm package, in the same site folder
@@ -138,20 +139,30 @@ def apply(bundle: Path, site: Path) -> dict:
             data = tar.extractfile(member).read()  # type: ignore[union-attr]
             if hashlib.sha256(data).hexdigest() != doc["files"].get(rel.as_posix()):
                 raise ValueError(f"{bundle}: {rel} does not match the bundle's manifest (a damaged bundle)")
-            target = site / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.stackgate-tmp")
-            tmp.write_bytes(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+            _replace(site / rel, data)
     built = {
         "schema": SCHEMA,
         "vllm_build": tree_id(package),
         **{k: doc[k] for k in ("fork", "base", "changes", "without")},
         "files": {"changed": len(doc["files"]), "deleted": len(doc["deleted"])},
     }
-    (site / MANIFEST).write_text(json.dumps(built, indent=1, sort_keys=True) + "\n")
+    _replace(site / MANIFEST, (json.dumps(built, indent=1, sort_keys=True) + "\n").encode())
     return built
+
+
+def _replace(target: Path, data: bytes) -> None:
+    """`target` as a new inode holding `data`: made exclusively beside it (a random name), then renamed over it, so
+    neither a symlink at a fixed temporary name nor a hard link at `target` is written through."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".stackgate-tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 if __name__ == "__main__":
