@@ -109,7 +109,7 @@ def test_a_full_out_is_said_in_one_line_and_leaves_no_lock(small_disk: Path) -> 
     assert not (out / guard.LOCK).exists()
 
 
-SUITE = '''
+SUITE = """
 import sys
 
 
@@ -125,7 +125,7 @@ def test_b_fills_the_disk():
 
 def test_c_after():
     print("after")
-'''
+"""
 
 
 def test_a_disk_that_fills_while_a_row_writes_its_log_keeps_the_rows_before_and_records_those_after(

@@ -134,7 +134,7 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
         (f"Named models, each beside its shrunk twin ({models.tally(named)})", named),
         ("Inputs", inputs_table(report)),
         ("Rows run more than once (kept side by side, never merged)", duplicates_table(report.results)),
-        ("Results outside the plan", unplanned_table(report.results)),
+        ("Results outside the plan", unplanned_table(report)),
     ]
     c = report.comparison
     compared = None

@@ -17,19 +17,17 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ci import contract, options, revision, signals
+from ci import contract, revision, signals
 from ci import engine as container
 from ci.errors import RunError
 from ci.images import build as images
 from ci.run import caches, gpus, guard, host_aot
 
 # made in ci.run.command; other modules and the tests name them through this one too
-from ci.run.command import ENV_MODEL_CACHE, make_container_spec, model_cache, pytest_command
+from ci.run.command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, make_container_spec, model_cache, pytest_command
 from ci.run.outcome import verdict
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
-
-DEFAULT_SUITES = options.REPO / "suites"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,11 +90,6 @@ def container_spec(spec: RunSpec, image: str, available: list[str] | None = None
         platform=spec.target.platform,
         gpu_ids=gpus.container_gpus(spec.target, (r.gpus for r in spec.rows), available),
     )
-
-
-# On a bare host the JIT sentinel is loaded in every Python process (EngineCore and workers are other
-# processes) by this directory's sitecustomize, as the images' .pth file does.
-STARTUP = DEFAULT_SUITES / "harness" / "startup"
 
 
 def _rows_env(spec: RunSpec) -> dict[str, str]:
