@@ -52,6 +52,9 @@ NOT_RUN = "not-run.json"  # the rows a run did not reach, why, and what runs the
 LOGS = "logs"  # one log per test item; a scheduled row's harness session log too
 # rows.json fields a row's requests vary (its workload); the rest make its engine, which rows equal there share
 WORKLOAD = ("id", "context", "batch")
+# a row's rows.json field: the digest of what its result depends on (the row, its target, the image it runs in);
+# the harness records it on the row's testcases as stackgate.<ROW_CONTENT>, and --resume counts only a result of it
+ROW_CONTENT = "content"
 
 
 def results_folder(target: str, suite: str, shard: int = 0) -> str:

@@ -66,6 +66,12 @@ def _version(dist: str) -> str:
         return "absent"
 
 
+def vllm_build_here() -> str | None:
+    """The content id of the vLLM tree this host's Python imports, or None where it has none."""
+    made = _vllm_build()
+    return None if made == "absent" else made
+
+
 def _vllm_build() -> str:
     """The content id of the vLLM tree this host's Python imports (harness.vllm_build), found without importing it."""
     import importlib.util

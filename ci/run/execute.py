@@ -172,7 +172,7 @@ def run_rows(
     guard.usable_folder(spec.out)
     with guard.exclusive(spec.out):
         env = host_session(spec) if host else None
-        ref = _prepare(st, spec, env=env, image=image)
+        ref, _ = _prepare(st, spec, env=env, image=image)
         status = run_host(spec, env) if env is not None else run_docker(spec, ref)
         return verdict(spec.junit, status, spec.rows)
 
@@ -195,9 +195,11 @@ def run_scheduled(st: Stack, specs: Sequence[RunSpec], *, host: bool, image: str
         return _scheduled(st, prepared)
 
 
-def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str | None) -> str:
-    """rows.json written for the run about to start (a stale JUnit removed first); the image's reference ("host")."""
-    spec.junit.unlink(missing_ok=True)  # a stale file from an earlier run must not stand in for this one
+def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str | None) -> tuple[str, dict[str, str]]:
+    """rows.json written for the run about to start (a stale JUnit removed first, unless resuming: it holds the rows
+    done); the image's reference ("host"), and each row's content digest."""
+    if spec.schedule is None or not spec.schedule.resume:
+        spec.junit.unlink(missing_ok=True)  # a stale file from an earlier run must not stand in for this one
     if env is not None:
         image_doc: dict[str, str | None] = {"ref": "host", "digest": None}
     else:
@@ -212,24 +214,27 @@ def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str
         git_revision=revision.git_revision(),
         timeout_s=spec.timeout_s,
         suites_dir=str(spec.suites_dir) if spec.suites_dir else None,
+        # the env the rows get, so a repro too (and each row's content digest with it)
+        target_env=container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
+        if env is not None and os.environ.get("STACKGATE_REFUSE_JIT") == "0"
+        else None,
     )
-    if env is not None and os.environ.get("STACKGATE_REFUSE_JIT") == "0":  # the env the rows get, so a repro too
-        doc["target"]["env"] = container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
     try:
         rows_json.write(spec.rows_json, doc)
     except OSError as exc:  # a full or read-only filesystem: said plainly, before any row starts
         raise RunError(f"{spec.rows_json}: {exc.strerror or exc}", hint="free space in --out") from None
     print(f"{len(spec.rows)} rows of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
-    return str(image_doc["ref"])
+    return str(image_doc["ref"]), {r["id"]: r[contract.ROW_CONTENT] for r in doc["rows"]}
 
 
-def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | None, str]]) -> int:
+def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | None, tuple[str, dict[str, str]]]]) -> int:
     from ci.run import scheduled
 
     first = prepared[0][0]
     assert first.schedule is not None
     devices = gpus.host_devices(first.target, first.schedule.gpus, first.schedule.gpu_memory_gib)
-    plans = {spec.suite: _plan(spec, env, image) for spec, env, image in prepared}
+    plans = {spec.suite: _plan(spec, env, made[0]) for spec, env, made in prepared}
+    contents = {row: digest for _, _, made in prepared for row, digest in made[1].items()}
     rows = [r for spec, _, _ in prepared for r in spec.rows]
     what = " and ".join(f"{len(spec.rows)} rows of {spec.suite}" for spec, _, _ in prepared)
     print(f"scheduling {what} on {len(devices)} device(s): {gpus.described(devices)}", flush=True)
@@ -241,6 +246,7 @@ def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | Non
         resume=first.schedule.resume,
         deadline_s=first.schedule.deadline_s,
         share=not first.schedule.isolate,
+        contents=contents,
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import causes, hardware, isolate, jit, junit, outcomes, progress, reaper, shared, space
+from harness import causes, contract, hardware, isolate, jit, junit, outcomes, progress, reaper, shared, space
 from harness.isolate import Outcome
 from harness.items import ENV_CACHES_FROM, ENV_ITEM_LOGS, ENV_REFUSE_JIT, item_row, log_name
 from harness.rows import Row, RowsDoc
@@ -160,6 +160,8 @@ class Controller:
         props = []
         if row is not None:
             props += [("stackgate.row", row.id), ("stackgate.change", row.change), ("stackgate.track", row.track)]
+            if row.get(contract.ROW_CONTENT):  # what --resume checks a result against (rows.json's, as given)
+                props.append((contract.PREFIX + contract.ROW_CONTENT, str(row.get(contract.ROW_CONTENT))))
         if row is not None or d is not None:
             props += [
                 ("stackgate.target", row.target if row else d.target_id),
