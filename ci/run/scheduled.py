@@ -213,8 +213,11 @@ def _settle(r: Running, contents: Mapping[str, str]) -> dict[str, str]:
             etree.SubElement(tprops, "property", name=contract.PREFIX + contract.ROW_CONTENT, value=contents[row.id])
         etree.SubElement(tc, "error", message=message)
     recount(suite)
-    with files.staged(r.junit) as fh:
-        etree.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
+    try:
+        with files.staged(r.junit) as fh:
+            etree.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
+    except OSError as exc:  # a full disk: the row is counted as failed here, and said so, if it cannot be recorded
+        print(f"{r.junit}: cannot record {len(lost)} row(s) without a result ({exc.strerror or exc})", flush=True)
     return said
 
 
