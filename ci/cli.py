@@ -20,7 +20,7 @@ from ci.errors import EXIT_CODES, StackgateError, UsageError
 # Each module that defines verbs (its add_parser or add_parsers), in the order --help lists them, and its verbs. A
 # command line naming one verb imports only its module: `ci upstream` never loads the image or run stages.
 MODULES: dict[str, tuple[str, ...]] = {
-    "ci.stack.commands": ("plan",),
+    "ci.fork.planned": ("plan",),
     "ci.flow": ("main",),
     "ci.images.commands": ("push", "pull", "build", "verify", "lock", "source-build"),
     "ci.run.bake": ("bake",),

@@ -6,9 +6,13 @@ never import `ci/`), and `tests/test_contract.py` holds the two equal. Nothing e
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ci import files
 
 # A row id is <change>.<target>.<model>.<8 hex>: the hash covers the row's backend and every axis value that differs
 # from its default, so an id is the same on every run. pytest puts it in a test's name as the parameter id.
@@ -120,3 +124,9 @@ def parse_suite_name(name: str) -> tuple[str, str, str] | None:
         return None
     head, suite, shard = name.rsplit(".", 2)
     return head[len(PREFIX) :], suite, shard
+
+
+def record_not_run(folder: Path, target: str, suite: str, rows: Sequence[str], reason: str, fix: str) -> Path:
+    """not-run.json in a results folder (docs/boundary.md): the rows a run did not reach, why, and what runs them."""
+    doc = {"schema": 1, "target": target, "suite": suite, "rows": list(rows), "reason": reason, "fix": fix}
+    return files.replace(folder / NOT_RUN, json.dumps(doc, indent=2) + "\n")

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci import contract, engine, options
 from ci.errors import NOTHING_RAN, StackgateError, UsageError
@@ -23,6 +25,9 @@ from ci.run import commands as run_commands
 from ci.run import execute, host, outcome, scheduled
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
+
+if TYPE_CHECKING:
+    from ci.fork.source import Fork
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,12 +148,14 @@ def main(args: argparse.Namespace) -> int:
     if args.caches is not None and not use_host:
         raise UsageError("--caches is about this host's JIT caches", hint="add --host (an image carries its caches)")
     p = _narrowed(plan.build(st), args, targets)
-    fork = _fork_bundle(st, args, use_host)
+    fork = _fork(st, targets, args, use_host)
+    runs, set_apart = _fork_plan(p, fork, args)
+    bundles = {t.id: _fork_bundle(st, t, fork, args) for t in targets}  # every base checked before any build
     deadline_at = time.monotonic() + args.deadline if args.deadline is not None else None
     codes: list[int] = []
     folders: list[Path] = []
     for target in targets:
-        suites = sorted({r.suite for r in p.select(targets=[target.id], suites=args.suite).rows})
+        suites = sorted({r.suite for r in runs.select(targets=[target.id], suites=args.suite).rows})
         print(f"target: {target.id} ({target.name}); suites: {', '.join(suites) or 'none'}", flush=True)
         codes.append(
             run_target(
@@ -158,14 +165,15 @@ def main(args: argparse.Namespace) -> int:
                 args.out,
                 use_host=use_host,
                 timeout_s=args.timeout,
-                fork=fork,
+                fork=bundles[target.id],
                 schedule=run_commands.schedule(args, target),
                 deadline_at=deadline_at,
-                planned=p,
+                planned=runs,
                 caches=args.caches,
             )
         )
         folders += [args.out / contract.results_folder(target.id, s) for s in suites]
+    folders += set_apart
     from ci.report import write as report  # junitparser and lxml load only when a report is written
 
     step(f"python -m ci report -> {args.out / 'report'}")
@@ -191,22 +199,49 @@ def _narrowed(p: plan.Plan, args: argparse.Namespace, targets: list[Target]) -> 
     return plan.Plan(tuple(r for r in p.rows if r.id in picked), ())
 
 
-def _fork_bundle(st: Stack, args: argparse.Namespace, use_host: bool) -> Path | None:
-    """--fork / --without: the fork's bundle for the images (a bare host lays it with `ci fork build --host`)."""
+def _fork(st: Stack, targets: list[Target], args: argparse.Namespace, use_host: bool) -> Fork | None:
+    """--fork / --without: the fork under test, judged once for the plan and every target's bundle; its base release
+    checked against every target's lock before any work."""
     if not (args.fork or args.without):
         return None
     if use_host:
         raise UsageError(
-            "--fork builds the fork's vLLM into the target's image; this run has no docker engine",
+            "--fork builds the fork's vLLM into the target's image, and this run has no image: it runs on this "
+            "host's Python (--host, or no docker engine answers)",
             hint="on a bare host: python -m ci fork build --host --base-site SITE --site DIR, then run "
-            "with PYTHONPATH=DIR:SITE (README, 'The fork under test')",
+            "with PYTHONPATH=DIR:SITE (docs/upstream.md, 'A bare GPU host'); or start the docker engine",
         )
-    from ci.fork import commands as fork_commands
     from ci.fork import source
+    from ci.images import lock
+
+    fork = source.from_command(st, args)
+    for target in targets:
+        lock.require_base(target, f"{fork.name} {fork.ref}", fork.base.version, build.REPO_ROOT)
+    return fork
+
+
+def _fork_plan(p: plan.Plan, fork: Fork | None, args: argparse.Namespace) -> tuple[plan.Plan, list[Path]]:
+    """The rows the fork can run, and the folders recording those it cannot (its absent changes' rows, never
+    scheduled: the report lists them as not run, with the reason)."""
+    if fork is None:
+        return p, []
+    from ci.fork import planned
+
+    parts = planned.split(p, fork, args.without)
+    for (target, suite), n in Counter((r.target, r.suite) for r in parts.absent.rows).items():
+        print(f"not scheduled: {n} rows of {target}/{suite}, their change absent in the fork", flush=True)
+    return parts.runs, [f.parent for f in parts.record(args.out)]
+
+
+def _fork_bundle(st: Stack, target: Target, fork: Fork | None, args: argparse.Namespace) -> Path | None:
+    """The fork's bundle for the target's image; its base release checked against the target's lock first."""
+    if fork is None:
+        return None
+    from ci.images import commands as image_commands
 
     step("python -m ci fork bundle" + (f" --without {args.without}" if args.without else ""))
-    out = args.out / "fork" / ("fork.tar.gz" if not args.without else f"without-{args.without}.tar.gz")
-    return fork_commands.make_bundle(st, source.open_fork(st), out, args.without)
+    name = "fork.tar.gz" if not args.without else f"without-{args.without}.tar.gz"
+    return image_commands.fork_bundle(st, target, fork, args.without, args.out / "fork" / target.id / name)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -230,7 +265,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="ARTEFACT",
         help="with --host: install a bake artefact (ci bake TARGET --host --out DIR) before the rows run",
     )
-    m.add_argument("--fork", action="store_true", help="the images hold the fork under test (stack/fork.yaml)")
+    options.add_fork(m, switch=True)
     m.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")
     m.add_argument(
         "--timeout",

@@ -81,6 +81,55 @@ def add_filters(p: argparse.ArgumentParser, *names: str) -> None:
         p.add_argument(f"--{name}", action=Csv, default=[], metavar=name.upper(), help=helps[name])
 
 
+class _TheFork:
+    """A bare --fork: the fork under test ($STACKGATE_FORK, else stack/fork.yaml's checkout). Not a str: argparse
+    passes a str const through the option's type, and this must never become a Path."""
+
+    def __repr__(self) -> str:
+        return "THE_FORK"
+
+
+THE_FORK = _TheFork()
+
+
+def add_fork(p: argparse.ArgumentParser, *, switch: bool) -> None:
+    """One fork at one ref, the same flags on every verb (ci.upstream.scope resolves them). `switch`: a bare --fork
+    turns the fork on (build, run and plan the fork's vLLM, not a stock release), and --fork PATH names it."""
+    where = "the fork's checkout: a local clone, bare or not (default: $STACKGATE_FORK, else stack/fork.yaml's)"
+    if switch:
+        p.add_argument(
+            "--fork",
+            type=Path,
+            nargs="?",
+            const=THE_FORK,
+            metavar="CHECKOUT",
+            help=f"the fork under test, not a stock vLLM release; {where}",
+        )
+    else:
+        p.add_argument("--fork", type=Path, metavar="CHECKOUT", help=where)
+    p.add_argument(
+        "--ref",
+        metavar="REF",
+        help="the branch, tag or commit judged, remote branches too (default: $STACKGATE_FORK_REF, else "
+        "stack/fork.yaml's ref for its checkout, else HEAD)",
+    )
+    p.add_argument(
+        "--upstream-ref",
+        metavar="REF",
+        help="upstream's main in the checkout (default: <remote>/main of the remote whose URL is "
+        "github.com/vllm-project/vllm; none: the base release alone bounds the fork's own commits)",
+    )
+    p.add_argument(
+        "--base-ref",
+        metavar="REF",
+        help="the release tree the fork is built on (default: stack/fork.yaml's base, else the newest "
+        "vX.Y.Z tag in REF's history)",
+    )
+    p.add_argument(
+        "--base-version", metavar="X.Y.Z", help="the vLLM release --base-ref holds, where its name is not vX.Y.Z"
+    )
+
+
 def exit_codes(*codes: int) -> str:
     """The epilog listing the exit codes a verb can return."""
     lines = [f"  {c}  {EXIT_CODES[c]}" for c in sorted(codes)]

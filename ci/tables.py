@@ -59,3 +59,13 @@ def text(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out) + "\n"
+
+
+SHOWN = 3  # items of a long list a flag names; the JSON (--format json) holds every one
+
+
+def folded(items: Sequence[str]) -> str:
+    """A list in a line: all of it when short, else the first few and a count of the rest."""
+    if len(items) <= SHOWN + 1:
+        return ", ".join(items)
+    return f"{', '.join(items[:SHOWN])} and {len(items) - SHOWN} more (all in --format json)"

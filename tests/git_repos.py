@@ -57,15 +57,32 @@ def clone(src: Repo, dest: Path, *args: str) -> Repo:
     return Repo(dest, init=False)
 
 
-def set_change(stack: Path, change: str, *, upstream: Mapping[str, Any] = {}, fork: Mapping[str, Any] = {}) -> None:
-    """Update a change file's upstream and fork blocks (comments are lost; the test's copy only)."""
+def set_change(stack: Path, change: str, *, upstream: Mapping[str, Any] = {}, **kw: Any) -> None:
+    """Update a change file's upstream block (comments are lost; the test's copy only). A change file holds no fork
+    facts: `record_fork` writes those into the stack's fork.yaml."""
+    assert not kw, f"a change file takes upstream facts only, not {sorted(kw)}"
     path = stack / "changes" / f"{change}.yaml"
     doc = yaml.safe_load(path.read_text())
-    doc["upstream"] = {**doc["upstream"], **upstream}
-    doc["fork"] = {**doc["fork"], **fork}
-    for block in ("upstream", "fork"):
-        doc[block] = {k: v for k, v in doc[block].items() if v is not None}
+    doc["upstream"] = {k: v for k, v in {**doc["upstream"], **upstream}.items() if v is not None}
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def record_fork(
+    stack: Path,
+    checkout: Path,
+    carries: Mapping[str, Any] = {},
+    *,
+    ref: str = "HEAD",
+    base: Mapping[str, str] | None = None,
+    name: str = "test-fork",
+) -> None:
+    """The stack's fork.yaml names `checkout` (so its records apply there): `carries` maps a change to the fork
+    commits recorded carrying it (a list, or {"commits": [...], "patch_ids": {...}})."""
+    fork: dict[str, Any] = {"name": name, "checkout": str(checkout), "ref": ref}
+    if base is not None:
+        fork["base"] = dict(base)
+    fork["carries"] = {c: (v if isinstance(v, Mapping) else {"commits": list(v)}) for c, v in carries.items()}
+    (stack / "fork.yaml").write_text(yaml.safe_dump({"fork": fork}, sort_keys=False))
 
 
 def copy_change(stack: Path, change: str, new: str, title: str) -> None:

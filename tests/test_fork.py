@@ -16,13 +16,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-import yaml
-from git_repos import Repo, set_change
+from git_repos import Repo, record_fork, set_change
 
 from ci import cli
 from ci.errors import UsageError
 from ci.fork import ablate, bundle, site, source
 from ci.stack import loader
+from ci.upstream import scope
 
 BASE_FILES = {
     "vllm/__init__.py": "__version__ = '0.26.0'\n",
@@ -55,20 +55,10 @@ def fork_repo(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
 
 
 def _stack(stack_copy: Path, repo: Repo, ids: dict[str, str], ref: str = "main") -> Path:
-    (stack_copy / "fork.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "fork": {
-                    "name": "test-fork",
-                    "checkout": str(repo.path),
-                    "ref": ref,
-                    "base": {"version": "0.26.0", "ref": "v0.26.0", "commit": "ffd46bfab"},
-                }
-            }
-        )
-    )
-    for change in ("48407", "46849", "46514"):
-        set_change(stack_copy, change, fork={"commits": [ids[change]], "patch_ids": {}})
+    """stack/fork.yaml names this repository, its base, and the commits that carry three changes (their upstream
+    facts are vLLM's real ones, which no synthetic history matches: the fork's records say where they are)."""
+    base = {"version": "0.26.0", "ref": "v0.26.0", "commit": "ffd46bfab"}
+    record_fork(stack_copy, repo.path, {c: [ids[c]] for c in ("48407", "46849", "46514")}, ref=ref, base=base)
     return stack_copy
 
 
@@ -95,14 +85,16 @@ def test_holdings_name_present_and_absent(stack_copy: Path, fork_repo) -> None:
     st = loader.load(_stack(stack_copy, repo, ids))
     fork = source.open_fork(st)
     assert fork.present == ("46514", "46849", "48407")
-    assert fork.held["48804"].state == "absent" and "a9b1ee711" in fork.held["48804"].why
-    assert st.fork is not None and st.fork.base.version == "0.26.0"
+    held = fork.state("48804")
+    assert held.state == "absent" and "none of the files it adds is in main" in held.detail
+    assert fork.state("46849").carried_by == (ids["46849"],) and fork.state("46849").state == "ported"
+    assert st.fork is not None and fork.base.version == "0.26.0" and fork.base.how == "stack/fork.yaml"
 
 
 def test_fork_checkout_from_env_and_missing(stack_copy: Path, fork_repo, monkeypatch) -> None:
     repo, ids = fork_repo
     st = loader.load(_stack(stack_copy, repo, ids))
-    monkeypatch.setenv(source.ENV_FORK, str(repo.path.parent / "nowhere"))
+    monkeypatch.setenv(scope.ENV_FORK, str(repo.path.parent / "nowhere"))
     with pytest.raises(UsageError, match="nowhere does not exist"):
         source.open_fork(st)
 
@@ -150,14 +142,23 @@ def test_ablation_drops_one_change_and_keeps_the_rest(stack_copy: Path, fork_rep
     repo, ids = fork_repo
     st = loader.load(_stack(stack_copy, repo, ids))
     fork = source.open_fork(st)
-    commit = ablate.without(st, fork, "46849")
-    assert commit == ablate.without(st, source.open_fork(st), "46849")  # same inputs, same commit
+    dropped = ablate.without(st, fork, "46849")
+    commit = dropped.commit
+    assert commit == ablate.without(st, source.open_fork(st), "46849").commit  # same inputs, same commit
+    assert dropped.reverted == (ids["46849"],) and dropped.how == "1 fork commit"
     ov = bundle.overlay(fork, commit)
     assert "vllm/spec.py" not in ov.changed and "vllm/mla.py" in ov.changed
     built = site.build(
-        bundle.write(fork, ov, tmp_path / "w.tar.gz", without="46849"), _base_site(tmp_path), tmp_path / "without"
+        bundle.write(fork, ov, tmp_path / "w.tar.gz", dropped=dropped), _base_site(tmp_path), tmp_path / "without"
     )
     assert built["changes"] == ["46514", "48407"] and built["without"] == "46849"
+    assert built["held"]["46849"] == {"state": "removed", "commits": [ids["46849"]]}
+    assert built["removed"] == {
+        "change": "46849",
+        "state": "ported",
+        "reverted": [ids["46849"]],
+        "how": "1 fork commit",
+    }
     assert repo.git("rev-parse", ablate.ref_name("46849")) == commit
 
 
@@ -176,7 +177,7 @@ def test_ablation_refuses_a_change_another_is_stacked_on(stack_copy: Path, fork_
     path = _stack(stack_copy, repo, ids)
     set_change(path, "46514", upstream={"stacked_on": [46849]})
     st = loader.load(path)
-    with pytest.raises(ablate.Dependent, match="#46514, present in the fork, is stacked on it"):
+    with pytest.raises(ablate.Dependent, match="#46514, which test-fork holds, is stacked on it"):
         ablate.without(st, source.open_fork(st), "46849")
 
 
@@ -197,7 +198,9 @@ def test_a_bundle_for_another_base_release_is_refused(stack_copy: Path, fork_rep
     made = bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "f.tar.gz")
     base = _base_site(tmp_path)
     (base / "vllm-0.26.0.dist-info").rename(base / "vllm-0.27.0.dist-info")
-    with pytest.raises(UsageError, match=r"lays the fork over vLLM 0\.26\.0; .* holds vLLM 0\.27\.0"):
+    with pytest.raises(
+        UsageError, match=r"test-fork main is built on vLLM 0\.26\.0, but --base-site .* holds vLLM 0\.27\.0"
+    ):
         site.build(made, base, tmp_path / "site")
     assert not (tmp_path / "site").exists()
 

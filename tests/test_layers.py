@@ -29,7 +29,8 @@ SHARED = {
 ON_TOP = {"ci.flow", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite", "ci.evidence"}
 # What a module on top may import beyond the shared ones, where it is held to less than every stage: the
 # pipeline is made from the plan and gates on the report's verdicts; it never builds, runs or reads JUnit.
-TOP_MAY_IMPORT = {"ci.buildkite": ("stack", "results", "report", "top:ci.buildkite")}
+# With --fork the plan is the fork's (ci.fork.planned: what its history holds, from git), still never a build.
+TOP_MAY_IMPORT = {"ci.buildkite": ("stack", "upstream", "fork", "results", "report", "top:ci.buildkite")}
 
 
 def _module(path: Path) -> str:

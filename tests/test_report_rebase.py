@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from git_repos import Repo, set_change
+from git_repos import Repo, record_fork
 from report_helpers import rows, write_rows
 
 from ci.cli import main
@@ -20,8 +20,8 @@ def _upstream_json(tmp_path: Path, stack: Path, capsys) -> Path:
     r.git("checkout", "-q", "-b", "fork")
     r.commit("Warm spec-decode kernels at startup", {"vllm/warmup.py": "warm\n"})
     r.commit("Repair the integration conflict", {"vllm/runner.py": "runner\nwarm()\n"})
-    set_change(stack, "48804", fork={"commits": [r.git("rev-parse", "--short=9", "HEAD~1"),
-                                                 r.git("rev-parse", "--short=9", "HEAD")]})  # fmt: skip
+    record_fork(stack, r.path, {"48804": [r.git("rev-parse", "--short=9", "HEAD~1"),
+                                          r.git("rev-parse", "--short=9", "HEAD")]})  # fmt: skip
     assert main(["--stack", str(stack), "upstream", "--fork", str(r.path), "--format", "json"]) == 0
     path = tmp_path / "upstream.json"
     path.write_text(capsys.readouterr().out)

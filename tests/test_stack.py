@@ -176,35 +176,53 @@ def _line_of(path: Path, text: str) -> int:
     return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
 
 
+CARRIED = "      commits: [c8d5679daf49]\n"  # stack/fork.yaml: the demo fork's record of #46514
+
+
 @pytest.mark.parametrize(
-    ("old", "new", "key", "says"),
+    ("file", "old", "new", "key", "says"),
     [
-        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, 2A6C161FF]", "fork.commits[1]",
-         "'2A6C161FF' is not a commit id"),
-        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, 1234567]", "fork.commits[1]",
+        ("fork.yaml", CARRIED, "      commits: [C8D5679DAF49]\n", "fork.carries.46514.commits[0]",
+         "'C8D5679DAF49' is not a commit id"),
+        ("fork.yaml", CARRIED, "      commits: [1234567]\n", "fork.carries.46514.commits[0]",
          "quote it: YAML read it as a number"),
-        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, a9b1ee711]", "fork.commits[1]",
-         "commit a9b1ee711 listed twice"),
-        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, 2a6c161ff]\n  patch_ids: {abcdef1: " + "a" * 40 + "}",
-         "fork.patch_ids.abcdef1", "patch-id recorded for abcdef1, which fork.commits lacks"),
-        ("commits: [a9b1ee711, 2a6c161ff]", "commits: [a9b1ee711, 2a6c161ff]\n  patch_ids: {a9b1ee711: abc}",
-         "fork.patch_ids.a9b1ee711", "'abc' is not a patch-id"),
-        ("  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  merge_commit: 0123abcd\n", "upstream.merge_commit",
-         "merge_commit given but state is 'closed'"),
-        ("  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  stacked_on: [48804]\n", "upstream.stacked_on[0]",
-         "#48804 cannot be stacked on itself"),
-        ("  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  commits: [0123abcd, 0123abc]\n  stacked_on: [1, 1]\n",
-         "upstream.stacked_on[1]", "PR 1 listed twice"),
+        ("fork.yaml", CARRIED, "      commits: [c8d5679daf49, c8d5679daf49]\n", "fork.carries.46514.commits[1]",
+         "commit c8d5679daf49 listed twice"),
+        ("fork.yaml", CARRIED, "      commits: [abcdef1]\n", "fork.carries.46514.patch_ids.c8d5679daf49",
+         "patch-id recorded for c8d5679daf49, which commits lacks"),
+        ("fork.yaml", '"c8d5679daf49": "95d8', '"c8d5679daf49": "xx95d8', "fork.carries.46514.patch_ids.c8d5679daf49",
+         "is not a patch-id"),
+        ("fork.yaml", '    "46514":\n', '    "4651":\n', "fork.carries.4651", "unknown change '4651'"),
+        ("changes/48804.yaml", "  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  merge_commit: 0123abcd\n",
+         "upstream.merge_commit", "merge_commit given but state is 'closed'"),
+        ("changes/48804.yaml", "  as_of: 2026-11-29\n", "  as_of: 2026-11-29\n  stacked_on: [48804]\n",
+         "upstream.stacked_on[0]", "#48804 cannot be stacked on itself"),
+        ("changes/48804.yaml", "  as_of: 2026-11-29\n",
+         "  as_of: 2026-11-29\n  commits: [0123abcd, 0123abc]\n  stacked_on: [1, 1]\n", "upstream.stacked_on[1]",
+         "PR 1 listed twice"),
     ],
-    ids=["upper-case", "a-number", "twice", "patch-id-of-no-port-commit", "bad-patch-id", "merge-commit-unmerged",
-         "stacked-on-itself", "stacked-twice"],
+    ids=["upper-case", "a-number", "twice", "patch-id-of-no-commit", "bad-patch-id", "unknown-change",
+         "merge-commit-unmerged", "stacked-on-itself", "stacked-twice"],
 )  # fmt: skip
-def test_commit_ids_of_a_change_are_checked(stack_copy, edit, old, new, key, says):
-    path = stack_copy / "changes" / "48804.yaml"
+def test_commit_ids_of_a_change_and_of_a_forks_records_are_checked(stack_copy, edit, file, old, new, key, says):
+    path = stack_copy / file
     edit(path, old, new)
     err = _error(stack_copy)
     assert err.path == path and err.key == key and says in str(err)
-    assert err.line == _line_of(path, key.split(".")[-1].split("[")[0] + ":")
+    at = {"fork.carries.46514.patch_ids.c8d5679daf49": '"c8d5679daf49":', "fork.carries.4651": '"4651":'}
+    if ".commits[" in key:
+        at[key] = new.strip()
+    assert err.line == _line_of(path, at.get(key) or key.split(".")[-1].split("[")[0] + ":")
+
+
+def test_a_change_file_holds_no_fork_facts(stack_copy, edit):
+    """Which commits carry a change is a fork's fact: a change file that records them is refused, saying where
+    they go."""
+    path = stack_copy / "changes" / "46514.yaml"
+    edit(path, "models:\n", "fork:\n  kind: port\n  commits: [c8d5679daf49]\nmodels:\n")
+    err = _error(stack_copy)
+    assert err.path == path and err.key == "fork" and err.line == _line_of(path, "fork:")
+    assert "describes the upstream change only" in str(err) and "ci fork --record" in err.hint
 
 
 def test_a_merged_change_records_its_merge_commit_and_the_prs_commits(stack_copy, edit):

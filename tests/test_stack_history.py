@@ -27,7 +27,7 @@ def test_every_merged_change_records_its_merge_commit_and_date_and_no_date_is_af
 def test_follow_ups_are_merged_after_the_change_they_follow() -> None:
     for change in STACK.changes.values():
         up = change.upstream
-        for f in change.fork.follow_ups:
+        for f in up.follow_ups if up else ():
             assert bool(f.merge_commit) == bool(f.merged_on), f.ref
             if f.merged_on and up and up.merged_on:
                 assert f.merged_on >= up.merged_on, f"{change.id}: {f.ref} before the change it follows"
@@ -47,7 +47,7 @@ def test_the_recorded_facts_of_the_three_merged_changes() -> None:
     got = {k: (u.merge_commit, str(u.merged_on)) for k, u in UPSTREAM.items() if u.state == "merged"}
     assert got == {"46514": ("63ff748f657a", "2026-08-19"), "46849": ("a311916a291c", "2026-08-11"),
                    "48407": ("ba702e978e3b", "2026-07-28")}  # fmt: skip
-    follow = {f.ref: (f.merge_commit, str(f.merged_on)) for f in STACK.changes["48407"].fork.follow_ups}
+    follow = {f.ref: (f.merge_commit, str(f.merged_on)) for f in STACK.changes["48407"].upstream.follow_ups}
     assert follow == {"vllm-project/vllm#51298": ("4a11ed5bc4", "2026-08-07"),
                       "vllm-project/vllm#52512": ("01e56caaf2", "2026-08-18")}  # fmt: skip
 
@@ -59,7 +59,7 @@ def test_a_proven_regression_test_names_both_builds_and_evidence_that_exists() -
     from ci.report.view import change_heading
     from ci.results.acceptance import Verdict
 
-    (guard,) = [f for f in STACK.changes["48407"].fork.follow_ups if f.regression_test]
+    (guard,) = [f for f in STACK.changes["48407"].upstream.follow_ups if f.regression_test]
     assert guard.proven is not None and guard.proven.fails_on != guard.proven.passes_on
     assert (options.REPO / guard.proven.evidence / "README.md").is_file()
     verdict = Verdict(change=STACK.changes["48407"], criteria=())

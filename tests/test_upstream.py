@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from git_repos import Repo, clone, copy_change, set_change
+from git_repos import Repo, clone, copy_change, record_fork, set_change
 
 from ci.cli import main
 from ci.errors import UsageError
 from ci.stack import loader
-from ci.upstream import classify, record
+from ci.upstream import classify, record, scope
 from ci.upstream.checkout import Checkout
 from ci.upstream.state import ChangeState, Snapshot
 
@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def survey(stack: Path, fork: Path, ref: str | None = None) -> Snapshot:
-    return classify.survey(loader.load(stack), Checkout.open(fork), ref)
+    st = loader.load(stack)
+    return classify.survey(st, scope.open_scope(st, fork=fork, upstream_ref=ref))
 
 
 def state(snap: Snapshot, change: str) -> ChangeState:
@@ -32,10 +33,11 @@ def state(snap: Snapshot, change: str) -> ChangeState:
 
 @pytest.fixture
 def stack_copy(stack_copy: Path) -> Path:
-    """The stack without the demo fork's port records (stack/fork.yaml): each test's history makes its own."""
-    for change, kind in (("48407", "convergence"), ("46514", "pending"), ("46849", "pending")):
-        set_change(stack_copy, change, fork={"kind": kind, "commits": None, "patch_ids": None},
-                   upstream={"merge_commit": None, "commits": None, "patch_id": None, "file_ids": None})  # fmt: skip
+    """The stack without the real upstream commit facts of the three merged changes: each test's history makes its
+    own (stack/fork.yaml names the demo fork's checkout, so its records apply to none of these repositories)."""
+    for change in ("48407", "46514", "46849"):
+        set_change(stack_copy, change, upstream={"merge_commit": None, "commits": None, "patch_id": None,
+                                                 "file_ids": None})  # fmt: skip
     return stack_copy
 
 
@@ -92,7 +94,7 @@ def test_a_port_cherry_picked_then_rebased_is_still_ported(repo, stack_copy):
     repo.git("rebase", "-q", "upstream/main")
     g1, g2 = repo.git("rev-parse", "HEAD~1"), repo.git("rev-parse", "HEAD")
     assert {g1, g2}.isdisjoint({f1, f2})  # new commits; the old ones live on in the reflog
-    set_change(stack_copy, "48804", fork={"commits": [f1[:9], f2[:9]]})
+    record_fork(stack_copy, repo.path, {"48804": [f1[:9], f2[:9]]})
     s = state(survey(stack_copy, repo.path), "48804")
     assert s.state == "ported" and s.present == ((f1[:9], g1), (f2[:9], g2))
     assert s.recorded == "closed unmerged (as of 2026-11-29)" and s.flags == ()
@@ -103,7 +105,7 @@ def test_a_port_with_one_of_its_two_commits_dropped_is_partially_ported(repo, st
     repo.git("cherry-pick", p1, p2)
     f1, f2 = repo.git("rev-parse", "HEAD~1"), repo.git("rev-parse", "HEAD")
     repo.git("reset", "-q", "--hard", "HEAD~1")  # a rebase that dropped the conflict repair
-    set_change(stack_copy, "48804", fork={"commits": [f1[:9], f2[:9]]})
+    record_fork(stack_copy, repo.path, {"48804": [f1[:9], f2[:9]]})
     s = state(survey(stack_copy, repo.path), "48804")
     assert s.state == "partially ported" and s.missing == (f2[:9],) and s.present == ((f1[:9], f1),)
     assert s.detail == f"present: {f1[:9]} as {f1[:12]}; missing: {f2[:9]}"
@@ -118,7 +120,7 @@ def test_a_port_whose_files_upstream_changed_afterwards_is_diverged(repo, stack_
     runner = repo.commit("Rework the model runner", {"vllm/runner.py": "runner v2\n", "vllm/attention.py": "v2\n"})
     repo.upstream()
     repo.git("checkout", "-q", "fork")
-    set_change(stack_copy, "48804", fork={"commits": [f1[:9], f2[:9]]})
+    record_fork(stack_copy, repo.path, {"48804": [f1[:9], f2[:9]]})
     s = state(survey(stack_copy, repo.path), "48804")
     assert s.state == "diverged" and s.diverged_files == ("vllm/runner.py",)
     assert [(u.commit, u.subject) for u in s.diverged] == [(runner, "Rework the model runner")]
@@ -136,8 +138,9 @@ def test_a_stacked_change_whose_base_is_missing_is_flagged(repo, stack_copy):
     repo.git("cherry-pick", port)
     copy_change(stack_copy, "46514", "46076", "FlashMLA sparse: DCP (the base #46514 is stacked on)")
     unmerged = {"state": "open", "merged_on": None, "first_release": None}
-    set_change(stack_copy, "46076", upstream=unmerged, fork={"kind": "port", "commits": [base_port[:9]]})
-    set_change(stack_copy, "46514", upstream=unmerged, fork={"kind": "port", "commits": [port[:9]]})
+    set_change(stack_copy, "46076", upstream=unmerged)
+    set_change(stack_copy, "46514", upstream=unmerged)
+    record_fork(stack_copy, repo.path, {"46076": [base_port[:9]], "46514": [port[:9]]})
     snap = survey(stack_copy, repo.path)
     assert state(snap, "46076").state == "absent"
     s = state(snap, "46514")
@@ -168,34 +171,56 @@ def test_port_commits_a_rebase_took_away_are_unknown_until_their_patch_ids_are_r
     repo.git("rebase", "-q", "main")
     rebased = clone(repo, tmp_path / "rebased")  # its own clone: f1 and f2 never travelled
     rebased.git("checkout", "-q", "fork")
-    set_change(stack_copy, "48804", fork={"commits": [f1[:9], f2[:9]]})
+    record_fork(stack_copy, repo.path, {"48804": [f1[:9], f2[:9]]})
     s = state(survey(stack_copy, rebased.path, "origin/main"), "48804")  # the clone's origin is upstream here
     assert s.state == "unknown" and s.detail == f"port commits not in this checkout: {f1[:9]}, {f2[:9]}"
     assert s.unchecked == (f1[:9], f2[:9]) and "--record" in s.fix
-    said = record.record(loader.load(stack_copy), Checkout.open(repo.path))
-    assert said == [f"{stack_copy / 'changes' / '48804.yaml'}: recorded the patch-ids of {f1[:9]}, {f2[:9]}"]
-    assert loader.load(stack_copy).changes["48804"].fork.patch_ids.keys() == {f1[:9], f2[:9]}
+    said = _record(stack_copy, repo.path)  # from the checkout that still has them
+    assert said == [f"#48804: refreshed {f1[:9]}, {f2[:9]} (ported)"]
+    assert loader.load(stack_copy).fork.carries["48804"].patch_ids.keys() == {f1[:9], f2[:9]}
     again = state(survey(stack_copy, rebased.path, "origin/main"), "48804")
     assert again.state == "ported" and again.detail.endswith(f"(by recorded patch-id: {f1[:9]}, {f2[:9]})")
-    assert record.record(loader.load(stack_copy), Checkout.open(repo.path), ["48804"])[0].endswith(
-        f"already recorded the patch-ids of {f1[:9]}, {f2[:9]}"
-    )
+    assert _record(stack_copy, repo.path) == [f"#48804: kept {f1[:9]}, {f2[:9]} (ported)"]
 
 
-def test_record_keeps_the_change_files_comments_and_writes_a_block(repo, stack_copy):
+def _record(stack: Path, fork: Path) -> list[str]:
+    st = loader.load(stack)
+    where = scope.open_scope(st, fork=fork)
+    return record.record(st, where, classify.survey(st, where))
+
+
+def test_record_writes_with_the_fork_and_keeps_its_comments(repo, stack_copy):
+    """`--record` writes into stack/fork.yaml (carries), never a change file: a change found by its patches gets the
+    commits that carry it; an entry already there keeps its lines, comments too."""
     p1, p2 = pr_branch(repo, "pr-48804", WARMUP)
     repo.git("cherry-pick", p1, p2)
-    path = stack_copy / "changes" / "48804.yaml"
     f1, f2 = repo.git("rev-parse", "HEAD~1")[:9], repo.git("rev-parse", "HEAD")[:9]
-    text = path.read_text().replace("commits: [a9b1ee711, 2a6c161ff]", f"commits: [{f1}, {f2}]  # the port")
+    (pick,) = pr_branch(repo, "pr-46514", {"fp8_ds_mla with MTP": {"vllm/fp8.py": "fp8\n"}})
+    set_change(stack_copy, "46514", upstream={"commits": [pick[:9]], "state": "open", "merged_on": None,
+                                              "first_release": None})  # fmt: skip
+    repo.git("cherry-pick", pick)
+    record_fork(stack_copy, repo.path, {"48804": [f1, f2]})
+    path = stack_copy / "fork.yaml"
+    text = path.read_text().replace("    '48804':\n", "    '48804':\n      # the port and its repair\n")
     path.write_text(text)
-    record.record(loader.load(stack_copy), Checkout.open(repo.path))
+    changes = {p.name: p.read_text() for p in (stack_copy / "changes").iterdir()}
+    said = _record(stack_copy, repo.path)
+    assert said[0] == f"#46514: recorded {repo.git('rev-parse', 'HEAD')[:12]} (ported)"
+    assert said[1] == f"#48804: refreshed {f1}, {f2} (ported)"
     lines = path.read_text().splitlines()
-    at = lines.index(f"  commits: [{f1}, {f2}]  # the port")
-    assert lines[at + 1].startswith("  patch_ids:  # git patch-id --stable of each port commit")
-    assert lines[at + 2].startswith(f'    "{f1}": "') and lines[at + 3].startswith(f'    "{f2}": "')
-    assert lines[at - 1].startswith("  # the port: a9b1ee711 adds the warm-up")  # the file's comments stay
-    assert "\n".join(lines[: at + 1] + lines[at + 4 :]) + "\n" == text
+    assert "      # the port and its repair" not in lines  # refreshed: written anew
+    st = loader.load(stack_copy)
+    assert st.fork.carries["46514"].commits == (repo.git("rev-parse", "HEAD")[:12],)
+    assert st.fork.carries["48804"].patch_ids.keys() == {f1, f2}
+    text = (
+        path.read_text()
+        .replace("  carries:", "  # what it carries\n  carries:")
+        .replace('    "46514":\n', '    "46514":\n      # by hand\n')
+    )
+    path.write_text(text)
+    assert _record(stack_copy, repo.path)[0].startswith("#46514: kept")
+    assert "      # by hand" in path.read_text().splitlines() and "  # what it carries" in path.read_text()
+    assert {p.name: p.read_text() for p in (stack_copy / "changes").iterdir()} == changes  # no change file written
 
 
 def test_the_real_stack_on_a_checkout_says_what_it_cannot_know(repo, stack_copy, capsys):
@@ -208,10 +233,14 @@ def test_the_real_stack_on_a_checkout_says_what_it_cannot_know(repo, stack_copy,
     assert doc["kind"] == "stackgate.upstream" and doc["upstream_ref"] == "upstream/main"
     got = {c["change"]: c for c in doc["changes"]}
     assert {k: c["state"] for k, c in got.items()} == {
-        "46514": "unknown", "46849": "unknown", "48407": "unknown", "48804": "unknown", "selftest": "not imported",
+        "46514": "unknown", "46849": "unknown", "48407": "unknown", "48804": "absent", "selftest": "not imported",
         "composition": "not imported",
     }  # fmt: skip
-    assert got["48804"]["detail"] == "port commits not in this checkout: a9b1ee711, 2a6c161ff"
+    # closed unmerged, no commit of it anywhere: the files it adds say it is not here
+    assert got["48804"]["detail"] == (
+        "none of the files it adds is in HEAD: vllm/model_executor/warmup/eagle_spec_decode_warmup.py, "
+        "vllm/model_executor/warmup/dflash_spec_decode_warmup.py"
+    )
     assert got["48407"]["detail"] == "merge commit not recorded, and no port commits to compare"
     assert got["48407"]["fix"].startswith(f"upstream/main has {squash[:12]} '[Attention] Skip sparse indexer")
     assert "stacked on #46076, which no change file tracks: its presence is not checked" in got["46514"]["flags"]
@@ -235,7 +264,7 @@ def test_the_command_lists_every_change_as_json_and_refuses_a_non_repository(rep
     assert refused.stderr.startswith(f"error: {plain} is not a git repository\n  fix: pass --fork the path of a git")
     table = _ci("upstream", "--fork", str(repo.path))
     assert table.returncode == 0 and re.search(r"\nChange +Upstream ", table.stdout)
-    assert "fix #48804: fetch a ref holding them into" in table.stdout
+    assert re.search(r"\n#48804 +closed unmerged .* absent +none of the files it adds is in HEAD", table.stdout)
 
 
 def test_a_folder_inside_a_repository_is_not_taken_for_the_repository(repo):
@@ -260,7 +289,9 @@ def test_a_fork_without_vllms_remote_is_refused_not_compared_with_its_own_origin
     fork.git("checkout", "-q", "fork")
     with pytest.raises(UsageError) as info:
         survey(stack_copy, fork.path)
-    assert info.value.message.startswith(f"no remote of {fork.path} is vllm-project/vllm (remotes: origin (file://")
+    assert info.value.message.startswith(f"{fork.path}: nothing says which commits of HEAD are the fork's own: no ")
+    assert "no remote is vllm-project/vllm (remotes: origin (file://" in info.value.message
+    assert info.value.message.endswith("and no release tag (vX.Y.Z) in the history of HEAD")
     assert info.value.hint.startswith(
         f"git -C {fork.path} remote add upstream https://github.com/vllm-project/vllm.git"
     )
@@ -286,11 +317,11 @@ def test_a_repository_that_is_not_vllm_is_refused(stack_copy, tmp_path):
 def test_a_bare_clone_works(repo, stack_copy, tmp_path):
     p1, p2 = pr_branch(repo, "pr-48804", WARMUP)
     repo.git("cherry-pick", p1, p2)
-    set_change(
-        stack_copy, "48804", fork={"commits": [repo.git("rev-parse", "HEAD~1")[:9], repo.git("rev-parse", "HEAD")[:9]]}
-    )
     bare = clone(repo, tmp_path / "fork.git", "--bare")
     bare.git("symbolic-ref", "HEAD", "refs/heads/fork")
+    record_fork(
+        stack_copy, bare.path, {"48804": [repo.git("rev-parse", "HEAD~1")[:9], repo.git("rev-parse", "HEAD")[:9]]}
+    )
     snap = survey(stack_copy, bare.path, "main")
     assert state(snap, "48804").state == "ported" and snap.fork_commits == 2
 
@@ -334,7 +365,7 @@ def test_the_benchmarks_history_gives_each_state(stack_copy, tmp_path):
         root = tmp_path / f"own-{own_only}"
         ids = bench.build(root, own_only, commits=400, fork_own=60)
         stack = tmp_path / f"stack-{own_only}"
-        bench.stack_for(stack_copy, stack, ids)
+        bench.stack_for(stack_copy, stack, ids, root)
         snap = survey(stack, root, "upstream/main")
         assert {c.change: c.state for c in snap.changes} == {
             "46514": "partially ported", "46849": "absent", "48407": "converged", "48804": port,
@@ -418,7 +449,7 @@ def test_a_port_edited_to_resolve_a_conflict_reads_ported_edited_also_on_a_fresh
 def test_a_long_list_in_a_flag_is_folded_and_whole_in_json(repo, stack_copy):
     (skip,) = pr_branch(repo, "pr-48407", {"Skip indexer scoring": {"vllm/sparse.py": "dense\n"}})
     repo.git("cherry-pick", skip)
-    set_change(stack_copy, "48407", fork={"commits": [repo.git("rev-parse", "HEAD")[:9]]})
+    record_fork(stack_copy, repo.path, {"48407": [repo.git("rev-parse", "HEAD")[:9]]})
     repo.git("checkout", "-q", "main")
     made = [repo.commit(f"upstream edit {n}", {"vllm/sparse.py": f"dense {n}\n"}) for n in range(12)]
     repo.upstream()

@@ -19,8 +19,7 @@ import yaml
 
 from ci import tables
 from ci.stack import loader
-from ci.upstream import classify
-from ci.upstream.checkout import Checkout
+from ci.upstream import classify, scope
 
 COMMITS, FORK_OWN, BEHIND = 20_000, 2_000, 500
 BUDGET_S = 5.0
@@ -89,38 +88,29 @@ def build(root: Path, own_only: bool = False, commits: int = COMMITS, fork_own: 
     return {name: ids[f":{m}"] for name, m in marks.items()}
 
 
-def stack_for(src: Path, dest: Path, ids: dict[str, str]) -> None:
-    """A copy of the stack whose changes name commits of the benchmark's history."""
+def stack_for(src: Path, dest: Path, ids: dict[str, str], checkout: Path) -> None:
+    """A copy of the stack whose changes name commits of the benchmark's history, and whose fork.yaml names that
+    history's checkout, recording the commits that carry #48804 and #46514 there."""
     shutil.copytree(src, dest)
 
-    def edit(change: str, upstream: dict[str, Any], fork: dict[str, Any]) -> None:
+    def edit(change: str, upstream: dict[str, Any]) -> None:
         path = dest / "changes" / f"{change}.yaml"
         doc = yaml.safe_load(path.read_text())
         doc["upstream"].update(upstream)
-        doc["fork"].update({"patch_ids": {}, **fork})  # patch-ids recorded for the stack's own ports do not apply
+        doc["upstream"] = {k: v for k, v in doc["upstream"].items() if v is not None}
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
-    # the stack's own port records name another fork's commits (stack/fork.yaml): this history has its own
-    edit("48407", {"merge_commit": ids["merged"][:12]}, {"kind": "convergence", "commits": []})
-    edit("48804", {"commits": [ids["pr1"][:10], ids["pr2"][:10]]}, {"commits": [ids["port1"][:9], ids["port2"][:9]]})
-    edit(
-        "46514",
-        {
-            "state": "open",
-            "merged_on": None,
-            "first_release": None,
-            "merge_commit": None,
-            "commits": [],
-            "patch_id": None,
-            "file_ids": {},
-        },
-        {"kind": "port", "commits": [ids["half"][:9], ids["gone"][:9]]},
-    )
-    edit(
-        "46849",
-        {"commits": [ids["pr46849"][:9]], "merge_commit": None, "patch_id": None, "file_ids": {}},
-        {"kind": "pending", "commits": []},
-    )
+    edit("48407", {"merge_commit": ids["merged"][:12], "patch_id": None, "file_ids": None})
+    edit("48804", {"commits": [ids["pr1"][:10], ids["pr2"][:10]]})
+    unmerged = {"state": "open", "merged_on": None, "first_release": None, "merge_commit": None, "patch_id": None}
+    edit("46514", {**unmerged, "commits": [], "file_ids": {}})
+    edit("46849", {"commits": [ids["pr46849"][:9]], "merge_commit": None, "patch_id": None, "file_ids": {}})
+    carries = {
+        "48804": {"commits": [ids["port1"][:9], ids["port2"][:9]]},
+        "46514": {"commits": [ids["half"][:9], ids["gone"][:9]]},
+    }
+    fork = {"name": "bench-fork", "checkout": str(checkout), "ref": "HEAD", "carries": carries}
+    (dest / "fork.yaml").write_text(yaml.safe_dump({"fork": fork}, sort_keys=False))
 
 
 def main(stack_dir: Path, repeats: int) -> int:
@@ -136,14 +126,13 @@ def main(stack_dir: Path, repeats: int) -> int:
             ids = build(root, own_only)
             made = time.perf_counter() - start
             stack = root.parent / f"stack-{root.name}"
-            stack_for(stack_dir, stack, ids)
+            stack_for(stack_dir, stack, ids, root)
             st = loader.load(stack)
-            co = Checkout.open(root)
-            snap = classify.survey(st, co, "upstream/main")
+            snap = classify.survey(st, scope.open_scope(st, upstream_ref="upstream/main"))
             samples = []
             for _ in range(repeats):
                 start = time.perf_counter()
-                classify.survey(st, co, "upstream/main")
+                classify.survey(st, scope.open_scope(st, upstream_ref="upstream/main"))
                 samples.append(time.perf_counter() - start)
             cmd = [
                 sys.executable,

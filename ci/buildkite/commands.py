@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from ci import options
 from ci.buildkite import gate, render, steps
 from ci.errors import UsageError
 from ci.stack import loader, plan
+from ci.stack.model import Stack
 
 
 def positive(text: str) -> int:
@@ -43,6 +45,9 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     given_stack = args.stack if args.stack != options.default_stack() else None
     p = plan.build(st)
+    fork_args: tuple[str, ...] = ()
+    if args.fork or args.without:
+        p, fork_args = _fork(st, p, args)
     chosen = p.select(targets=args.target, suites=args.suite, changes=args.change).rows
     if not chosen:
         raise UsageError(
@@ -58,10 +63,42 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         stack=given_stack,
         registry=_registry(args) if in_images else None,
+        fork=fork_args,
+        without=tuple(args.without),
     )
     queue = next(t.queue for t in st.targets.values() if t.detect.fallback)
     sys.stdout.write(render.render(steps.steps(st, p, opts), opts, args.part, queue))
     return 0
+
+
+def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan, tuple[str, ...]]:
+    """The rows the fork can run, and the fork options every step repeats: the ref resolved to its commit, so every
+    agent builds and judges the same tree. Each --without names a change the fork holds."""
+    from ci.fork import planned, source
+
+    fork = source.from_command(st, args)
+    hosts = sorted({r.target for r in p.select(targets=args.target).rows if st.targets[r.target].runs_on == "host"})
+    if hosts:
+        raise UsageError(
+            f"--fork builds the fork into each target's image; {', '.join(hosts)} run on a bare host, without one",
+            hint="narrow the pipeline with --target to image targets; a bare host takes the fork with "
+            "python -m ci fork build --host (docs/upstream.md)",
+        )
+    for change in args.without:
+        state = fork.state(change)
+        if not state.held:
+            raise UsageError(
+                f"--without {change}: #{change} is {state.state} in {fork.name} {fork.ref}: there is no ablation "
+                "to compare",
+                hint=f"python -m ci fork --fork {fork.checkout.path} --ref {fork.ref} says what it holds",
+            )
+    given = ["--fork"] + ([str(args.fork)] if isinstance(args.fork, Path) else [])
+    for flag, value in (("--upstream-ref", args.upstream_ref), ("--base-ref", args.base_ref),
+                        ("--base-version", args.base_version)):  # fmt: skip
+        given += [flag, value] if value else []
+    for flag, value in zip(given[::2], given[1::2], strict=False):
+        _plain(flag, value)
+    return planned.split(p, fork).runs, (*given, "--ref", fork.commit)
 
 
 def _registry(args: argparse.Namespace) -> str | None:
@@ -114,6 +151,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--registry",
         metavar="HOST[:PORT]/PATH",
         help="where the build steps push each image and the run steps pull it by digest (default: $STACKGATE_REGISTRY)",
+    )
+    options.add_fork(p, switch=True)
+    p.add_argument(
+        "--without",
+        action=options.Csv,
+        default=[],
+        metavar="CHANGE",
+        help="with --fork: also build the fork without this change and run its rows there; the report compares "
+        "each change against the fork without it (repeatable, or comma-separated)",
     )
     p.add_argument(
         "--one-agent",

@@ -30,6 +30,10 @@ class Options:
     baseline: str | None = None  # a report.json on the report's agent to judge regressions against
     stack: Path | None = None  # another stack directory (relative to the checkout)
     registry: str | None = None  # where the build steps push each image and the run steps pull it by digest
+    # `--fork PATH --ref COMMIT [...]`, the ref resolved when the pipeline was made: every build step builds this
+    # fork's image, every agent judging the same commit
+    fork: tuple[str, ...] = ()
+    without: tuple[str, ...] = ()  # each of these changes' rows also run on the fork without it, and are compared
 
     def filters(self) -> list[str]:
         out: list[str] = []
@@ -44,6 +48,7 @@ class Options:
         """These options as `python -m ci pipeline` arguments."""
         out = [*self.stack_args(), *self.filters(), "--shard-size", str(self.shard_size)]
         out += ["--registry", self.registry] if self.registry else ["--one-agent"]
+        out += [*self.fork, *(a for c in self.without for a in ("--without", c))]
         return out + (["--baseline", self.baseline] if self.baseline else [])
 
 

@@ -36,6 +36,8 @@ from ci.buildkite.step import (  # noqa: F401
 from ci.stack.model import Stack, Target
 from ci.stack.plan import Plan, Row
 
+ABSENT = "fork-absent"  # ci.fork.planned.ABSENT: the results folder of the rows a fork lacks (a test holds them equal)
+
 
 def shards(rows: Sequence[Row], size: int) -> list[tuple[Row, ...]]:
     return [tuple(rows[i : i + size]) for i in range(0, len(rows), size)]
@@ -47,9 +49,20 @@ def open_upstream(st: Stack, rows: Sequence[Row]) -> str:
     return ", ".join(f"{u.repo}#{u.pr} as of {u.as_of}" for u in prs if u.state == "open")
 
 
-def image_key(target: Target) -> str:
-    """The build meta-data key (and artifact name) that holds the target's pushed image, `repo@sha256:…`."""
-    return f"stackgate-image-{target.id}"
+def image_key(target: Target, without: str = "") -> str:
+    """The build meta-data key (and artifact name) that holds the target's pushed image, `repo@sha256:…` (`without`:
+    the image of the fork without that change)."""
+    return f"stackgate-image-{target.id}" + (f"-without-{without}" if without else "")
+
+
+def results_root(without: str = "") -> str:
+    """Where a side's run steps upload their JUnit: results/, or results-without-<change>/ for an ablation."""
+    return RESULTS + (f"-without-{without}" if without else "")
+
+
+def ablation_tag(target: Target, without: str) -> str:
+    """The local tag of the fork-without-a-change image (never :latest, which the fork's own image holds)."""
+    return f"stackgate/{target.id}:without-{without}"
 
 
 CACHES = "caches"  # where a host target's bake step writes its artefact, and its run steps download it
@@ -82,24 +95,37 @@ def host_bake_step(target: Target, opts: Options) -> Step:
     )
 
 
-def build_step(target: Target, opts: Options) -> Step:
-    """Build, verify and (on a GPU target) bake; with a registry, push the image and record it by digest."""
+def build_step(target: Target, opts: Options, without: str = "", *, record_absent: bool = False) -> Step:
+    """Build, verify and (on a GPU target) bake; with a registry, push the image and record it by digest. With
+    `--fork`, the image holds the fork's vLLM; `without`: the fork without that change, under its own tag."""
     if target.runs_on == "host":
         return host_bake_step(target, opts)
-    verbs = ("build", "verify", "bake") if target.gpus else ("build", "verify")  # bake: the warm-up on its GPUs
-    commands = [nox(v, *opts.stack_args(), target.id) for v in verbs]
+    fork = [*opts.fork, *(["--without", without, "--tag", ablation_tag(target, without)] if without else [])]
+    image = ["--image", ablation_tag(target, without)] if without else []
+    baked = ["--tag", f"{ablation_tag(target, without)}-baked"] if without else []
+    commands = [
+        nox("build", *opts.stack_args(), target.id, *fork),
+        nox("verify", *opts.stack_args(), target.id, *image),
+    ]
+    if target.gpus:  # the warm-up on its GPUs
+        commands.append(nox("bake", *opts.stack_args(), target.id, *image, *baked))
     recorded: tuple[str, ...] = ()
     if opts.registry:
-        ref_file = f"{image_key(target)}.ref"
+        ref_file = f"{image_key(target, without)}.ref"
+        pushed = ["--image", f"{ablation_tag(target, without)}{'-baked' if target.gpus else ''}"] if without else []
         commands += [
             "nox -s run --install-only",
-            ci("push", *opts.stack_args(), target.id, "--registry", opts.registry, "--digest-file", ref_file),
-            f'buildkite-agent meta-data set {image_key(target)} "$(cat {ref_file})"',
+            ci("push", *opts.stack_args(), target.id, *pushed, "--registry", opts.registry, "--digest-file", ref_file),
+            f'buildkite-agent meta-data set {image_key(target, without)} "$(cat {ref_file})"',
         ]
         recorded = (ref_file,)
+    if record_absent:  # the rows of changes the fork lacks, every target's: recorded as not run, never scheduled
+        commands.append(ci("plan", *opts.stack_args(), *opts.fork, *opts.filters(), "--not-run", RESULTS))
+        recorded += (f"{RESULTS}/{ABSENT}/*/{contract.NOT_RUN}",)
+    what = f"{target.id} without #{without}" if without else target.id
     return Step(
-        key=key("build", target.id),
-        label=f":docker: build {target.id}",
+        key=key("build", target.id, *(["without", without] if without else [])),
+        label=f":docker: build {what}" + (" (fork)" if opts.fork else ""),
         queue=target.queue,
         commands=tuple(commands),
         artifact_paths=recorded,
@@ -107,7 +133,7 @@ def build_step(target: Target, opts: Options) -> Step:
     )
 
 
-def image_commands(target: Target, opts: Options) -> tuple[tuple[str, ...], list[str]]:
+def image_commands(target: Target, opts: Options, without: str = "") -> tuple[tuple[str, ...], list[str]]:
     """A run step's commands that get what its rows run in, and the `ci run` arguments that name it. A host target:
     the bake step's artefact, downloaded and installed (--host --caches). With a registry: the image reference the
     build step recorded, pulled by digest (never built here). Without one (--one-agent): the build, a no-op where
@@ -124,8 +150,11 @@ def image_commands(target: Target, opts: Options) -> tuple[tuple[str, ...], list
             f"{CACHES}/$artefact",
         ]
     if not opts.registry:
-        return (nox("build", *opts.stack_args(), target.id),), []
-    k = image_key(target)
+        if without:
+            fork = [*opts.fork, "--without", without, "--tag", ablation_tag(target, without)]
+            return (nox("build", *opts.stack_args(), target.id, *fork),), ["--image", ablation_tag(target, without)]
+        return (nox("build", *opts.stack_args(), target.id, *opts.fork),), []
+    k = image_key(target, without)
     get = (
         f'ref="$(buildkite-agent meta-data get {k})" || {{ echo "the build step recorded no image for '
         f'{target.id} (meta-data {k}): see its log"; exit 4; }}'
@@ -139,10 +168,12 @@ def run_minutes(rows: Sequence[Row]) -> int:
     return RUN_SETUP_MIN + math.ceil(len(rows) * options.DEFAULT_TIMEOUT_S / 60)
 
 
-def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, soft_fail: str, opts: Options) -> Step:
-    out = f"{RESULTS}/{contract.results_folder(target.id, suite, shard)}"
+def run_step(
+    target: Target, suite: str, shard: int, rows: Sequence[Row], *, soft_fail: str, opts: Options, without: str = ""
+) -> Step:
+    out = f"{results_root(without)}/{contract.results_folder(target.id, suite, shard)}"
     gpus = max((r.gpus for r in rows), default=1)
-    get_image, image_args = image_commands(target, opts)
+    get_image, image_args = image_commands(target, opts, without)
     run = [
         VENV_PYTHON,
         "-m",
@@ -158,11 +189,12 @@ def run_step(target: Target, suite: str, shard: int, rows: Sequence[Row], *, sof
         "--out",
         out,
     ]
+    side = ["without", without] if without else []
     return Step(
-        key=key("run", target.id, suite, shard),
-        label=f":pytest: {target.id} {suite} #{shard} ({len(rows)} rows)",
+        key=key("run", target.id, suite, shard, *side),
+        label=f":pytest: {target.id} {suite} #{shard} ({len(rows)} rows)" + (f" without #{without}" if without else ""),
         queue=target.queue,
-        depends_on=(key("build", target.id),),
+        depends_on=(key("build", target.id, *side),),
         # `ci run` itself runs the rows, from nox's venv: its exit status (1: a row failed) reaches the agent
         commands=("nox -s run --install-only", *get_image, " ".join([shlex.join(run), *_shell_words(image_args)])),
         artifact_paths=(
@@ -182,7 +214,7 @@ def _shell_words(args: list[str]) -> list[str]:
     return [f'"{a}"' if "$" in a else shlex.quote(a) for a in args]
 
 
-def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options) -> list[Step]:
+def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options, without: str = "") -> list[Step]:
     """A suite's rows in shards of `size`, each of one GPU count (its job asks an agent with that many); rows of
     changes whose upstream PR is open shard apart, soft-failing."""
     rows = plan.select(targets=[target.id], suites=[suite]).rows
@@ -193,21 +225,34 @@ def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options) 
         firm = [r for r in same if not open_upstream(st, [r])]
         soft = [r for r in same if open_upstream(st, [r])]
         groups += [(g, "") for g in shards(firm, size)] + [(g, open_upstream(st, g)) for g in shards(soft, size)]
-    return [run_step(target, suite, n, g, soft_fail=why, opts=opts) for n, (g, why) in enumerate(groups)]
+    return [
+        run_step(target, suite, n, g, soft_fail=why, opts=opts, without=without) for n, (g, why) in enumerate(groups)
+    ]
 
 
 def report_step(opts: Options, queue: str) -> Step:
     report = ["report", *opts.stack_args(), RESULTS, "--out", REPORT, *opts.filters()]
     report += ["--baseline", opts.baseline] if opts.baseline else []
+    for change in opts.without:  # each change as ported: the fork against the fork without it
+        report += ["--compare", results_root(change)]
+    if opts.without:
+        report += ["--label", "fork", *(a for c in opts.without for a in ("--label", f"without-{c}"))]
+    downloads = [
+        f'buildkite-agent artifact download "{root}/*/{what}" . || echo "no {what} was uploaded to {root}/"'
+        for root in (RESULTS, *map(results_root, opts.without))
+        for what in ("junit-*.xml", "rows.json")
+    ]
+    if opts.fork:
+        where = f"{RESULTS}/{ABSENT}/*/{contract.NOT_RUN}"
+        downloads.append(f'buildkite-agent artifact download "{where}" . || echo "no row was set apart as absent"')
     json_path = f"{REPORT}/report.json"
     return Step(
         key="report",
         label=":bar_chart: acceptance report",
         queue=queue,
         commands=(
-            f"mkdir -p {RESULTS}",
-            f'buildkite-agent artifact download "{RESULTS}/*/junit-*.xml" . || echo "no JUnit was uploaded"',
-            f'buildkite-agent artifact download "{RESULTS}/*/rows.json" . || echo "no rows.json was uploaded"',
+            f"mkdir -p {' '.join((RESULTS, *map(results_root, opts.without)))}",
+            *downloads,
             "nox -s run --install-only",
             # a failing row fails the report (exit 1; 5, 7 as the README says) after the annotation is made
             f"status=0; {ci(*report)} || status=$?",
@@ -237,12 +282,19 @@ def gate_step(opts: Options, queue: str) -> Step:
 
 
 def steps(st: Stack, plan: Plan, opts: Options) -> list[Step | Wait]:
-    """Every step of the pipeline, in order: builds, runs, the wait, the report, the gate."""
+    """Every step of the pipeline, in order: builds, runs, the wait, the report, the gate. With `--fork`, `plan` is
+    the rows the fork can run; each change of `--without` gets, per target holding its rows, a build of the fork
+    without it and run steps of its rows on that build."""
     chosen = plan.select(targets=opts.targets, suites=opts.suites, changes=opts.changes)
     targets = [t for t in st.targets.values() if any(r.target == t.id for r in chosen.rows)]
-    out: list[Step | Wait] = [build_step(t, opts) for t in targets]
+    first = targets[0].id if opts.fork and targets else ""  # its build step records the rows the fork lacks
+    out: list[Step | Wait] = [build_step(t, opts, record_absent=t.id == first) for t in targets]
+    for change in opts.without:
+        out += [build_step(t, opts, change) for t in targets if any(r.change == change for r in chosen.rows)]
     for t in targets:
         for suite in sorted({r.suite for r in chosen.rows if r.target == t.id}):
             out += run_steps(st, chosen, t, suite, opts)
+            for change in opts.without:
+                out += run_steps(st, chosen.select(changes=[change]), t, suite, opts, change)
     queue = next(t.queue for t in st.targets.values() if t.detect.fallback)  # no GPU needed to report
     return [*out, Wait(continue_on_failure=True), report_step(opts, queue), gate_step(opts, queue)]

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from ci import files
 from ci.errors import UsageError
+from ci.fork.ablate import Dropped
 from ci.fork.source import Fork
 from ci.upstream.checkout import GIT, git_env
 
@@ -64,8 +65,8 @@ def compiled(paths: list[str]) -> list[str]:
 
 
 def overlay(fork: Fork, commit: str) -> Overlay:
-    co = fork.checkout
-    out = co.git("diff", "--no-renames", "--name-status", "-z", fork.base_commit, commit, "--")
+    co, base = fork.checkout, fork.base
+    out = co.git("diff", "--no-renames", "--name-status", "-z", base.commit, commit, "--")
     parts = out.split("\0")
     status = dict(zip(parts[1::2], parts[0::2], strict=False))
     status.pop("", None)
@@ -80,7 +81,7 @@ def overlay(fork: Fork, commit: str) -> Overlay:
     if bad:
         shown = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
         raise CompiledSources(
-            f"the fork's diff against its base {fork.source.base.version} ({fork.base_commit[:12]}..{commit[:12]}) "
+            f"the fork's diff against its base {base.version} ({base.commit[:12]}..{commit[:12]}) "
             f"changes compiled sources: {shown}; a Python overlay over the base wheel would run the base's binaries",
             hint="build those from source: python -m ci source-build TARGET CHECKOUT --build-command '...' "
             "(containers/source/Dockerfile, TORCH_CUDA_ARCH_LIST from the target), or drop the compiled change",
@@ -148,29 +149,42 @@ def _git(where: Path, *args: str, stdin: bytes | None = None) -> bytes:
     return done.stdout
 
 
-def manifest(fork: Fork, ov: Overlay, *, without: str | None) -> dict:
-    src = fork.source
-    changes = [c for c in fork.present if c != without]
+def manifest(fork: Fork, ov: Overlay, *, dropped: Dropped | None) -> dict:
+    """What the bundle is: the fork, its base, and each imported change as ci.upstream.classify found it (its state
+    and the commits that carry it); for an ablation, the change removed and the commits reverted."""
+    base = fork.base
+    without = dropped.change if dropped else None
+    held = {
+        c.change: {"state": c.state if c.change != without else "removed", "commits": list(c.carried_by)}
+        for c in fork.snap.changes
+        if c.pr
+    }
     return {
         "schema": 1,
-        "fork": {"name": src.name, "ref": src.ref, "commit": fork.commit, "built": ov.commit},
+        "fork": {"name": fork.name, "ref": fork.ref, "commit": fork.commit, "built": ov.commit},
         "base": {
-            "version": src.base.version,
-            "ref": src.base.ref,
-            "commit": fork.base_commit,
-            "release_commit": src.base.commit,
+            "version": base.version,
+            "ref": base.ref,
+            "commit": base.commit,
+            "release_commit": base.release_commit,
         },
-        "changes": changes,
+        "changes": [c for c in fork.present if c != without],
+        "held": held,
         "without": without,
+        "removed": (
+            {"change": dropped.change, "state": dropped.state, "reverted": list(dropped.reverted), "how": dropped.how}
+            if dropped
+            else None
+        ),
         "files": ov.changed,
         "deleted": list(ov.deleted),
         "outside_package": len(ov.outside),
     }
 
 
-def write(fork: Fork, ov: Overlay, out: Path, *, without: str | None = None) -> Path:
+def write(fork: Fork, ov: Overlay, out: Path, *, dropped: Dropped | None = None) -> Path:
     """The bundle, byte for byte the same for the same fork commit (fixed member order, times and owners)."""
-    doc = manifest(fork, ov, without=without)
+    doc = manifest(fork, ov, dropped=dropped)
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         _add(tar, MANIFEST, json.dumps(doc, indent=1, sort_keys=True).encode())

@@ -1,7 +1,7 @@
-"""`python -m ci fork`: the fork under test (stack/fork.yaml), what it holds, and its vLLM built for a run.
+"""`python -m ci fork`: the fork under test, what it holds of each imported change, and its vLLM built for a run.
 
-ci fork                                   which imported changes the fork's ref holds, and its base
-ci fork bundle --out F [--without X]      the fork's vllm/ over its base release, as one bundle (X reverted)
+ci fork [--format json] [--record]        what the fork's ref holds of each change (one answer with ci upstream)
+ci fork bundle --out F [--without X]      the fork's vllm/ over its base release, as one bundle (X removed)
 ci fork build --host --base-site D --site S [--bundle F | --without X]
                                           that bundle laid over the base wheel's install, for a bare host
 """
@@ -17,51 +17,72 @@ from ci.errors import UsageError
 from ci.fork import ablate, bundle, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
+from ci.upstream import record
 
-
-def _open(args: argparse.Namespace) -> tuple[Stack, source.Fork]:
-    st = loader.load(args.stack)
-    return st, source.open_fork(st, args.fork)
+HEADERS = ("Change", "In the fork", "Commits that carry it", "Found")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    _, fork = _open(args)
-    src = fork.source
+    st = loader.load(args.stack)
+    fork = source.from_command(st, args)
+    if args.record:
+        for line in record.record(st, fork.scope, fork.snap):
+            print(line)
+        return 0
+    changes = [c for c in fork.snap.changes if c.pr and (not args.change or c.change in args.change)]
     if args.format == "json":
+        base = fork.scope.base
         doc = {
-            "fork": src.name,
+            "fork": fork.name,
             "checkout": str(fork.checkout.path),
-            "ref": src.ref,
+            "ref": fork.ref,
             "commit": fork.commit,
-            "base": {"version": src.base.version, "ref": src.base.ref, "commit": fork.base_commit},
-            "changes": {c: {"state": h.state, "commits": list(h.commits), "why": h.why} for c, h in fork.held.items()},
+            "own": fork.snap.own,
+            "upstream_ref": fork.snap.upstream_ref or None,
+            "base": {"version": base.version, "ref": base.ref, "commit": base.commit} if base else None,
+            "changes": [
+                {
+                    "change": c.change,
+                    "state": c.state,
+                    "commits": list(c.carried_by),
+                    "detail": c.detail,
+                    "flags": list(c.flags),
+                    "fix": c.fix,
+                }
+                for c in changes
+            ],
         }
         print(json.dumps(doc, indent=2))
         return 0
-    print(
-        f"{src.name}: {src.ref} = {fork.commit[:12]} in {fork.checkout.path}, over vLLM {src.base.version} "
-        f"({src.base.ref} = {fork.base_commit[:12]})\n"
-    )
-    rows = [[f"#{c}", h.state, ", ".join(x[:12] for x in h.commits), h.why] for c, h in fork.held.items()]
-    print(tables.text(("Change", "In the fork", "Commits", "Why"), rows), end="")
+    print(fork.describe())
+    if fork.scope.base is None:
+        print(f"  base: not known ({fork.scope.base_problem}); a bundle needs --base-ref REF --base-version X.Y.Z")
+    print(f"  its own commits: {fork.snap.own} ({fork.snap.fork_commits})\n")
+    rows = [[f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", c.detail] for c in changes]
+    print(tables.text(HEADERS, rows), end="")
+    for c in changes:
+        for line in (*c.flags, *([f"fix: {c.fix}"] if c.fix else [])):
+            print(f"  #{c.change}: {line}")
     return 0
 
 
 def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) -> Path:
-    commit = ablate.without(st, fork, without) if without else fork.commit
+    dropped = ablate.without(st, fork, without) if without else None
+    commit = dropped.commit if dropped else fork.commit
     ov = bundle.overlay(fork, commit)
-    path = bundle.write(fork, ov, out, without=without)
-    what = f"{fork.source.ref} without #{without}" if without else fork.source.ref
+    path = bundle.write(fork, ov, out, dropped=dropped)
+    what = f"{fork.ref} without #{without} ({dropped.how} reverted)" if dropped else fork.ref
+    held = ", ".join(f"#{c} {fork.state(c).state}" for c in fork.present if c != without) or "none"
     print(
-        f"bundle {path}: {what} ({commit[:12]}) over vLLM {fork.source.base.version}: {len(ov.changed)} files "
-        f"changed, {len(ov.deleted)} deleted; changes {', '.join(c for c in fork.present if c != without) or 'none'}"
+        f"bundle {path}: {fork.name} {what} ({commit[:12]}) over vLLM {fork.base.version}: {len(ov.changed)} files "
+        f"changed, {len(ov.deleted)} deleted; holds {held}"
     )
     return path
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
-    st, fork = _open(args)
-    make_bundle(st, fork, args.out, args.without)
+    st = loader.load(args.stack)
+    make_bundle(st, source.from_command(st, args), args.out, args.without)
     return 0
 
 
@@ -72,7 +93,9 @@ def cmd_build(args: argparse.Namespace) -> int:
             hint="add --host --base-site DIR --site DIR; images take the fork with ci build TARGET --fork",
         )
     if args.bundle is None:
-        st, fork = _open(args)
+        st = loader.load(args.stack)
+        fork = source.from_command(st, args)
+        site.require_base(args.base_site, fork.name, fork.base.version)  # before any work
         args.bundle = make_bundle(st, fork, args.site.with_name(f"{args.site.name}.bundle.tar.gz"), args.without)
     elif args.without:
         raise UsageError("--without makes a bundle; --bundle takes one already made", hint="give one of them")
@@ -84,10 +107,19 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     f = options.verb(
-        sub, "fork", help="the fork under test: what it holds; its vLLM built over its base release", codes=(0, 2)
+        sub,
+        "fork",
+        help="the fork under test: what it holds of each imported change; its vLLM built over its base release",
+        codes=(0, 2),
     )
-    f.add_argument("--fork", type=Path, help=f"the fork's checkout (default: ${source.ENV_FORK}, else fork.yaml's)")
+    options.add_fork(f, switch=False)
+    options.add_filters(f, "change")
     f.add_argument("--format", choices=("table", "json"), default="table", help="a table, or JSON for scripts")
+    f.add_argument(
+        "--record",
+        action="store_true",
+        help="write the fork commits that carry each change, with their patch-ids, into stack/fork.yaml (carries)",
+    )
     f.set_defaults(func=cmd_status)
     verbs = f.add_subparsers(dest="fork_verb", metavar="{bundle,build}", help="without one: what the fork holds")
     b = verbs.add_parser("bundle", help="the fork's vllm/ over its base, as one bundle")
@@ -101,5 +133,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     h.set_defaults(func=cmd_build)
     for p in (b, h):
         options.add_stack(p)
-        p.add_argument("--fork", type=Path, default=argparse.SUPPRESS, help="the fork's checkout")
+        for action in f._actions:  # the fork options again after the sub-verb, as --stack is
+            if action.dest in ("fork", "ref", "upstream_ref", "base_ref", "base_version"):
+                p.add_argument(
+                    *action.option_strings,
+                    type=action.type,
+                    default=argparse.SUPPRESS,
+                    metavar=action.metavar,
+                    help=action.help,
+                )
         p.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (reverted)")

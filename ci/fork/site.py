@@ -31,6 +31,25 @@ def vllm_build() -> ModuleType:
     return module
 
 
+def installed(base_site: Path) -> str | None:
+    """The vLLM release installed in a site folder, by its dist-info's name (None: none, or several)."""
+    infos = sorted(base_site.glob("vllm-*.dist-info"))
+    return infos[0].name.removeprefix("vllm-").removesuffix(".dist-info") if len(infos) == 1 else None
+
+
+def require_base(base_site: Path, fork: str, version: str) -> None:
+    """The fork's base release is the one the site holds: checked before a bundle is made."""
+    there = installed(base_site)
+    if there is not None and there != version:
+        raise UsageError(
+            f"{fork} is built on vLLM {version}, but --base-site {base_site} holds vLLM {there}: the fork's Python "
+            "would be laid over another release's compiled parts",
+            hint=f"install its base there (pip install --no-deps --target SITE vllm=={version}), or pass the site "
+            "that holds it; an image takes the base from the target's lock "
+            f"(python -m ci lock TARGET --vllm {version})",
+        )
+
+
 def build(bundle: Path, base_site: Path, out: Path) -> dict:
     """`out`/vllm = base_site/vllm + the bundle; returns the build manifest (with its `vllm_build`)."""
     vb = vllm_build()
@@ -45,6 +64,15 @@ def build(bundle: Path, base_site: Path, out: Path) -> dict:
             f"--base-site {base_site}: {len(infos)} vllm dist-info folders, expected one",
             hint="install exactly one vLLM release there",
         )
+    try:
+        made = vb.bundle_manifest(bundle)
+    except (ValueError, OSError, KeyError, EOFError) as exc:
+        raise UsageError(
+            f"--bundle {bundle}: {exc}", hint="make one with python -m ci fork bundle --out FILE"
+        ) from None
+    fork = made.get("fork", {})
+    what = f"the bundle's fork {fork.get('name')} {fork.get('ref')}"
+    require_base(base_site, what, str(made["base"].get("version")))
     if out.exists():
         if any(out.iterdir()) and not (out / vb.MANIFEST).is_file():
             raise UsageError(

@@ -242,6 +242,7 @@ def build(
     cli = engine.find()
     git = revision.git_info(root)
     chosen = resolve_base(target, base=base, allow_unpinned=allow_unpinned)
+    check_buildable(target, root=root)  # before any work: a base bootstrap for a foreign platform needs what it names
     if base is None and target.bootstrap is not None and engine.image_id(cli, chosen.name) is None:
         # Offline default: the pinned registry base is absent and cannot be pulled here.
         made = bootstrap.ensure(target, cli, root)
@@ -249,7 +250,6 @@ def build(
     if chosen.bootstrapped and engine.image_id(cli, chosen.name) != chosen.digest:
         raise BuildError(f"{chosen.name} no longer resolves to {chosen.digest}", hint="remove the tag and rebuild")
     p = plan(target, chosen, git, root=root, tag=tag, fork=fork_bundle is not None)
-    check_buildable(target, root=root)
     fork_layer.stage(root, fork_bundle)
     if not chosen.bootstrapped:
         ensure_base(cli, chosen.name)

@@ -4,6 +4,7 @@ in the engine. Each refusal is NotHere, naming the command that makes it possibl
 from __future__ import annotations
 
 import platform
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -44,6 +45,15 @@ def check_buildable(target: Target, *, root: Path = REPO_ROOT) -> None:
         raise NotHere(
             f"target {target.id} is {target.platform}; this host is {here} with no {target.platform} emulation",
             hint="apt-get install qemu-user-static binfmt-support   (registers the emulator), "
+            f"or build on a {target.platform} host",
+        )
+    if target.platform != here and target.bootstrap is not None and shutil.which("arch-test") is None:
+        # mmdebstrap checks a foreign architecture with arch-test before it bootstraps the base ("E: install
+        # arch-test for foreign architecture support"): say so here, before any work, as it says it
+        raise NotHere(
+            f"target {target.id}'s base is bootstrapped for {target.platform} on this {here} host, and mmdebstrap "
+            "needs arch-test for a foreign architecture",
+            hint="apt-get install arch-test   (with qemu-user-static binfmt-support), "
             f"or build on a {target.platform} host",
         )
 

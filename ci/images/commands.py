@@ -5,25 +5,41 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci import options
 from ci.errors import NotHere, UsageError
 from ci.images import build, debs, lock, rebuild, verify
 from ci.stack import loader
+from ci.stack.model import Stack, Target
+
+if TYPE_CHECKING:
+    from ci.fork.source import Fork
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     target = build.target_for(args)
     bundle = None
     if args.fork or args.without:
-        from ci.fork import commands as fork
         from ci.fork import source
 
         st = loader.load(args.stack)
-        bundle = fork.make_bundle(st, source.open_fork(st), build.REPO_ROOT / ".whl" / "fork.tar.gz", args.without)
+        out = build.REPO_ROOT / ".whl" / "fork.tar.gz"
+        bundle = fork_bundle(st, target, source.from_command(st, args), args.without, out)
     built = build.build(target, base=args.base, allow_unpinned=args.allow_unpinned, tag=args.tag, fork_bundle=bundle)
     print(f"image {built.tags[0]}\nid    {built.image_id}\n({built.seconds:.1f} s, tags: {', '.join(built.tags)})")
     return 0
+
+
+def fork_bundle(st: Stack, target: Target, fork: Fork, without: str | None, out: Path) -> Path:
+    """The fork's bundle for `target`'s image (`without`: the fork without that change), once its base release is
+    checked against the target's lock: a mismatch stops here, before any bundle, bootstrap or build."""
+    from ci.fork import commands as fork_commands
+
+    lock.require_base(target, f"{fork.name} {fork.ref}", fork.base.version, build.REPO_ROOT)
+    if note := lock.kernel_note(target, fork.base.version):
+        print(note, flush=True)
+    return fork_commands.make_bundle(st, fork, out, without)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -47,6 +63,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
         return 0
     if args.index_url:
         target = replace(target, package_indexes=(*target.package_indexes, *args.index_url))
+    if args.vllm:
+        print(f"wrote {lock.set_vllm(target, args.vllm).relative_to(build.REPO_ROOT)} (vllm=={args.vllm})")
     print(f"wrote {lock.lock(target)}")
     return 0
 
@@ -113,7 +131,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--base", help="build on this base instead of the target's pinned one")
     b.add_argument("--allow-unpinned", action="store_true", help="accept a base given by tag without a digest")
     b.add_argument("--tag", help="tag the image with this name instead of stackgate/<target>:{<rev>,latest}")
-    b.add_argument("--fork", action="store_true", help="lay the fork under test (stack/fork.yaml) over the release")
+    options.add_fork(b, switch=True)
     b.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")
     b.set_defaults(func=cmd_build)
 
@@ -153,6 +171,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="URL",
         help="one more extra index to resolve against (repeatable), beside package_indexes",
+    )
+    lk.add_argument(
+        "--vllm",
+        metavar="X.Y.Z",
+        help="lock this vLLM release (a fork's base): re-pins vllm in containers/locks/<family>.in, torch left to "
+        "vLLM's own pin, then resolves",
     )
     lk.set_defaults(func=cmd_lock)
 

@@ -155,6 +155,12 @@ def bootstrap(target: Target, lock: DebLock, out: Path) -> list[str]:
             hint=f"{_relock(target)}; or point the recipe's mirror at a snapshot that holds these versions",
         )
     tail = "\n".join(line for line in done.stderr.splitlines() if line.startswith(("E:", "W:")))[-1500:]
+    if "arch-test" in tail or "foreign architecture" in tail:  # this host cannot: exit 6, with the report
+        raise NotHere(
+            f"bootstrapping the base of {target.id} ({target.platform}) needs foreign-architecture support here:\n"
+            f"{tail}",
+            hint=f"apt-get install arch-test qemu-user-static binfmt-support, or build on a {target.platform} host",
+        )
     raise BuildError(
         f"bootstrapping the base of {target.id} failed (mmdebstrap, {b.mirror} {b.suite}):\n{tail}",
         hint=f"check that {b.mirror} is reachable, mmdebstrap runs as root, and (for a foreign "

@@ -7,15 +7,19 @@ target's `package_indexes`, e.g. TheRock's for gfx1151) and uv.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from ci import files
-from ci.errors import BuildError, NotHere
+from ci.errors import BuildError, NotHere, UsageError
 from ci.images.build import REPO_ROOT, lock_path
 from ci.stack.model import Target
+
+_PIN = re.compile(r"^vllm==(\S+)", re.M)
+_TORCH = re.compile(r"^torch==\S+$", re.M)
 
 _UV_PLATFORM = {"linux/amd64": "x86_64-manylinux_2_28", "linux/arm64": "aarch64-manylinux_2_28"}
 
@@ -67,3 +71,64 @@ def lock(target: Target, *, root: Path = REPO_ROOT) -> Path:
     )
     files.replace(out, header + out.read_text())
     return out
+
+
+def requirements(target: Target, root: Path = REPO_ROOT) -> Path:
+    return root / "containers" / "locks" / f"{target.family}.in"
+
+
+def locked_vllm(target: Target, root: Path = REPO_ROOT) -> str | None:
+    """The vLLM release the target's image installs: its hashed lock's pin, else its requirements' (None: no vLLM)."""
+    for path in (lock_path(target, root), requirements(target, root)):
+        if path.is_file() and (m := _PIN.search(path.read_text(encoding="utf-8"))):
+            return m.group(1)
+    return None
+
+
+def require_base(target: Target, fork: str, version: str, root: Path = REPO_ROOT) -> None:
+    """A fork is laid over its base release's wheel: the target's image must install that release. Checked before
+    any work (a bundle, a base bootstrap, a build), naming both versions and the command that re-locks."""
+    locked = locked_vllm(target, root)
+    if locked == version:
+        return
+    lock = lock_path(target, root)
+    if locked is None:
+        raise UsageError(
+            f"{fork} is built on vLLM {version}, and target {target.id}'s image installs no vLLM "
+            f"({lock.relative_to(root) if lock.is_relative_to(root) else lock}): there is nothing to lay it over",
+            hint="build the fork for a GPU target (cuda-sm121a, rocm-gfx1151, cuda-sm90)",
+        )
+    raise UsageError(
+        f"{fork} is built on vLLM {version}, but target {target.id}'s lock installs vllm=={locked} "
+        f"({lock.relative_to(root) if lock.is_relative_to(root) else lock}): its Python would be laid over "
+        "another release's compiled parts",
+        hint=f"re-lock the target for the fork's base: python -m ci lock {target.id} --vllm {version} "
+        "(then build again); or judge a fork built on vLLM " + locked,
+    )
+
+
+def set_vllm(target: Target, version: str, root: Path = REPO_ROOT) -> Path:
+    """Pin vllm==`version` in the target family's requirements; torch is then vLLM's own pin (each release pins its
+    torch: 0.26.0 2.11, 0.27 to 0.30 2.13), not the old release's."""
+    path = requirements(target, root)
+    text = path.read_text(encoding="utf-8")
+    if not _PIN.search(text):
+        raise UsageError(f"{path}: no vllm== line to re-pin", hint="add vllm==X.Y.Z to it")
+    text = _PIN.sub(f"vllm=={version}", text)
+    path.write_text(_TORCH.sub("torch", text), encoding="utf-8")
+    return path
+
+
+def kernel_note(target: Target, version: str) -> str | None:
+    """What the image's ahead-of-time compile covers for a fork built on `version`, where the target's kernel lists
+    (containers/kernels/) were recorded on another vLLM release; None where one was recorded on it."""
+    lists = target.kernel_lists
+    if not lists or any(name.startswith(f"vllm-{version}-") for name in lists):
+        return None
+    return (
+        f"note: {target.id}'s kernel lists ({', '.join(lists)}) were recorded on another vLLM release than the "
+        f"fork's base {version}: the image compiles ahead of time the kernels they name wherever vLLM {version} "
+        "still has them with those signatures, and no others; `ci bake` on the target's GPU compiles what each "
+        "row's warm-up reaches; a kernel neither reaches compiles at run time, which the JIT sentinel reports as "
+        f"a failure. Record a list on vLLM {version}: python -m ci kernels record"
+    )

@@ -102,7 +102,7 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
     """The page; `tables`: each target's status matrix where the caller made them (view.status_tables)."""
     verdicts = []
     for v in report.verdicts:
-        title, state = change_heading(v)
+        title, state = change_heading(v, report.results)
         label, _, name = title.partition(" ")
         by_quantity: dict[tuple[str, str], list[triage.Pair]] = {}
         for p in triage.pairs(report, v):

@@ -106,7 +106,7 @@ def _head(report: Report) -> list[str]:
     out += ["## Verdicts", "", *([md(rebase.where(report)), ""] if report.upstream else [])]
     out += [*_table(_verdicts(report)), ""]
     for v in report.verdicts:
-        title, state = change_heading(v)
+        title, state = change_heading(v, report.results)
         out += [f"### {md(title)}", "", md(state), "", f"**Verdict: {md(v.text)}**", ""]
         if report.upstream_read:
             out += [md(rebase.line(report, v.change.id)), ""]

@@ -49,9 +49,12 @@ def where(report: Report) -> str:
         return ""
     shallow = " (a shallow clone)" if snap.shallow else ""
     source = f", read from {report.upstream_read.path}" if report.upstream_read else ""
+    over = [f"{snap.upstream_ref} ({snap.upstream[:12]})"] if snap.upstream_ref else []
+    over += [f"its base vLLM {snap.base_version} ({snap.base_ref})"] if snap.base_version else []
+    name = f"{snap.name} " if snap.name else ""
     return (
-        f"Rebase state of {snap.fork}{shallow} at HEAD {snap.head[:12]}: {snap.fork_commits} own commits over "
-        f"{snap.upstream_ref} ({snap.upstream[:12]}){source}."
+        f"Rebase state of {name}{snap.fork}{shallow} at {snap.ref} {snap.head[:12]}: {snap.fork_commits} own commits "
+        f"over {' and '.join(over) or 'its base'}{source}."
     )
 
 

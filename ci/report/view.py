@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.report.rerun import hint, rerun_test, shown
+from ci.results import ported
 from ci.results.acceptance import Verdict
 from ci.results.compare import Comparison
 from ci.results.junit import FileRead, Metric
@@ -156,16 +157,20 @@ def criteria_table(verdict: Verdict) -> Table:
     )
 
 
-def change_heading(verdict: Verdict) -> tuple[str, str]:
-    """The change's title line and its upstream state (recorded in the manifest, with its date)."""
+def change_heading(verdict: Verdict, results: Results | None = None) -> tuple[str, str]:
+    """The change's title line and its upstream state (recorded in the manifest, with its date), and how the fork
+    build its rows ran on holds it, as that build's bundle recorded it."""
     ch = verdict.change
     up = ch.upstream
     if up is None:  # the harness self-test imports nothing from upstream
-        return f"{change_label(ch.id)} {ch.title}", f"no upstream change; fork: {ch.fork.kind}"
+        return f"{change_label(ch.id)} {ch.title}", f"no upstream change ({ch.kind})"
     merged = f" on {up.merged_on}" if up.merged_on else ""
     released = f", first in vLLM {up.first_release}" if up.first_release else ""
-    state = f"{up.repo}#{up.pr}: {up.state}{merged}{released} (as of {up.as_of}); fork: {ch.fork.kind}"
-    for f in (f for f in ch.fork.follow_ups if f.regression_test):
+    state = f"{up.repo}#{up.pr}: {up.state}{merged}{released} (as of {up.as_of})"
+    held = ported.held(results, ch.id) if results is not None else None
+    if held:
+        state += f"; in the fork build ({held[0]}): {held[1]}"
+    for f in (f for f in up.follow_ups if f.regression_test):
         p = f.proven
         shown = (
             f"fails on vLLM {p.fails_on}, passes on vLLM {p.passes_on} ({p.evidence})"

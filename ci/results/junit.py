@@ -39,6 +39,9 @@ class Case:
     vllm_build: str | None = None  # stackgate.vllm_build: the content id of the vLLM tree (harness.vllm_build)
     fork_changes: tuple[str, ...] | None = None  # stackgate.fork_changes: a fork build's imported changes
     fork_without: str | None = None  # stackgate.fork_without: the change an ablated fork build dropped
+    # stackgate.fork_held: each imported change as the fork build holds it, (change, state) as `ci fork` found it
+    fork_held: tuple[tuple[str, str], ...] | None = None
+    fork: str | None = None  # stackgate.fork: the fork build, "demo-fork main ffa236ab7621" (name, ref, commit)
     fork_source: str | None = None  # stackgate.fork_source: "<fork>@<commit> over <base>@<commit>" it was built from
     change_present: bool | None = None  # stackgate.change_present: the row's presence probe
     time: float | None

@@ -134,3 +134,17 @@ def _one(side: SideOf, rows: tuple[str, ...], read: Callable[[Case], str | None]
     if not values or values == {None}:
         return "not recorded"
     return values.pop() or "not recorded" if len(values) == 1 else "mixed"
+
+
+def held(results: Results, change: str) -> tuple[str, str] | None:
+    """(the fork build, how it holds `change`) from the first row that ran on a fork build: the state `ci fork` gave
+    when its bundle was made ("converged", "ported, edited", "absent", "removed"); for a build whose bundle recorded
+    only the changes it holds (before `stackgate.fork_held`), "carried", "absent" or "removed". None: a stock vLLM."""
+    for r in results.rows:
+        for c in r.cases:
+            if c.fork_held is not None:
+                return (c.fork or "build"), dict(c.fork_held).get(change, "absent")
+            if c.fork_changes is not None:
+                state = "removed" if c.fork_without == change else "carried" if change in c.fork_changes else "absent"
+                return (c.fork or "build"), state
+    return None

@@ -63,18 +63,20 @@ _BOOL = {"true": True, "false": False}
 _METRIC_AT = len(_METRIC)
 # The property names read, made once: 10,000 testcases ask for each of them.
 _ROW, _CHANGE, _TRACK, _TARGET, _SUITE = (PREFIX + k for k in ("row", "change", "track", "target", "suite"))
-_IMAGE, _REVISION, _AOT, _CAUSE, _FORK = (PREFIX + k for k in ("image_digest", "git_revision", "aot", "cause", "fork"))
+_IMAGE, _REVISION, _AOT, _CAUSE = (PREFIX + k for k in ("image_digest", "git_revision", "aot", "cause"))
 _COMPILES, _KERNELS, _NEW_FILES, _TRACED = (
     PREFIX + k for k in ("jit.compiles", "jit.kernels", "jit.cache_new_files", "jit.traced_after_ready")
 )
-_VERSION, _COMMIT, _BUILD, _FORK_CHANGES, _FORK_WITHOUT, _FORK_SOURCE, _PRESENT, _FIRST_ONLY = (
+_VERSION, _COMMIT, _BUILD, _FORK, _FORK_CHANGES, _FORK_WITHOUT, _FORK_HELD, _FORK_SOURCE, _PRESENT, _FIRST_ONLY = (
     PREFIX + k
     for k in (
         "vllm_version",
         "vllm_commit",
         "vllm_build",
+        "fork",
         "fork_changes",
         "fork_without",
+        "fork_held",
         "fork_source",
         "change_present",
         "first_request_only",
@@ -143,6 +145,8 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
             "vllm_build": same(_BUILD),
             "fork_changes": _listed(get(_FORK_CHANGES)),
             "fork_without": get(_FORK_WITHOUT),
+            "fork_held": _held(get(_FORK_HELD)),
+            "fork": same(_FORK),
             "fork_source": get(_FORK_SOURCE) or _recorded_before(props),
             "change_present": _BOOL.get(get(_PRESENT, "")),
             "cause": get(_CAUSE),
@@ -173,6 +177,13 @@ def _vllm_build(props: dict[str, str]) -> str | None:
 
 def _listed(raw: str | None) -> tuple[str, ...] | None:
     return None if raw is None else tuple(x for x in raw.split(",") if x)
+
+
+def _held(raw: str | None) -> tuple[tuple[str, str], ...] | None:
+    """ "48407:converged;46849:ported, edited" -> (("48407", "converged"), ("46849", "ported, edited"))."""
+    if raw is None:
+        return None
+    return tuple((c.strip(), s.strip()) for c, _, s in (p.partition(":") for p in raw.split(";")) if c.strip())
 
 
 def _time(raw: str | None, problems: list[str]) -> float | None:

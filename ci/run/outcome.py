@@ -3,14 +3,12 @@ ended any other way than by finishing (a crash, the OOM killer) is a run error, 
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ci import files
-from ci.contract import NOT_RUN
+from ci.contract import NOT_RUN, record_not_run
 from ci.errors import NOTHING_RAN, RunError
 from ci.stack.plan import Row
 
@@ -44,12 +42,6 @@ def verdict(junit_path: Path, exit_status: int, expected: Sequence[Row] = (), *,
         print(f"nothing could run here: {why or 'no testcase'}")
         return NOTHING_RAN
     return 0
-
-
-def record_not_run(folder: Path, target: str, suite: str, rows: Sequence[str], reason: str, fix: str) -> Path:
-    """not-run.json in a results folder (docs/boundary.md): the rows a run did not reach, why, and what runs them."""
-    doc = {"schema": 1, "target": target, "suite": suite, "rows": list(rows), "reason": reason, "fix": fix}
-    return files.replace(folder / NOT_RUN, json.dumps(doc, indent=2) + "\n")
 
 
 def _not_reached(junit_path: Path, expected: Sequence[Row], rows: Sequence[str], cause: str) -> None:

@@ -1,5 +1,6 @@
-"""The typed model of one imported change: its upstream state, how the fork carries it, the matrix it is
-proven on and the acceptance criteria it is judged by (stack/changes/<id>.yaml)."""
+"""The typed model of one imported change: what it is upstream, the matrix it is proven on and the acceptance
+criteria it is judged by (stack/changes/<id>.yaml). Nothing here is a fact of one fork: which commits of a fork
+carry a change is found in that fork's history (ci.upstream) or recorded with the fork (stack/fork.yaml)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,25 @@ T = TypeVar("T")
 
 
 @frozen
+class Proven:
+    """The builds a regression test was run on: it must fail where the bug is and pass where the fix is."""
+
+    fails_on: str  # the vLLM build with the bug, as the report names builds ("0.28.0 (g2cf0a6915) build 5575…")
+    passes_on: str  # the same build with the fix
+    evidence: str  # the campaign that shows both, a path in the repository
+
+
+@frozen
+class FollowUp:
+    ref: str  # "vllm-project/vllm#52512"
+    what: str
+    regression_test: bool = False
+    proven: Proven | None = None  # a regression test shown to fail on the bug and pass on the fix
+    merge_commit: CommitId | None = None  # the commit that merged it upstream, where it is merged
+    merged_on: dt.date | None = None
+
+
+@frozen
 class Upstream:
     repo: str
     pr: int
@@ -44,39 +64,12 @@ class Upstream:
     stacked_on: tuple[int, ...] = ()  # upstream PRs this one is stacked on
     related: tuple[int, ...] = ()
     # the oldest vLLM release that contains it (its presence probe, suites/engine/presence.py, finds it there):
-    # the release a positive control runs the change's rows on
+    # the release a positive control runs the change's rows on, and a fork based on it or later holds it
     first_release: str | None = None
-
-
-@frozen
-class Proven:
-    """The builds a regression test was run on: it must fail where the bug is and pass where the fix is."""
-
-    fails_on: str  # the vLLM build with the bug, as the report names builds ("0.28.0 (g2cf0a6915) build 5575…")
-    passes_on: str  # the same build with the fix
-    evidence: str  # the campaign that shows both, a path in the repository
-
-
-@frozen
-class FollowUp:
-    ref: str  # "vllm-project/vllm#52512"
-    what: str
-    regression_test: bool = False
-    proven: Proven | None = None  # a regression test shown to fail on the bug and pass on the fix
-    merge_commit: CommitId | None = None  # the commit that merged it upstream, where it is merged
-    merged_on: dt.date | None = None
-
-
-@frozen
-class Fork:
-    # composition: no imported change of its own; rows that combine spec decode with other features (the seed table)
-    kind: Literal["port", "convergence", "pending", "selftest", "composition"]
-    commits: tuple[CommitId, ...] = ()  # the fork's own commits that carry the port
-    # `git patch-id --stable` of each port commit, recorded by `ci upstream --record` from a checkout holding them:
-    # after a rebase drops the commits themselves, their patches can still be found by these
-    patch_ids: dict[CommitId, PatchId] = field(default_factory=dict)
-    tests: tuple[str, ...] = ()
-    follow_ups: tuple[FollowUp, ...] = ()
+    # files the PR creates: where no commit of it can be compared (a PR closed unmerged, its commits nowhere to
+    # fetch), a fork tree without any of them does not carry it, and the commits that added them do
+    adds: tuple[str, ...] = ()
+    follow_ups: tuple[FollowUp, ...] = ()  # later upstream PRs on the same code (a fix, a regression test's bug)
 
 
 @frozen
@@ -205,8 +198,10 @@ class Change:
     id: str
     title: str
     track: str
-    upstream: Upstream | None = None  # None only for the harness self-test, which imports nothing
-    fork: Fork
+    # import: an upstream PR a fork carries; selftest (the harness's own rows) and composition (the seed table's
+    # combinations) import nothing and name no upstream PR
+    kind: Literal["import", "selftest", "composition"] = "import"
+    upstream: Upstream | None = None  # None only where the change imports nothing
     models: tuple[str, ...]
     matrix: Matrix
     acceptance: Acceptance

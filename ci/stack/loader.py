@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ci import options
 from ci.errors import StackError
-from ci.stack import cache, pins, provenance, shrunk
+from ci.stack import cache, fork_file, pins, provenance, shrunk
 from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch
-from ci.stack.model import Backend, ForkSource, HistoryRow, Model, Stack, Target, Track
+from ci.stack.model import Backend, HistoryRow, Model, Stack, Target, Track
 from ci.stack.schema import validate as _validate
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def _load(root: Path) -> Stack:
     _check_tracks(tracks, backends)
     _check_changes(changes, tracks, models, backends, targets)
     _check_history(history_src, history, models, backends)
-    fork = _fork(root / "fork.yaml")
+    fork = fork_file.load(root / "fork.yaml", {c: ch for c, (ch, _, _) in changes.items()})
 
     return Stack(
         root=root,
@@ -83,14 +83,6 @@ def _digest(root: Path) -> str:
     for path in sorted(p for p in root.rglob("*.yaml") if p.is_file()):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     return "sha256:" + h.hexdigest()
-
-
-def _fork(path: Path) -> ForkSource | None:
-    """stack/fork.yaml, where the stack names a fork under test (without it, images hold a stock release)."""
-    if not path.is_file():
-        return None
-    src = _parsed(path)
-    return _validate(src, _mapping(src, ("fork",))["fork"], ("fork",), ForkSource)
 
 
 # An entry keeps its Source and location so that cross-reference errors can point at it.
@@ -150,6 +142,7 @@ def _changes(folder: Path) -> dict[str, _Entry]:
         src = _parsed(path)
         if not isinstance(src.data, dict):
             raise src.error((), "expected a mapping describing one imported change")
+        provenance.refuse_fork_facts(src.data, src)
         entries.append((_validate(src, src.data, (), Change), src, ()))
     return _index(entries, noun="change")
 

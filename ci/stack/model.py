@@ -21,6 +21,7 @@ from ci.stack.schema import (
     GitRef,
     GraphMode,
     Layout,
+    PatchId,
     Platform,
     Positive,
     frozen,
@@ -209,14 +210,31 @@ class ForkBase:
 
 
 @frozen
+class Carried:
+    """What this fork is recorded to carry of one change (`ci fork --record`): the fork commits that make it,
+    prerequisites and fixes included, and each one's patch-id, so that a rebase that replaced the commits still
+    finds their patches. A change found in the fork's history needs no entry; one the fork lacks, none either."""
+
+    commits: tuple[CommitId, ...]
+    patch_ids: dict[CommitId, PatchId] = field(default_factory=dict)
+
+
+@frozen
 class ForkSource:
-    """stack/fork.yaml: the fork's checkout (a path, relative to the stack folder, or a URL of a local clone's
-    origin; $STACKGATE_FORK or --fork override it), the ref judged, and its base."""
+    """stack/fork.yaml: one fork, its checkout (a path relative to the stack folder; --fork or $STACKGATE_FORK name
+    another), the ref judged and its base; what it carries is found in its history, `carries` records the rest."""
 
     name: str
     checkout: str
     ref: GitRef
-    base: ForkBase
+    # the fork's public repository (https://github.com/OWNER/vllm): another clone whose remote is this URL, or whose
+    # remote is `checkout` itself, is this fork too, and its records apply there
+    url: str | None = None
+    # where left out, the newest release tag (vX.Y.Z) in ref's history
+    base: ForkBase | None = None
+    # upstream's main in the checkout; where left out, the main branch of the remote whose URL is upstream's
+    upstream_ref: GitRef | None = None
+    carries: dict[str, Carried] = field(default_factory=dict)
     notes: str = ""
 
 

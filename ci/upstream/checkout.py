@@ -20,12 +20,12 @@ from ci.upstream.git_streams import env as git_env
 @dataclass(frozen=True)
 class Checkout:
     path: Path
-    head: str  # the fork's HEAD commit
+    head: str  # the commit HEAD names; "" where it names none (a bare clone whose HEAD branch was never fetched)
     shallow: bool
 
     @classmethod
     def open(cls, path: Path) -> Checkout:
-        """The checkout at `path` itself (not a folder inside another repository), with a commit at HEAD."""
+        """The checkout at `path` itself (not a folder inside another repository); a bare clone reads the same."""
         fix = "pass --fork the path of a git checkout of the fork (git clone URL DIR)"
         if not path.is_dir():
             raise UsageError(f"{path}: no such directory", hint=fix)
@@ -57,10 +57,8 @@ class Checkout:
             text=True,
             env=git_env(),
         )
-        if head.returncode != 0:
-            raise UsageError(f"{path}: HEAD names no commit (an empty repository?)", hint="check out the fork's branch")
         shallow = cls(path, "", False).git("rev-parse", "--is-shallow-repository").strip() == "true"
-        return cls(path, head.stdout.strip(), shallow)
+        return cls(path, head.stdout.strip() if head.returncode == 0 else "", shallow)
 
     def git(self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)) -> str:
         return self._run(*args, stdin=stdin, ok=ok).stdout
@@ -226,8 +224,9 @@ class Checkout:
         )
         return {t.commit: t.files for t in touches(out)}
 
-    def touching(self, base: str, tip: str, paths: Iterable[str]) -> list[Touch]:
-        """The non-merge commits of base..tip that change any of `paths`, newest first; one process."""
+    def touching(self, revs: Sequence[str], paths: Iterable[str]) -> list[Touch]:
+        """The non-merge commits of the range `revs` (`base..tip`, or a tip and `^excluded` commits) that change any
+        of `paths`, newest first; one process."""
         wanted = sorted(set(paths))
         if not wanted:
             return []
@@ -239,11 +238,34 @@ class Checkout:
             f"--format={REC}%H%x02%s",
             "--name-only",
             "-z",
-            f"{base}..{tip}",
+            *revs,
             "--",
             *(f":(literal){p}" for p in wanted),
         )
         return touches(out)
+
+    def adding(self, revs: Sequence[str], paths: Iterable[str]) -> dict[str, str]:
+        """path -> the newest commit of the range `revs` that added it, for each of `paths` some commit added; one
+        process."""
+        wanted = sorted(set(paths))
+        if not wanted:
+            return {}
+        out = self.git(
+            "log",
+            "--diff-filter=A",
+            "--no-renames",
+            f"--format={REC}%H",
+            "--name-only",
+            "-z",
+            *revs,
+            "--",
+            *(f":(literal){p}" for p in wanted),
+        )
+        found: dict[str, str] = {}
+        for t in touches(out):
+            for path in t.files:
+                found.setdefault(path, t.commit)
+        return found
 
     def titles(self, *revs: str, walk: bool = True) -> dict[str, str]:
         """commit -> subject, for the non-merge commits of the range `revs` (or exactly the commits, walk=False)."""

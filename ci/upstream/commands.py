@@ -7,13 +7,11 @@ import argparse
 import json
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 from ci import options, tables
 from ci.stack import loader
 from ci.stack.table import change_label
-from ci.upstream import classify, record
-from ci.upstream.checkout import Checkout
+from ci.upstream import classify, record, scope
 from ci.upstream.state import ChangeState, Snapshot
 
 HEADERS = ("Change", "Upstream", "State", "Found", "Flags")
@@ -25,9 +23,11 @@ def rows(snap: Snapshot) -> list[list[str]]:
 
 def header(snap: Snapshot) -> str:
     shallow = ", a shallow clone" if snap.shallow else ""
+    over = [f"{snap.upstream_ref} ({snap.upstream[:12]}; merge base {snap.merge_base[:12]})"] if snap.upstream else []
+    over += [f"its base vLLM {snap.base_version} ({snap.base_ref} = {snap.base[:12]})"] if snap.base else []
     return (
-        f"{snap.fork}{shallow}: HEAD {snap.head[:12]}, {snap.fork_commits} own commits over {snap.upstream_ref} "
-        f"({snap.upstream[:12]}; merge base {snap.merge_base[:12]})"
+        f"{snap.name or snap.fork} ({snap.fork}{shallow}): {snap.ref} = {snap.head[:12]}, {snap.fork_commits} own "
+        f"commits ({snap.own}) over {' and '.join(over)}"
     )
 
 
@@ -37,12 +37,12 @@ def fixes(states: tuple[ChangeState, ...]) -> list[str]:
 
 def cmd_upstream(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
-    co = Checkout.open(args.fork)
+    where = scope.from_args(st, args)
+    snap = classify.survey(st, where)
     if args.record:
-        for line in record.record(st, co, args.change):
+        for line in record.record(st, where, snap):
             print(line)
         return 0
-    snap = classify.survey(st, co, args.upstream_ref)
     if args.change:
         snap = replace(snap, changes=tuple(c for c in snap.changes if c.change in args.change))
     if args.format == "json":
@@ -68,13 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="each imported change's state in a fork checkout (converged, ported, partially ported, "
         "diverged, absent, unknown), from git alone",
     )
-    u.add_argument("--fork", type=Path, required=True, metavar="CHECKOUT", help="the fork's git checkout (its HEAD)")
-    u.add_argument(
-        "--upstream-ref",
-        metavar="REF",
-        help="upstream's main branch in the checkout (default: <remote>/main of the remote whose URL is "
-        "the change files' upstream repository, github.com/vllm-project/vllm)",
-    )
+    options.add_fork(u, switch=False)
     u.add_argument(
         "--format",
         choices=("table", "json", "markdown"),
@@ -84,8 +78,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     u.add_argument(
         "--record",
         action="store_true",
-        help="write each port commit's patch-id into its change file (fork.patch_ids) from this checkout, "
-        "so a checkout a rebase took the commits from can still be compared",
+        help="write the fork commits that carry each change, with their patch-ids, into stack/fork.yaml (carries), "
+        "so a checkout a rebase took the commits from can still be compared (the same as ci fork --record)",
     )
     options.add_filters(u, "change")
     u.set_defaults(func=cmd_upstream)

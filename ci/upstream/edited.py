@@ -4,12 +4,13 @@ files as the source, most of them with the same edit, is the port, edited; the f
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ci.upstream.checkout import Checkout
 
 MIN_OVERLAP = 0.5  # of the source's files, the fork commit must change at least this share
+PACKAGE = "vllm/"  # what a build runs: a fork that leaves out a change's tests or docs runs its code as it is
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,25 +21,34 @@ class Edited:
     differ: tuple[str, ...]  # files it changes otherwise than the source
     dropped: tuple[str, ...]  # files of the source it leaves alone
 
+    @property
+    def code_as_is(self) -> bool:
+        """Every file of the package the source changes has the source's edit: only tests or docs differ."""
+        return not any(p.startswith(PACKAGE) for p in (*self.differ, *self.dropped)) and any(
+            p.startswith(PACKAGE) for p in self.same
+        )
+
     def describe(self) -> str:
         parts = [f"{len(self.same)} of {len(self.same) + len(self.differ) + len(self.dropped)} files as in it"]
         if self.differ:
             parts.append(f"edited: {', '.join(self.differ)}")
         if self.dropped:
             parts.append(f"left out: {', '.join(self.dropped)}")
+        if self.code_as_is:
+            return f"{self.commit[:12]} carries {self.source}'s {PACKAGE} edit as it is ({'; '.join(parts)})"
         return f"{self.commit[:12]} carries {self.source} with edits ({'; '.join(parts)})"
 
 
 def find(
-    co: Checkout, base: str, head: str, sources: Mapping[str, Mapping[str, str]], subjects: Mapping[str, str]
+    co: Checkout, revs: Sequence[str], sources: Mapping[str, Mapping[str, str]], subjects: Mapping[str, str]
 ) -> Edited | None:
-    """The fork commit (base..head) that best carries one of `sources` (label -> {path: file patch-id}) with edits,
-    or None. A candidate changes at least MIN_OVERLAP of the source's files and either makes the same edit to one of
-    them or has the source's subject (`subjects`: label -> subject)."""
+    """The fork commit (of the range `revs`) that best carries one of `sources` (label -> {path: file patch-id})
+    with edits, or None. A candidate changes at least MIN_OVERLAP of the source's files and either makes the same
+    edit to one of them or has the source's subject (`subjects`: label -> subject)."""
     files = sorted({p for ids in sources.values() for p in ids})
     if not files:
         return None
-    candidates = [t.commit for t in co.touching(base, head, files)]
+    candidates = [t.commit for t in co.touching(revs, files)]
     theirs = co.file_ids(candidates)
     titles = co.titles(*candidates, walk=False) if candidates else {}
     best: tuple[tuple[int, int], Edited] | None = None

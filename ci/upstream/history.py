@@ -14,11 +14,11 @@ from ci.upstream.checkout import Checkout
 from ci.upstream.state import ChangeState
 
 
-def upstream_tip(co: Checkout, st: Stack, ref: str | None) -> tuple[str, str]:
+def upstream_tip(co: Checkout, st: Stack, ref: str | None) -> tuple[str | None, str | None]:
     """The upstream ref and its commit: the one asked for, else the main branch of the remote whose URL is the
-    upstream repository the change files name (vllm-project/vllm). Never a guess: a fork's own origin/main would
+    upstream repository the change files name (vllm-project/vllm); (None, None) where the checkout has no such
+    remote (the fork's base release then bounds its own commits). Never a guess: a fork's own origin/main would
     make its own history "upstream" and every count wrong."""
-    add = f"git -C {co.path} remote add upstream https://github.com/{_repo(st)}.git && git -C {co.path} fetch upstream"
     if ref:
         if tip := co.commit(ref):
             return ref, tip
@@ -26,10 +26,9 @@ def upstream_tip(co: Checkout, st: Stack, ref: str | None) -> tuple[str, str]:
         shown = ", ".join(known[:12]) + (", …" if len(known) > 12 else "") if known else "none"
         raise UsageError(
             f"--upstream-ref {ref!r} names no commit in {co.path}",
-            hint=f"fetch it ({add}), or pass a ref it has (branches here: {shown})",
+            hint=f"fetch it ({add_remote(co, st)}), or pass a ref it has (branches here: {shown})",
         )
-    remotes = co.remotes()
-    ours = [name for name, url in remotes.items() if _is_upstream(url, st)]
+    ours = [name for name, url in co.remotes().items() if _is_upstream(url, st)]
     for name in ours:
         for branch in (f"{name}/main", f"{name}/HEAD"):
             if tip := co.commit(branch):
@@ -39,11 +38,16 @@ def upstream_tip(co: Checkout, st: Stack, ref: str | None) -> tuple[str, str]:
             f"remote {ours[0]!r} is {_repo(st)}, but none of its branches is fetched in {co.path}",
             hint=f"git -C {co.path} fetch {ours[0]}",
         )
-    seen = ", ".join(f"{n} ({u})" for n, u in remotes.items()) or "none"
-    raise UsageError(
-        f"no remote of {co.path} is {_repo(st)} (remotes: {seen}): nothing says which history is upstream",
-        hint=f"{add}; or pass --upstream-ref REF naming upstream's main",
-    )
+    return None, None
+
+
+def add_remote(co: Checkout, st: Stack) -> str:
+    return f"git -C {co.path} remote add upstream https://github.com/{_repo(st)}.git && git -C {co.path} fetch upstream"
+
+
+def no_remote(co: Checkout, st: Stack) -> str:
+    seen = ", ".join(f"{n} ({u})" for n, u in co.remotes().items()) or "none"
+    return f"no remote is {_repo(st)} (remotes: {seen})"
 
 
 def _repo(st: Stack) -> str:
@@ -57,25 +61,24 @@ def _is_upstream(url: str, st: Stack) -> bool:
     return any(path.endswith("/" + ch.upstream.repo.lower()) for ch in st.changes.values() if ch.upstream)
 
 
-def require_vllm(co: Checkout, st: Stack, ref: str, tip: str) -> str:
-    """The merge base of HEAD and the upstream tip; a checkout that is not vLLM's history is refused."""
-    if not co.has_path(co.head, "vllm"):
+def require_vllm(co: Checkout, st: Stack, ref: str, head: str, up_ref: str | None, up: str | None) -> None:
+    """A checkout that is not vLLM's history is refused: no vllm/ package, or no history shared with upstream."""
+    if not co.has_path(head, "vllm"):
         raise UsageError(
-            f"{co.path} is not a vLLM checkout: HEAD ({co.head[:12]}) has no vllm/ package",
-            hint=f"pass --fork a checkout of the fork of {_repo(st)} under test",
+            f"{co.path} is not a vLLM checkout: {ref} ({head[:12]}) has no vllm/ package",
+            hint=f"pass --fork a checkout of the fork of {_repo(st)} under test (and --ref its branch)",
         )
-    base = co.merge_base(co.head, tip)
-    if base is None:
-        if co.shallow:
-            raise UsageError(
-                f"{co.path} is a shallow clone: HEAD and {ref} share no commit in the history it holds",
-                hint=f"fetch more history: git -C {co.path} fetch --unshallow",
-            )
+    if up is None or co.merge_base(head, up) is not None:
+        return
+    if co.shallow:
         raise UsageError(
-            f"HEAD and {ref} share no history in {co.path}: the fork is not built on it",
-            hint="pass --upstream-ref the upstream branch the fork is based on",
+            f"{co.path} is a shallow clone: {ref} and {up_ref} share no commit in the history it holds",
+            hint=f"fetch more history: git -C {co.path} fetch --unshallow",
         )
-    return base
+    raise UsageError(
+        f"{ref} and {up_ref} share no history in {co.path}: the fork is not built on it",
+        hint="pass --upstream-ref the upstream branch the fork is based on",
+    )
 
 
 def missing_merge(

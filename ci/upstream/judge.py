@@ -6,11 +6,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ci.stack.change import Change, Upstream
-from ci.upstream.checkout import Checkout
+from ci.tables import folded
 from ci.upstream.edited import Edited
+from ci.upstream.scope import Scope
 from ci.upstream.state import ChangeState, State, Upstreamed
 
 WAITING: tuple[State, ...] = ("absent", "unknown", "partially ported")  # a base in one of these fails its stack
+
+
+@dataclass(frozen=True, kw_only=True)
+class Added:
+    """The files a PR adds, as the fork's ref holds them."""
+
+    held: tuple[str, ...]
+    lacking: tuple[str, ...]
+    by: tuple[str, ...]  # the fork's own commits that added the files held
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,8 +36,11 @@ class Found:
     mismatched: tuple[str, ...] = ()  # the recorded patch-id differs from the commit's own
     same_subject: tuple[tuple[str, str], ...] = ()  # (missing commit, a fork commit with its subject but not its patch)
     converged_by: str = ""  # why it is converged, or ""
+    through_base: bool = False  # converged because the base release holds it
+    merge: str = ""  # the full id of upstream's merge commit, where the checkout holds it
     by_upstream: tuple[str, str] | None = None  # (upstream's commit, the fork commit carrying its patch as it is)
     edited: Edited | None = None  # the fork commit carrying it with edits
+    added: Added | None = None  # the files it adds, where nothing else of it could be compared
     merge_on_ref: bool = False  # the merge commit is an ancestor of the upstream ref (a rebase onto it converges)
 
     @property
@@ -47,8 +60,7 @@ def _pairs(present: Sequence[tuple[str, str]]) -> str:
 
 
 def judge(
-    ref: str,
-    co: Checkout,
+    scope: Scope,
     file: str,
     ch: Change,
     found: Found,
@@ -60,35 +72,48 @@ def judge(
         return ChangeState(change=ch.id, state="not imported", detail="imports nothing from upstream", recorded="—")
     flags: list[str] = []
     flags += [
-        f"the patch-id recorded for {c} differs from the commit's own: record it again (--record)"
+        f"the patch-id recorded for {c} differs from the commit's own: record it again (ci fork --record)"
         for c in found.mismatched
     ]
     flags += [f"{c} has no patch (a merge or an empty commit): not compared" for c in found.patchless]
     what = "the PR's commits" if found.from_pr else "port"
     state: State
     fix = ""
+    carried: tuple[str, ...] = tuple(dict.fromkeys(f for _, f in found.present))
     if found.converged_by:
         state, detail = "converged", found.converged_by
+        carried = () if found.through_base else tuple(c for c in (found.merge,) if c)
         if found.present and not found.from_pr:
             flags.append(f"the port is still carried after convergence ({_pairs(found.present)}): drop it")
     elif found.by_upstream:
         state = "diverged" if touched else "ported"
         detail = f"{found.by_upstream[0]}'s patch present as {found.by_upstream[1][:12]}"
+        carried = (found.by_upstream[1],)
     elif found.edited:
-        state, detail = "ported, edited", found.edited.describe()
-    elif found.unchecked:
+        as_is = found.edited.code_as_is
+        state = ("diverged" if touched else "ported") if as_is else "ported, edited"
+        detail, carried = found.edited.describe(), (found.edited.commit,)
+    elif found.unchecked and not (found.from_pr and (up.patch_id or up.file_ids)):
+        # (the PR's own commits alone missing, where upstream's merge patch and files were compared, tell nothing)
         state = "unknown"
-        detail = f"port commits not in this checkout: {', '.join(found.unchecked)}"
+        co = scope.co
+        if found.from_pr:
+            detail = f"the PR's commits are not in this checkout: {', '.join(found.unchecked)}"
+            fix = f"fetch them: git -C {co.path} fetch https://github.com/{up.repo}.git pull/{up.pr}/head"
+        else:
+            detail = f"port commits not in this checkout: {', '.join(found.unchecked)}"
+            fix = (
+                f"fetch a ref holding them into {co.path} (git -C {co.path} fetch REMOTE BRANCH), or record their "
+                "patch-ids once from a clone that has them: python -m ci fork --fork THERE --record"
+            )
         if found.present:
             detail += f"; present: {_pairs(found.present)}"
-        fix = (
-            f"fetch a ref holding them into {co.path} (git -C {co.path} fetch REMOTE BRANCH), or record their "
-            "patch-ids once from a checkout that has them: python -m ci upstream --fork THERE --record"
-        )
         if co.shallow:
             fix = f"the checkout is shallow (git -C {co.path} fetch --unshallow); or {fix}"
+    elif found.added is not None and found.compared == 0:
+        state, detail, carried = _by_files(scope, found.added)
     elif found.compared == 0:
-        state, detail, fix = _nothing_to_compare(ref, co, file, ch, candidates)
+        state, detail, fix = _nothing_to_compare(scope, file, ch, candidates)
     elif not found.missing:
         state = "diverged" if touched else "ported"
         detail = f"{what} present: {_pairs(found.present)}"
@@ -97,13 +122,13 @@ def judge(
         detail = f"present: {_pairs(found.present)}; missing: {', '.join(found.missing)}"
     else:
         state = "absent"
-        detail = f"no patch of {', '.join(found.missing)} is among the fork's own commits ({ref}..HEAD)"
+        detail = f"no patch of {', '.join(found.missing)} is among the fork's own commits ({scope.own_label})"
         if up.merge_commit:
-            detail = f"{_unmerged(ref, co, up)}; {detail}"
+            detail = f"{_unmerged(scope, up)}; {detail}"
     if state in ("partially ported", "absent"):
         flags += [
             f"{c} is missing, but {f[:12]} has its subject with another patch (changed resolving a conflict?): "
-            "if it carries the port, name it in fork.commits"
+            "if it carries the port, record it (stack/fork.yaml carries)"
             for c, f in found.same_subject
         ]
     if up.state == "merged" and not up.merge_commit and "merge commit not recorded" not in detail:
@@ -115,9 +140,10 @@ def judge(
         commits = [f"{u.commit[:12]} {u.subject!r}" for u in touched]
         flags.append(f"upstream changed {folded(files)} since the port's base: {folded(commits)}")
     if up.state == "merged" and state in ("ported", "ported, edited", "partially ported", "diverged"):
-        if found.merge_on_ref:
+        ref = scope.upstream_ref
+        if found.merge_on_ref and ref:
             flags.append(f"merged upstream: converge, dropping the port at the next rebase onto {ref}")
-        else:
+        elif ref:
             when = f" on {up.merged_on}" if up.merged_on else ""
             flags.append(
                 f"merged upstream{when}, but {ref} does not hold the merge yet: fetch upstream; a rebase "
@@ -135,48 +161,65 @@ def judge(
         diverged=touched,
         flags=tuple(flags),
         fix=fix,
+        carried_by=carried if state not in ("absent", "unknown") else (),
+        merge=found.merge if state == "converged" else "",
     )
 
 
-SHOWN = 3  # items of a long list a flag names; the JSON (--format json) holds every one
-
-
-def folded(items: Sequence[str]) -> str:
-    """A list in a line: all of it when short, else the first few and a count of the rest."""
-    if len(items) <= SHOWN + 1:
-        return ", ".join(items)
-    return f"{', '.join(items[:SHOWN])} and {len(items) - SHOWN} more (all in --format json)"
+def _by_files(scope: Scope, added: Added) -> tuple[State, str, tuple[str, ...]]:
+    """Nothing of the change to compare but the files it adds (a PR closed unmerged)."""
+    if not added.held:
+        return "absent", f"none of the files it adds is in {scope.ref}: {', '.join(added.lacking)}", ()
+    by = f"added by {', '.join(c[:12] for c in added.by)}" if added.by else "in the base release"
+    if added.lacking:
+        return (
+            "partially ported",
+            f"{', '.join(added.held)} in {scope.ref} ({by}); missing: {', '.join(added.lacking)}",
+            added.by,
+        )
+    return (
+        "ported, edited",
+        f"the files it adds are in {scope.ref} ({by}); no commit of the PR to compare them with",
+        added.by,
+    )
 
 
 def _nothing_to_compare(
-    ref: str, co: Checkout, file: str, ch: Change, candidates: Mapping[int, tuple[str, str]]
+    scope: Scope, file: str, ch: Change, candidates: Mapping[int, tuple[str, str]]
 ) -> tuple[State, str, str]:
     """No patch to look for: the merge commit alone decides, where one is recorded."""
     up = ch.upstream
     assert up is not None
     if up.merge_commit:
-        return "absent", _unmerged(ref, co, up), ""
+        return "absent", _unmerged(scope, up), ""
+    where = scope.upstream_ref or scope.ref
     if up.state == "merged":
         hit = candidates.get(up.pr)
         record = f"record upstream.merge_commit (the commit that merged #{up.pr}) in {file}"
-        fix = f"{ref} has {hit[0][:12]} {hit[1]!r}: if that merged #{up.pr}, {record}" if hit else record
+        fix = f"{where} has {hit[0][:12]} {hit[1]!r}: if that merged #{up.pr}, {record}" if hit else record
         return "unknown", "merge commit not recorded, and no port commits to compare", fix
     return (
         "unknown",
-        "nothing recorded to look for: no merge commit, PR commits or port commits",
-        f"record fork.commits (the port) or upstream.commits (the PR's commits) in {file}",
+        "nothing recorded to look for: no merge commit, PR commits or files it adds",
+        f"record upstream.commits (the PR's commits) or upstream.adds (the files it adds) in {file}, or the fork's "
+        "commits that carry it: python -m ci fork --record",
     )
 
 
-def _unmerged(ref: str, co: Checkout, up: Upstream) -> str:
+def _unmerged(scope: Scope, up: Upstream) -> str:
     merge = up.merge_commit
     assert merge is not None
-    if co.commit(merge) is None:  # not in this checkout at all, so not in HEAD's history
-        when = f" on {up.merged_on}" if up.merged_on else ""
-        return f"merged upstream{when} as {merge}, which this checkout does not hold (nor {ref})"
-    on_ref = co.is_ancestor(merge, co.commit(ref) or co.head)
+    co = scope.co
+    when = f" on {up.merged_on}" if up.merged_on else ""
+    if co.commit(merge) is None:  # not in this checkout at all, so not in the ref's history
+        held = f" (nor {scope.upstream_ref})" if scope.upstream_ref else ""
+        return f"merged upstream{when} as {merge}, which this checkout does not hold{held}"
+    if scope.upstream is None:
+        return f"merge commit {merge} is not an ancestor of {scope.ref}"
+    on_ref = co.is_ancestor(merge, scope.upstream)
+    ref = scope.upstream_ref
     where = f"it is on {ref}: the next rebase brings it" if on_ref else f"nor of {ref}: fetch upstream"
-    return f"merge commit {merge} is not an ancestor of HEAD ({where})"
+    return f"merge commit {merge} is not an ancestor of {scope.ref} ({where})"
 
 
 def with_bases(

@@ -1,87 +1,129 @@
-"""`ci upstream --record`: write each port commit's patch-id into its change file (fork.patch_ids), from a checkout
-that holds the commits, so that a later checkout where a rebase dropped them can still find their patches."""
+"""`ci fork --record` (and `ci upstream --record`): what the fork carries, written with the fork (stack/fork.yaml
+`carries:`), never into a change file. A change found by its patches gets the fork commits that carry it and their
+patch-ids, so that a later checkout where a rebase replaced the commits still finds it; a change already recorded
+keeps its commits (a prerequisite or a fix named by hand stays) and has its patch-ids refreshed from this checkout.
+Converged, absent and unknown changes need no record. Entries that do not change keep their lines, comments too."""
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
-from ci.errors import StackError
+import yaml
+
+from ci.errors import StackError, UsageError
 from ci.stack import loader
-from ci.stack.model import Stack
-from ci.stack.yaml_lines import Source
-from ci.upstream import where
-from ci.upstream.checkout import Checkout
+from ci.stack.model import Carried, Stack
+from ci.upstream.scope import Scope
+from ci.upstream.state import Snapshot
 
-COMMENT = "# git patch-id --stable of each port commit: python -m ci upstream --fork CHECKOUT --record"
-
-
-def record(st: Stack, co: Checkout, only: Sequence[str] = ()) -> list[str]:
-    """One line per change with port commits: what was recorded, and which commits this checkout lacks."""
-    said = []
-    for ch in st.changes.values():
-        if (only and ch.id not in only) or not ch.fork.commits:
-            continue
-        full = co.resolve(ch.fork.commits)
-        ids = co.patch_ids(*(f for f in full.values() if f), walk=False)
-        got = {c: ids[f] for c in ch.fork.commits if (f := full[c]) and f in ids}
-        lacking = [c for c in ch.fork.commits if c not in got]
-        src = where.change_source(st.root, ch.id)
-        line = f"{src.path}: "
-        if got:
-            merged = {
-                c: got.get(c) or ch.fork.patch_ids[c] for c in ch.fork.commits if c in got or c in ch.fork.patch_ids
-            }
-            changed = merged != ch.fork.patch_ids
-            if changed:
-                _write(src, merged, st.root)
-            line += f"{'recorded' if changed else 'already recorded'} the patch-ids of {', '.join(got)}"
-        else:
-            line += "nothing recorded"
-        if lacking:
-            line += f"; not in {co.path} (or no patch): {', '.join(lacking)}"
-        said.append(line)
-    return said
+COMMENT = "# commits of this fork that carry each change, and their patch-ids: python -m ci fork --record"
 
 
-def _write(src: Source, patch_ids: Mapping[str, str], stack_root: Path) -> None:
-    lines = src.path.read_text(encoding="utf-8").splitlines(keepends=True)
-    fork, commits = src.lines.get(("fork",)), src.lines[("fork", "commits")]
-    if fork == commits:
-        raise src.error(
-            ("fork",),
-            "cannot record into a fork block written on one line",
-            hint="write fork: as a block, one key a line, then record again",
+def record(st: Stack, scope: Scope, snap: Snapshot) -> list[str]:
+    """One line per change recorded or refreshed; writes stack/fork.yaml where anything changed."""
+    path = st.root / "fork.yaml"
+    if not scope.recorded and st.fork is not None:
+        raise UsageError(
+            f"{path} describes the fork {st.fork.name} ({st.fork.checkout}), not {scope.co.path}: its records are "
+            "that fork's",
+            hint=f"point {path} at this fork (name, checkout, ref) to record its facts there",
         )
-    indent = lines[commits - 1][: len(lines[commits - 1]) - len(lines[commits - 1].lstrip())]
-    block = [f"{indent}patch_ids:  {COMMENT}\n", *(f'{indent}  "{c}": "{p}"\n' for c, p in patch_ids.items())]
-    old = [n for loc, n in src.lines.items() if loc[:2] == ("fork", "patch_ids")]
-    if old:
-        start, end = min(old), max(old)
+    old = dict(scope.records)
+    new: dict[str, Carried] = {}
+    said = []
+    for state in snap.changes:
+        rec = old.get(state.change)
+        if rec is None and (not state.carried_by or state.state == "converged"):
+            continue
+        commits = rec.commits if rec else tuple(c[:12] for c in state.carried_by)
+        full = scope.co.resolve(commits)
+        ids = scope.co.patch_ids(*(f for f in full.values() if f), walk=False)
+        patch_ids = {c: p for c in commits if (f := full[c]) and (p := ids.get(f) or (rec and rec.patch_ids.get(c)))}
+        if rec and not any(full.values()):
+            patch_ids = dict(rec.patch_ids)  # nothing here to compare: the record stands as it is
+        new[state.change] = Carried(commits=commits, patch_ids=patch_ids)
+        lacking = [c for c in commits if not full[c]]
+        verb = "kept" if rec == new[state.change] else ("refreshed" if rec else "recorded")
+        said.append(
+            f"#{state.change}: {verb} {', '.join(commits)} ({state.state})"
+            + (f"; not in {scope.co.path}: {', '.join(lacking)}" if lacking else "")
+        )
+    if new != old:
+        _write(st, scope, path, old, new)
+    return said or ["nothing to record: no change is carried by commits of the fork's own"]
+
+
+def _write(st: Stack, scope: Scope, path: Path, old: Mapping[str, Carried], new: Mapping[str, Carried]) -> None:
+    if not path.is_file():
+        base = scope.require_base()
+        fork = {
+            "name": scope.name,
+            "checkout": str(scope.co.path),
+            "ref": scope.ref,
+            "base": {"version": base.version, "ref": base.ref},
+        }
+        _replace(path, yaml.safe_dump({"fork": fork}, sort_keys=False) + _block("  ", {}, new))
     else:
-        start = end = max(n for loc, n in src.lines.items() if loc[:2] == ("fork", "commits")) + 1
-        end -= 1
-    before = "".join(lines)
-    after = "".join([*lines[: start - 1], *block, *lines[end:]])
-    _replace(src.path, after)
-    try:
-        loader.load(stack_root)
-    except StackError as exc:
-        _replace(src.path, before)
-        raise StackError(
-            src.path,
-            start,
-            "fork.patch_ids",
-            f"recording would break the file: {exc}",
-            hint="record the patch-ids by hand, or restate fork: as a plain block",
-        ) from None
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        start, end, kept = _carries(lines)
+        entries = {c: kept[c] for c in old if c in new and old[c] == new[c] and c in kept}
+        block = _block("  ", entries, new)
+        before = "".join(lines)
+        _replace(path, "".join([*lines[:start], block, *lines[end:]]))
+        try:
+            loader.load(st.root, cached=False)
+        except StackError as exc:
+            _replace(path, before)
+            raise StackError(
+                path,
+                start + 1,
+                "fork.carries",
+                f"recording would break the file: {exc}",
+                hint="record by hand, or write fork: as a plain block",
+            ) from None
+
+
+def _block(indent: str, kept: Mapping[str, str], new: Mapping[str, Carried]) -> str:
+    out = [f"{indent}carries:  {COMMENT}\n"]
+    for change, rec in new.items():
+        if change in kept:
+            out.append(kept[change])
+            continue
+        out.append(f'{indent}  "{change}":\n{indent}    commits: [{", ".join(rec.commits)}]\n')
+        if rec.patch_ids:
+            out.append(f"{indent}    patch_ids:\n")
+            out += [f'{indent}      "{c}": "{p}"\n' for c, p in rec.patch_ids.items()]
+    return "".join(out)
+
+
+def _carries(lines: list[str]) -> tuple[int, int, dict[str, str]]:
+    """Where fork.yaml's `carries:` block runs (0-based start, end), and each entry's text as written; where there
+    is none, an empty block at the end of the fork mapping."""
+    at = next((i for i, line in enumerate(lines) if line.startswith("  carries:")), None)
+    if at is None:
+        return len(lines), len(lines), {}
+    end, entries, current = at + 1, {}, None
+    while end < len(lines):
+        line = lines[end]
+        depth = len(line) - len(line.lstrip())
+        if line.strip() and not line.lstrip().startswith("#") and depth <= 2:
+            break
+        if line.strip() and depth == 4 and not line.lstrip().startswith("#"):
+            current = line.strip().split(":", 1)[0].strip("\"'")
+            entries[current] = ""
+        if current is not None:
+            entries[current] += line
+        end += 1
+    return at, end, entries
 
 
 def _replace(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
-    os.chmod(tmp, path.stat().st_mode & 0o777)
+    if path.exists():
+        os.chmod(tmp, path.stat().st_mode & 0o777)
     os.replace(tmp, path)

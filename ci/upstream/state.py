@@ -28,7 +28,9 @@ State = Literal[
     "converged", "ported", "ported, edited", "partially ported", "diverged", "absent", "unknown", "not imported"
 ]
 STATES: tuple[str, ...] = get_args(State)
-SCHEMA = 1
+HELD: tuple[str, ...] = ("converged", "ported", "ported, edited", "partially ported", "diverged")
+SCHEMA = 2
+READS = (1, 2)  # schema 1 (before carried_by, merge and the fork's name, ref and base) reads with those empty
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +55,15 @@ class ChangeState:
     diverged: tuple[Upstreamed, ...] = ()
     flags: tuple[str, ...] = ()  # what needs doing: convergence, a missing base, a port carried after convergence
     fix: str = ""  # how to make an unknown state known
+    # the fork commits that carry it, oldest first: what `--without` reverts (upstream's merge commit where the fork
+    # merged upstream; empty where it is absent, unknown, or converged through the base release)
+    carried_by: tuple[str, ...] = ()
+    merge: str = ""  # converged: upstream's merge commit, full, where the checkout holds it (an ablation reverts it)
+
+    @property
+    def held(self) -> bool:
+        """Whether the fork holds the change (some of it at least): its rows run on the fork."""
+        return self.state in HELD
 
     @property
     def diverged_files(self) -> tuple[str, ...]:
@@ -74,6 +85,8 @@ class ChangeState:
             },
             "flags": list(self.flags),
             "fix": self.fix,
+            "carried_by": list(self.carried_by),
+            "merge": self.merge,
         }
 
     @classmethod
@@ -95,21 +108,32 @@ class ChangeState:
             ),
             flags=tuple(map(str, doc["flags"])),
             fix=str(doc["fix"]),
+            carried_by=tuple(map(str, doc.get("carried_by", ()))),
+            merge=str(doc.get("merge", "")),
         )
 
 
 @dataclass(frozen=True, kw_only=True)
 class Snapshot:
-    """Every change's state in one fork checkout, against one upstream ref."""
+    """Every change's state in one fork at one ref, against upstream's main and the fork's base release."""
 
     fork: str  # the checkout's path
-    head: str
-    upstream_ref: str
+    head: str  # the commit judged (`ref`)
+    upstream_ref: str  # "" where the checkout has no upstream history (the base alone bounds the fork's own)
     upstream: str  # the commit the ref named
-    merge_base: str  # where the fork's own commits (upstream_ref..HEAD) branch off
+    merge_base: str  # where the fork's own commits branch off upstream's main ("" without it)
     shallow: bool
-    fork_commits: int  # how many non-merge commits upstream_ref..HEAD holds
+    fork_commits: int  # how many non-merge commits are the fork's own (`own`)
     changes: tuple[ChangeState, ...]
+    name: str = ""  # the fork's name (stack/fork.yaml's, or its checkout folder's)
+    ref: str = "HEAD"
+    own: str = ""  # the fork's own commits as a range: "upstream/main..main", "v0.26.0..main"
+    base_version: str = ""  # the base release ("" where not known)
+    base_ref: str = ""
+    base: str = ""  # the commit base_ref names
+
+    def get(self, change: str) -> ChangeState:
+        return next(c for c in self.changes if c.change == change)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -122,13 +146,18 @@ class Snapshot:
             "merge_base": self.merge_base,
             "shallow": self.shallow,
             "fork_commits": self.fork_commits,
+            "name": self.name,
+            "ref": self.ref,
+            "own": self.own,
+            "base": {"version": self.base_version, "ref": self.base_ref, "commit": self.base},
             "changes": [c.to_json() for c in self.changes],
         }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Snapshot:
-        if doc.get("kind") != "stackgate.upstream" or doc.get("schema") != SCHEMA:
-            raise ValueError(f"not a stackgate.upstream document of schema {SCHEMA}")
+        if doc.get("kind") != "stackgate.upstream" or doc.get("schema") not in READS:
+            raise ValueError(f"not a stackgate.upstream document of schema {' or '.join(map(str, READS))}")
+        base = doc.get("base") or {}
         return cls(
             fork=str(doc["fork"]),
             head=str(doc["head"]),
@@ -138,10 +167,16 @@ class Snapshot:
             shallow=bool(doc["shallow"]),
             fork_commits=int(doc["fork_commits"]),
             changes=tuple(ChangeState.from_json(c) for c in doc["changes"]),
+            name=str(doc.get("name", "")),
+            ref=str(doc.get("ref", "HEAD")),
+            own=str(doc.get("own", "")),
+            base_version=str(base.get("version", "")),
+            base_ref=str(base.get("ref", "")),
+            base=str(base.get("commit", "")),
         )
 
 
-_MAKE = "python -m ci upstream --fork CHECKOUT --format json > upstream.json"
+_MAKE = "python -m ci upstream --fork CHECKOUT --ref REF --format json > upstream.json"
 
 
 def read(path: Path) -> Snapshot:

@@ -78,6 +78,8 @@ class Evidence:
             )
             if built.get("without"):
                 self.prop("fork_without", built["without"])
+            if built.get("fork_held"):  # each change as the fork holds it: "48407:converged,46849:ported, edited"
+                self.prop("fork_held", ";".join(f"{c}:{s}" for c, s in sorted(built["fork_held"].items())))
         if "mismatch" in built:
             self.failures.append(built["mismatch"])
 

@@ -123,6 +123,8 @@ def describe(package_dir: Path) -> dict:
     out["fork"] = doc.get("fork", {})
     out["base"] = doc.get("base", {})
     out["fork_changes"] = list(doc.get("changes", []))
+    if isinstance(doc.get("held"), dict):
+        out["fork_held"] = {str(c): str(h.get("state", "")) for c, h in doc["held"].items() if isinstance(h, dict)}
     if doc.get("without"):
         out["without"] = doc["without"]
     if doc.get("vllm_build") != built:
@@ -142,6 +144,16 @@ def _safe(name: str) -> PurePosixPath:
     if path.is_absolute() or ".." in path.parts or not path.parts or path.parts[0] != "vllm":
         raise ValueError(f"bundle path {name!r} is not inside vllm/")
     return path
+
+
+def bundle_manifest(bundle: Path) -> dict:
+    """A bundle's own manifest (its first member): the fork, its base release, what it holds; a ValueError naming the
+    member where the bundle is not one."""
+    try:
+        with tarfile.open(bundle, "r:gz") as tar:
+            return _bundle_manifest(bundle, tar)
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ValueError(f"{bundle}: {BUNDLE_MANIFEST}: not a fork bundle, or a damaged one ({exc})") from None
 
 
 def apply(bundle: Path, site: Path) -> dict:
@@ -188,6 +200,8 @@ def apply(bundle: Path, site: Path) -> dict:
         "schema": SCHEMA,
         "vllm_build": tree_id(site / "vllm"),
         **{k: doc[k] for k in ("fork", "base", "changes", "without")},
+        # each imported change as the fork holds it (state, commits), and what an ablation removed
+        **{k: doc[k] for k in ("held", "removed") if k in doc},
         "files": {"changed": len(doc["files"]), "deleted": len(doc["deleted"])},
     }
     _replace(site / MANIFEST, (json.dumps(built, indent=1, sort_keys=True) + "\n").encode())

@@ -1,0 +1,118 @@
+"""`python -m ci plan`: the matrix of rows; with `--fork`, the rows the fork under test can run. A row of a change
+the fork lacks (ci.upstream.classify says "absent") is planned as "absent in the fork" and never scheduled: it can
+only fail "absent", spending GPU hours. `ci main --fork` and the pipeline record those rows as not run, with the
+reason, so the report lists them (count and change)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from ci import contract, options, tables
+from ci.errors import UsageError
+from ci.fork import source
+from ci.fork.source import Fork
+from ci.stack import loader, plan
+from ci.stack.plan import Plan
+from ci.stack.table import PLAN_HEADERS, change_label, counts, plan_table_rows
+
+ABSENT = "fork-absent"  # the results folder (under --out) that holds their not-run.json, one per target and suite
+
+
+@dataclass(frozen=True, kw_only=True)
+class Split:
+    runs: Plan  # the rows the fork can run
+    absent: Plan  # the rows of changes it lacks
+    reason: dict[str, str]  # change -> why its rows do not run
+    fix: str
+
+    def record(self, out: Path) -> list[Path]:
+        """not-run.json for the rows set apart, one per target and suite, under out/fork-absent/."""
+        written = []
+        for target, suite in sorted({(r.target, r.suite) for r in self.absent.rows}):
+            rows = [r for r in self.absent.rows if (r.target, r.suite) == (target, suite)]
+            folder = out / ABSENT / contract.results_folder(target, suite)
+            folder.mkdir(parents=True, exist_ok=True)
+            why = "; ".join(dict.fromkeys(self.reason[r.change] for r in rows))
+            written.append(contract.record_not_run(folder, target, suite, [r.id for r in rows], why, self.fix))
+        return written
+
+
+def split(p: Plan, fork: Fork, without: str | None = None) -> Split:
+    """The fork's plan: rows of the changes it lacks set apart. `without`: an ablation's change keeps its rows (they
+    judge the fork without it)."""
+    lacking = {c for c in fork.absent if c != without}
+    reason = {
+        c: f"#{c}: absent in the fork {fork.name} {fork.ref} ({fork.commit[:12]}): {fork.state(c).detail}"
+        for c in lacking
+    }
+    return Split(
+        runs=Plan(tuple(r for r in p.rows if r.change not in lacking), p.excluded),
+        absent=Plan(tuple(r for r in p.rows if r.change in lacking), ()),
+        reason=reason,
+        fix=f"nothing to run until the fork carries the change: python -m ci fork --fork {fork.checkout.path} "
+        f"--ref {fork.ref} says what is looked for",
+    )
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    st = loader.load(args.stack)
+    p = plan.build(st).select(targets=args.target, suites=args.suite, changes=args.change)
+    parts = split(p, source.from_command(st, args)) if args.fork else None
+    shown = parts.runs if parts else p
+    if args.not_run is not None:
+        if parts is None:
+            raise UsageError("--not-run records the rows a fork lacks", hint="give --fork with it")
+        for path in parts.record(args.not_run):
+            print(f"wrote {path}", file=sys.stderr)
+    if args.format == "json":
+        doc: dict[str, object] = {"rows": [r.to_json() for r in shown.rows]}
+        if parts:
+            doc["absent_in_fork"] = [
+                {"row": r.id, "change": r.change, "reason": parts.reason[r.change]} for r in parts.absent.rows
+            ]
+        if args.explain:
+            doc["excluded"] = [e.to_json() for e in p.excluded]
+        print(json.dumps(doc, indent=2))
+        return 0
+    render = tables.markdown if args.format == "markdown" else tables.text
+    sys.stdout.write(render(PLAN_HEADERS, plan_table_rows(st, shown)))
+    if args.explain and p.excluded:
+        print()
+        left_out = [(change_label(e.change), e.target, e.model, e.reason) for e in p.excluded]
+        sys.stdout.write(render(("Change", "Target", "Model", "Not planned because"), left_out))
+    print(
+        f"\n{len(shown.rows)} rows ({', '.join(counts(shown))}); {len(p.excluded)} pairings not planned"
+        + ("" if args.explain else " (--explain lists them)")
+    )
+    if parts and parts.absent.rows:
+        by_change = Counter(r.change for r in parts.absent.rows)
+        print(f"not scheduled, absent in the fork: {len(parts.absent.rows)} rows")
+        for change, n in by_change.items():
+            print(f"  {n} rows of {parts.reason[change]}")  # "94 rows of #48804: absent in the fork ..."
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = options.verb(sub, "plan", help="print the matrix of rows the fork must prove", codes=(0, 2))
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "markdown"),
+        default="table",
+        help="table (terminal), json ({rows: [...]}) or markdown (default: %(default)s)",
+    )
+    options.add_filters(p, "target", "suite", "change")
+    options.add_fork(p, switch=True)
+    p.add_argument("--explain", action="store_true", help="also list the pairings not planned, and why")
+    p.add_argument(
+        "--not-run",
+        type=Path,
+        metavar="DIR",
+        help="with --fork: write DIR/fork-absent/<target>-<suite>-0/not-run.json for the rows of changes the fork "
+        "lacks, which the report then lists as not run, with the reason",
+    )
+    p.set_defaults(func=cmd_plan)
