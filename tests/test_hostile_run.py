@@ -51,12 +51,34 @@ def test_gpu_memory_that_is_no_positive_number_is_refused(value: str, tmp_path: 
     assert not (tmp_path / "o").exists()
 
 
-def test_the_cpu_targets_host_run_says_in_one_line_that_nothing_was_baked(tmp_path: Path) -> None:
-    code, said = _finish(_ci("run", "cpu", "selftest", "--host", "--out", str(tmp_path / "o")))
+def test_a_host_bake_that_cannot_import_triton_says_so_in_one_line(tmp_path: Path) -> None:
+    """The case seen: `ci run --host` on the cpu target printed a `ModuleNotFoundError: No module named 'triton'`
+    traceback from the host AOT bake before "rows run unbaked". Here a triton that fails to import stands in for a
+    host without one, whatever this host has installed."""
+    broken = tmp_path / "broken"
+    (broken / "triton").mkdir(parents=True)
+    (broken / "triton" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'triton'\")\n")
+    env = {"PYTHONPATH": f"{broken}:{REPO}", "STACKGATE_RUNTIME_CACHES": str(tmp_path / "caches")}
+    code, said = _finish(_ci("run", "cpu", "selftest", "--host", "--out", str(tmp_path / "o"), env=env))
     assert code in (0, 6), said
-    assert "Traceback" not in said and "ModuleNotFoundError" not in said
+    assert "Traceback" not in said
     [line] = [line for line in said.splitlines() if "host AOT bake of cpu" in line]
-    assert "rows run unbaked" in line
+    assert "No module named 'triton'" in line and "rows run unbaked" in line
+
+
+def test_a_host_without_triton_does_not_try_the_bake(monkeypatch, capsys) -> None:
+    import importlib.util
+
+    from ci.run import host_aot
+    from ci.stack import loader
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    assert host_aot.bake(loader.load().targets["cpu"], {}, REPO / "suites") == {}
+    assert (
+        capsys.readouterr().out.strip()
+        == f"host AOT bake of cpu not run: no triton in {sys.executable}; rows run unbaked"
+    )
 
 
 def test_a_rows_session_killed_from_outside_is_recorded_without_a_traceback(tmp_path: Path) -> None:
