@@ -115,7 +115,7 @@ def set_vllm(target: Target, version: str, root: Path = REPO_ROOT) -> Path:
     if not _PIN.search(text):
         raise UsageError(f"{path}: no vllm== line to re-pin", hint="add vllm==X.Y.Z to it")
     text = _PIN.sub(f"vllm=={version}", text)
-    path.write_text(_TORCH.sub("torch", text), encoding="utf-8")
+    files.replace(path, _TORCH.sub("torch", text))
     return path
 
 
