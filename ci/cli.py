@@ -95,16 +95,16 @@ def _listed(value: object) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     teardown.forget()
-    ap = parser(_verb(sys.argv[1:] if argv is None else argv))
-    if "_ARGCOMPLETE" in os.environ:  # the shell's completion hook is asking (argcomplete's protocol)
-        try:
-            import argcomplete  # optional: shell completion where the user installed it
-
-            argcomplete.autocomplete(ap)
-        except ImportError:
-            pass
-    args = ap.parse_args(argv)
     try:
+        ap = parser(_verb(sys.argv[1:] if argv is None else argv))  # imports the verb's modules: Ctrl-C may land here
+        if "_ARGCOMPLETE" in os.environ:  # the shell's completion hook is asking (argcomplete's protocol)
+            try:
+                import argcomplete  # optional: shell completion where the user installed it
+
+                argcomplete.autocomplete(ap)
+            except ImportError:
+                pass
+        args = ap.parse_args(argv)
         check_names(args)
         return args.func(args)
     except StackgateError as exc:

@@ -12,11 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci import files
+
 # A row id is <change>.<target>.<model>.<8 hex>: the hash covers the row's backend and every axis value that differs
 # from its default, so an id is the same on every run. pytest puts it in a test's name as the parameter id.
 _PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*"
 ROW_ID = re.compile(rf"({_PART})\.({_PART})\.([A-Za-z0-9._\-]+)\.([0-9a-f]{{8}})")
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+$")  # no '/' and no '..': it may name a folder
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)+\Z")  # no '/' and no '..': it may name a folder
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ NOT_RUN = "not-run.json"  # the rows a run did not reach, why, and what runs the
 LOGS = "logs"  # one log per test item; a scheduled row's harness session log too
 # rows.json fields a row's requests vary (its workload); the rest make its engine, which rows equal there share
 WORKLOAD = ("id", "context", "batch")
+# a row's rows.json field: the digest of what its result depends on (the row, its target, the image it runs in);
+# the harness records it on the row's testcases as stackgate.<ROW_CONTENT>, and --resume counts only a result of it
+ROW_CONTENT = "content"
 
 
 def results_folder(target: str, suite: str, shard: int = 0) -> str:
@@ -124,6 +129,4 @@ def parse_suite_name(name: str) -> tuple[str, str, str] | None:
 def record_not_run(folder: Path, target: str, suite: str, rows: Sequence[str], reason: str, fix: str) -> Path:
     """not-run.json in a results folder (docs/boundary.md): the rows a run did not reach, why, and what runs them."""
     doc = {"schema": 1, "target": target, "suite": suite, "rows": list(rows), "reason": reason, "fix": fix}
-    path = folder / NOT_RUN
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    return path
+    return files.replace(folder / NOT_RUN, json.dumps(doc, indent=2) + "\n")

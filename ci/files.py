@@ -1,15 +1,20 @@
-"""Reading an input file the way untrusted input must be read: a regular file, and no larger than its kind can be.
+"""Files read as untrusted input must be read, and written as a shared folder demands.
 
-A FIFO would block the reader until someone writes to it, and a device (a symlink to /dev/zero) would never end:
-both are refused before a byte is read, and a file is read only up to its limit.
+Reading: a regular file, and no larger than its kind can be. A FIFO would block the reader until someone writes to
+it, and a device (a symlink to /dev/zero) would never end: both are refused before a byte is read, and a file is read
+only up to its limit. Writing: a new file beside the target, renamed over it (`staged`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 REPORT_JSON_MAX = 1 << 30  # a report.json: 10,000 rows make 15 MB (the baseline, the gate's input)
 
@@ -37,3 +42,36 @@ def read_regular(path: Path, limit: int) -> bytes:
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"over the {limit:,}-byte limit for this input", str(path))
     return data
+
+
+@contextlib.contextmanager
+def staged(path: Path, mode: int = 0o644) -> Iterator[BinaryIO]:
+    """A file to write `path` through: made new and exclusively beside it (a random name, O_EXCL), then renamed over
+    it whole. Nothing is ever written through what `path`, or a fixed temporary name beside it, already is (a
+    symlink another user planted there points the write at their choice of file), and no reader sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def replace(path: Path, data: bytes | str, mode: int = 0o644) -> Path:
+    """`path` holding `data` (text as UTF-8), written as `staged` writes it."""
+    with staged(path, mode) as fh:
+        fh.write(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def fresh(path: Path) -> BinaryIO:
+    """A new file at `path` to write (an earlier run's file there removed first), opened O_EXCL | O_NOFOLLOW: a log's
+    name is known in advance, and a symlink planted under it is never written or truncated through."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb")

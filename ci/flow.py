@@ -40,9 +40,9 @@ def step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
-def prepare_image(st: Stack, target: Target, fork: Path | None = None) -> Blocked | None:
-    """Build (cached: a no-op when current) and verify; a host that cannot build the image blocks the rows. `fork`:
-    the fork's bundle (`ci fork bundle`), laid over the locked release."""
+def prepare_image(st: Stack, target: Target, fork: Path | None = None) -> Blocked | str:
+    """Build (cached: a no-op when current) and verify; the id of the image to run, or what blocks the rows where
+    this host cannot build it. `fork`: the fork's bundle (`ci fork bundle`), laid over the locked release."""
     step(f"python -m ci build {target.id}" + (" --fork" if fork else ""))
     try:
         built = build.build(target, fork_bundle=fork)
@@ -52,8 +52,8 @@ def prepare_image(st: Stack, target: Target, fork: Path | None = None) -> Blocke
         return Blocked(reason=exc.message, fix=exc.hint)
     print(f"image {built.tags[0]} ({built.image_id[:19]}, {built.seconds:.1f} s)")
     step(f"python -m ci verify {target.id}")
-    verify.main(st, target, built.tags[-1], root=build.REPO_ROOT)
-    return None
+    verify.main(st, target, built.image_id, root=build.REPO_ROOT)  # by id: a tag is any checkout's on this engine
+    return build.image_for(target, built.image_id)
 
 
 def record_not_run(folder: Path, target: Target, suite: str, rows: list[str], why: Blocked) -> None:
@@ -83,7 +83,8 @@ def run_target(
     rows of every suite together over the host's devices (`ci run --gpus ...`); `deadline_at` (time.monotonic()):
     when every JUnit must be written by; `planned`: the rows to run (default every planned row of the target);
     `caches`: a bake artefact the host installs first (with `use_host`)."""
-    blocked = None if use_host else prepare_image(st, target, fork)
+    prepared = None if use_host else prepare_image(st, target, fork)
+    blocked, image = (prepared, None) if isinstance(prepared, Blocked) else (None, prepared)
     if blocked is None and not host.present(target):
         blocked = Blocked(
             reason=f"this host has no {target.name} ({host.describe()})",
@@ -125,13 +126,13 @@ def run_target(
             return scheduled.DEADLINE_EXIT
         given = [replace(spec, schedule=replace(schedule, deadline_s=left)) for spec in specs]
         try:
-            return execute.run_scheduled(st, given, host=use_host)
+            return execute.run_scheduled(st, given, host=use_host, image=image)
         except scheduled.DeadlineReached as exc:
             print(f"{exc.message}", flush=True)  # the report still follows, in the time kept for it
             return exc.exit_code
     for spec in specs:  # one session per suite, one after another (a deadline asks for the schedule)
         step(f"python -m ci run {target.id} {spec.suite}" + (" --host" if use_host else ""))
-        worst = max(worst, execute.run_rows(st, spec, host=use_host))
+        worst = max(worst, execute.run_rows(st, spec, host=use_host, image=image))
     return worst
 
 

@@ -23,12 +23,21 @@ DEFAULT_TIMEOUT_S = 900.0  # seconds per test item; rows.json carries it to the 
 
 def seconds(text: str) -> float:
     """A positive, finite number of seconds (argparse type): 0, negatives, nan and inf are refused."""
+    return _positive(text, "seconds")
+
+
+def gib(text: str) -> float:
+    """A positive, finite number of GiB (argparse type): a device of no memory packs nothing, nan packs anything."""
+    return _positive(text, "GiB")
+
+
+def _positive(text: str, unit: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
     if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive, finite number of seconds")
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive, finite number of {unit}")
     return value
 
 
@@ -139,7 +148,8 @@ def verb(sub: Any, name: str, *, help: str, codes: Sequence[int]) -> argparse.Ar
 
 
 ENV_REGISTRY = "STACKGATE_REGISTRY"  # where a pipeline's images go: host[:port][/path], e.g. registry.lan:5000/ci
-_REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.\-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._\-/][a-z0-9]+)*)?$")
+_REGISTRY = re.compile(r"[a-z0-9]([a-z0-9.\-]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9]+([._\-/][a-z0-9]+)*)?")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
 def given_registry(flag: str | None) -> str | None:
@@ -149,11 +159,32 @@ def given_registry(flag: str | None) -> str | None:
 
 
 def checked_registry(value: str, where: str) -> str:
-    """`value` as a registry location (host[:port][/path]), or a UsageError naming `where` it came from."""
+    """`value` as a registry location (host[:port][/path]), or a UsageError naming `where` it came from. The error
+    never repeats a user or password written into the value (an URL's userinfo): it is printed, and CI logs it."""
     registry = value.strip().rstrip("/")
-    if not _REGISTRY.match(registry):
+    if _REGISTRY.fullmatch(registry):
+        return registry
+    shown = without_secret(value)
+    if shown != value:
         raise UsageError(
-            f"{where} {value!r} is not a registry location (host[:port][/path], lower case)",
-            hint="for example registry.lan:5000/stackgate",
+            f"{where} {shown!r} holds a user and password: a registry location is host[:port][/path], and the "
+            "credentials were not used",
+            hint="give the location alone, and log in once where the images are pushed and pulled: docker login HOST",
         )
-    return registry
+    if _SCHEME.match(registry):
+        raise UsageError(
+            f"{where} {shown!r} is a URL: a registry location is host[:port][/path], without a scheme",
+            hint=f"for example {_SCHEME.sub('', registry, count=1)}",
+        )
+    raise UsageError(
+        f"{where} {shown!r} is not a registry location (host[:port][/path], lower case)",
+        hint="for example registry.lan:5000/stackgate",
+    )
+
+
+def without_secret(text: str) -> str:
+    """`text` with any userinfo (`user:password@` of a URL or a registry reference) replaced by `***@`: a
+    registry location never holds an '@', so everything before the last one is a credential, whatever it spells."""
+    rest = _SCHEME.sub("", text, count=1)
+    scheme = text[: len(text) - len(rest)]
+    return f"{scheme}***@{rest.rpartition('@')[2]}" if "@" in rest else text

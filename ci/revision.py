@@ -30,13 +30,23 @@ def git_info(root: Path) -> GitInfo:
             )
         return done.stdout.strip()
 
-    remote = subprocess.run(["git", "-C", str(root), "remote", "get-url", "origin"], capture_output=True, text=True)
     return GitInfo(
         revision=git("rev-parse", "HEAD"),
         epoch=int(git("log", "-1", "--format=%ct")),
-        source=os.environ.get("STACKGATE_SOURCE_URL") or remote.stdout.strip() or f"file://{root}",
+        source=source_url(),
         dirty=bool(git("status", "--porcelain", "--untracked-files=no")),
     )
+
+
+def source_url() -> str:
+    """Where the source is published, as $STACKGATE_SOURCE_URL says (without any user or password), else "". Never
+    the checkout's origin: a clone of a path and a clone of its file:// URL name one commit two ways, and an image
+    labelled so would be two images of one commit."""
+    given = os.environ.get("STACKGATE_SOURCE_URL", "").strip()
+    scheme, sep, rest = given.partition("://")
+    # userinfo is a credential, and a password may hold any character: all before the last '@' goes
+    kept = (rest if sep else given).rpartition("@")[2]
+    return f"{scheme}{sep}{kept}" if sep else kept
 
 
 def git_revision(repo: Path = REPO) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from types import FrameType
 
@@ -35,3 +36,23 @@ def die_with_parent() -> None:
     """preexec_fn of the harness on this host: SIGTERM to it when `ci run` dies, however it dies."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def pass_on(proc: subprocess.Popen, signum: int) -> None:
+    """Pass `signum` to the harness `proc`. One still starting (Python importing pytest and the plugin: it does not
+    catch SIGTERM yet) gets SIGTERM instead, which ends it without a word; SIGINT there would print a
+    KeyboardInterrupt traceback from whatever module it was importing. Its stop is reported as `signum` all the same."""
+    chosen = signum if _catches(proc.pid, signal.SIGTERM) else signal.SIGTERM
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(chosen)
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process `pid` has a handler of its own for `signum` (Linux: SigCgt in /proc/PID/status); True where
+    that cannot be read, so the signal asked for is sent."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            caught = next(line.split()[1] for line in fh if line.startswith("SigCgt:"))
+    except (OSError, StopIteration, IndexError):
+        return True
+    return bool(int(caught, 16) >> (signum - 1) & 1)

@@ -23,6 +23,7 @@ SHARED = {
     "ci.contract",
     "ci.forked",
     "ci.teardown",
+    "ci.owned",
     "ci",
 }
 ON_TOP = {"ci.flow", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite", "ci.evidence"}

@@ -289,11 +289,16 @@ def test_changes_no_side_ran_are_one_line_not_a_table_of_missing(tmp_path: Path)
                               "—", "—")  # fmt: skip
 
 
+FORK_SOURCE = "test-fork@" + "c" * 40 + " over 0.26.0@" + "d" * 40
+
+
 def _fork_side(folder: Path, selected: Sequence[Row], *, changes: str, without: str = "", present: bool,
-               build: str, prefill: Sequence[float]) -> None:  # fmt: skip
-    """Rows as a fork build records them: its changes, the change it dropped, the probe, the tree's id."""
+               build: str, prefill: Sequence[float], source: str = FORK_SOURCE) -> None:  # fmt: skip
+    """Rows as a fork build records them: its changes, the change it dropped, the probe, the tree's id, and the fork
+    and base it was built from."""
     props = (("fork_changes", changes), ("change_present", "true" if present else "false"), ("vllm_build", build),
-             *((("fork_without", without),) if without else ()))  # fmt: skip
+             *((("fork_without", without),) if without else ()),
+             *((("fork_source", source),) if source else ()))  # fmt: skip
 
     def edit(r: Row, c: synthetic.FakeCase) -> synthetic.FakeCase:
         m = synthetic.metric("prefill_ms", sorted(prefill)[len(prefill) // 2], "ms", "warm", prefill)
@@ -337,3 +342,29 @@ def test_a_change_the_ablated_build_still_holds_is_not_credited(tmp_path: Path) 
     (p,) = _compare(fork, without).ported
     assert not p.isolated
     assert "reads present, not absent" in p.problems[0] and "same vLLM build" in p.problems[1]
+
+
+@pytest.mark.parametrize(
+    ("without_source", "without_changes", "said"),
+    [
+        ("other-fork@" + "e" * 40 + " over 0.26.0@" + "d" * 40, "", "not one fork at one base"),
+        ("test-fork@" + "c" * 40 + " over 0.27.0@" + "f" * 40, "46514,46849", "not one fork at one base"),
+        ("", "46514,46849", "'without' from not recorded"),
+        (FORK_SOURCE, "46514", "differ by #46849, #48407, not by #48407 alone"),
+    ],
+    ids=["another-fork", "another-base", "source-not-recorded", "more-than-the-change"],
+)
+def test_a_without_side_that_is_not_the_same_fork_less_the_change_is_not_credited(
+    tmp_path: Path, without_source: str, without_changes: str, said: str
+) -> None:
+    """The case seen: a "without" side recorded by another fork (its name, no fork_changes) was taken as the
+    ablation, isolated: true."""
+    picked = rows("48407", target="cuda-sm90")[:2]
+    fork, without = tmp_path / "fork", tmp_path / "without"
+    _fork_side(fork, picked, changes="46514,46849,48407", present=True, build="sha256:" + "a" * 64,
+               prefill=[10.0] * 4)  # fmt: skip
+    _fork_side(without, picked, changes=without_changes, without="48407", present=False, build="sha256:" + "b" * 64,
+               prefill=[10.0] * 4, source=without_source)  # fmt: skip
+    (p,) = _compare(fork, without).ported
+    assert not p.isolated
+    assert any(said in problem for problem in p.problems), p.problems

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci import cli
-from ci.run import reproduce
+from ci.run import host, reproduce
 
 REPO = Path(__file__).resolve().parent.parent
 # serves every cpu self-test row; fails the two whose context is over 4096
@@ -63,6 +63,10 @@ def test_print_gives_one_docker_line_for_the_row(host_report: Path, tmp_path: Pa
     argv = [sys.executable, "-m", "ci", "repro", row["id"], "--report", str(host_report), "--print",
             "--image", "stackgate/cpu@sha256:" + "a" * 64, "--out", str(tmp_path / "re")]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
+    # the run mounted a suites tree of its own: a report never names the host path to mount
+    assert done.returncode == 2 and "add --suites-dir DIR" in done.stderr, done.stderr
+    done = subprocess.run([*argv, "--suites-dir", str(host_report.parent.parent / "suites")], cwd=REPO,
+                          capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("\n") == 1 and done.stdout.startswith("docker run "), done.stdout
     words = shlex.split(done.stdout)
@@ -75,21 +79,25 @@ def test_print_gives_one_docker_line_for_the_row(host_report: Path, tmp_path: Pa
 
 def test_a_host_run_names_no_image(host_report: Path, capsys) -> None:
     assert cli.main(["repro", _failing(host_report)["id"], "--report", str(host_report), "--print"]) == 2
-    assert "no image to re-run it in" in capsys.readouterr().err
+    assert "names no image by content to re-run it in" in capsys.readouterr().err
 
 
-def test_a_gpu_row_says_this_host_lacks_the_gpu_before_trying(host_report: Path, tmp_path: Path, capsys) -> None:
-    doc = json.loads(host_report.read_text())
-    row = next(r for r in doc["rows"] if r["status"] == "failure")
-    row["rows_json"]["target"].update(id="rocm-gfx1151", amdgpu_gfx="gfx9999", nvidia_compute_capability=None,
-                                      devices={"gpus": None, "paths": ["/dev/kfd"], "groups": ["video"]})  # fmt: skip
+def test_a_gpu_row_says_this_host_lacks_the_gpu_before_trying(tmp_path: Path, capsys) -> None:
+    from ci.stack import loader, plan
+
+    st = loader.load()
+    row = next(r for r in plan.build(st).rows if r.target == "rocm-gfx1151")
+    entry = {"id": row.id, "status": "failure", "rows_json": {"image": {"id": "sha256:" + "b" * 64}},
+             "runs": [{"test": f"{row.suite}.test_x::test_y[{row.id}]", "status": "failure"}]}  # fmt: skip
     gpu_report = tmp_path / "report.json"
-    gpu_report.write_text(json.dumps(doc))
-    argv = ["repro", row["id"], "--report", str(gpu_report), "--image", "img@sha256:" + "b" * 64]
+    gpu_report.write_text(json.dumps({"rows": [entry]}))
+    argv = ["repro", row.id, "--report", str(gpu_report)]
+    if host.has(None, "gfx1151"):
+        pytest.skip("this host has the target's GPU")
     assert cli.main(argv) == 6
     out, err = capsys.readouterr()
-    assert "runs on rocm-gfx1151 (AMD gfx9999); this host has" in err and "--print" in err
-    assert "--device /dev/kfd --group-add video" in out  # the line is still shown, before the refusal
+    assert "runs on rocm-gfx1151 (AMD gfx1151); this host has" in err and "--print" in err
+    assert "--device /dev/kfd" in out  # the line is still shown, before the refusal
     assert cli.main([*argv, "--print"]) == 0
 
 

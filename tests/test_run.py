@@ -85,8 +85,9 @@ def test_repro_reruns_exactly_one_row(st, tmp_path: Path) -> None:
         )
     )
     row = spec.rows[2].id
-    r = repro.commands(tmp_path / "rows.json", row, image="stackgate/cpu@sha256:abc", python=sys.executable)
-    assert "--stackgate-row" in r.docker and row in r.docker and "stackgate/cpu@sha256:abc" in r.docker
+    image = "stackgate/cpu@sha256:" + "a" * 64
+    r = repro.from_rows_json(st, tmp_path / "rows.json", row, image=image, python=sys.executable)
+    assert "--stackgate-row" in r.docker and row in r.docker and image in r.docker
     assert "--network none" in r.docker and "\n" not in r.docker and "\n" not in r.host
     subprocess.run(["bash", "-c", r.host], check=False, capture_output=True)
     suite = next(iter(JUnitXml.fromfile(str(tmp_path / f"repro-{row}" / f"junit-repro-{row}.xml"))))
@@ -100,14 +101,14 @@ def test_repro_gpu_row_carries_the_device_flags(st, tmp_path: Path) -> None:
         spec.target,
         spec.suite,
         spec.rows,
-        image={"ref": "r/x:1", "digest": "sha256:d", "id": "sha256:i"},
+        image={"ref": "r/x:1", "digest": "sha256:" + "d" * 64, "id": "sha256:" + "e" * 64},
         git_revision="x",
         timeout_s=900,
     )
     tmp_path.joinpath("rows.json").write_text(json.dumps(doc))
-    r = repro.commands(tmp_path / "rows.json", spec.rows[0].id)
+    r = repro.from_rows_json(st, tmp_path / "rows.json", spec.rows[0].id)
     assert "--device /dev/kfd --device /dev/dri --group-add video --group-add render" in r.docker
-    assert " r/x@sha256:d " in r.docker
+    assert f" r/x@sha256:{'d' * 64} " in r.docker
     assert cli.main(["repro", "missing", "--rows-json", str(tmp_path / "rows.json")]) == 2
 
 

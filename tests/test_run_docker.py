@@ -139,8 +139,8 @@ def test_a_process_escaped_with_setsid_fails_its_row_in_docker(tmp_path: Path, t
 
 
 def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_image: str, docker_client) -> None:
-    """The run's report is all `ci repro --report` reads: its one docker line names the image by content and
-    the row, and running that line fails the row again, with the same message."""
+    """The run's report names the row and its image by content, and `ci repro --report` makes the line again from
+    them and the stack: running that line fails the row again, with the same message."""
     import json
     import shlex
 
@@ -155,7 +155,8 @@ def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_ima
 
     # from the folder holding report/report.json, the default --report
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "ci", "repro", row["id"], "--print"]
+    # the run mounted its own suites tree: the person names it here (a report never chooses a host path to mount)
+    cmd = [sys.executable, "-m", "ci", "repro", row["id"], "--suites-dir", str(tree), "--print"]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     line = done.stdout.strip()

@@ -425,13 +425,16 @@ def test_a_row_records_its_vllm_tree_and_fork_build(engine_pkg, tmp_path, monkey
     props = dict(request.node.user_properties)
     assert props == {"stackgate.vllm_build": vllm_build.tree_id(vllm)} and not ev.failures
     manifest = {"schema": 1, "vllm_build": vllm_build.tree_id(vllm), "changes": ["46514", "48407"],
-                "without": "46849", "fork": {"name": "demo", "ref": "main", "built": "ab" * 20}}  # fmt: skip
+                "without": "46849", "fork": {"name": "demo", "ref": "main", "built": "ab" * 20, "commit": "cd" * 20},
+                "base": {"version": "0.26.0", "commit": "ef" * 20}}  # fmt: skip
     (vllm.parent / vllm_build.MANIFEST).write_text(_json.dumps(manifest))
     request.node.user_properties.clear()
     ev.build(vllm)
     props = dict(request.node.user_properties)
     assert props["stackgate.fork_changes"] == "46514,48407" and props["stackgate.fork_without"] == "46849"
     assert props["stackgate.fork"] == "demo main " + "ab" * 6 and not ev.failures
+    # the fork and base it came from, the same for the build and its ablations: what --compare pairs them by
+    assert props["stackgate.fork_source"] == f"demo@{'cd' * 20} over 0.26.0@{'ef' * 20}"
     (vllm / "__init__.py").write_text("edited = True\n")
     ev.build(vllm)
     assert "is not the build" in ev.failures[0]

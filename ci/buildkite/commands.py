@@ -31,8 +31,10 @@ def _plain(flag: str, value: object) -> None:
     text = str(value)
     bad = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
     if bad is not None:
+        shown = options.without_secret(text) if flag == "--registry" else text  # a registry URL may carry a password
         raise UsageError(
-            f"{flag} {text!r} holds the control character {bad!r}", hint="name the path without control characters"
+            f"{flag} {shown!r} holds the control character {bad!r}",
+            hint="name the path without control characters",
         )
 
 

@@ -1,14 +1,17 @@
 """`python -m ci gate report.json`: fail when a change the stack marks as gating is not ready.
 
-It reads the verdicts the report wrote (`changes[].ready`, `changes[].gating`) and never judges again: the
-report is the one judge. `--style` prints the annotation style the verdicts call for instead.
+Readiness is the report's verdict (`changes[].ready`: the report is the one judge of the results); which changes
+gate is the stack's, the one given here, never the report's own `gating` field: a report made with an older stack,
+or edited, would otherwise open the gate on a change this stack gates. A report made with another stack (its digest
+differs) is refused, exit 2, naming both, unless `--other-stack` says it may be judged so. `--style` prints the
+annotation style the verdicts call for instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -75,26 +78,32 @@ def style(changes: tuple[ChangeState, ...]) -> Style:
     return "success" if changes and all(c.ready for c in changes) else "warning"
 
 
-def unjudged(report: Path, changes: tuple[ChangeState, ...], digest: str | None, stack_dir: Path) -> list[str]:
-    """The changes this stack marks gating that the report gives no verdict for (a report filtered to other
-    changes, or made with another stack): the gate cannot open on a verdict that was never given."""
+def judged_here(
+    report: Path, changes: tuple[ChangeState, ...], digest: str | None, stack_dir: Path, *, other_stack: bool
+) -> tuple[tuple[ChangeState, ...], list[str]]:
+    """Each change's verdict with `gating` as this stack says, and the changes it gates that the report gives no
+    verdict for (a report filtered to other changes): the gate cannot open on a verdict that was never given."""
     from ci.stack import loader
 
     st = loader.load(stack_dir)
+    if digest != st.digest and not other_stack:
+        raise UsageError(
+            f"{report} was made with another stack ({digest or 'no digest recorded'}) than {st.root} "
+            f"({st.digest}): its verdicts judged other criteria",
+            hint="report again with this stack (python -m ci report RESULTS --stack ... --out DIR), or add "
+            "--other-stack to judge its verdicts with this stack's gating changes",
+        )
+    gating = {cid for cid, ch in st.changes.items() if ch.gating}
     judged = {c.id for c in changes}
-    out = [
-        f"change {cid} is gating in {st.root} and {report} holds no verdict for it"
-        for cid, ch in sorted(st.changes.items())
-        if ch.gating and cid not in judged
+    missing = [
+        f"change {cid} is gating in {st.root} and {report} holds no verdict for it" for cid in sorted(gating - judged)
     ]
-    if out and digest and digest != st.digest:
-        out.append(f"{report} was made with another stack ({digest[:19]}…, this one is {st.digest[:19]}…)")
-    return out
+    return tuple(replace(c, gating=c.id in gating) for c in changes), missing
 
 
 def main(args: argparse.Namespace) -> int:
-    changes, digest = read(args.report)
-    missing = unjudged(args.report, changes, digest, args.stack)
+    said, digest = read(args.report)
+    changes, missing = judged_here(args.report, said, digest, args.stack, other_stack=args.other_stack)
     if args.style:
         print("error" if missing else style(changes))
         return 0
@@ -126,6 +135,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         codes=(0, 2, GATE_CLOSED),
     )
     p.add_argument("report", type=Path, metavar="REPORT_JSON", help="the report.json of `python -m ci report`")
+    p.add_argument(
+        "--other-stack",
+        action="store_true",
+        help="judge a report made with another stack (its digest differs; refused by default, exit 2): its "
+        "verdicts, and this stack's gating changes",
+    )
     p.add_argument(
         "--style",
         action="store_true",

@@ -2,8 +2,12 @@
 manifest into one deterministic bundle that `harness.vllm_build.apply` lays over the base wheel's tree.
 
 The overlay is Python-only by construction: a diff that touches compiled sources (csrc/, CMake, setup.py's
-extensions, CUDA/C++ files) is refused, naming the files, because the base wheel's binaries would not be the
-fork's; those forks take the source-build route (`containers/source/Dockerfile`, `ci.images.source_build`).
+extensions, CUDA/C++ files, whatever the case of their suffix) is refused, naming the files, because the base
+wheel's binaries would not be the fork's; those forks take the source-build route (`containers/source/Dockerfile`,
+`ci.images.source_build`). The files are git's own blobs (`ls-tree`, `cat-file --batch`), never `git archive`'s
+output, which applies the fork's attributes (`export-ignore` drops a file, `export-subst` and `core.autocrlf` change
+its bytes); what an overlay cannot hold, a symlink or a submodule under `vllm/`, or a name that is not UTF-8, is
+refused by name.
 """
 
 from __future__ import annotations
@@ -12,20 +16,27 @@ import gzip
 import hashlib
 import io
 import json
+import os
+import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ci import files
 from ci.errors import UsageError
 from ci.fork.ablate import Dropped
 from ci.fork.source import Fork
+from ci.upstream.checkout import GIT, git_env
 
 MANIFEST = "stackgate-fork.json"  # the same names as harness.vllm_build (a test holds them together)
 OVERLAY = "overlay/"
 PACKAGE = "vllm/"
 COMPILED_DIRS = ("csrc/", "cmake/")
 COMPILED_FILES = ("CMakeLists.txt", "setup.py")
-COMPILED_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".hip", ".cmake")
+COMPILED_SUFFIXES = (  # compared lower-cased: `.CU` is CUDA too
+    *(".cu", ".cuh", ".cpp", ".cc", ".c", ".h", ".hpp", ".hip", ".cmake"),
+    *(".cxx", ".c++", ".hh", ".hxx", ".h++", ".inl", ".ipp", ".tpp", ".tcc", ".pyx", ".pxd", ".pxi", ".s"),
+)
 
 
 class CompiledSources(UsageError):
@@ -35,7 +46,7 @@ class CompiledSources(UsageError):
 @dataclass(frozen=True, kw_only=True)
 class Overlay:
     commit: str  # the tree built: the fork's ref, or an ablation's commit
-    files: dict[str, bytes]  # path -> the fork's file, for every vllm/ file added or modified (one git archive)
+    files: dict[str, bytes]  # path -> the fork's file, for every vllm/ file added or modified (git's blobs)
     deleted: tuple[str, ...]
     outside: tuple[str, ...]  # changed paths outside the package (tests, docs): not part of the build
 
@@ -49,7 +60,7 @@ def compiled(paths: list[str]) -> list[str]:
     return [
         p
         for p in paths
-        if p.startswith(COMPILED_DIRS) or p in COMPILED_FILES or PurePosixPath(p).suffix in COMPILED_SUFFIXES
+        if p.startswith(COMPILED_DIRS) or p in COMPILED_FILES or PurePosixPath(p).suffix.lower() in COMPILED_SUFFIXES
     ]
 
 
@@ -60,6 +71,12 @@ def overlay(fork: Fork, commit: str) -> Overlay:
     status = dict(zip(parts[1::2], parts[0::2], strict=False))
     status.pop("", None)
     touched = sorted(status)
+    undecodable = [p for p in touched if any("\udc80" <= c <= "\udcff" for c in p)]  # git's bytes, surrogate-escaped
+    if undecodable:
+        raise UsageError(
+            f"the fork's diff against its base names files that are not UTF-8: {', '.join(map(ascii, undecodable))}",
+            hint="rename them in the fork: a bundle's manifest names every file in UTF-8",
+        )
     bad = compiled(touched)
     if bad:
         shown = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
@@ -80,15 +97,56 @@ def overlay(fork: Fork, commit: str) -> Overlay:
 
 
 def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:
-    """The files at `commit`, read in one `git archive` stream."""
+    """The files at `commit` as git stores them, read in two processes (`ls-tree` of the package, then one
+    `cat-file --batch` of their blobs): no attribute or filter applies. A path that is a symlink or a submodule there
+    is refused by name: the overlay holds regular files only, and leaving one out would build another tree."""
     if not paths:
         return {}
-    found: dict[str, bytes] = {}
-    with tarfile.open(fileobj=io.BytesIO(fork.checkout.archive(commit, paths))) as tar:
-        for m in tar.getmembers():
-            if m.isfile():
-                found[m.name] = tar.extractfile(m).read()  # type: ignore[union-attr]
+    where = fork.checkout.path
+    listed = _git(where, "ls-tree", "-r", "-z", "--full-tree", commit, "--", PACKAGE)
+    entries = {}
+    for line in listed.split(b"\0"):
+        meta, _, name = line.partition(b"\t")
+        if meta:
+            mode, _kind, oid = meta.split()
+            entries[os.fsdecode(name)] = (mode.decode(), oid.decode())
+    wanted = {p: entries.get(p) for p in paths}
+    odd = [
+        f"{p} ({_KINDS.get(e[0], e[0]) if e else 'not in the tree'})"
+        for p, e in wanted.items()
+        if not e or e[0] not in _FILES
+    ]
+    if odd:
+        raise UsageError(
+            f"the fork's {commit[:12]} holds under {PACKAGE} what an overlay of regular files cannot: {', '.join(odd)}",
+            hint="make them regular files in the fork (a symlink's target copied, a submodule's files vendored)",
+        )
+    out = _git(where, "cat-file", "--batch", stdin="".join(f"{e[1]}\n" for e in wanted.values() if e).encode())
+    found, at = {}, 0
+    for path, (_, oid) in ((p, e) for p, e in wanted.items() if e):
+        header_end = out.index(b"\n", at)
+        got_oid, _kind, size = out[at:header_end].split()
+        if got_oid.decode() != oid:
+            raise UsageError(
+                f"git cat-file answered {got_oid.decode()} for {path} ({oid})", hint=f"git -C {where} fsck"
+            )
+        found[path] = out[header_end + 1 : header_end + 1 + int(size)]
+        at = header_end + 1 + int(size) + 1
     return found
+
+
+_FILES = ("100644", "100755")
+_KINDS = {"120000": "a symlink", "160000": "a submodule", "040000": "a folder"}
+
+
+def _git(where: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    done = subprocess.run([*GIT, "-C", str(where), *args], input=stdin, capture_output=True, env=git_env())
+    if done.returncode != 0:
+        raise UsageError(
+            f"git {args[0]} failed in {where}: {done.stderr.decode(errors='replace').strip()[-300:]}",
+            hint=f"check the checkout: git -C {where} fsck",
+        )
+    return done.stdout
 
 
 def manifest(fork: Fork, ov: Overlay, *, dropped: Dropped | None) -> dict:
@@ -127,16 +185,12 @@ def manifest(fork: Fork, ov: Overlay, *, dropped: Dropped | None) -> dict:
 def write(fork: Fork, ov: Overlay, out: Path, *, dropped: Dropped | None = None) -> Path:
     """The bundle, byte for byte the same for the same fork commit (fixed member order, times and owners)."""
     doc = manifest(fork, ov, dropped=dropped)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         _add(tar, MANIFEST, json.dumps(doc, indent=1, sort_keys=True).encode())
         for path in sorted(ov.files):
             _add(tar, OVERLAY + path, ov.files[path])
-    tmp.write_bytes(gzip.compress(raw.getvalue(), mtime=0))
-    tmp.replace(out)
-    return out
+    return files.replace(out, gzip.compress(raw.getvalue(), mtime=0))  # never through a planted X.tmp symlink
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

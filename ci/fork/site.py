@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -78,9 +79,8 @@ def build(bundle: Path, base_site: Path, out: Path) -> dict:
                 f"--site {out} exists and is not a fork build: refusing to replace it", hint="name a new folder"
             )
         shutil.rmtree(out)
-    tmp = out.with_name(f".{out.name}.building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".building"))  # never a planted name
     shutil.copytree(base_site / "vllm", tmp / "vllm", copy_function=_link, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(infos[0], tmp / infos[0].name)
     try:

@@ -32,10 +32,9 @@ from ci.stack.model import Target
 
 REPO_ROOT = options.REPO
 STAGE = Path(".whl/stage")  # fixed: the engine's BuildKit does not expand ARGs in RUN --mount sources
-_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
-LABELS = (
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}\Z")
+LABELS = (  # every image has these; org.opencontainers.image.source only where $STACKGATE_SOURCE_URL names it
     "org.opencontainers.image.revision",
-    "org.opencontainers.image.source",
     "org.opencontainers.image.created",
     "org.opencontainers.image.base.name",
     "org.opencontainers.image.base.digest",
@@ -92,20 +91,12 @@ def image_name(target: Target) -> str:
 def image_ref(target: Target) -> str:
     """The image `ci run` uses for a target: the baked one where `ci bake` made it from the current build, else
     the built one (a bake of an earlier build is stale: it would run old code)."""
-    from ci.images.bake import BAKED_FROM
-
     cli = engine.find()
     built, baked = f"{image_name(target)}:latest", f"{image_name(target)}:baked"
-    done = subprocess.run(
-        [cli.path, "image", "inspect", "--format", "{{json .Config.Labels}}|{{.Parent}}", baked],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        return built
-    labels, _, parent = done.stdout.strip().rpartition("|")
-    source = (json.loads(labels or "null") or {}).get(BAKED_FROM) or parent  # an older bake: the committed parent
     current = engine.image_id(cli, built)
+    source = _baked_from(cli, baked)
+    if source is None:
+        return built
     if current is None or source == current:
         return baked
     print(
@@ -114,6 +105,32 @@ def image_ref(target: Target) -> str:
         file=sys.stderr,
     )
     return built
+
+
+def image_for(target: Target, built_id: str) -> str:
+    """The image id to verify and run after building `built_id`: the bake of that very build where there is one,
+    else the build itself. By id, never by tag: another checkout sharing the engine retags `:latest` (or prunes
+    what it untagged) between this build and its run."""
+    cli = engine.find()
+    baked = f"{image_name(target)}:baked"
+    if _baked_from(cli, baked) == built_id:
+        return engine.image_id(cli, baked) or built_id
+    return built_id
+
+
+def _baked_from(cli: engine.DockerCli, baked: str) -> str | None:
+    """The build the image `baked` was baked from, or None where there is no such image."""
+    from ci.images.bake import BAKED_FROM
+
+    done = subprocess.run(
+        [cli.path, "image", "inspect", "--format", "{{json .Config.Labels}}|{{.Parent}}", baked],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        return None
+    labels, _, parent = done.stdout.strip().rpartition("|")
+    return (json.loads(labels or "null") or {}).get(BAKED_FROM) or parent  # an older bake: the committed parent
 
 
 def resolve_base(target: Target, *, base: str | None = None, allow_unpinned: bool = False) -> Base:
@@ -176,7 +193,7 @@ def plan(
     }
     labels = {
         "org.opencontainers.image.revision": git.revision,
-        "org.opencontainers.image.source": git.source,
+        **({"org.opencontainers.image.source": git.source} if git.source else {}),
         "org.opencontainers.image.created": datetime.fromtimestamp(git.epoch, timezone.utc).strftime(
             "%Y-%m-%dT%H:%M:%SZ"
         ),

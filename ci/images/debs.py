@@ -22,11 +22,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci import files
 from ci.errors import BuildError, NotHere
 from ci.stack.model import Target
 
 SUFFIX = ".debs.txt"
-_LINE = re.compile(r"^([a-z0-9][a-z0-9+.-]+)=([A-Za-z0-9.+~:-]+)$")
+_LINE = re.compile(r"^([a-z0-9][a-z0-9+.-]+)=([A-Za-z0-9.+~:-]+)\Z")
 _GONE = re.compile(r"E: Version '([^']+)' for '([^']+)' was not found")
 
 
@@ -204,5 +205,5 @@ def resolve(target: Target, root: Path) -> Path:
         f"# recipe: {recipe_hash(target)}",
         f"# source-date-epoch: {int(time.time())}",
     ]
-    out.write_text("\n".join([*header, *packages]) + "\n")
+    files.replace(out, "\n".join([*header, *packages]) + "\n")
     return out

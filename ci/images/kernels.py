@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ci import options
+from ci import files, options
 from ci.errors import UsageError
 
 EVENTS = "jit-events.jsonl"
@@ -134,8 +134,7 @@ def record(evts: list[dict[str, Any]], note: str = "") -> str:
 
 def cmd_record(args: argparse.Namespace) -> int:
     text = record(events(args.results), args.note)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    files.replace(args.out, text)
     n = text.count("\n  - name: ")
     print(f"wrote {args.out}: {n} kernels")
     return 0

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ci import files
 from ci.errors import BuildError, NotHere, UsageError
 from ci.images.build import REPO_ROOT, lock_path
 from ci.stack.model import Target
@@ -68,7 +69,7 @@ def lock(target: Target, *, root: Path = REPO_ROOT) -> Path:
         " installed in the image with\n# pip install --no-index --require-hashes. Regenerate:\n"
         f"#   python -m ci lock {target.id}   (runs: {' '.join(argv)})\n"
     )
-    out.write_text(header + out.read_text())
+    files.replace(out, header + out.read_text())
     return out
 
 
@@ -114,7 +115,7 @@ def set_vllm(target: Target, version: str, root: Path = REPO_ROOT) -> Path:
     if not _PIN.search(text):
         raise UsageError(f"{path}: no vllm== line to re-pin", hint="add vllm==X.Y.Z to it")
     text = _PIN.sub(f"vllm=={version}", text)
-    path.write_text(_TORCH.sub("torch", text), encoding="utf-8")
+    files.replace(path, _TORCH.sub("torch", text))
     return path
 
 

@@ -36,6 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from ci import files
 from ci.engine import DockerCli, image_id
 from ci.errors import BuildError
 
@@ -233,8 +234,7 @@ def finish(cli: DockerCli, raw: str, *, base: str, epoch: int, tags: tuple[str, 
             subprocess.run([cli.path, "tag", final, tag], check=True, capture_output=True)
     else:
         final = normalize(cli, raw, base=base_of(cli, base), epoch=epoch, tags=tags)
-        memo.mkdir(parents=True, exist_ok=True)
-        key.write_text(final + "\n")
+        files.replace(key, final + "\n")
     if raw != final:
         subprocess.run([cli.path, "image", "rm", raw], capture_output=True)  # in use elsewhere: left there
     return final

@@ -13,13 +13,13 @@ import re
 import subprocess
 from pathlib import Path
 
-from ci import engine
+from ci import engine, files
 from ci.errors import BuildError, RunError, UsageError
 from ci.images import build
-from ci.options import ENV_REGISTRY
+from ci.options import ENV_REGISTRY, without_secret
 from ci.stack.model import Target
 
-_BY_DIGEST = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9.:/_\-]*)@(?P<digest>sha256:[0-9a-f]{64})$")
+_BY_DIGEST = re.compile(r"(?P<repo>[a-z0-9][a-z0-9.:/_\-]*)@(?P<digest>sha256:[0-9a-f]{64})")
 _PUSHED = re.compile(r"digest: (sha256:[0-9a-f]{64})")
 
 
@@ -45,12 +45,13 @@ def push(target: Target, registry: str, ref: str | None = None) -> str:
 
 def pull(ref: str) -> str:
     """Pull exactly `ref` (`repo@sha256:…`) and return the local image id; anything else is refused, naming it."""
-    m = _BY_DIGEST.match(ref)
+    m = _BY_DIGEST.fullmatch(ref)  # not .match: `$` would let a ref ending in a newline through
     if not m:
         raise UsageError(
-            f"{ref!r} is not an image pinned by digest (repo@sha256:<64 hex>)",
+            f"{without_secret(ref)!r} is not an image pinned by digest (repo@sha256:<64 hex>)",
             hint="pass the reference the build step recorded (buildkite-agent meta-data get …)",
         )
+    pinned = f"{untagged(m['repo'])}@{m['digest']}"  # REPO:TAG@DIGEST: the engine pulls the digest, lists it so
     cli = engine.find()
     done = subprocess.run([cli.path, "pull", ref], capture_output=True, text=True, env=cli.env())
     if done.returncode != 0:
@@ -65,16 +66,22 @@ def pull(ref: str) -> str:
     )
     image_id, _, listed = inspect.stdout.strip().partition(" ")
     digests = json.loads(listed or "null") or [] if inspect.returncode == 0 else []
-    if ref not in digests:
+    if pinned not in digests:
         raise RunError(
-            f"the image pulled for {ref} carries other digests ({', '.join(digests) or 'none'})",
+            f"the image pulled for {ref} carries other digests ({', '.join(digests) or 'none'}, not {pinned})",
             hint="the registry served another image: check it, and run the build step again",
         )
     return image_id
 
 
+def untagged(repo: str) -> str:
+    """`repo` without its tag (`host:5000/name:tag` -> `host:5000/name`): a port's colon comes before a '/'."""
+    name, colon, tag = repo.rpartition(":")
+    return name if colon and "/" not in tag else repo
+
+
 def record(ref: str, path: Path) -> None:
-    path.write_text(ref + "\n")
+    files.replace(path, ref + "\n")
 
 
 def _docker(cli: engine.DockerCli, args: list[str], what: str) -> str:

@@ -27,7 +27,7 @@ from ci.images.build import LABELS
 from ci.stack.model import Stack, Target
 
 PROBE = Path(__file__).with_name("probe.py")
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ci import options
+from ci import files, options
 from ci.errors import BuildError
 from ci.stack.model import Target
 
@@ -52,9 +52,9 @@ def fetch(target: Target, lock: Path, cache: Path | None = None) -> list[Path]:
     cache = cache or cache_root()
     index = cache / "locks" / f"{file_digest(lock)}-{target.python}-{target.platform.replace('/', '_')}.json"
     if index.is_file():
-        files = [cache / "sha256" / e["sha256"] / e["file"] for e in json.loads(index.read_text())]
-        if all(f.is_file() for f in files):
-            return files
+        kept = [cache / "sha256" / e["sha256"] / e["file"] for e in json.loads(index.read_text())]
+        if all(f.is_file() for f in kept):
+            return kept
     (cache / "tmp").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache / "tmp") as tmp:
         argv = [
@@ -95,8 +95,7 @@ def fetch(target: Target, lock: Path, cache: Path | None = None) -> list[Path]:
             if not dest.exists():
                 shutil.move(str(wheel), dest)
             entries.append({"file": wheel.name, "sha256": digest})
-    index.parent.mkdir(parents=True, exist_ok=True)
-    index.write_text(json.dumps(entries, indent=1) + "\n")
+    files.replace(index, json.dumps(entries, indent=1) + "\n")
     return [cache / "sha256" / e["sha256"] / e["file"] for e in entries]
 
 

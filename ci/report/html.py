@@ -14,7 +14,7 @@ from functools import cache
 import jinja2
 import jinja2.bccache
 
-from ci import options
+from ci import options, owned
 from ci.report import comparison, composition, first_screen, models, plot, rebase, triage
 from ci.report.view import (
     FAILING,
@@ -66,12 +66,14 @@ class _Compiled(jinja2.FileSystemBytecodeCache):
 
 
 def _compiled_cache() -> _Compiled | None:
+    """Compiled code runs as it loads: it is kept only in a folder nobody else could write to (`ci.owned`; Jinja's own
+    check of ownership and mode applies only to the folder it picks itself)."""
     folder = options.cache_home() / "jinja"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        owned.make(folder)
     except OSError:
         return None  # a read-only home: compiled in memory, every time
-    return _Compiled(str(folder))
+    return _Compiled(str(folder)) if owned.usable(folder, "the report template's compiled code") else None
 
 
 def _tally(c: dict[str, int]) -> str:
@@ -132,7 +134,7 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
         (f"Named models, each beside its shrunk twin ({models.tally(named)})", named),
         ("Inputs", inputs_table(report)),
         ("Rows run more than once (kept side by side, never merged)", duplicates_table(report.results)),
-        ("Results outside the plan", unplanned_table(report.results)),
+        ("Results outside the plan", unplanned_table(report)),
     ]
     c = report.comparison
     compared = None

@@ -9,11 +9,12 @@ import orjson
 import ci
 from ci import revision
 from ci.report import comparison_json, rebase
-from ci.report.rerun import rerun, rerun_test, rows_json_beside, shown
+from ci.report.rerun import image_beside, rerun, rerun_test, rows_json_beside, shown
 from ci.report.view import FAILING, Report
 from ci.results import criteria
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
+from ci.stack.model import Stack
 
 SCHEMA = Path(__file__).with_name("report.schema.json")  # the document's published JSON Schema
 # each criterion by a stable id, for scripts: its name is English and may be reworded
@@ -32,16 +33,17 @@ def _upstream(up: Upstream | None) -> dict[str, object] | None:
     return None if up is None else {"pr": up.pr, "state": up.state, "as_of": str(up.as_of)}
 
 
-def _rerun(r: RowResult) -> dict[str, object]:
+def _rerun(r: RowResult, st: Stack) -> dict[str, object]:
     if r.status not in FAILING:
         return {"repro": None, "repro_command": None}
-    how = rerun(r)
+    how = rerun(r, st)
     return {"repro": how.hint, "repro_command": how.command or None, "repro_missing": how.why_not or None}
 
 
 def _run_document(r: RowResult) -> dict[str, object] | None:
     """The rows.json of the run that holds the row's result (its first failing one, else its first), narrowed to
-    the row: what `ci repro --report` re-runs it from. None where no rows.json lies beside that JUnit file."""
+    the row: what the run was, to read (`ci repro --report` takes from it only the image, by content, and the
+    timeout). None where no rows.json lies beside that JUnit file."""
     case = next((c for c in r.cases if c.status != "pass"), r.cases[0] if r.cases else None)
     path = rows_json_beside(case.file) if case else None
     if path is None:
@@ -114,7 +116,7 @@ def _report(report: Report) -> dict[str, object]:
                 "planned": r.planned is not None,
                 "message": r.message,
                 "note": r.note,
-                **_rerun(r),
+                **_rerun(r, report.stack),
                 "rows_json": _run_document(r),
                 "metrics": {name: m.to_json() for name, m in r.metrics.items()},
                 "duplicates": list(r.duplicates),
@@ -128,7 +130,11 @@ def _report(report: Report) -> dict[str, object]:
                 "test": f"{c.classname}::{c.name}",
                 "status": c.status,
                 "message": c.message,
-                "repro_command": rerun_test(c) or None,
+                "repro_command": rerun_test(c, report.stack) or None,
+                # what `ci repro TEST --report` re-runs it from, each checked there against the stack
+                "target": c.target,
+                "suite": c.suite,
+                "image": image_beside(c) if c.status in FAILING else None,
             }
             for c in res.unkeyed
         ],

@@ -167,7 +167,7 @@ def _tail(report: Report) -> list[str]:
         data = cold_warm(report, v)
         if data:
             out += [f"### #{md(v.change.id)}", "", *_table(cold_warm_table(v, data)), ""]
-    other = unplanned_table(report.results)
+    other = unplanned_table(report)
     if other.rows:
         out += ["## Results outside the plan", "", *_table(other), ""]
     return out

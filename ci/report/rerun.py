@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ci.results.junit import Case
 from ci.results.merge import RowResult
+from ci.stack.model import Stack
 
 
 def shown(path: Path) -> str:
@@ -48,17 +49,28 @@ class Rerun:
     why_not: str = ""  # why no command could be made
 
 
-def rerun(r: RowResult) -> Rerun:
-    """How to re-run a row, from the report alone: the rows.json `ci run` left beside the row's JUnit."""
+def hint(r: RowResult) -> str:
+    """The command that prints a row's re-run lines, from the rows.json beside its result where there is one."""
+    case = r.cases[0] if r.cases else None
+    return repro(r.id, rows_json_beside(case.file) if case else None)
+
+
+def rerun(r: RowResult, st: Stack) -> Rerun:
+    """How to re-run a row, from the report alone: the rows.json `ci run` left beside the row's JUnit, with the
+    line's target (platform, devices, env) from `st`, the stack the report judges with."""
     case = r.cases[0] if r.cases else None
     if case is None:
         return Rerun(hint=repro(r.id), command="", why_not="no result file")
-    return _rerun(r.id, case.file, _in_image(case), os.getcwd())  # Path.cwd(), as a str, without its Path
+    key = (r.id, case.file, _in_image(case), os.getcwd(), st.digest)  # os.getcwd(): Path.cwd() as a str
+    if key not in _MADE:  # one per row and working folder: every section of the report that names it asks
+        _MADE[key] = _rerun(st, *key[:4])
+    return _MADE[key]
 
 
-@functools.lru_cache(maxsize=4096)
-def _rerun(row_id: str, file: str, in_image: bool, cwd: str) -> Rerun:
-    """One per row and working folder: every section of the report that names a failing row asks for it."""
+_MADE: dict[tuple[str, str, bool, str, str], Rerun] = {}
+
+
+def _rerun(st: Stack, row_id: str, file: str, in_image: bool, cwd: str) -> Rerun:
     rows_json = rows_json_beside(file)
     if rows_json is None:
         return Rerun(hint=repro(row_id), command="", why_not=f"no rows.json beside {file}")
@@ -66,7 +78,7 @@ def _rerun(row_id: str, file: str, in_image: bool, cwd: str) -> Rerun:
     from ci.run import repro as repro_cmd  # the run stage makes the line; the report only shows it
 
     try:
-        lines = repro_cmd.commands(rows_json, row_id, base=Path(cwd))
+        lines = repro_cmd.from_rows_json(st, rows_json, row_id, base=Path(cwd))
     except UsageError as exc:
         return Rerun(hint=repro(row_id, rows_json), command="", why_not=exc.message)
     return Rerun(hint=repro(row_id, rows_json), command=lines.docker if in_image else lines.host)
@@ -81,11 +93,11 @@ def rows_json_beside(junit_file: str) -> Path | None:
 
 def forget() -> None:
     """Drop what the last report looked up on disk: a new report sees the files as they are now."""
-    _rerun.cache_clear()
+    _MADE.clear()
     rows_json_beside.cache_clear()
 
 
-def rerun_test(case: Case) -> str:
+def rerun_test(case: Case, st: Stack) -> str:
     """The line that re-runs one testcase outside the plan as its run did, or "" where its run left no rows.json."""
     rows_json = rows_json_beside(case.file)
     if case.status not in ("failure", "error") or rows_json is None:
@@ -94,10 +106,24 @@ def rerun_test(case: Case) -> str:
     from ci.run import repro as repro_cmd
 
     try:
-        lines = repro_cmd.test_commands(rows_json, f"{case.classname}::{case.name}", base=Path.cwd())
+        lines = repro_cmd.from_rows_json(st, rows_json, f"{case.classname}::{case.name}", base=Path.cwd())
     except UsageError:
         return ""
     return lines.docker if _in_image(case) else lines.host
+
+
+def image_beside(case: Case) -> str | None:
+    """The image the run of `case` recorded, by content (`ci repro --report` checks and re-runs it), or None."""
+    rows_json = rows_json_beside(case.file)
+    if rows_json is None:
+        return None
+    from ci.errors import UsageError
+    from ci.run import repro as repro_cmd
+
+    try:
+        return repro_cmd.image_of(repro_cmd.document(rows_json).get("image")) or None
+    except UsageError:
+        return None
 
 
 def _in_image(case: Case) -> bool:

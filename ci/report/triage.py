@@ -132,7 +132,7 @@ def failing(report: Report, verdict: Verdict) -> list[Failing]:
                 log=log,
                 log_href=href,
                 seconds=r.seconds,
-                how=rerun(r),
+                how=rerun(r, report.stack),
             )
         )
     return out

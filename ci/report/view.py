@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.report.rerun import rerun, rerun_test, shown
+from ci.report.rerun import hint, rerun_test, shown
 from ci.results import ported
 from ci.results.acceptance import Verdict
 from ci.results.compare import Comparison
@@ -183,7 +183,7 @@ def change_heading(verdict: Verdict, results: Results | None = None) -> tuple[st
 
 def failing_table(results: Results) -> Table:
     rows = tuple(
-        (r.id, r.target, STATUS_MARK[r.status], short(r.message or r.note), rerun(r).hint)
+        (r.id, r.target, STATUS_MARK[r.status], short(r.message or r.note), hint(r))
         for r in results.rows
         if r.status in FAILING
     )
@@ -244,8 +244,9 @@ def _notes(r: RowResult) -> str:
     return "; ".join(dict.fromkeys(parts))
 
 
-def unplanned_table(results: Results) -> Table:
+def unplanned_table(report: Report) -> Table:
     """Results for row ids the plan lacks, and testcases naming no row at all."""
+    results = report.results
     rows = [
         (r.id, r.target, STATUS_MARK[r.status], short(r.note or r.message), "") for r in results.rows if not r.planned
     ]
@@ -255,7 +256,7 @@ def unplanned_table(results: Results) -> Table:
             c.target or "?",
             STATUS_MARK[c.status],
             short(f"{c.file}: {c.message}"),
-            rerun_test(c),
+            rerun_test(c, report.stack),
         )
         for c in results.unkeyed
     ]

@@ -42,6 +42,7 @@ class Case:
     # stackgate.fork_held: each imported change as the fork build holds it, (change, state) as `ci fork` found it
     fork_held: tuple[tuple[str, str], ...] | None = None
     fork: str | None = None  # stackgate.fork: the fork build, "demo-fork main ffa236ab7621" (name, ref, commit)
+    fork_source: str | None = None  # stackgate.fork_source: "<fork>@<commit> over <base>@<commit>" it was built from
     change_present: bool | None = None  # stackgate.change_present: the row's presence probe
     time: float | None
     jit_compiles: int | None

@@ -2,9 +2,11 @@
 (`ci fork bundle --without`) as the baseline its allowed regression is measured against.
 
 The sides are found from what the rows recorded, not from labels: a fork side's cases name the change among
-`stackgate.fork_changes`; the ablated side's cases name it as `stackgate.fork_without`. Both must be builds of one
-base release, and the change's presence probe must say present on the fork and absent without it; where it does
-not, the judgement says so instead of crediting the change with the difference.
+`stackgate.fork_changes`; the ablated side's cases name it as `stackgate.fork_without`. The change is credited with
+the difference only where the two are one fork at one base (`stackgate.fork_source`: the fork and commit, the base
+release and commit, each build was made from), their imported changes differ by exactly that change, and its
+presence probe says present on the fork and absent without it; where any of these does not hold, the judgement
+says so instead.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def find(stack: Stack, sides: Sequence[SideOf]) -> tuple[Ported, ...]:
             problems.append(f"the presence probe on side {without.label!r} reads {seen[1]}, not absent")
         if builds[0] == builds[1]:
             problems.append(f"both sides ran the same vLLM build {builds[0]}")
+        problems += _not_one_fork(fork, without, rows, cid)
         out.append(
             Ported(
                 change=change.id,
@@ -106,6 +109,31 @@ def _seen(side: SideOf, rows: tuple[str, ...]) -> str:
 def _build(side: SideOf, rows: tuple[str, ...]) -> str:
     builds = sorted({c.vllm_build or "not recorded" for r in rows for c in side.rows[r].cases})
     return ", ".join(b.removeprefix("sha256:")[:12] for b in builds)
+
+
+def _not_one_fork(fork: SideOf, without: SideOf, rows: tuple[str, ...], change: str) -> list[str]:
+    """Why the two sides are not the same fork at the same base differing by `change` alone (empty where they are)."""
+    out = []
+    sources = [_one(side, rows, lambda c: c.fork_source) for side in (fork, without)]
+    if "not recorded" in sources or "mixed" in sources or sources[0] != sources[1]:
+        out.append(
+            f"the sides are not one fork at one base: side {fork.label!r} was built from {sources[0]}, "
+            f"side {without.label!r} from {sources[1]}"
+        )
+    held = [{x for r in rows for c in side.rows[r].cases for x in c.fork_changes or ()} for side in (fork, without)]
+    if held[0] - held[1] != {change} or held[1] - held[0]:
+        differ = sorted((held[0] - held[1]) | (held[1] - held[0]))
+        out.append(f"the sides' imported changes differ by {', '.join(f'#{c}' for c in differ) or 'none'}, "
+                   f"not by #{change} alone")  # fmt: skip
+    return out
+
+
+def _one(side: SideOf, rows: tuple[str, ...], read: Callable[[Case], str | None]) -> str:
+    """The one value `read` gives every case of `rows` on `side`: "not recorded" or "mixed" where there is none."""
+    values = {read(c) for r in rows for c in side.rows[r].cases}
+    if not values or values == {None}:
+        return "not recorded"
+    return values.pop() or "not recorded" if len(values) == 1 else "mixed"
 
 
 def held(results: Results, change: str) -> tuple[str, str] | None:

@@ -67,7 +67,7 @@ _IMAGE, _REVISION, _AOT, _CAUSE = (PREFIX + k for k in ("image_digest", "git_rev
 _COMPILES, _KERNELS, _NEW_FILES, _TRACED = (
     PREFIX + k for k in ("jit.compiles", "jit.kernels", "jit.cache_new_files", "jit.traced_after_ready")
 )
-_VERSION, _COMMIT, _BUILD, _FORK, _FORK_CHANGES, _FORK_WITHOUT, _FORK_HELD, _PRESENT, _FIRST_ONLY = (
+_VERSION, _COMMIT, _BUILD, _FORK, _FORK_CHANGES, _FORK_WITHOUT, _FORK_HELD, _FORK_SOURCE, _PRESENT, _FIRST_ONLY = (
     PREFIX + k
     for k in (
         "vllm_version",
@@ -77,6 +77,7 @@ _VERSION, _COMMIT, _BUILD, _FORK, _FORK_CHANGES, _FORK_WITHOUT, _FORK_HELD, _PRE
         "fork_changes",
         "fork_without",
         "fork_held",
+        "fork_source",
         "change_present",
         "first_request_only",
     )
@@ -146,12 +147,23 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
             "fork_without": get(_FORK_WITHOUT),
             "fork_held": _held(get(_FORK_HELD)),
             "fork": same(_FORK),
+            "fork_source": get(_FORK_SOURCE) or _recorded_before(props),
             "change_present": _BOOL.get(get(_PRESENT, "")),
             "cause": get(_CAUSE),
             "jit_traced": get(_TRACED),
             "first_request_only": get(_FIRST_ONLY),
         }
     )
+
+
+def _recorded_before(props: dict[str, str]) -> str | None:
+    """The fork and base of a build recorded before `stackgate.fork_source`: the fork's name and ref
+    (`stackgate.fork`: "NAME REF BUILT"), over the vLLM release and commit its rows report."""
+    fork, version = props.get(_FORK), props.get(_VERSION)
+    if not fork or not version or len(fork.split()) < 2:
+        return None
+    name, ref = fork.split()[:2]
+    return f"{name} {ref} over {version}@{props.get(_COMMIT) or '?'}"
 
 
 def _vllm_build(props: dict[str, str]) -> str | None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ci.errors import UsageError
+from ci.files import staged
 from ci.run import host
 from ci.stack.model import Target
 
@@ -63,6 +64,12 @@ def _version(dist: str) -> str:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return "absent"
+
+
+def vllm_build_here() -> str | None:
+    """The content id of the vLLM tree this host's Python imports, or None where it has none."""
+    made = _vllm_build()
+    return None if made == "absent" else made
 
 
 def _vllm_build() -> str:
@@ -151,17 +158,12 @@ def pack(target: Target, out: Path, kind: str = "warm", rows_env: Mapping[str, s
     content_hash = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:12]
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"caches-{target.id}-{kind}-{key_hash}-{content_hash}.tar.gz"
-    partial = path.with_name(f".{path.name}.partial")  # an artefact's name is only ever a whole artefact's
-    try:
-        with tarfile.open(partial, "w:gz") as tar:
-            info = tarfile.TarInfo(MANIFEST)
-            info.size = len(blob)
-            tar.addfile(info, io.BytesIO(blob))
-            for p in files:
-                tar.add(p, arcname=f"root/{p.relative_to(top)}", recursive=False)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
+    with staged(path) as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:  # a name only a whole artefact has
+        info = tarfile.TarInfo(MANIFEST)
+        info.size = len(blob)
+        tar.addfile(info, io.BytesIO(blob))
+        for p in files:
+            tar.add(p, arcname=f"root/{p.relative_to(top)}", recursive=False)
     return path
 
 

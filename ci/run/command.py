@@ -9,8 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from ci import engine as container
+from ci import options
 
 ENV_MODEL_CACHE = "STACKGATE_MODEL_CACHE"
+DEFAULT_SUITES = options.REPO / "suites"
+# On a bare host the JIT sentinel is loaded in every Python process (EngineCore and workers are other
+# processes) by this directory's sitecustomize, as the images' .pth file does.
+STARTUP = DEFAULT_SUITES / "harness" / "startup"
 
 
 def model_cache() -> Path | None:

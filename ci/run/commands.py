@@ -116,7 +116,7 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--gpu-memory",
-        type=float,
+        type=options.gib,
         metavar="GIB",
         help="each GPU's memory for packing rows (default: what the GPU reports; a GB10 counts the "
         "host's): random-weight rows take their model's KV budget and 6 GiB (18 by default, 8 for a tiny "

@@ -17,19 +17,17 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ci import contract, options, revision, signals
+from ci import contract, revision, signals
 from ci import engine as container
-from ci.errors import RunError, UsageError
+from ci.errors import RunError
 from ci.images import build as images
 from ci.run import caches, gpus, guard, host_aot
 
 # made in ci.run.command; other modules and the tests name them through this one too
-from ci.run.command import ENV_MODEL_CACHE, make_container_spec, model_cache, pytest_command
+from ci.run.command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, make_container_spec, model_cache, pytest_command
 from ci.run.outcome import verdict
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
-
-DEFAULT_SUITES = options.REPO / "suites"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,11 +92,6 @@ def container_spec(spec: RunSpec, image: str, available: list[str] | None = None
     )
 
 
-# On a bare host the JIT sentinel is loaded in every Python process (EngineCore and workers are other
-# processes) by this directory's sitecustomize, as the images' .pth file does.
-STARTUP = DEFAULT_SUITES / "harness" / "startup"
-
-
 def _rows_env(spec: RunSpec) -> dict[str, str]:
     """What differs between the suites of one run in the harness's environment: its rows.json and JIT log."""
     return {"STACKGATE_ROWS": str(spec.rows_json), "STACKGATE_JIT_LOG": str(spec.out / "jit-events.jsonl")}
@@ -142,7 +135,7 @@ def host_command(spec: RunSpec, *extra: str, junit: Path | None = None) -> list[
 def run_host(spec: RunSpec, env: dict[str, str] | None = None) -> int:
     cmd, env = host_command(spec), env if env is not None else host_session(spec)
     proc = subprocess.Popen(cmd, env=env, cwd=spec.suites_dir or DEFAULT_SUITES, preexec_fn=signals.die_with_parent)
-    with signals.forwarding(proc.send_signal) as received:
+    with signals.forwarding(lambda signum: signals.pass_on(proc, signum)) as received:
         code = proc.wait()
     if received:
         _stopped(spec, code, received[0])
@@ -176,10 +169,10 @@ def run_rows(
     """Write rows.json, run the rows where they must run, and read the exit status back from the JUnit."""
     if spec.schedule is not None:
         return run_scheduled(st, [spec], host=host, image=image)
-    _usable_folder(spec.out)
+    guard.usable_folder(spec.out)
     with guard.exclusive(spec.out):
         env = host_session(spec) if host else None
-        ref = _prepare(st, spec, env=env, image=image)
+        ref, _ = _prepare(st, spec, env=env, image=image)
         status = run_host(spec, env) if env is not None else run_docker(spec, ref)
         return verdict(spec.junit, status, spec.rows)
 
@@ -189,7 +182,7 @@ def run_scheduled(st: Stack, specs: Sequence[RunSpec], *, host: bool, image: str
     packed together, so a suite of few groups does not leave a GPU idle while the next suite waits. Each suite keeps
     its own results folder, rows.json and JUnit files, as `ci run` of that suite alone writes them."""
     for spec in specs:
-        _usable_folder(spec.out)
+        guard.usable_folder(spec.out)
     with contextlib.ExitStack() as held:
         for spec in specs:
             held.enter_context(guard.exclusive(spec.out))
@@ -202,23 +195,11 @@ def run_scheduled(st: Stack, specs: Sequence[RunSpec], *, host: bool, image: str
         return _scheduled(st, prepared)
 
 
-def _usable_folder(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file", hint="name a folder for the results")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".stackgate-write-test"
-        probe.touch()
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(
-            f"--out {out}: cannot write there ({exc.strerror or exc})", hint="name a folder you can write to"
-        ) from None
-
-
-def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str | None) -> str:
-    """rows.json written for the run about to start (a stale JUnit removed first); the image's reference ("host")."""
-    spec.junit.unlink(missing_ok=True)  # a stale file from an earlier run must not stand in for this one
+def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str | None) -> tuple[str, dict[str, str]]:
+    """rows.json written for the run about to start (a stale JUnit removed first, unless resuming: it holds the rows
+    done); the image's reference ("host"), and each row's content digest."""
+    if spec.schedule is None or not spec.schedule.resume:
+        spec.junit.unlink(missing_ok=True)  # a stale file from an earlier run must not stand in for this one
     if env is not None:
         image_doc: dict[str, str | None] = {"ref": "host", "digest": None}
     else:
@@ -233,24 +214,27 @@ def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str
         git_revision=revision.git_revision(),
         timeout_s=spec.timeout_s,
         suites_dir=str(spec.suites_dir) if spec.suites_dir else None,
+        # the env the rows get, so a repro too (and each row's content digest with it)
+        target_env=container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
+        if env is not None and os.environ.get("STACKGATE_REFUSE_JIT") == "0"
+        else None,
     )
-    if env is not None and os.environ.get("STACKGATE_REFUSE_JIT") == "0":  # the env the rows get, so a repro too
-        doc["target"]["env"] = container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
     try:
         rows_json.write(spec.rows_json, doc)
     except OSError as exc:  # a full or read-only filesystem: said plainly, before any row starts
         raise RunError(f"{spec.rows_json}: {exc.strerror or exc}", hint="free space in --out") from None
     print(f"{len(spec.rows)} rows of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
-    return str(image_doc["ref"])
+    return str(image_doc["ref"]), {r["id"]: r[contract.ROW_CONTENT] for r in doc["rows"]}
 
 
-def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | None, str]]) -> int:
+def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | None, tuple[str, dict[str, str]]]]) -> int:
     from ci.run import scheduled
 
     first = prepared[0][0]
     assert first.schedule is not None
     devices = gpus.host_devices(first.target, first.schedule.gpus, first.schedule.gpu_memory_gib)
-    plans = {spec.suite: _plan(spec, env, image) for spec, env, image in prepared}
+    plans = {spec.suite: _plan(spec, env, made[0]) for spec, env, made in prepared}
+    contents = {row: digest for _, _, made in prepared for row, digest in made[1].items()}
     rows = [r for spec, _, _ in prepared for r in spec.rows]
     what = " and ".join(f"{len(spec.rows)} rows of {spec.suite}" for spec, _, _ in prepared)
     print(f"scheduling {what} on {len(devices)} device(s): {gpus.described(devices)}", flush=True)
@@ -262,6 +246,7 @@ def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | Non
         resume=first.schedule.resume,
         deadline_s=first.schedule.deadline_s,
         share=not first.schedule.isolate,
+        contents=contents,
     )
 
 

@@ -4,13 +4,15 @@ at the same path, so a host run is judged with a baked cache like an image run."
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci import options
+from ci import files, options
 from ci.run import caches
 from ci.stack.model import Target
 
@@ -20,6 +22,9 @@ def bake(target: Target, env: Mapping[str, str], suites: Path) -> dict[str, str]
     rows then read at the same path (cache entries hold absolute paths). Cached across runs, so a second
     run compiles nothing. Returns the env the rows need, or {} (saying why) where the bake failed."""
     if not target.kernel_lists:
+        return {}
+    if importlib.util.find_spec("triton") is None:  # the cpu target's host: nothing to compile, and no reason to try
+        print(f"host AOT bake of {target.id} not run: no triton in {sys.executable}; rows run unbaked", flush=True)
         return {}
     aot = caches.root(target)  # the runtime caches' root: the bake artefact carries this cache too
     baked = {"TRITON_CACHE_DIR": str(aot / "triton"), "STACKGATE_KERNEL_LIST": str(aot / "aot-manifest.json")}
@@ -41,14 +46,18 @@ def bake(target: Target, env: Mapping[str, str], suites: Path) -> dict[str, str]
     ]
     own_log = {"STACKGATE_JIT_LOG": str(aot / "aot-bake-jit.jsonl")}  # the bake's compiles are not the rows'
     done = subprocess.run(cmd, env={**env, **baked, **own_log}, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
+    if done.returncode != 0:  # one line here; the traceback, where there is one, in the log beside the cache
+        said = [line for line in done.stderr.splitlines() if line.strip()]
+        log = aot / "aot-bake.log"
+        with contextlib.suppress(OSError):
+            files.replace(log, done.stdout + done.stderr)
         print(
-            f"host AOT bake of {target.id} failed (exit {done.returncode}); rows run unbaked:\n"
-            f"{done.stderr.strip()[-1500:]}",
+            f"host AOT bake of {target.id} failed (exit {done.returncode}: {said[-1] if said else 'no output'}); "
+            f"rows run unbaked; its output: {log}",
             flush=True,
         )
         return {}
-    stamp.write_text(key)
+    files.replace(stamp, key)
     return baked
 
 
@@ -56,7 +65,6 @@ def _key(target: Target, lists: list[str], env: Mapping[str, str], suites: Path)
     """What the baked cache depends on: the lists, the triton targets, this interpreter, and which triton
     install (its version, and its path: the HIP backend's keys hash paths inside the install, so two venvs
     with the same triton bake different keys)."""
-    import importlib.util
     from importlib import metadata
 
     try:

@@ -1,26 +1,34 @@
-"""The exact command that re-runs one row, from a rows.json (`python -m ci repro`, in `ci.run.reproduce`).
+"""The exact command that re-runs one row or one test: the one module that makes it, for `ci repro` (which runs it)
+and for the report (which prints it).
 
-`commands()` makes the docker line and the host line from a results folder's rows.json; `row_document()`
-narrows that rows.json to one row, which the report carries so that a report alone re-runs it.
+It is made from a `Rerun`, every field of which is checked data: the target is the stack's (its platform, devices
+and env: never what a rows.json or a report says they were), the image is named by content (`sha256:…` or
+`repo@sha256:…`), the suite a suite's name, the tests pytest node ids inside that suite, the row a row id. A report or
+a rows.json from elsewhere chooses none of the flags, mounts or devices; the lines are `shlex`-quoted argv, never
+text of theirs.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
+import math
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci import contract, files
+from ci import contract, engine, files, options
 from ci.errors import UsageError
-from ci.run import execute as run
+from ci.run.command import DEFAULT_SUITES, STARTUP, make_container_spec, pytest_command
+from ci.stack.model import Stack, Target
 
-_TEST_MODULE = re.compile(r"^(test_.*|.*_test)$")  # pytest's default python_files
+_TEST_MODULE = re.compile(r"^(test_.*|.*_test)\Z")  # pytest's default python_files
+_SUITE = re.compile(r"[a-z][a-z0-9_]*")
 ROW_ID = contract.SAFE_NAME  # no '/' and no '..': it names a folder
+IMAGE = re.compile(r"(?:[a-z0-9][a-z0-9._/:-]*@)?sha256:[0-9a-f]{64}")  # an image by content: id, or repo@digest
+REFUSE_JIT = "STACKGATE_REFUSE_JIT"  # the one env key a run sets apart from the target's (ci run --host, allowed JIT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,15 +38,19 @@ class Repro:
     host: str  # one line: the same pytest on this host's Python, from a checkout's suites/
 
 
-def image_of(doc: dict[str, Any]) -> str:
-    """The exact image: ref@digest where a registry digest is known, else the image id."""
-    img = doc.get("image") or {}
-    ref, digest, image_id = img.get("ref"), img.get("digest"), img.get("id")
-    if ref and digest and digest != image_id and ref != "host":
-        name = ref.split("@", 1)[0]
-        repo, sep, tag = name.rpartition(":")
-        return f"{repo if sep and '/' not in tag else name}@{digest}"
-    return image_id or ref or ""
+@dataclass(frozen=True, kw_only=True)
+class Rerun:
+    """What re-runs one row or one test, each field checked by `rerun`: the command is made from this alone."""
+
+    target: Target  # the stack's: platform, devices, env
+    suite: str
+    name: str  # the row id, or the test's name: names the re-run's JUnit and folder
+    select: tuple[str, ...]  # pytest options choosing what runs: ("--stackgate-row", id), or () for a test's node id
+    tests: tuple[str, ...]  # pytest node ids under the suites root
+    image: str  # by content (IMAGE), or "" where the run named none (a host run)
+    timeout_s: float
+    suites_dir: Path | None  # the suites tree to mount (None: the image's own)
+    env: dict[str, str] = field(default_factory=dict)  # the target's env, with STACKGATE_REFUSE_JIT as the run had it
 
 
 def check_row_id(row_id: str) -> None:
@@ -48,87 +60,153 @@ def check_row_id(row_id: str) -> None:
         )
 
 
-def container_spec(
-    doc: dict[str, Any],
-    rows_json: Path,
-    name: str,
-    out: Path,
+def checked_image(ref: str, where: str) -> str:
+    """`ref`, where it names an image by content; a usage error naming `where` it came from otherwise."""
+    if not IMAGE.fullmatch(ref):
+        raise UsageError(
+            f"{where}: {ref!r} does not name an image by content (sha256:<64 hex>, or repo@sha256:<64 hex>)",
+            hint="name the image by its id or digest (docker image inspect --format '{{.Id}}' REF)",
+        )
+    return ref
+
+
+def image_of(image: Any) -> str:
+    """The image a rows.json's image block names, by content (repo@digest where a registry digest is known, else the
+    image id), or "" where it names none that checks (a host run, a tag, a malformed block)."""
+    if not isinstance(image, dict):
+        return ""
+    ref, digest, image_id = (image.get(k) if isinstance(image.get(k), str) else None for k in ("ref", "digest", "id"))
+    made = image_id or ""
+    if ref and digest and digest != image_id and ref != "host":
+        name = ref.split("@", 1)[0]
+        repo, sep, tag = name.rpartition(":")
+        made = f"{repo if sep and '/' not in tag else name}@{digest}"
+    return made if IMAGE.fullmatch(made) else ""
+
+
+def rerun(
+    st: Stack,
     *,
-    image_ref: str,
+    target: str,
+    suite: str,
+    row: str | None = None,
+    test: str | None = None,
     tests: tuple[str, ...] = (),
+    image: str = "",
+    timeout_s: Any = None,
     suites_dir: Path | None = None,
-    select: tuple[str, ...] | None = None,
-):
-    """The container that re-runs row `name` as its run did: the run's image, platform, devices, env and suites.
-    `select`: the pytest options that pick what runs (default: `--stackgate-row name`; none for a test's node id)."""
-    target = doc["target"]
-    only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", *(("--stackgate-row", name) if select is None else select))
-    return run.make_container_spec(
-        image=image_ref,
-        devices=target.get("devices") or {},
-        target_env=target.get("env") or {},
-        rows_json=rows_json,
-        out=out,
-        suites_dir=suites_dir or _suites_dir(doc),
-        suite=doc["suite"],
-        junit_name=f"junit-repro-{name}.xml",
-        extra=only,
-        platform=target.get("platform"),
+    refuse_jit: Any = None,
+) -> Rerun:
+    """A `Rerun` of `row` (its failing `tests` where known) or of the test `test`, each value checked here."""
+    if target not in st.targets:
+        raise UsageError(f"unknown target {target!r} in the run's record", hint=f"one of {', '.join(st.targets)}")
+    if not _SUITE.fullmatch(suite):
+        raise UsageError(f"{suite!r} is not a suite's name", hint="a suite is a folder of the suites tree: selftest")
+    if test is not None:
+        node = node_id(test, suite)
+        if node is None:
+            raise UsageError(
+                f"{test!r} names no test of suite {suite} that pytest can select",
+                hint="give its node id: SUITE/test_FILE.py::test_NAME",
+            )
+        name, select, tests = re.sub(r"[^A-Za-z0-9_.-]", "_", node.rsplit("::", 1)[-1])[:60], (), (node,)
+    else:
+        check_row_id(row or "")
+        name, select = row or "", ("--stackgate-row", row or "")
+        if any(node_id(t, suite) != t for t in tests):
+            raise UsageError(f"row {row}: a test to re-run is not a node id of suite {suite}", hint=", ".join(tests))
+    env = dict(st.targets[target].env)
+    if refuse_jit in ("0", "1"):  # as `ci run` wrote it for its rows: JIT allowed drops the switches that fail it
+        env = engine.without_jit_refusal({**env, REFUSE_JIT: refuse_jit})
+    good = isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool) and 0 < timeout_s < math.inf
+    return Rerun(
+        target=st.targets[target],
+        suite=suite,
+        name=name,
+        select=select,
         tests=tests,
+        image=checked_image(image, "the run's image") if image else "",
+        timeout_s=float(timeout_s) if good else options.DEFAULT_TIMEOUT_S,
+        suites_dir=suites_dir,
+        env=env,
     )
 
 
-def _suites_dir(doc: dict[str, Any]) -> Path | None:
-    """The suites tree the run mounted, where it named one (else the image's own)."""
-    return Path(doc["suites_dir"]).resolve() if doc.get("suites_dir") else None
+def docker_spec(r: Rerun, rows_json: Path, out: Path, image: str | None = None) -> engine.ContainerSpec:
+    """The `docker run` of `r`, its flags from the target alone (`image`: another than the run's, the person's)."""
+    only = ("--stackgate-timeout", f"{r.timeout_s:g}", *r.select)
+    return make_container_spec(
+        image=image or r.image or "IMAGE",  # a host run names no image: the person picks one
+        devices=asdict(r.target.devices),
+        target_env=r.env,
+        rows_json=rows_json,
+        out=out,
+        suites_dir=r.suites_dir,
+        suite=r.suite,
+        junit_name=f"junit-repro-{r.name}.xml",
+        extra=only,
+        platform=r.target.platform,
+        tests=r.tests,
+    )
 
 
-def commands(
-    rows_json: Path,
-    row_id: str,
-    *,
-    image: str | None = None,
-    out: Path | None = None,
-    python: str = "python3",
-    base: Path | None = None,
+def lines(
+    r: Rerun, rows_json: Path, out: Path, *, image: str | None = None, python: str = "python3", base: Path | None = None
 ) -> Repro:
     """The docker line and the host line (run with `python`: the host's Python that has the suites' deps). With
     `base`, paths below it are written as `"$PWD"/…`: lines that work from that folder on any machine."""
-    rows_json = rows_json.resolve()
-    check_row_id(row_id)
-    doc = _document(rows_json)
-    known = {r["id"] for r in doc["rows"]}
-    if row_id not in known:
-        raise UsageError(
-            f"row {row_id!r} is not in {rows_json}", hint=f"rows there: {', '.join(sorted(known)) or 'none'}"
-        )
-    out = (out or rows_json.parent / f"repro-{row_id}").resolve()
-    return _lines(doc, rows_json, out, row_id, ("--stackgate-row", row_id), (), image=image, python=python, base=base)
+    spec = docker_spec(r, rows_json, out, image)
+    env = {
+        **r.env,
+        "STACKGATE_ROWS": str(rows_json),
+        "PYTHONPATH": f"{STARTUP}:{DEFAULT_SUITES}",
+        "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl"),
+    }
+    only = ("--stackgate-timeout", f"{r.timeout_s:g}", *r.select)
+    junit = str(out / f"junit-repro-{r.name}.xml")
+    pytest = pytest_command(python, str(r.suites_dir or DEFAULT_SUITES), r.suite, junit, *only, tests=r.tests)
+    mkdir = f"mkdir -p {join([str(out)], base)} && "
+    host = mkdir + "env " + join([f"{k}={v}" for k, v in env.items()] + pytest, base)
+    return Repro(row=r.name, docker=mkdir + join(spec.argv(), base), host=host)
 
 
-def test_commands(
+def from_rows_json(
+    st: Stack,
     rows_json: Path,
-    test: str,
+    wanted: str,
     *,
     image: str | None = None,
     out: Path | None = None,
     python: str = "python3",
     base: Path | None = None,
 ) -> Repro:
-    """The lines that re-run one testcase outside the plan (a test naming no row) as its run did: its pytest node
-    id under the run's suites tree. `test` is a node id (`selftest/test_x.py::test_y`) or the report's
-    `classname::name` (`selftest.test_x::test_y`)."""
+    """The lines that re-run the row or test `wanted` (a node id, or the report's `classname::name`) from the
+    rows.json of its run, which the re-run mounts as it is; the rest of the line is made by `rerun`."""
     rows_json = rows_json.resolve()
-    doc = _document(rows_json)
-    node = node_id(test, doc["suite"])
-    if node is None:
-        raise UsageError(
-            f"{test!r} names no test of suite {doc['suite']} that pytest can select",
-            hint="give its node id: SUITE/test_FILE.py::test_NAME",
-        )
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", node.rsplit("::", 1)[-1])[:60]
-    out = (out or rows_json.parent / f"repro-test-{name}").resolve()
-    return _lines(doc, rows_json, out, name, (), (node,), image=image, python=python, base=base)
+    if "::" not in wanted:
+        check_row_id(wanted)  # before the file is read: a name that is no row id is the first thing wrong
+    doc = document(rows_json)
+    target, given = doc["target"], doc.get("suites_dir")
+    common = {
+        "target": str(target.get("id")),
+        "suite": doc["suite"],
+        "image": image_of(doc.get("image")),
+        "timeout_s": doc["timeout_s"],
+        "suites_dir": Path(given).resolve() if isinstance(given, str) and given.startswith("/") else None,
+        "refuse_jit": (target.get("env") or {}).get(REFUSE_JIT),
+    }
+    if "::" in wanted:
+        r = rerun(st, test=wanted, **common)
+        default = rows_json.parent / f"repro-test-{r.name}"
+    else:
+        known = {x["id"] for x in doc["rows"]}
+        if wanted not in known:
+            raise UsageError(
+                f"row {wanted!r} is not in {rows_json}", hint=f"rows there: {', '.join(sorted(known)) or 'none'}"
+            )
+        r = rerun(st, row=wanted, **common)
+        default = rows_json.parent / f"repro-{wanted}"
+    return lines(r, rows_json, (out or default).resolve(), image=image, python=python, base=base)
 
 
 def node_id(test: str, suite: str) -> str | None:
@@ -143,38 +221,6 @@ def node_id(test: str, suite: str) -> str | None:
     if len(module) < 2 or module[0] != suite or not _TEST_MODULE.match(module[-1]) or not name:
         return None
     return f"{'/'.join(module)}.py::{'::'.join([*classes, name])}"
-
-
-def _lines(
-    doc: dict[str, Any],
-    rows_json: Path,
-    out: Path,
-    name: str,
-    select: tuple[str, ...],
-    tests: tuple[str, ...],
-    *,
-    image: str | None,
-    python: str,
-    base: Path | None,
-) -> Repro:
-    img = image or image_of(doc)
-    if not img or img == "host":
-        img = "IMAGE"  # a host run names no image: the person picks one
-    target = doc["target"]
-    only = ("--stackgate-timeout", f"{doc['timeout_s']:g}", *select)
-    spec = container_spec(doc, rows_json, name, out, image_ref=img, tests=tests, select=select)
-    suites = _suites_dir(doc) or run.DEFAULT_SUITES
-    env = {
-        **(target.get("env") or {}),
-        "STACKGATE_ROWS": str(rows_json),
-        "PYTHONPATH": f"{run.STARTUP}:{run.DEFAULT_SUITES}",
-        "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl"),
-    }
-    junit = str(out / f"junit-repro-{name}.xml")
-    pytest = run.pytest_command(python, str(suites), doc["suite"], junit, *only, tests=tests)
-    mkdir = f"mkdir -p {join([str(out)], base)} && "
-    host = mkdir + "env " + join([f"{k}={v}" for k, v in env.items()] + pytest, base)
-    return Repro(row=name, docker=mkdir + join(spec.argv(), base), host=host)
 
 
 def join(argv: list[str], base: Path | None = None) -> str:
@@ -195,40 +241,30 @@ def _portable(arg: str, prefix: str) -> str:
 
 
 def row_document(rows_json: Path, row_id: str) -> dict[str, Any] | None:
-    """The rows.json of a run narrowed to one row (what `--report` re-runs it from), or None where that rows.json
-    is unusable or lacks the row."""
+    """The rows.json of a run narrowed to one row (what the report carries of the run, to read), or None where that
+    rows.json is unusable or lacks the row."""
     try:
-        doc = _document(rows_json.resolve())
+        doc = document(rows_json.resolve())
     except UsageError:
         return None
     rows = [r for r in doc["rows"] if r.get("id") == row_id]
     if not rows:
         return None
-    return {**copy.deepcopy({k: v for k, v in doc.items() if k != "rows"}), "rows": copy.deepcopy(rows)}
+    return {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows}
 
 
-# rows.json's fields that the re-run lines are made from, with the JSON type each must have
+# rows.json's fields that the re-run lines are read from, with the JSON type each must have
 _SHAPE = {"suite": str, "target": dict, "timeout_s": (int, float), "rows": list}
 
 
-def _document(rows_json: Path) -> dict[str, Any]:
+def document(rows_json: Path) -> dict[str, Any]:
+    """A rows.json written by `ci run`, its shape checked (the fields a re-run reads, their JSON types)."""
     try:
         return _shaped(_read(rows_json))
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise UsageError(
             f"{rows_json}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
             hint="point --rows-json at the rows.json in a results folder",
-        ) from None
-
-
-def checked(doc: Any, where: str) -> dict[str, Any]:
-    """A rows.json document carried elsewhere (report.json's rows[].rows_json), its shape checked as a file's."""
-    try:
-        return _shaped(doc)
-    except (KeyError, TypeError) as exc:
-        raise UsageError(
-            f"{where}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
-            hint="write the report again: python -m ci report RESULTS --out DIR",
         ) from None
 
 
@@ -240,18 +276,11 @@ def _shaped(doc: Any) -> dict[str, Any]:
     if missing or not all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in doc["rows"]):
         raise KeyError(", ".join(missing) or "rows[].id")
     wrong = [f"{k} is a {type(doc[k]).__name__}" for k, t in _SHAPE.items() if not isinstance(doc[k], t)]
-    if wrong:
-        raise TypeError("; ".join(wrong))
-    wrong += [
-        f"{k} is a {type(doc[k]).__name__}"
-        for k, t in (("image", dict), ("suites_dir", str))
-        if doc.get(k) is not None and not isinstance(doc[k], t)
-    ]
     target = doc["target"]
     wrong += [
         f"target.{k} is a {type(target[k]).__name__}"
-        for k, t in (("env", dict), ("devices", dict), ("platform", str))
-        if target.get(k) is not None and not isinstance(target[k], t)
+        for k, t in (("env", dict), ("id", str))
+        if isinstance(target, dict) and target.get(k) is not None and not isinstance(target[k], t)
     ]
     if wrong:
         raise TypeError("; ".join(wrong))

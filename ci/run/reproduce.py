@@ -1,10 +1,12 @@
-"""`python -m ci repro <row id>`: re-run one row from a report alone (`--report report.json`), or print its
-docker and host lines from a results folder's rows.json (`--rows-json`).
+"""`python -m ci repro <row id>`: re-run one row from a report (`--report report.json`), or print its docker and
+host lines from a results folder's rows.json (`--rows-json`).
 
-report.json carries, per row that ran, the rows.json of its run narrowed to that row (`rows[].rows_json`):
-the image by content, the target's platform, devices and env, the suites tree it ran from, and the row.
-This writes that document as the re-run's rows.json, prints the one `docker run` line that re-runs the row's
-failing tests (their pytest node ids) as the run did, and runs it unless --print, exiting with its status.
+A report comes from elsewhere (another agent, another user's PR, a download): it is read for names only, each
+checked, and the command is made again from them (`ci.run.repro`). The row must be one of this stack's plan, and its
+rows.json is written anew from the stack; the image must be named by content and held here (or pulled, with
+--pull); the platform, devices and env are the stack's target's; a suites tree is mounted only where --suites-dir
+names it here; the failing tests it re-runs are node ids of the row's suite. The line is printed, then run (unless
+--print) as argv, never through a shell, exiting with its status.
 """
 
 from __future__ import annotations
@@ -15,46 +17,62 @@ import platform
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ci import files, options
+from ci import engine, files, options, revision
 from ci.errors import NotHere, RunError, UsageError
 from ci.run import host, repro
-from ci.stack import rows_json
+from ci.stack import loader, plan, rows_json
+from ci.stack.model import Stack, Target
 
 # where `nox -s report` (and the pipeline's report step) and `ci main` write it
 DEFAULT_REPORTS = (Path("report/report.json"), Path("out/report/report.json"))
 _MACHINES = {"x86_64": "linux/amd64", "amd64": "linux/amd64", "aarch64": "linux/arm64", "arm64": "linux/arm64"}
+_NOT_A_REPORT = "point --report at the report.json of a report folder"
 
 
 def _report_doc(report: Path) -> Any:
     """report.json, read as untrusted input (a regular file, within a report's size)."""
-    return json.loads(files.read_regular(report, files.REPORT_JSON_MAX).decode("utf-8"))
+    try:
+        return json.loads(files.read_regular(report, files.REPORT_JSON_MAX).decode("utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{report} not found", hint="point --report at a report.json (python -m ci report)") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(
+            f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})", hint=_NOT_A_REPORT
+        ) from None
+
+
+def _entries(report: Path, key: str, name: str) -> dict[str, dict[str, Any]]:
+    """report.json's `key` list, by each entry's `name` field."""
+    doc = _report_doc(report)
+    listed = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(listed, list):
+        raise UsageError(f"{report}: not a report.json written by ci report (no {key} list)", hint=_NOT_A_REPORT)
+    return {str(e[name]): e for e in listed if isinstance(e, dict) and isinstance(e.get(name), str)}
 
 
 def report_row(report: Path, row_id: str) -> dict[str, Any]:
     """The row's entry in report.json; a usage error names what is wrong with the file or the row."""
-    try:
-        doc = _report_doc(report)
-        rows = {r["id"]: r for r in doc["rows"] if isinstance(r, dict)}
-    except FileNotFoundError:
-        raise UsageError(f"{report} not found", hint="point --report at a report.json (python -m ci report)") from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(
-            f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
-            hint="point --report at the report.json of a report folder",
-        ) from None
+    rows = _entries(report, "rows", "id")
     if row_id not in rows:
         failing = [i for i, r in rows.items() if r.get("status") in ("failure", "error", "conflict", "incomplete")]
         listed = ", ".join(failing[:5]) + (" …" if len(failing) > 5 else "") if failing else "none"
         raise UsageError(f"row {row_id!r} is not in {report}", hint=f"its failing rows: {listed}")
-    entry = rows[row_id]
-    if not entry.get("rows_json"):
-        why = "it did not run" if entry.get("status") == "not run" else "its results folder held no rows.json"
+    return rows[row_id]
+
+
+def _test_entry(report: Path, test: str) -> dict[str, Any]:
+    """A testcase outside the plan, as report.json's `unkeyed` names it (with the target and suite it ran in)."""
+    tests = _entries(report, "unkeyed", "test")
+    entry = tests.get(test)
+    if entry is None or not entry.get("target") or not entry.get("suite"):
+        failing = [t for t, c in tests.items() if c.get("status") in ("failure", "error")][:5]
         raise UsageError(
-            f"{report}: row {row_id} carries no rows.json to re-run it from ({why})",
-            hint=f"python -m ci repro {row_id} --rows-json DIR/rows.json, DIR the folder it ran in",
+            f"{report} has no re-runnable test {test!r} (one naming the target and suite it ran in)",
+            hint=f"its failing tests outside the plan: {', '.join(failing) or 'none'}",
         )
     return entry
 
@@ -62,7 +80,7 @@ def report_row(report: Path, row_id: str) -> dict[str, Any]:
 def node_ids(entry: dict[str, Any], suite: str) -> tuple[str, ...]:
     """The pytest node ids (relative to the suites root) of the row's failing runs, else of all its runs; none
     where a run names no test module of the suite (then the suite's folder is run, narrowed to the row)."""
-    runs = entry.get("runs") or []
+    runs = [r for r in entry.get("runs") or [] if isinstance(r, dict)]
     bad = [r for r in runs if r.get("status") in ("failure", "error")] or runs
     out: list[str] = []
     for run in bad:
@@ -73,76 +91,103 @@ def node_ids(entry: dict[str, Any], suite: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _check_here(target: dict[str, Any], row_id: str) -> None:
+def _check_here(target: Target, what: str) -> None:
     """Say plainly, before docker is asked, that this host lacks the target's GPU."""
-    cc, gfx = target.get("nvidia_compute_capability"), target.get("amdgpu_gfx")
+    cc, gfx = target.detect.nvidia_compute_capability, target.detect.amdgpu_gfx
     if not host.has(cc, gfx):
         gpu = f"NVIDIA compute capability {cc}" if cc else f"AMD {gfx}"
         raise NotHere(
-            f"row {row_id} runs on {target.get('id')} ({gpu}); this host has {host.describe()}",
-            hint=f"run it on a {target.get('id')} host, or add --print and paste the line there",
+            f"{what} runs on {target.id} ({gpu}); this host has {host.describe()}",
+            hint=f"run it on a {target.id} host, or add --print and paste the line there",
         )
     here = _MACHINES.get(platform.machine().lower())
-    wanted = target.get("platform")
-    if wanted and here and wanted != here:
+    if target.platform and here and target.platform != here:
         print(
-            f"note: the image is {wanted} and this host {here}: docker runs it under emulation (binfmt) or refuses it",
+            f"note: the image is {target.platform} and this host {here}: docker runs it under emulation (binfmt) or "
+            "refuses it",
             file=sys.stderr,
         )
 
 
 def from_report(args: argparse.Namespace, report: Path) -> int:
-    if "::" in args.row:  # a testcase outside the plan: the report carries its line
-        return _test_from_report(args, report)
-    repro.check_row_id(args.row)
+    st = loader.load(args.stack)
     report = report.resolve()
-    entry = report_row(report, args.row)
-    doc = repro.checked(entry["rows_json"], f"{report}: row {args.row}'s rows_json")
-    out = (args.out or report.parent / f"repro-{args.row}").resolve()
-    image = args.image or repro.image_of(doc)
-    if not image or image == "host":
+    if "::" in args.row:  # a testcase outside the plan
+        entry, ran, rows = _test_entry(report, args.row), {}, []
+        r = repro.rerun(st, target=str(entry["target"]), suite=str(entry["suite"]), test=args.row,
+                        image=_image(args, entry.get("image"), report))  # fmt: skip
+    else:
+        repro.check_row_id(args.row)
+        entry = report_row(report, args.row)
+        ran = entry.get("rows_json") if isinstance(entry.get("rows_json"), dict) else {}
+        row = _planned(st, args.row, report)
+        rows = [row]
+        r = repro.rerun(st, target=row.target, suite=row.suite, row=row.id, tests=node_ids(entry, row.suite),
+                        image=_image(args, ran.get("image"), report), timeout_s=ran.get("timeout_s"))  # fmt: skip
+    if args.suites_dir is not None:
+        r = replace(r, suites_dir=args.suites_dir.resolve())
+    elif ran.get("suites_dir") or entry.get("suites_dir"):
         raise UsageError(
-            f"row {args.row} ran on a host's Python (--host): no image to re-run it in",
-            hint=f"add --image REF, or: python -m ci repro {args.row} --rows-json DIR/rows.json",
+            f"{args.row} ran from a suites tree of its own, which a report does not choose here",
+            hint="add --suites-dir DIR: the tree to mount, on this host",
         )
-    suites = args.suites_dir.resolve() if args.suites_dir else None
-    recorded = doc.get("suites_dir")
-    if suites is None and recorded and not Path(recorded).is_dir():
-        raise UsageError(
-            f"the run mounted the suites tree {recorded}, which is not on this host",
-            hint="add --suites-dir DIR naming that tree here",
-        )
-    rows = rows_json.write(out / "rows.json", doc)
-    spec = repro.container_spec(
-        doc, rows, args.row, out, image_ref=image, tests=node_ids(entry, doc["suite"]), suites_dir=suites
-    )
+    out = (args.out or report.parent / f"repro-{r.name}").resolve()
+    digest = r.image.rpartition("@")[2]
+    doc = rows_json.document(st, r.target, r.suite, rows, image={"ref": r.image, "digest": digest, "id": digest},
+                             git_revision=revision.git_revision(), timeout_s=r.timeout_s,
+                             suites_dir=str(r.suites_dir) if r.suites_dir else None)  # fmt: skip
+    spec = repro.docker_spec(r, rows_json.write(out / "rows.json", doc), out)
     print(spec.cli(), flush=True)
-    print(f"wrote {rows} (row {args.row} alone); the re-run's JUnit: {out}/junit-repro-{args.row}.xml", file=sys.stderr)
+    print(f"wrote {out / 'rows.json'} (from {st.root}); the re-run's JUnit: {out}/junit-repro-{r.name}.xml",
+          file=sys.stderr)  # fmt: skip
     if args.print_only:
         return 0
-    _check_here(doc["target"], args.row)
+    _check_here(r.target, args.row)
     if not shutil.which("docker"):
         raise RunError("no docker client on PATH", hint="install docker, or add --print and run the line elsewhere")
+    _held(args, r.image)
     return subprocess.run(spec.argv(), check=False).returncode
 
 
-def _test_from_report(args: argparse.Namespace, report: Path) -> int:
-    try:
-        tests = {c["test"]: c for c in _report_doc(report)["unkeyed"]}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+def _planned(st: Stack, row_id: str, report: Path) -> plan.Row:
+    """The row as this stack plans it: what re-runs is the stack's row, never the report's copy of it."""
+    row = next((r for r in plan.build(st).rows if r.id == row_id), None)
+    if row is None:
         raise UsageError(
-            f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
-            hint="point --report at the report.json of a report folder",
-        ) from None
-    line = (tests.get(args.row) or {}).get("repro_command")
-    if not line:
-        failing = [t for t, c in tests.items() if c.get("repro_command")][:5]
-        raise UsageError(
-            f"{report} has no re-run line for test {args.row!r}",
-            hint=f"its failing tests outside the plan: {', '.join(failing) or 'none'}",
+            f"row {row_id} of {report} is not in the plan of {st.root}: the report was made with another stack",
+            hint="pass --stack naming the stack the report was made with",
         )
-    print(line, flush=True)
-    return 0 if args.print_only else subprocess.run(["bash", "-c", line], check=False).returncode
+    return row
+
+
+def _image(args: argparse.Namespace, recorded: Any, report: Path) -> str:
+    """The image to re-run in, by content: --image where given, else the one the run recorded."""
+    if args.image:
+        return repro.checked_image(args.image, "--image")
+    found = repro.image_of(recorded) if isinstance(recorded, dict) else str(recorded or "")
+    if not repro.IMAGE.fullmatch(found):
+        raise UsageError(
+            f"{report}: {args.row} names no image by content to re-run it in (it ran on a host's Python, or its "
+            "image is not named by digest)",
+            hint=f"add --image sha256:… or REPO@sha256:…, or: python -m ci repro {args.row} --rows-json DIR/rows.json",
+        )
+    return found
+
+
+def _held(args: argparse.Namespace, image: str) -> str:
+    """The local id of `image` where this engine holds it, pulled first with --pull; refused otherwise (a report does
+    not make the engine fetch what it names)."""
+    found = engine.image_id(engine.find(), image)
+    if found is None and args.pull and "@" in image:
+        from ci.images import registry
+
+        found = registry.pull(image)
+    if found is None:
+        raise RunError(
+            f"image {image} is not held by this docker engine",
+            hint=f"pull it (python -m ci pull {image}), or add --pull",
+        )
+    return found
 
 
 def main(args: argparse.Namespace) -> int:
@@ -156,11 +201,10 @@ def main(args: argparse.Namespace) -> int:
                 hint="add --report REPORT_JSON, or --rows-json DIR/rows.json from a results folder",
             )
         return from_report(args, report)
-    rows_json = args.rows_json
-    if not rows_json.exists():
-        raise UsageError(f"{rows_json} not found", hint="point --rows-json at a results folder's rows.json")
-    make = repro.test_commands if "::" in args.row else repro.commands  # a test naming no row, or a row
-    r = make(rows_json, args.row, image=args.image, out=args.out)
+    if not args.rows_json.exists():
+        raise UsageError(f"{args.rows_json} not found", hint="point --rows-json at a results folder's rows.json")
+    image = repro.checked_image(args.image, "--image") if args.image else None
+    r = repro.from_rows_json(loader.load(args.stack), args.rows_json, args.row, image=image, out=args.out)
     print(f"# docker\n{r.docker}\n# host (--host equivalent)\n{r.host}")
     return 0
 
@@ -182,8 +226,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--report",
         type=Path,
         metavar="REPORT_JSON",
-        help="a report.json (ci report): re-run the row from it alone, printing the docker line first; "
-        "exit with its status (default: report/report.json, else out/report/report.json)",
+        help="a report.json (ci report): re-run the row from its names, checked against the stack, printing the "
+        "docker line first; exit with its status (default: report/report.json, else out/report/report.json)",
     )
     p.add_argument(
         "--print", dest="print_only", action="store_true", help="print the line (and write its rows.json), run nothing"
@@ -195,10 +239,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="instead of a report: the rows.json of the run that held the row; prints its docker and "
         "host lines, runs nothing",
     )
-    p.add_argument("--image", help="another image than the one the run recorded")
+    p.add_argument("--image", help="another image than the one the run recorded, by content (sha256:…, REPO@sha256:…)")
     p.add_argument(
-        "--suites-dir", type=Path, help="with --report: the suites tree to mount, where the run's lies elsewhere here"
+        "--pull",
+        action="store_true",
+        help="with --report: pull the image (REPO@sha256:…) where this engine does not hold it (default: refuse)",
     )
+    p.add_argument(
+        "--suites-dir", type=Path, help="the suites tree to mount (a run from a tree of its own needs it: a report "
+        "never chooses a host path to mount)"
+    )  # fmt: skip
     p.add_argument(
         "--out", type=Path, help="results folder for the re-run (default: repro-<row> beside rows.json or report.json)"
     )

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from lxml import etree
 
-from ci import contract, signals
+from ci import contract, files, signals
 from ci.errors import NOTHING_RAN, StackgateError
 from ci.run import guard
 from ci.run.outcome import NOT_RUN, record_not_run
+from ci.run.resume import outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
 from ci.run.schedule import Device, Job, Packing, jobs, measured_peaks, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
@@ -48,33 +49,6 @@ def row_junit(out: Path, target: str, suite: str, shard: int, row_id: str) -> Pa
     return contract.ResultsDir(out, target, suite, shard).junit(row_id)
 
 
-_WORST = ("skipped", "pass", "failure", "error", "interrupted")  # a row of several testcases says its worst
-
-
-def outcome(junit: Path) -> str:
-    """What a row's JUnit says: pass, failure, error, skipped, interrupted (a stop cut it: run it again) or missing."""
-    said = set(row_outcomes(junit).values())
-    return max(said, key=_WORST.index) if said else "missing"
-
-
-def row_outcomes(junit: Path) -> dict[str, str]:
-    """Per row a JUnit file holds (several where rows shared a process), what it says: as `outcome`. Testcases
-    that name no row count under ""."""
-    try:
-        root = etree.parse(str(junit)).getroot()
-    except (OSError, etree.XMLSyntaxError):
-        return {}
-    found: dict[str, str] = {}
-    for tc in root.iter("testcase"):
-        results = {child.tag: child for child in tc if child.tag in ("error", "failure", "skipped")}
-        said = next((k for k in ("error", "failure", "skipped") if k in results), "pass")
-        if (results.get("error", tc).get("message") or "").startswith("interrupted by "):
-            said = "interrupted"
-        row = next((p.get("value") for p in tc.iter("property") if p.get("name") == "stackgate.row"), "") or ""
-        found[row] = max(found.get(row, said), said, key=_WORST.index)
-    return found
-
-
 @dataclass(frozen=True, kw_only=True)
 class Plan:
     """What the sessions need: how to start one row's session on some devices, and where its JUnit goes."""
@@ -93,10 +67,12 @@ def run(
     resume: bool = False,
     deadline_s: float | None = None,
     share: bool = False,
+    contents: Mapping[str, str] | None = None,
 ) -> int:
     """Run every row, as many at once as the devices hold; the exit status of `ci run`. `plans`: per suite, how its
     rows start and where their results go (several suites share the devices: one schedule for the host). `share`:
-    the rows of a group run in one process each (`schedule.jobs`), one JUnit per job."""
+    the rows of a group run in one process each (`schedule.jobs`), one JUnit per job. `contents`: each row's content
+    digest in the rows.json just written, which a result must have been made with to count for `resume`."""
     start = time.monotonic()
     folders = sorted({p.out for p in plans.values()})
     for folder in folders:
@@ -107,12 +83,7 @@ def run(
         for row in rows:
             plans[row.suite].junit(_alone(row)).unlink(missing_ok=True)
     else:
-        found = {k: v for folder in folders for k, v in _results(folder).items()}
-        done = {r.id: found[r.id] for r in rows if found.get(r.id, "interrupted") != "interrupted"}
-        for folder in folders:  # as a row's own file is written anew
-            _forget(folder, {r.id for r in rows if r.id not in done})
-        where = ", ".join(map(str, folders))
-        print(f"--resume: {len(done)} rows have a result in {where}, {len(rows) - len(done)} to run", flush=True)
+        done = resume_from(folders, rows, contents or {})
     pending = jobs([r for r in rows if r.id not in done], st, share=share, peaks=peaks)
     raised = sorted(j.memory_gib for j in pending if j.memory_gib and j.planned_gib and j.memory_gib > j.planned_gib)
     if raised:
@@ -131,7 +102,7 @@ def run(
     deadline = start + deadline_s if deadline_s is not None else None
     reserve = min(30.0, deadline_s / 4) if deadline_s is not None else 0.0
     cut = False
-    with signals.forwarding(lambda sig: [r.proc.send_signal(sig) for r in running]) as received:
+    with signals.forwarding(lambda sig: [signals.pass_on(r.proc, sig) for r in running]) as received:
         while pending or running:
             now = time.monotonic()
             if deadline is not None and now >= deadline - reserve and not cut:
@@ -145,8 +116,7 @@ def run(
                         plan = plans[job.row.suite]
                         argv, env, cwd = plan.command(job, ids, plan.junit(job))
                         log = plan.out / "logs" / f"session-{job.row.id}.log"
-                        log.parent.mkdir(parents=True, exist_ok=True)
-                        with log.open("wb") as fh:
+                        with files.fresh(log) as fh:
                             proc = subprocess.Popen(
                                 argv,
                                 env=env,
@@ -163,7 +133,7 @@ def run(
                 packing.release(r.job, r.devices)
                 seconds = time.monotonic() - r.started
                 took += [seconds / len(r.job.rows)] * len(r.job.rows)
-                for row_id, said in _settle(r).items():
+                for row_id, said in _settle(r, contents or {}).items():
                     done[row_id] = said
                     finished += 1
                     left = total - finished
@@ -185,19 +155,22 @@ def run(
         del done[row_id]
     left_over = [*unreached, *(r.id for j in pending for r in j.rows)]
     by_id = {r.id: r for r in rows}
+    # without a deadline, only a signal from outside this run (to a row's own session) stops rows in flight
+    why = f"not started before ci run's --deadline ({deadline_s:g} s)" if deadline_s is not None else (
+        "not started: the session it shared was stopped by a signal from outside this run")  # fmt: skip
     for suite, plan in plans.items():
         mine = [i for i in left_over if by_id[i].suite == suite]
         if mine:
-            record_not_run(
-                plan.out,
-                by_id[mine[0]].target,
-                suite,
-                mine,
-                f"not started before ci run's --deadline ({deadline_s or 0:g} s)",
-                "run the same ci run with --resume",
-            )
+            record_not_run(plan.out, by_id[mine[0]].target, suite, mine, why, "run the same ci run with --resume")
     statuses = list(done.values())
     print(f"{len(statuses)} rows: " + ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses))), flush=True)
+    if deadline_s is None and (unreached or "interrupted" in statuses):
+        print(
+            f"{statuses.count('interrupted')} rows stopped in flight and {len(unreached)} not started: their session "
+            "was stopped by a signal from outside this run (--resume runs them again)",
+            flush=True,
+        )
+        return 1
     if pending or unreached or "interrupted" in statuses:
         raise DeadlineReached(
             f"--deadline {deadline_s:g} s: {sum(len(j.rows) for j in pending) + len(unreached)} rows not started, "
@@ -210,7 +183,7 @@ def run(
     return NOTHING_RAN if statuses and all(s == "skipped" for s in statuses) else 0
 
 
-def _settle(r: Running) -> dict[str, str]:
+def _settle(r: Running, contents: Mapping[str, str]) -> dict[str, str]:
     """Each row's outcome; a row the job's session ended without a result for (the harness died) gets a testcase
     saying so, added to the job's JUnit (written where there was none)."""
     found = row_outcomes(r.junit)
@@ -236,51 +209,20 @@ def _settle(r: Running) -> dict[str, str]:
         tc = etree.SubElement(suite, "testcase", name=f"session[{row.id}]", classname="harness", time="0")
         tprops = etree.SubElement(tc, "properties")
         etree.SubElement(tprops, "property", name="stackgate.row", value=row.id)
+        if contents.get(row.id):  # the row's own result, as a harness would have recorded it (--resume counts it)
+            etree.SubElement(tprops, "property", name=contract.PREFIX + contract.ROW_CONTENT, value=contents[row.id])
         etree.SubElement(tc, "error", message=message)
-    _recount(suite)
-    tmp = r.junit.with_suffix(".tmp")
-    etree.ElementTree(root).write(str(tmp), encoding="utf-8", xml_declaration=True)
-    tmp.replace(r.junit)
+    recount(suite)
+    try:
+        with files.staged(r.junit) as fh:
+            etree.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
+    except OSError as exc:  # a full disk: the row is counted as failed here, and said so, if it cannot be recorded
+        print(f"{r.junit}: cannot record {len(lost)} row(s) without a result ({exc.strerror or exc})", flush=True)
     return said
-
-
-def _forget(out: Path, row_ids: set[str]) -> None:
-    """Take the rows about to run again (a stop interrupted them) out of the JUnit files an earlier run wrote."""
-    for junit in sorted(out.glob("junit-*.xml")):
-        if not row_ids & set(row_outcomes(junit)):
-            continue
-        tree = etree.parse(str(junit))
-        for tc in list(tree.iter("testcase")):
-            named = {p.get("value") for p in tc.iter("property") if p.get("name") == "stackgate.row"}
-            if named & row_ids:
-                tc.getparent().remove(tc)
-        for suite in tree.iter("testsuite"):
-            _recount(suite)
-        tmp = junit.with_suffix(".tmp")
-        tree.write(str(tmp), encoding="utf-8", xml_declaration=True)
-        tmp.replace(junit)
-
-
-def _recount(suite: etree._Element) -> None:
-    """A <testsuite>'s counts, as its testcases now are."""
-    cases = suite.findall("testcase")
-    for attr, tag in (("tests", None), ("failures", "failure"), ("errors", "error"), ("skipped", "skipped")):
-        if suite.get(attr) is not None:
-            suite.set(attr, str(sum(1 for c in cases if tag is None or c.find(tag) is not None)))
 
 
 def _alone(row: Row) -> Job:
     return Job(rows=(row,), gpus=max(row.gpus, 1), memory_gib=None, group="")
-
-
-def _results(out: Path) -> dict[str, str]:
-    """Every row with a result in `out`'s JUnit files (a stop may have left several rows in one file)."""
-    found: dict[str, str] = {}
-    for junit in sorted(out.glob("junit-*.xml")):
-        for row_id, said in row_outcomes(junit).items():
-            if row_id:
-                found[row_id] = max(found.get(row_id, said), said, key=_WORST.index)
-    return found
 
 
 def _minutes(seconds: float) -> str:

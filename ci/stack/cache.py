@@ -4,9 +4,12 @@ Every command loads the stack: the YAML parsed, pydantic imported and eight vali
 before any work. A stack whose folder and loader are what they were when it was last loaded is read back instead
 (one pickle). The key is content, never time: the folder's path and every file below it, name and bytes, and the
 source of this stage's modules, so that an edited stack file, a new file beside them or a changed loader is loaded
-anew. A stack that does not load is never kept (its error is raised every time). A cache that cannot be read or
-written is a miss, never an error. The cache holds pickles, read with this user's rights: as Jinja's bytecode cache
-next to it, it trusts what this user's cache folder holds.
+anew; each part is framed by its length, so that no two sets of files make one key. A stack that does not load is
+never kept (its error is raised every time). A cache that cannot be read or written is a miss, never an error.
+
+A pickle runs code as it loads, so the cache is read only from a folder nobody but this user (and root) could have
+written (`ci.owned`): one another user can write to, or reached through another user's symlink, is not used at all,
+and a warning says so once.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ci import options
+from ci import options, owned
 
 if TYPE_CHECKING:
     from ci.stack.model import Stack
@@ -45,9 +48,16 @@ def loaded(root: Path, load: Callable[[Path], Stack], *, cached: bool = True) ->
 
 def key(root: Path) -> bytes:
     """What a kept stack must match: the folder as given, every file below it, and the code that loads it."""
-    h = hashlib.sha256(f"{sys.version_info[:2]}\0{root}\0".encode() + _code(_CODE))
+    h = hashlib.sha256()
+    for part in (str(sys.version_info[:2]).encode(), os.fsencode(root), _code(_CODE)):
+        _framed(h, part)
     _files(h, root, "**/*")
     return h.digest()
+
+
+def _framed(h: Any, data: bytes) -> None:
+    """`data` with its length before it: names and contents may hold any byte, NUL included."""
+    h.update(len(data).to_bytes(8, "big") + data)
 
 
 @functools.cache
@@ -58,14 +68,25 @@ def _code(folder: Path) -> bytes:
 
 def _files(h: Any, folder: Path, pattern: str) -> Any:
     for path in sorted(p for p in folder.glob(pattern) if p.is_file()):
-        h.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+        _framed(h, os.fsencode(path.relative_to(folder)))
+        _framed(h, hashlib.sha256(path.read_bytes()).digest())
     return h
 
 
 def read(root: Path, wanted: bytes) -> Stack | None:
     """The stack kept for `root` under `wanted` (`key`), or None."""
+    path = _file(root)
+    if not path.parent.is_dir() or not owned.usable(path.parent, "the stack cache"):
+        return None
     try:
-        data = _file(root).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            if not owned.own_file(fh.fileno()):
+                return None
+            data = fh.read()
         if data[: len(wanted)] != wanted:
             return None
         return pickle.loads(data[len(wanted) :])  # type: ignore[no-any-return]
@@ -81,7 +102,9 @@ def write(root: Path, made: bytes, stack: Stack) -> None:
     try:
         pickler.dump(stack)
         path = _file(root)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        owned.make(path.parent)
+        if not owned.usable(path.parent, "the stack cache"):
+            return
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:

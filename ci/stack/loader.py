@@ -25,10 +25,10 @@ T = TypeVar("T")
 AXIS_NAMES = tuple(f.name for f in fields(Matrix) if f.name not in ("include", "exclude"))
 
 DEFAULT_STACK = options.REPO / "stack"  # the repository's own; $STACKGATE_STACK or --stack choose another
-_TRITON_TARGET = re.compile(r"^(cuda:\d{2,3}|hip:gfx[0-9a-f]{3,4})$")
-_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # printed into shell lines by ci repro
-_SUITE = re.compile(r"^[a-z][a-z0-9_]*$")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
+_TRITON_TARGET = re.compile(r"^(cuda:\d{2,3}|hip:gfx[0-9a-f]{3,4})\Z")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # printed into shell lines by ci repro
+_SUITE = re.compile(r"^[a-z][a-z0-9_]*\Z")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*\Z")
 
 
 def load(root: Path | str | None = None, *, cached: bool = True) -> Stack:

@@ -6,14 +6,16 @@ the container never reads stack/. docs/boundary.md is its contract; `suites/harn
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ci import contract
 from ci.stack.model import Stack, Target
 from ci.stack.plan import Row
 
@@ -63,20 +65,35 @@ def document(
     git_revision: str,
     timeout_s: float,
     suites_dir: str | None = None,
+    target_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """`suite` is "*" for a document spanning every suite (the bake's warm-up). `suites_dir`: the host folder
-    `ci run --suites-dir` mounted as the suites tree (None: the image's own), for `ci repro` to mount again."""
+    `ci run --suites-dir` mounted as the suites tree (None: the image's own), for `ci repro` to mount again. Each row
+    carries its content digest (`contract.ROW_CONTENT`, `content`); `target_env`: the env the rows get, where it is
+    not the target's own."""
+    made = target_document(target)
+    if target_env is not None:
+        made["env"] = dict(target_env)
     return {
         "schema": SCHEMA,
         "stack_digest": st.digest,
-        "target": target_document(target),
+        "target": made,
         "suite": suite,
         "image": image,
         "git_revision": git_revision,
         "timeout_s": timeout_s,
         "suites_dir": suites_dir,
-        "rows": [row_document(st, r) for r in rows],
+        "rows": [with_content(row_document(st, r), made, image) for r in rows],
     }
+
+
+def with_content(row: dict[str, Any], target: dict[str, Any], image: Mapping[str, str | None]) -> dict[str, Any]:
+    """`row` with the digest of what its result depends on: its own fields (parameters, model, acceptance numbers),
+    its target's, and the image it runs in by id ("host": this host's Python, whose vLLM the row records itself).
+    A result recorded under another digest is not this row's result (`ci run --resume` runs it again)."""
+    ran_in = image.get("id") or image.get("digest") or image.get("ref")
+    body = json.dumps({"row": row, "target": target, "image": ran_in}, sort_keys=True, separators=(",", ":"))
+    return {**row, contract.ROW_CONTENT: "sha256:" + hashlib.sha256(body.encode()).hexdigest()}
 
 
 def write(path: Path, doc: dict[str, Any]) -> Path:

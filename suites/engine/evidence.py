@@ -69,8 +69,13 @@ class Evidence:
         self.prop("vllm_build", built["vllm_build"])
         if "fork_changes" in built:
             self.prop("fork_changes", ",".join(built["fork_changes"]))
-            fork = built.get("fork", {})
+            fork, base = built.get("fork", {}), built.get("base", {})
             self.prop("fork", f"{fork.get('name')} {fork.get('ref')} {str(fork.get('built', ''))[:12]}")
+            # the fork and base it was built from, the same for a build and its ablations: what --compare pairs
+            self.prop(
+                "fork_source",
+                f"{fork.get('name')}@{fork.get('commit')} over {base.get('version')}@{base.get('commit')}",
+            )
             if built.get("without"):
                 self.prop("fork_without", built["without"])
             if built.get("fork_held"):  # each change as the fork holds it: "48407:converged,46849:ported, edited"

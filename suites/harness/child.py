@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from harness.items import (
     ENV_SHARE,
     FIRST_REQUEST_ONLY,
     TRACED_AFTER_READY,
+    fresh_log,
     item_row,
     log_name,
     rows_doc,
@@ -45,13 +47,11 @@ class Child:
             return
         self.reports = []
         profile.next_row()
-        tmp = self.result / f"{CURRENT}.tmp"
-        tmp.write_text(json.dumps({"index": self.order[nodeid], "started": time.monotonic()}))
-        os.replace(tmp, self.result / CURRENT)
+        _replace(self.result / CURRENT, json.dumps({"index": self.order[nodeid], "started": time.monotonic()}))
         log = Path(os.environ[ENV_ITEM_LOGS]) / log_name(nodeid)
         sys.stdout.flush()
         sys.stderr.flush()
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = fresh_log(log)
         os.dup2(fd, 1)  # this process's output, the in-process engine's included, goes to the item's own log
         os.dup2(fd, 2)
         os.close(fd)
@@ -91,9 +91,7 @@ class Child:
                 # appended while this item ran is this item's, from whichever process (inductor's compile workers
                 # were started for an earlier row) it came
                 doc["jit"] = seen_to_json(self.window.seen())
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, path)
+        _replace(path, json.dumps(doc))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
@@ -146,3 +144,11 @@ def _bare_failure(name: str, crash: Any, text: str) -> str:
     path = causes.short_path(str(getattr(crash, "path", "")))
     source = next((ln[1:].strip() for ln in reversed(text.splitlines()) if ln.startswith(">")), "")
     return f"{name} at {path}:{getattr(crash, 'lineno', '?')}" + (f": {source}" if source else "")
+
+
+def _replace(path: Path, text: str) -> None:
+    """`path` holding `text`, renamed over it from a new file made exclusively beside it: the parent reads it whole."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)

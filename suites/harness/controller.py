@@ -3,15 +3,17 @@ processes left behind), and the JUnit rewritten after every item, so a stop neve
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from harness import causes, hardware, isolate, jit, junit, outcomes, progress, reaper, shared
+from harness import causes, contract, hardware, isolate, jit, junit, outcomes, progress, reaper, shared, space
 from harness.isolate import Outcome
 from harness.items import ENV_CACHES_FROM, ENV_ITEM_LOGS, ENV_REFUSE_JIT, item_row, log_name
 from harness.rows import Row, RowsDoc
@@ -28,6 +30,7 @@ class Controller:
         self.timeout = config.getoption("stackgate_timeout") or (doc.timeout_s if doc else None)
         self.cases: list[junit.Case] = []
         self.interrupted = ""  # the signal that stopped the run, if one did
+        self.full = ""  # the disk under the JUnit's folder filled (harness.space): no item starts after
         self.all_rows_collected: set[str] = set()
         self.owner = _owner(self.junit.parent) if self.junit else None
         if not os.environ.get(jit.ENV_LOG):
@@ -63,7 +66,8 @@ class Controller:
             alone = self._run_shared(session, bar) if self.config.getoption("stackgate_share") else session.items
             for item in alone:
                 bar.starting(item.nodeid)
-                self._served(session, item, self._run_item(item), bar)
+                case = self._run_item(item) if not self.full else self._not_run(item, space.not_run(self.full))
+                self._served(session, item, case, bar)
                 if session.shouldfail or session.shouldstop:
                     break
         except reaper.Interrupted as sig:  # between items: the finished ones are written, the rest never started
@@ -156,6 +160,8 @@ class Controller:
         props = []
         if row is not None:
             props += [("stackgate.row", row.id), ("stackgate.change", row.change), ("stackgate.track", row.track)]
+            if row.get(contract.ROW_CONTENT):  # what --resume checks a result against (rows.json's, as given)
+                props.append((contract.PREFIX + contract.ROW_CONTENT, str(row.get(contract.ROW_CONTENT))))
         if row is not None or d is not None:
             props += [
                 ("stackgate.target", row.target if row else d.target_id),
@@ -165,16 +171,15 @@ class Controller:
             props += [("stackgate.image_digest", d.image_digest or "none"), ("stackgate.git_revision", d.git_revision)]
         return tuple(props)
 
+    def _not_run(self, item: pytest.Item, outcome: Outcome) -> junit.Case:
+        return junit.Case(nodeid=item.nodeid, properties=self._base_props(item_row(item)), outcome=outcome)
+
     def _run_item(self, item: pytest.Item) -> junit.Case:
         """One item in a process of its own."""
         row = item_row(item)
         reason = hardware.absent_reason(self.doc.target, row.gpus) if row and self.doc else None
         if reason:
-            return junit.Case(
-                nodeid=item.nodeid,
-                properties=self._base_props(row),
-                outcome=Outcome(status="skipped", message=reason),
-            )
+            return self._not_run(item, Outcome(status="skipped", message=reason))
         window = jit.Window()
         try:
             outcome = self._spawn(item)
@@ -231,7 +236,17 @@ class Controller:
             # what the JIT caches held at the start: empty, the AOT bake only, or a bake artefact (ci run --host)
             "stackgate.caches": os.environ.get(ENV_CACHES_FROM) or ("image" if aot_cache() == "image" else "unknown"),
         }
-        junit.write(self.junit, name, suite_props, self.cases, owner=self.owner)
+        try:
+            junit.write(self.junit, name, suite_props, self.cases, owner=self.owner)
+        except OSError as exc:
+            if not space.full(exc):
+                raise
+            self.full = self.full or space.said(exc, self.junit.parent)
+            last = self.cases[-1]
+            if last.outcome.log and space.cut(Path(last.outcome.log)):
+                self.cases[-1] = replace(last, outcome=space.noted(last.outcome, self.full))
+            with contextlib.suppress(OSError):  # still full: the file of the rows before stays
+                junit.write(self.junit, name, suite_props, self.cases, owner=self.owner)
         self._own(Path(os.environ[jit.ENV_LOG]))
 
     def _own(self, path: Path) -> None:

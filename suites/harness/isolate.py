@@ -27,7 +27,7 @@ import pytest
 
 import harness
 from harness import causes, hardware, reaper
-from harness.items import ENV_CHILD
+from harness.items import ENV_CHILD, fresh_log
 from harness.rows import Row, RowsDoc
 
 Status = Literal["passed", "failed", "skipped", "error"]
@@ -78,7 +78,7 @@ def run_child(
 ) -> Outcome:
     result.unlink(missing_ok=True)
     start = time.monotonic()
-    with log.open("wb") as out:
+    with os.fdopen(fresh_log(log), "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, *argv],
             cwd=cwd,

@@ -3,6 +3,10 @@ row an item serves, and the environment switches between them."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from pathlib import Path
+
 import pytest
 
 from harness.rows import Row, RowsDoc
@@ -20,6 +24,14 @@ ROWS_KEY = pytest.StashKey[RowsDoc | None]()
 def log_name(nodeid: str) -> str:
     """An item's log file name: its node id with what a file name cannot hold replaced, the tail kept."""
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in nodeid)[-150:] + ".log"
+
+
+def fresh_log(path: Path) -> int:
+    """A write descriptor on a new file at `path` (an earlier run's log there removed first): O_EXCL and O_NOFOLLOW,
+    so a symlink planted under a log's name, which is known in advance, is never written (or truncated) through."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
 
 
 def rows_doc(config: pytest.Config) -> RowsDoc | None:

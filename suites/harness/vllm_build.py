@@ -1,11 +1,13 @@
 """Which vLLM build a row ran on: a content id of the installed `vllm/` tree, and the fork build's manifest.
 
-The id (`stackgate.vllm_build`) is a sha256 over every file of the package, path and content, so two
-builds of the same fork ref give the same id wherever they were made, and a tree edited after its build
-gives another. Compiled parts (`*.so`) are named by the hash the wheel's RECORD gives them where their
-size still matches (hashing hundreds of MB of device code at every row's start would cost seconds);
-everything else is hashed as it is on disk. Standard library only: the image and a bare GPU host run it
-before vLLM is imported, and `ci fork` loads this same file to name the trees it builds.
+The id (`stackgate.vllm_build`) is a sha256 over exactly the bytes Python imports from the package: every file's
+path and content, compiled parts (`*.so`) by their content (a binary replaced by another of the same size is another
+build), and sourceless bytecode. Bytecode in `__pycache__` that this interpreter would load in place of its source
+is checked against that source: where it is the source's own compile (what the interpreter, or `compileall`, writes
+as it goes) it adds nothing, so the id does not move as caches are written; where it is anything else (a planted
+`.pyc`, an unchecked-hash one that no longer follows its source) its bytes are part of the id, and a fork build's
+manifest then names another tree. Standard library only: the image and a bare GPU host run it before vLLM is
+imported, and `ci fork` loads this same file to name the trees it builds.
 
 A fork build applies a bundle (`ci fork bundle`: the fork's `vllm/` files that differ from its base, the
 paths it deletes, and a manifest) over the base wheel's installed tree: `apply` here, in the image's build
@@ -15,36 +17,28 @@ commit it came from, its base release and the imported changes it holds (`stackg
 
 from __future__ import annotations
 
-import base64
-import csv
+import functools
+import gzip
 import hashlib
+import importlib.util
 import json
+import marshal
 import os
 import sys
 import tarfile
+import tempfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 MANIFEST = "stackgate-vllm-build.json"  # beside the vllm package, in the same site folder
 SCHEMA = 1
+_PYC_HEADER = 16  # magic, flags, then the source's mtime and size, or its hash (PEP 552)
 
 
-def _compiled(path: Path) -> bool:
-    return path.suffix == ".so" or ".so." in path.name
-
-
-def record_hashes(site: Path, package: str = "vllm") -> dict[str, tuple[str, int]]:
-    """path -> (sha256 hex, size) from the installed distribution's RECORD (empty where there is none)."""
-    found: dict[str, tuple[str, int]] = {}
-    for record in sorted(site.glob(f"{package}-*.dist-info/RECORD")):
-        with record.open(newline="") as fh:
-            for row in csv.reader(fh):
-                if len(row) >= 3 and row[1].startswith("sha256=") and row[2].isdigit():
-                    raw = base64.urlsafe_b64decode(row[1][len("sha256=") :] + "==")
-                    found[row[0]] = (raw.hex(), int(row[2]))
-    return found
-
-
-def _sha256(path: Path) -> str:
+@functools.lru_cache(maxsize=65536)
+def _sha256(path: Path, _stat: tuple[int, ...]) -> str:
+    """A file's sha256, once per process for each state of the file (`_stat`: size, times, inode): every row in a
+    shared process asks, and the compiled parts are hundreds of MB."""
     h = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -52,20 +46,59 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _state(path: Path) -> tuple[int, ...]:
+    st = path.stat()
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
 def tree_id(package_dir: Path) -> str:
     """The content id of an installed package tree (`.../site-packages/vllm`): "sha256:<hex>"."""
-    site, name = package_dir.parent, package_dir.name
-    recorded = record_hashes(site, name)
+    site = package_dir.parent
     h = hashlib.sha256()
     for path in sorted(p for p in package_dir.rglob("*") if p.is_file() or p.is_symlink()):
-        rel = path.relative_to(site).as_posix()
-        if "__pycache__" in path.parts or path.suffix == ".pyc":
-            continue  # bytecode follows its source; the interpreter writes it as it goes
-        known = recorded.get(rel)
-        compiled = _compiled(path) and known and path.stat().st_size == known[1]
-        digest = known[0] if compiled and known else _sha256(path)
-        h.update(f"{rel}\0{digest}\n".encode())
+        if path.parent.name == "__pycache__" and path.suffix == ".pyc":
+            digest = _cached_bytecode(path)
+            if digest is None:
+                continue  # never loaded by this interpreter, or its source's own compile: the source says it all
+        else:
+            digest = _sha256(path, _state(path))
+        rel = os.fsencode(path.relative_to(site).as_posix())  # a name may hold any byte but NUL: framed by its length
+        h.update(b"%d:%s\0%s\n" % (len(rel), rel, digest.encode()))
     return "sha256:" + h.hexdigest()
+
+
+def _cached_bytecode(pyc: Path) -> str | None:
+    """The sha256 of a `__pycache__` file this interpreter would load in place of its source where that file is not
+    the source's own compile; None where it is never loaded (another interpreter's or optimisation level's, a stale
+    one, one whose source is gone: PEP 3147 loads none of those) or is exactly what compiling its source gives."""
+    stem, _, rest = pyc.name.partition(".")
+    tag, _, level = rest.removesuffix(".pyc").partition(".opt-")
+    source = pyc.parent.parent / f"{stem}.py"
+    mine = level == (str(sys.flags.optimize) if sys.flags.optimize else "")
+    if tag != sys.implementation.cache_tag or not mine or not source.is_file():
+        return None
+    data, src = pyc.read_bytes(), source.read_bytes()
+    if not _loaded(data, src, source):
+        return None
+    try:
+        own = compile(src, str(source), "exec", dont_inherit=True, optimize=sys.flags.optimize)
+        same = marshal.loads(data[_PYC_HEADER:]) == own
+    except (ValueError, EOFError, TypeError, SyntaxError):
+        same = False
+    return None if same else _sha256(pyc, _state(pyc))
+
+
+def _loaded(data: bytes, src: bytes, source: Path) -> bool:
+    """Whether the import system would take this bytecode for `source` (importlib's own checks, PEP 552)."""
+    if len(data) < _PYC_HEADER or data[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    flags = int.from_bytes(data[4:8], "little")
+    if flags & 0b1:  # hash-based: checked ones must match the source; unchecked ones are loaded as they are
+        return not flags & 0b10 or data[8:16] == importlib.util.source_hash(src)
+    st = source.stat()
+    return data[8:12] == (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") and data[12:16] == (
+        st.st_size & 0xFFFFFFFF
+    ).to_bytes(4, "little")
 
 
 def read_manifest(package_dir: Path) -> dict | None:
@@ -114,60 +147,108 @@ def _safe(name: str) -> PurePosixPath:
 
 
 def bundle_manifest(bundle: Path) -> dict:
-    """A bundle's own manifest (its first member): the fork, its base release, what it holds."""
-    with tarfile.open(bundle, "r:gz") as tar:
-        head = tar.extractfile(BUNDLE_MANIFEST)
-        if head is None:
-            raise ValueError(f"{bundle}: no {BUNDLE_MANIFEST}: not a fork bundle (make one with `ci fork bundle`)")
-        doc = json.loads(head.read())
-    if not isinstance(doc, dict) or not isinstance(doc.get("base"), dict):
-        raise ValueError(f"{bundle}: {BUNDLE_MANIFEST} is not a fork bundle's manifest")
-    return doc
+    """A bundle's own manifest (its first member): the fork, its base release, what it holds; a ValueError naming the
+    member where the bundle is not one."""
+    try:
+        with tarfile.open(bundle, "r:gz") as tar:
+            return _bundle_manifest(bundle, tar)
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ValueError(f"{bundle}: {BUNDLE_MANIFEST}: not a fork bundle, or a damaged one ({exc})") from None
 
 
 def apply(bundle: Path, site: Path) -> dict:
     """Lay a fork bundle over the vLLM installed in `site` (in place), then write the build's manifest with the
     resulting tree's id. The base must be the release the bundle was made against; files are replaced by new
-    inodes, never written through, so a tree of hard links to another install leaves that install as it was."""
-    with tarfile.open(bundle, "r:gz") as tar:
-        head = tar.extractfile(BUNDLE_MANIFEST)
-        if head is None:
-            raise ValueError(f"{bundle}: no {BUNDLE_MANIFEST}: not a fork bundle (make one with `ci fork bundle`)")
-        doc = json.loads(head.read())
-        want = doc["base"]["version"]
-        have = sorted(p.name[len("vllm-") : -len(".dist-info")] for p in site.glob("vllm-*.dist-info"))
-        if have != [want]:
-            raise ValueError(f"{bundle} lays the fork over vLLM {want}; {site} holds vLLM {', '.join(have) or 'none'}")
-        package = site / "vllm"
-        for name in doc["deleted"]:
-            target = site / _safe(name)
-            if target.is_file() or target.is_symlink():
-                target.unlink()
-        for member in tar.getmembers():
-            if not member.name.startswith(OVERLAY):
-                continue
-            rel = _safe(member.name[len(OVERLAY) :])
-            if not member.isfile():
-                raise ValueError(f"{bundle}: {member.name} is not a regular file")
-            data = tar.extractfile(member).read()  # type: ignore[union-attr]
-            if hashlib.sha256(data).hexdigest() != doc["files"].get(rel.as_posix()):
-                raise ValueError(f"{bundle}: {rel} does not match the bundle's manifest (a damaged bundle)")
-            target = site / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.stackgate-tmp")
-            tmp.write_bytes(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
+    inodes, never written through, so a tree of hard links to another install leaves that install as it was. A
+    bundle that is not one (not gzip, cut short, its manifest of another shape, a member it does not list) is a
+    ValueError naming the member."""
+    member = BUNDLE_MANIFEST
+    try:
+        with tarfile.open(bundle, "r:gz") as tar:
+            doc = _bundle_manifest(bundle, tar)
+            want = doc["base"]["version"]
+            have = sorted(p.name[len("vllm-") : -len(".dist-info")] for p in site.glob("vllm-*.dist-info"))
+            if have != [want]:
+                raise ValueError(
+                    f"{bundle} lays the fork over vLLM {want}; {site} holds vLLM {', '.join(have) or 'none'}"
+                )
+            for name in doc["deleted"]:
+                target = site / _safe(name)
+                if target.is_file() or target.is_symlink():
+                    target.unlink()
+            laid = set()
+            for info in tar.getmembers():
+                member = info.name
+                if not member.startswith(OVERLAY):
+                    continue
+                rel = _safe(member[len(OVERLAY) :])
+                if not info.isfile():
+                    raise ValueError(f"{bundle}: {member} is not a regular file")
+                data = tar.extractfile(info).read()  # type: ignore[union-attr]
+                if hashlib.sha256(data).hexdigest() != doc["files"].get(rel.as_posix()):
+                    raise ValueError(f"{bundle}: {member} does not match the bundle's manifest (a damaged bundle)")
+                _replace(site / rel, data)
+                laid.add(rel.as_posix())
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a write's own OSError goes up as such
+        raise ValueError(
+            f"{bundle}: {member}: not a fork bundle, or a damaged one ({type(exc).__name__}: {exc})"
+        ) from None
+    missing = sorted(set(doc["files"]) - laid)
+    if missing:
+        raise ValueError(f"{bundle}: its manifest lists files it does not hold: {', '.join(missing[:5])}")
     built = {
         "schema": SCHEMA,
-        "vllm_build": tree_id(package),
+        "vllm_build": tree_id(site / "vllm"),
         **{k: doc[k] for k in ("fork", "base", "changes", "without")},
         # each imported change as the fork holds it (state, commits), and what an ablation removed
         **{k: doc[k] for k in ("held", "removed") if k in doc},
         "files": {"changed": len(doc["files"]), "deleted": len(doc["deleted"])},
     }
-    (site / MANIFEST).write_text(json.dumps(built, indent=1, sort_keys=True) + "\n")
+    _replace(site / MANIFEST, (json.dumps(built, indent=1, sort_keys=True) + "\n").encode())
     return built
+
+
+# the bundle manifest's fields apply reads, with the JSON shape each must have
+_SHAPE = {"base": dict, "deleted": list, "files": dict, "fork": dict, "changes": list}
+
+
+def _bundle_manifest(bundle: Path, tar: tarfile.TarFile) -> dict:
+    try:
+        head = tar.extractfile(BUNDLE_MANIFEST)
+    except KeyError:
+        head = None
+    if head is None:
+        raise ValueError(f"{bundle}: no {BUNDLE_MANIFEST}: not a fork bundle (make one with `ci fork bundle`)")
+    try:
+        doc = json.loads(head.read())
+    except ValueError as exc:
+        raise ValueError(f"{bundle}: {BUNDLE_MANIFEST} is not JSON ({exc})") from None
+    wrong = [k for k, kind in _SHAPE.items() if not isinstance(doc, dict) or not isinstance(doc.get(k), kind)]
+    if not wrong and not isinstance(doc["base"].get("version"), str):
+        wrong = ["base.version"]
+    if not wrong and not all(isinstance(v, str) for v in (*doc["deleted"], *doc["files"].values())):
+        wrong = ["deleted or files (not all strings)"]
+    if wrong:
+        raise ValueError(
+            f"{bundle}: {BUNDLE_MANIFEST} is not a bundle manifest: {', '.join(wrong)} missing or malformed"
+        )
+    doc.setdefault("without", None)
+    return doc
+
+
+def _replace(target: Path, data: bytes) -> None:
+    """`target` as a new inode holding `data`: made exclusively beside it (a random name), then renamed over it, so
+    neither a symlink at a fixed temporary name nor a hard link at `target` is written through."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".stackgate-tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 if __name__ == "__main__":
