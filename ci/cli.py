@@ -110,6 +110,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StackgateError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as exc:
+        missing = needs()
+        if not missing or (exc.name or "").split(".")[0] not in RUNTIME.values():
+            raise
+        print(
+            f"error: stackgate needs {', '.join(missing)}, which this Python ({sys.executable}) lacks\n"
+            f"  fix: {sys.executable} -m pip install {' '.join(missing)}   (on a host without a package index: "
+            "carry their wheels and install them with --no-index, as evidence/h200-env.sh does)",
+            file=sys.stderr,
+        )
+        return UsageError.exit_code
     except BrokenPipeError:
         # The reader has all it wanted (`plan | head`): no traceback, and nothing more to flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -118,6 +129,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C before anything was started that passes it on (a run's harness does, and ends with 130 itself)
         print("stopped by SIGINT before anything ran", file=sys.stderr)
         return 130
+
+
+# Each runtime dependency (pyproject.toml) -> the module it installs. A bare GPU host (the lent H200) has torch and
+# pytest, not these: a command that needs one says which are missing, all at once, with the command that installs
+# them, rather than the traceback of the first import that failed.
+RUNTIME = {"pyyaml": "yaml", "pydantic": "pydantic", "docker": "docker", "junitparser": "junitparser",
+           "lxml": "lxml", "jinja2": "jinja2", "orjson": "orjson"}  # fmt: skip
+
+
+def needs() -> list[str]:
+    """The runtime dependencies this Python cannot import (their distribution names)."""
+    import importlib.util
+
+    def absent(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is None
+        except (ImportError, ValueError):  # an import hook that refuses it, a half-installed package
+            return True
+
+    return [dist for dist, module in RUNTIME.items() if absent(module)]
 
 
 def run() -> None:

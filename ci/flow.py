@@ -148,6 +148,12 @@ def main(args: argparse.Namespace) -> int:
     if args.caches is not None and not use_host:
         raise UsageError("--caches is about this host's JIT caches", hint="add --host (an image carries its caches)")
     p = _narrowed(plan.build(st), args, targets)
+    if args.compare_without:  # the timing protocol for one change (it implies --fork)
+        from ci import ablation
+
+        if len(targets) != 1:
+            raise UsageError("--compare-without times one target's rows", hint="give one --target")
+        return ablation.main(st, args, targets[0], p, use_host)
     fork = _fork(st, targets, args, use_host)
     runs, set_apart = _fork_plan(p, fork, args)
     bundles = {t.id: _fork_bundle(st, t, fork, args) for t in targets}  # every base checked before any build
@@ -274,4 +280,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="seconds per test item (default: %(default)s)",
     )
     run_commands.add_schedule_options(m)
+    from ci import ablation
+
+    ablation.add_options(m)
     m.set_defaults(func=main)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The environment every H200 campaign here ran `ci` in, then the command given: stock vLLM staged under /root/stage as
 # ../../shared/gpu/README.md says (its payload built by that folder's build_payload.sh), the project's wheels the
-# host lacks carried in .pydeps (junitparser, orjson, docker). Run from the repository root:
+# host lacks carried in .pydeps (pydantic and pydantic-core, pyyaml where missing, junitparser, orjson, docker;
+# `python -m ci` names any that is missing, with the install command). Run from the repository root:
 #   bash evidence/h200-env.sh python3 -m ci main --host --target cuda-sm90 ...
 # It picks no rows and no GPUs and holds no order: `ci` does all of that.
 set -u

@@ -11,7 +11,7 @@ from report_helpers import PLAN, STACK, rows, write_rows
 
 from ci.bench import synthetic
 from ci.bench.synthetic import metric
-from ci.results import acceptance, criteria
+from ci.results import acceptance, criteria, runs
 from ci.results import merge as results
 from ci.results.baseline import Baseline, compare
 from ci.results.junit import Metric
@@ -25,10 +25,24 @@ def _judge(tmp_path: Path, edit=lambda r, c: c, base: Baseline | None = None, se
     return acceptance.judge(STACK.changes[CHANGE], res, base)
 
 
-def _baseline_from(tmp_path: Path, edit=lambda r, c: c) -> Baseline:
-    """The metrics a previous run recorded, as ci.baseline would read them from its report.json."""
-    res = results.collect(write_rows(tmp_path / "before", rows(CHANGE), edit), PLAN)
-    return Baseline(path="before", rows=MappingProxyType({r.id: r.metrics for r in res.rows}))
+def _of(row: results.RowResult) -> MappingProxyType:
+    """Each metric's runs (each run's median), as ci.results.baseline reads them from a report.json."""
+    names = {m.name for c in row.ran for m in c.metrics}
+    return MappingProxyType({n: found.values for n in names if (found := runs.of_cases(row.ran, n))})
+
+
+def _baseline_from(tmp_path: Path, edit=lambda r, c: c, n: int = 1) -> Baseline:
+    """The runs a previous report recorded (`n` runs of every row)."""
+    paths = [p for i in range(n) for p in write_rows(tmp_path / "before", rows(CHANGE), edit, prefix=f"run{i}-")]
+    res = results.collect(paths, PLAN)
+    return Baseline(path="before", rows=MappingProxyType({r.id: _of(r) for r in res.rows}))
+
+
+def _judge_runs(tmp_path: Path, metrics: list[Metric], base: Baseline) -> acceptance.Verdict:
+    """Every row of the change run once per metric given, each run recording that metric."""
+    for i, m in enumerate(metrics):
+        write_rows(tmp_path, rows(CHANGE), lambda r, c, m=m: synthetic.with_metric(c, m), prefix=f"run{i}-")
+    return acceptance.judge(STACK.changes[CHANGE], results.collect([tmp_path], PLAN), base)
 
 
 def _status(v: acceptance.Verdict) -> dict[str, str]:
@@ -117,49 +131,62 @@ def _engine(value: float, samples: list[float]) -> Metric:
     return metric("engine_ready_s", value, "s", "cold", samples)
 
 
+def _runs_of(values: list[float]) -> list[Metric]:
+    """One engine_ready_s per run (a metric measured once a run)."""
+    return [_engine(v, [v]) for v in values]
+
+
 def test_regression_beyond_the_bound_that_chance_explains_is_not_flagged(tmp_path: Path) -> None:
-    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [25, 28, 30, 32, 35])))
-    # median 30 -> 35 s is +16.7% (bound 15%), but samples this spread apart are chance (p > 0.05)
-    now = _engine(35, [27, 33, 35, 37, 40])
-    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, now), base=base)
+    before = [25, 28, 30, 32, 35]
+    base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": tuple(before)} for r in rows(CHANGE)}))
+    # median 30 -> 35 s is +16.7% (bound 15%), but runs this spread apart are chance (p > 0.05)
+    v = _judge_runs(tmp_path / "now", _runs_of([27, 33, 35, 37, 40]), base)
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
     assert reg.status == "pass" and "none worse past the bound beyond chance" in reg.evidence
 
 
 def test_regression_beyond_the_bound_and_beyond_chance_fails(tmp_path: Path) -> None:
-    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [29.5, 29.8, 30, 30.2, 30.5])))
-    now = _engine(36, [35.5, 35.8, 36, 36.2, 36.5])
-    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, now), base=base)
+    base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": (29.5, 29.8, 30, 30.2, 30.5)}
+                                                     for r in rows(CHANGE)}))  # fmt: skip
+    v = _judge_runs(tmp_path / "now", _runs_of([35.5, 35.8, 36, 36.2, 36.5]), base)
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
-    assert reg.status == "fail" and "+20.0% worse" in reg.evidence and "p=0.004" in reg.evidence
+    assert reg.status == "fail" and "+20.0% worse" in reg.evidence and "p=0.004 over runs" in reg.evidence
 
 
 def test_a_doubling_is_flagged_even_where_the_ranges_overlap(tmp_path: Path) -> None:
-    """The old rule (ranges must not overlap) let one slow sample hide a +100% regression; ranks do not."""
-    before = [9.8, 9.9, 10, 10.05, 10.1, 10.2, 10.3, 25]
-    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(10.1, before)))
-    now = _engine(20, [19.7, 19.8, 19.9, 20, 20.1, 20.2, 20.3, 20.4])
-    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, now), base=base)
+    """The old rule (ranges must not overlap) let one slow run hide a +100% regression; ranks do not."""
+    before = (9.8, 9.9, 10, 10.05, 10.1, 10.2, 10.3, 25)
+    base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": before} for r in rows(CHANGE)}))
+    v = _judge_runs(tmp_path / "now", _runs_of([19.7, 19.8, 19.9, 20, 20.1, 20.2, 20.3, 20.4]), base)
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
-    assert reg.status == "fail" and "+99.0% worse" in reg.evidence and "p=0.005" in reg.evidence
+    assert reg.status == "fail" and "+99.0% worse" in reg.evidence and "p=0.005 over runs" in reg.evidence
 
 
-def test_single_samples_are_judged_across_rows(tmp_path: Path) -> None:
-    """engine_ready_s is one sample a row: many rows all 20% slower is a regression (sign test)."""
+def test_samples_within_one_run_are_not_runs(tmp_path: Path) -> None:
+    """Five tight samples of one engine process a side, 20% apart: one run a side, which no test can judge."""
+    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [29.5, 29.8, 30, 30.2, 30.5])))
+    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [35.5, 35.8, 36, 36.2, 36.5])),
+               base=base, selected=rows(CHANGE)[:3])  # fmt: skip
+    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    assert reg.status == "missing" and "needs 4 runs a side" in reg.evidence and "runs 1/1" in reg.evidence
+
+
+def test_single_runs_are_judged_across_rows(tmp_path: Path) -> None:
+    """engine_ready_s, one run a side a row: many rows all 20% slower is a regression (sign test over rows)."""
     base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [30])))
     v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [36])), base=base)
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
-    assert reg.status == "fail" and "single-sample rows worse past the bound" in reg.evidence
+    assert reg.status == "fail" and "rows run once a side worse past the bound" in reg.evidence
     same = _judge(tmp_path / "same", lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base)
     assert next(c for c in same.criteria if c.name == criteria.REGRESSION).status == "pass"
 
 
-def test_too_few_single_sample_rows_cannot_be_judged(tmp_path: Path) -> None:
+def test_too_few_single_run_rows_cannot_be_judged(tmp_path: Path) -> None:
     few = rows(CHANGE)[:3]
-    base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": _engine(30, [30])} for r in few}))
+    base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": (30.0,)} for r in few}))
     v = _judge(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base, selected=few)
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
-    assert reg.status == "missing" and "measured once each need >= 5" in reg.evidence
+    assert reg.status == "missing" and "needs 4 runs a side" in reg.evidence
 
 
 def test_rows_without_a_comparison_leave_the_criterion_missing(tmp_path: Path) -> None:
@@ -179,10 +206,9 @@ def test_rows_without_a_comparison_leave_the_criterion_missing(tmp_path: Path) -
         ((100, [80, 95, 100, 105, 120]), (110, [85, 100, 110, 115, 125]), "lower", False),  # chance
         ((100, [99, 99.5, 100, 100.5, 101]), (104, [103, 103.5, 104, 104.5, 105]), "lower", False),  # within 5%
         ((100, [99, 99.5, 100, 100.5, 101]), (90, [89, 89.5, 90, 90.5, 91]), "higher", True),  # 10% less throughput
-        ((100, [99, 101]), (150, [149, 151]), "lower", False),  # 2 samples a side: not judged per row
+        ((100, [99, 101]), (150, [149, 151]), "lower", False),  # 2 runs a side: not judged
     ],
 )
 def test_compare_flags_only_what_chance_does_not_explain(before, after, better, flagged) -> None:
-    b = metric("x", before[0], "ms", "warm", before[1])
-    a = metric("x", after[0], "ms", "warm", after[1])
-    assert compare(b, a, better, 5).flagged is flagged
+    """Each list is a side's runs (each run's median)."""
+    assert compare(before[1], after[1], better, 5).flagged is flagged

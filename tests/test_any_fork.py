@@ -267,3 +267,22 @@ def test_the_pipeline_builds_the_forks_image_and_each_ablation(world, tmp_path):
     assert "--compare results-without-48407" in report and "--label fork --label without-48407" in report
     assert "results/fork-absent/*/not-run.json" in report
     assert bk_steps.ABSENT == planned.ABSENT
+
+
+def test_the_pipeline_runs_the_timing_protocol_on_one_agent_per_target(world, tmp_path):
+    repo, _, stack = world
+    head = repo.git("rev-parse", "fork")
+    done = subprocess.run([sys.executable, "-m", "ci", "--stack", str(stack), "pipeline", "--target", "cuda-sm90",
+                           "--fork", str(repo.path), "--ref", "fork", "--compare-without", "46849", "--runs", "6"],
+                          cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "STACKGATE_REGISTRY": "registry.test:5000/stackgate"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    from test_buildkite import check_schema
+
+    path = tmp_path / "pipeline.yml"
+    path.write_text(done.stdout)
+    check_schema(path)
+    step = next(s for s in yaml.safe_load(done.stdout)["steps"] if s.get("key") == "compare-46849-cuda-sm90")
+    run = next(c for c in step["commands"] if " main " in c)
+    assert f"--fork {repo.path} --ref {head} --compare-without 46849 --runs 6 --aa --rows 46849.cuda-sm90." in run
+    assert step["agents"]["queue"] == "gpu-h200"

@@ -164,7 +164,7 @@ DRIVER = textwrap.dedent("""
     try:
         code = scheduled.run(st, rows, devices, plans,
                              resume=spec.get("resume", False), deadline_s=spec.get("deadline"),
-                             share=spec.get("share", False))
+                             share=spec.get("share", False), alone=spec.get("alone", False))
     except Exception as exc:
         print("raised", type(exc).__name__, getattr(exc, "exit_code", None), exc, flush=True)
         sys.exit(getattr(exc, "exit_code", 99))

@@ -438,3 +438,23 @@ def test_a_row_records_its_vllm_tree_and_fork_build(engine_pkg, tmp_path, monkey
     (vllm / "__init__.py").write_text("edited = True\n")
     ev.build(vllm)
     assert "is not the build" in ev.failures[0]
+
+
+def test_an_absent_change_names_the_ablated_fork_build_not_the_release(engine_pkg, tmp_path, monkeypatch):
+    """A row on the fork without #46849 says the change is absent in that build, by its fork and commit."""
+    import json
+
+    from engine import presence
+
+    vllm = tmp_path / "vllm"
+    vllm.mkdir()
+    monkeypatch.setattr(presence, "vllm_root", lambda: vllm)
+    monkeypatch.setattr(presence, "vllm_version", lambda: "0.26.0")
+    found = presence.Presence(change="46849", present=False, evidence="no fused draft step")
+    assert found.message() == "change #46849 absent in vLLM 0.26.0: no fused draft step"
+    built = {"schema": 1, "fork": {"name": "demo-fork", "ref": "main", "built": "ffa236ab7621" + "0" * 28},
+             "without": "46849"}  # fmt: skip
+    (tmp_path / "stackgate-vllm-build.json").write_text(json.dumps(built))
+    assert found.message() == (
+        "change #46849 absent in fork demo-fork main without #46849 (ffa236ab7621): no fused draft step"
+    )

@@ -46,6 +46,8 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     given_stack = args.stack if args.stack != options.default_stack() else None
     p = plan.build(st)
     fork_args: tuple[str, ...] = ()
+    if args.compare_without and not args.fork:
+        raise UsageError("--compare-without judges a change of the fork as ported", hint="add --fork [PATH]")
     if args.fork or args.without:
         p, fork_args = _fork(st, p, args)
     chosen = p.select(targets=args.target, suites=args.suite, changes=args.change).rows
@@ -65,6 +67,8 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         registry=_registry(args) if in_images else None,
         fork=fork_args,
         without=tuple(args.without),
+        compare_without=tuple(args.compare_without),
+        runs=args.runs,
     )
     queue = next(t.queue for t in st.targets.values() if t.detect.fallback)
     sys.stdout.write(render.render(steps.steps(st, p, opts), opts, args.part, queue))
@@ -84,7 +88,7 @@ def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan,
             hint="narrow the pipeline with --target to image targets; a bare host takes the fork with "
             "python -m ci fork build --host (docs/upstream.md)",
         )
-    for change in args.without:
+    for change in (*args.without, *args.compare_without):
         state = fork.state(change)
         if not state.held:
             raise UsageError(
@@ -161,6 +165,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="with --fork: also build the fork without this change and run its rows there; the report compares "
         "each change against the fork without it (repeatable, or comma-separated)",
     )
+    p.add_argument(
+        "--compare-without",
+        action=options.Csv,
+        default=[],
+        metavar="CHANGE",
+        help="with --fork: judge this change as ported by the timing protocol (ci main --compare-without: the fork "
+        "and the fork without it, --runs each, interleaved, every run alone on its GPU, an A/A arm), one step per "
+        "target on one agent (repeatable, or comma-separated)",
+    )
+    p.add_argument("--runs", type=positive, default=5, help="with --compare-without: runs of each arm (default: 5)")
     p.add_argument(
         "--one-agent",
         action="store_true",

@@ -34,6 +34,8 @@ class Options:
     # fork's image, every agent judging the same commit
     fork: tuple[str, ...] = ()
     without: tuple[str, ...] = ()  # each of these changes' rows also run on the fork without it, and are compared
+    compare_without: tuple[str, ...] = ()  # each judged as ported by the timing protocol, on one agent (.timing)
+    runs: int = 5  # runs of each arm of that protocol
 
     def filters(self) -> list[str]:
         out: list[str] = []
@@ -49,6 +51,8 @@ class Options:
         out = [*self.stack_args(), *self.filters(), "--shard-size", str(self.shard_size)]
         out += ["--registry", self.registry] if self.registry else ["--one-agent"]
         out += [*self.fork, *(a for c in self.without for a in ("--without", c))]
+        out += [a for c in self.compare_without for a in ("--compare-without", c)]
+        out += ["--runs", str(self.runs)] if self.compare_without else []
         return out + (["--baseline", self.baseline] if self.baseline else [])
 
 

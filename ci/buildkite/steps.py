@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ci import contract, options
 
 # the parts, here too: ci.buildkite.render and the tests name them through this module
+from ci.buildkite import timing
 from ci.buildkite.step import (  # noqa: F401
     AGENT_LOST,
     BUILD_MIN,
@@ -56,13 +57,11 @@ def image_key(target: Target, without: str = "") -> str:
 
 
 def results_root(without: str = "") -> str:
-    """Where a side's run steps upload their JUnit: results/, or results-without-<change>/ for an ablation."""
-    return RESULTS + (f"-without-{without}" if without else "")
+    return RESULTS + (f"-without-{without}" if without else "")  # an ablation's run steps upload apart
 
 
 def ablation_tag(target: Target, without: str) -> str:
-    """The local tag of the fork-without-a-change image (never :latest, which the fork's own image holds)."""
-    return f"stackgate/{target.id}:without-{without}"
+    return f"stackgate/{target.id}:without-{without}"  # never :latest, which the fork's own image holds
 
 
 CACHES = "caches"  # where a host target's bake step writes its artefact, and its run steps download it
@@ -291,6 +290,7 @@ def steps(st: Stack, plan: Plan, opts: Options) -> list[Step | Wait]:
     out: list[Step | Wait] = [build_step(t, opts, record_absent=t.id == first) for t in targets]
     for change in opts.without:
         out += [build_step(t, opts, change) for t in targets if any(r.change == change for r in chosen.rows)]
+    out += timing.steps(targets, chosen, opts)
     for t in targets:
         for suite in sorted({r.suite for r in chosen.rows if r.target == t.id}):
             out += run_steps(st, chosen, t, suite, opts)

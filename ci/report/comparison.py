@@ -14,12 +14,12 @@ from ci.stack.table import change_label
 
 TOO_FEW = "n too small"
 INTRO = (
-    "Side {a} is the reference. For each row and metric: each side's median, n (samples, every run of the row on "
-    "that side pooled) and min–max; for each other side, its median minus {a}'s, the ratio of the two, and the "
-    "Hodges–Lehmann shift (the median of every pairwise difference, side − {a}) with its distribution-free "
-    "interval at the confidence achieved: the largest at or below 95% that the samples allow (exact from the "
-    "Mann-Whitney distribution up to 20 samples a side, else its normal approximation; nominal where samples "
-    "tie). The sections after the comparison are side {a}'s report."
+    "Side {a} is the reference. The run is the unit: each run of a row (one engine process) counts once, as the "
+    "median of its samples; samples within a run describe that run only. For each row and metric: each side's "
+    "median of its runs, n (runs) and the runs' min–max; for each other side, its median minus {a}'s, the ratio of "
+    "the two, and the Hodges–Lehmann shift over runs (the median of every pairwise difference of run medians, side "
+    "− {a}) with its distribution-free interval at the confidence achieved: the largest at or below 95% that the "
+    "runs allow (one run a side allows none). The sections after the comparison are side {a}'s report."
 )
 
 

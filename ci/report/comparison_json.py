@@ -8,7 +8,15 @@ from ci.results.compare import Comparison, Summary, Versus
 def _summary_json(s: Summary | None) -> dict[str, object] | None:
     if s is None:
         return None
-    return {"n": s.n, "runs": s.runs, "median": s.median, "min": s.low, "max": s.high, "samples": list(s.samples)}
+    return {
+        "n": s.n,
+        "runs": s.runs,
+        "median": s.median,
+        "min": s.low,
+        "max": s.high,
+        "run_values": list(s.values),
+        "samples": list(s.samples),
+    }
 
 
 def _versus_json(v: Versus | None) -> dict[str, object] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import orjson
@@ -119,6 +120,7 @@ def _report(report: Report) -> dict[str, object]:
                 **_rerun(r, report.stack),
                 "rows_json": _run_document(r),
                 "metrics": {name: m.to_json() for name, m in r.metrics.items()},
+                **_run_values(r),
                 "duplicates": list(r.duplicates),
                 "runs": orjson.Fragment(r.runs_json),  # each encoded where it was read
             }
@@ -140,3 +142,15 @@ def _report(report: Report) -> dict[str, object]:
         ],
         "inputs": inputs,
     }
+
+
+def _run_values(r: RowResult) -> dict[str, object]:
+    """Each metric's runs, where the row ran more than once: the median of each run's samples, in input order (a
+    later report's --baseline judges over these runs, ci.results.baseline)."""
+    if len(r.ran) < 2:
+        return {}
+    values: dict[str, list[float]] = {}
+    for c in r.ran:
+        for name, m in c.metrics_by_name.items():
+            values.setdefault(name, []).append(float(statistics.median(m.samples or (m.value,))))
+    return {"run_values": values}

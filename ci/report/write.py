@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -78,13 +79,18 @@ def build(
     for name, path in zip(names[1:], compare_paths, strict=True):
         other = merge.collect([path], p)  # each side judged as side A is, against the same baseline
         sides.append(compare.side(name, [path], other, compare.judge(st, other, base, in_scope), filtered))
+    compared = compare.compare(sides, st)
+    # one judgement per criterion: a change judged as ported on side A is judged so everywhere the report says it
+    as_ported = {p.change: p.verdict for p in compared.ported if p.fork == names[0]}
+    verdicts = tuple(as_ported.get(v.change.id, v) for v in verdicts)
+    compared = replace(compared, sides=(replace(compared.sides[0], verdicts=verdicts), *compared.sides[1:]))
     return Report(
         stack=st,
         plan=p,
         results=res,
         verdicts=verdicts,
         baseline=base_read,
-        comparison=compare.compare(sides, st),
+        comparison=compared,
         **rebase,
     )
 

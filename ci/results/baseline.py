@@ -1,9 +1,11 @@
-"""A previous report.json as the baseline for regressions, and the comparison that respects spread.
+"""The side a regression is judged against (a previous report.json, or the fork without the change), and the
+comparison, over runs (ci.results.runs says why the run is the unit).
 
-A row's difference is flagged only when its median worsened past the allowed bound and a one-sided
-Mann-Whitney test on the repeated samples says chance explains it less than 1 time in 20 (`ALPHA`). A
-metric measured once per row (engine start-up) is judged across rows instead, by the sign test
-(`pooled`): did more rows get worse past the bound than a fair coin would give?
+A row's difference is flagged only when the median of its runs worsened past the allowed bound, past the noise
+floor an A/A arm measured (where one ran), and a one-sided exact Mann-Whitney test on the runs' medians says chance
+explains it less than 1 time in 20 (`ALPHA`). With fewer than `MIN_RUNS` runs a side no test can say that: the row
+"needs N runs a side", neither pass nor fail. Rows run once a side are judged across rows instead, by the sign
+test (`pooled`): each row's one run against its own baseline run, pairs of independent runs.
 """
 
 from __future__ import annotations
@@ -11,68 +13,105 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
 from ci import files
 from ci.errors import ReportError
-from ci.results.metrics import Metric, metric_from_json
-from ci.results.stats import mann_whitney_greater, sign_test_greater
+from ci.results.metrics import metric_from_json
+from ci.results.runs import MIN_RUNS, pct
+from ci.results.stats import Shift, mann_whitney_greater, shift, sign_test_greater
 
 
 @dataclass(frozen=True)
 class Baseline:
     path: str
-    rows: MappingProxyType  # row id -> {metric name -> Metric}
+    rows: Mapping[str, Mapping[str, tuple[float, ...]]]  # row id -> metric name -> each run's median
+    # row id -> metric name -> the noise floor (%) an A/A arm measured on the host, where one ran
+    floors: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
+    aa: str = ""  # the A/A side's label, where one gave the floors
 
-    def metric(self, row: str, name: str) -> Metric | None:
+    def runs(self, row: str, name: str) -> tuple[float, ...] | None:
         return self.rows.get(row, {}).get(name)
+
+    def floor(self, row: str, name: str) -> float | None:
+        return self.floors.get(row, {}).get(name)
 
 
 ALPHA = 0.05  # one-sided: a regression is claimed only when chance explains it less than 1 time in 20
-MIN_SAMPLES = 4  # the fewest repeats per side at which Mann-Whitney can reach ALPHA (3 vs 3 cannot)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
-    before: Metric
-    after: Metric
-    pct_worse: float  # positive: worse than the baseline by this much (medians of the samples)
-    p_value: float | None  # Mann-Whitney, one-sided toward "worse"; None where either side has too few samples
+    before: tuple[float, ...]  # each run's median, the baseline side
+    after: tuple[float, ...]
+    unit: str
+    pct_worse: float  # positive: worse than the baseline by this much (the medians of the runs' medians)
+    p_value: float | None  # one-sided toward "worse"; None where either side has fewer than MIN_RUNS runs
     max_pct: float
+    floor_pct: float | None = None  # the A/A noise floor (%), where measured
+    aa: bool = False  # an A/A arm ran: without a floor from it, its runs were too few for one
+    interval: Shift | None = None  # after - before over runs, where each side has a run
 
     @property
     def judged(self) -> bool:
         return self.p_value is not None
 
     @property
+    def inconclusive(self) -> bool:
+        """The floor is as wide as the bound: no difference within the bound can be told from noise on this host."""
+        return self.floor_pct is not None and self.floor_pct >= self.max_pct
+
+    @property
     def flagged(self) -> bool:
-        return self.judged and self.pct_worse > self.max_pct and (self.p_value or 1.0) < ALPHA
+        past = self.pct_worse > max(self.max_pct, self.floor_pct or 0.0)
+        return self.judged and not self.inconclusive and past and (self.p_value or 1.0) < ALPHA
 
     @property
     def text(self) -> str:
-        b, a = self.before, self.after
-        test = f"p={self.p_value:.3f}" if self.p_value is not None else f"needs >= {MIN_SAMPLES} samples a side"
-        return f"{b.value:g} -> {a.value:g} {a.unit} ({self.pct_worse:+.1f}% worse; n={b.repeats}/{a.repeats}, {test})"
+        b, a = statistics.median(self.before), statistics.median(self.after)
+        test = f"needs {MIN_RUNS} runs a side" if self.p_value is None else f"p={self.p_value:.3f} over runs"
+        i = self.interval
+        between = f"; shift {i.estimate:+.3g} [{i.interval[0]:+.3g}, {i.interval[1]:+.3g}]" if i and i.interval else ""
+        floor = f"; A/A floor {pct(self.floor_pct)}" if self.floor_pct is not None else ""
+        if self.aa and self.floor_pct is None:
+            floor = "; A/A floor not measured (too few runs)"
+        runs = f"runs {len(self.before)}/{len(self.after)}"
+        return f"{b:g} -> {a:g} {self.unit} ({self.pct_worse:+.1f}% worse; {runs}, {test}{between}{floor})"
 
 
-def _samples(m: Metric) -> tuple[float, ...]:
-    return m.samples or ((m.value,) if m.repeats == 1 else ())
-
-
-def compare(before: Metric, after: Metric, better: Literal["higher", "lower"], max_pct: float) -> Comparison:
-    b, a = _samples(before), _samples(after)
-    b_mid = statistics.median(b) if b else before.value
-    a_mid = statistics.median(a) if a else after.value
+def compare(
+    before: Sequence[float],
+    after: Sequence[float],
+    better: Literal["higher", "lower"],
+    max_pct: float,
+    *,
+    unit: str = "",
+    floor_pct: float | None = None,
+    aa: bool = False,
+) -> Comparison:
+    """`after`'s runs against `before`'s, each a sequence of run medians."""
+    b_mid, a_mid = statistics.median(before), statistics.median(after)
     delta = a_mid - b_mid if better == "lower" else b_mid - a_mid
-    pct = 100.0 * delta / abs(b_mid) if b_mid else _sign_only(delta)
+    pct_worse = 100.0 * delta / abs(b_mid) if b_mid else _sign_only(delta)
     p = None
-    if len(b) >= MIN_SAMPLES and len(a) >= MIN_SAMPLES:
-        worse, base = (a, b) if better == "lower" else ([-x for x in a], [-x for x in b])
+    if len(before) >= MIN_RUNS and len(after) >= MIN_RUNS:
+        worse, base = (after, before) if better == "lower" else ([-x for x in after], [-x for x in before])
         p = mann_whitney_greater(base, worse)
-    return Comparison(before=before, after=after, pct_worse=pct, p_value=p, max_pct=max_pct)
+    return Comparison(
+        before=tuple(before),
+        after=tuple(after),
+        unit=unit,
+        pct_worse=pct_worse,
+        p_value=p,
+        max_pct=max_pct,
+        floor_pct=floor_pct,
+        aa=aa,
+        interval=shift(before, after),
+    )
 
 
 def _sign_only(delta: float) -> float:
@@ -81,14 +120,16 @@ def _sign_only(delta: float) -> float:
 
 
 def load(path: Path) -> Baseline:
-    """Read the `rows[].metrics` of a report.json this tool wrote; anything else is a ReportError."""
+    """Each row's runs of each metric from a report.json this tool wrote (`rows[].run_values`, else the one run
+    `rows[].metrics` holds); anything else is a ReportError."""
     try:
         doc = json.loads(files.read_regular(path, files.REPORT_JSON_MAX).decode("utf-8"))
         rows = {}
         for row in doc["rows"]:
-            rows[str(row["id"])] = MappingProxyType(
-                {name: metric_from_json(name, m) for name, m in row["metrics"].items()}
-            )
+            runs = {name: (metric_from_json(name, m).value,) for name, m in row["metrics"].items()}
+            for name, values in (row.get("run_values") or {}).items():
+                runs[str(name)] = tuple(float(v) for v in values if math.isfinite(float(v)))
+            rows[str(row["id"])] = MappingProxyType({k: v for k, v in runs.items() if v})
     except OSError as exc:
         raise ReportError(f"{path}: baseline cannot be read: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
@@ -101,7 +142,7 @@ def load(path: Path) -> Baseline:
 
 @dataclass(frozen=True, kw_only=True)
 class Pooled:
-    """Single-sample rows judged together: how many got worse past the bound, and the sign test's p."""
+    """Rows run once a side, judged together: how many got worse past the bound, and the sign test's p."""
 
     worse: int
     total: int
@@ -115,7 +156,7 @@ class Pooled:
     @property
     def text(self) -> str:
         return (
-            f"{self.worse} of {self.total} single-sample rows worse past the bound, median change "
+            f"{self.worse} of {self.total} rows run once a side worse past the bound, median change "
             f"{self.median_pct:+.1f}%; sign test p={self.p_value:.3f}"
         )
 
@@ -126,7 +167,8 @@ MIN_POOLED = 5  # the fewest rows at which the sign test can reach ALPHA (5 of 5
 def pooled(comparisons: list[Comparison]) -> Pooled | None:
     if len(comparisons) < MIN_POOLED:
         return None
-    worse = sum(c.pct_worse > c.max_pct for c in comparisons)
+    bound = [max(c.max_pct, c.floor_pct or 0.0) for c in comparisons]
+    worse = sum(c.pct_worse > b for c, b in zip(comparisons, bound, strict=True))
     return Pooled(
         worse=worse,
         total=len(comparisons),

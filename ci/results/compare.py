@@ -52,26 +52,32 @@ class Side:
 
 @dataclass(frozen=True, kw_only=True)
 class Summary:
-    """One metric of one row on one side: every sample of every run of the row, pooled."""
+    """One metric of one row on one side: its runs (each case of the row, one engine process), each summarised by
+    the median of its samples. The run is the unit (ci.results.runs): the side's median, range and n are its runs';
+    `samples` keeps every sample of every run, for what each run's own spread shows."""
 
+    values: tuple[float, ...]  # each run's median
     samples: tuple[float, ...]
-    runs: int  # the cases that recorded the metric
+
+    @property
+    def runs(self) -> int:
+        return len(self.values)
 
     @property
     def n(self) -> int:
-        return len(self.samples)
+        return len(self.values)
 
     @property
     def median(self) -> float:
-        return float(median(self.samples))
+        return float(median(self.values))
 
     @property
     def low(self) -> float:
-        return min(self.samples)
+        return min(self.values)
 
     @property
     def high(self) -> float:
-        return max(self.samples)
+        return max(self.values)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,14 +197,15 @@ def _line(row: str, name: str, sides: Sequence[Side]) -> Line:
     units: set[str] = set()
     for s in sides:
         samples: list[float] = []
-        runs = 0
+        values: list[float] = []
         for c in s.rows[row].cases if row in s.rows else ():
             m = _case_metric(c, name)
             if m is not None:
-                samples += m.samples or (m.value,)  # a value recorded without its samples is one sample
+                mine = m.samples or (m.value,)  # a value recorded without its samples is one sample
+                samples += mine
+                values.append(float(median(mine)))
                 units.add(m.unit)
-                runs += 1
-        summaries.append(Summary(samples=tuple(samples), runs=runs) if samples else None)
+        summaries.append(Summary(values=tuple(values), samples=tuple(samples)) if values else None)
     a = summaries[0]
     versus: list[Versus | None] = [None]
     for b in summaries[1:]:
@@ -206,5 +213,5 @@ def _line(row: str, name: str, sides: Sequence[Side]) -> Line:
             versus.append(None)
             continue
         ratio = b.median / a.median if a.median else None
-        versus.append(Versus(delta=b.median - a.median, ratio=ratio, shift=shift(a.samples, b.samples)))
+        versus.append(Versus(delta=b.median - a.median, ratio=ratio, shift=shift(a.values, b.values)))
     return Line(row=row, metric=name, unit=" / ".join(sorted(units)), sides=tuple(summaries), versus=tuple(versus))

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ci.results import baseline
-from ci.results.baseline import compare
-
 # the parts, also named through this module (ci.results.acceptance, ci.report.json_doc, the tests)
 from ci.results.criterion import (
     COLD_WARM,
@@ -32,6 +29,7 @@ from ci.results.criterion import (
 from ci.results.junit import Case
 from ci.results.merge import RowResult, paid_once
 from ci.results.node_ids import matcher
+from ci.results.regression import regression as _regression
 from ci.stack.change import Change
 
 
@@ -74,11 +72,14 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
                     absent.setdefault(f"{phase} {name}", []).append(r.id)
                 elif any(m.phase != phase for m in found):
                     wrong.setdefault(f"{name} recorded as {found[0].phase}, not {phase}", []).append(r.id)
-    slow, unknown = [], []
+    slow, unknown, shared = [], [], []
     if want.max_cold_warm_ratio is not None:
-        for r in ran:  # judged on the row's worst run, where it ran more than once
-            runs = r.cold_warm_runs
-            if not runs:
+        for r in ran:  # judged on the row's worst run alone on its GPU, where it ran more than once
+            every = r.cold_warm_runs
+            runs = [run for run in every if not run[1].gpu_shared_with]
+            if every and not runs:
+                shared.append(f"{r.id} (with {', '.join(every[0][1].gpu_shared_with or ())})")
+            elif not runs:
                 unknown.append(r.id)
             elif (worst := runs[0])[0] > want.max_cold_warm_ratio:
                 of = f", the worst of {len(runs)} runs ({runs[-1][0]:.2f}x–{worst[0]:.2f}x)" if len(runs) > 1 else ""
@@ -88,9 +89,10 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
         why = [f"{k} on {listed(v)}" for k, v in wrong.items()]
         why += [f"cold first request over {want.max_cold_warm_ratio:g}x warm on {listed(slow)}"] if slow else []
         return "fail", "; ".join(why)
-    if absent or unknown:
+    if absent or unknown or shared:
         why = [f"{k} absent on {listed(v)}" for k, v in absent.items()]
         why += [f"cold_warm_ratio absent on {listed(unknown)}"] if unknown else []
+        why += [f"the cold/warm bound not judged from runs that shared their GPU: {listed(shared)}"] if shared else []
         return "missing", "; ".join(why)
     bound = f", cold within {want.max_cold_warm_ratio:g}x warm" if want.max_cold_warm_ratio is not None else ""
     return "pass", f"{len(ran)} rows carry cold ({', '.join(want.cold)}) and warm ({', '.join(want.warm)}){bound}"
@@ -194,50 +196,6 @@ def _tolerance_rule(change: Change) -> str:
     if ref.kv_cache_dtype:
         against += f", kv {ref.kv_cache_dtype}"
     return f"{tol.metric} <= {tol.max:g} {tol.unit} against {against}" + (f" ({ref.variant})" if ref.variant else "")
-
-
-def _regression(ev: Evidence) -> Criterion:
-    """Every row that ran is compared, or the criterion is missing: a verdict on 2 of 40 rows is no verdict."""
-    change, rows, base = ev.change, ev.rows, ev.baseline
-    reg = change.acceptance.allowed_regression
-    rule = (
-        f"{reg.metric} ({reg.better} is better) may worsen by at most {reg.max_pct:g}% "
-        f"(one-sided, p < {baseline.ALPHA:g})"
-    )
-
-    def verdict(status: Status, text: str) -> Criterion:
-        return Criterion(name=REGRESSION, status=status, evidence=f"{rule}; {text}")
-
-    if base is None:
-        return verdict("missing", "no baseline report given (--baseline)")
-    ran = ran_rows(rows)
-    absent, repeated, single = [], [], []
-    for r in ran:
-        now, before = r.metrics.get(reg.metric), base.metric(r.id, reg.metric)
-        if now is None or before is None:
-            absent.append(r.id)
-            continue
-        cmp = compare(before, now, reg.better, reg.max_pct)
-        (repeated if cmp.judged else single).append((r.id, cmp))
-    flagged = [f"{rid}: {c.text}" for rid, c in repeated if c.flagged]
-    pool = baseline.pooled([c for _, c in single])
-    if pool is not None and pool.flagged:
-        flagged.append(pool.text)
-    covered = f"{len(repeated) + len(single)} of {len(ran)} rows that ran compared"
-    if flagged:
-        return verdict("fail", f"exceeded on {listed(flagged)} ({covered})")
-    if not ran:
-        return verdict("missing", f"no row ran ({len(rows)} planned)")
-    if absent:
-        return verdict("missing", f"{covered}; without the metric here or in the baseline: {listed(absent)}")
-    if single and pool is None:
-        return verdict(
-            "missing",
-            f"{covered}; {len(single)} rows measured once each need >= "
-            f"{baseline.MIN_POOLED} such rows or >= {baseline.MIN_SAMPLES} repeats a row",
-        )
-    pooled_text = f"; {pool.text}" if pool is not None else ""
-    return verdict("pass", f"{covered}, none worse past the bound beyond chance{pooled_text}")
 
 
 def _tolerance(change: Change, rows: list[RowResult]) -> tuple[Status, str]:

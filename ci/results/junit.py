@@ -41,6 +41,9 @@ class Case:
     fork_without: str | None = None  # stackgate.fork_without: the change an ablated fork build dropped
     # stackgate.fork_held: each imported change as the fork build holds it, (change, state) as `ci fork` found it
     fork_held: tuple[tuple[str, str], ...] | None = None
+    # stackgate.gpu_shared_with: what else ran on this run's GPU while it ran (the scheduler's record); its timings are
+    # then no evidence about the build
+    gpu_shared_with: tuple[str, ...] | None = None
     fork: str | None = None  # stackgate.fork: the fork build, "demo-fork main ffa236ab7621" (name, ref, commit)
     fork_source: str | None = None  # stackgate.fork_source: "<fork>@<commit> over <base>@<commit>" it was built from
     change_present: bool | None = None  # stackgate.change_present: the row's presence probe

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
 
-from ci.results import acceptance
+from ci.results import acceptance, runs
 from ci.results.acceptance import Verdict
 from ci.results.baseline import Baseline
 from ci.results.junit import Case
 from ci.results.merge import Results, RowResult
+from ci.stack.change import Change
 from ci.stack.model import Stack
 
 
@@ -42,6 +43,7 @@ class Ported:
     seen: tuple[str, str]  # the presence probe on each side: "present", "absent", "mixed", "not recorded"
     verdict: Verdict  # the fork side's, its allowed regression judged against the side without the change
     problems: tuple[str, ...]  # why the two sides do not isolate the change, where they do not
+    aa: str = ""  # the side label of the A/A arm (the fork's build again), whose runs gave the noise floor
 
     @property
     def isolated(self) -> bool:
@@ -57,10 +59,8 @@ def find(stack: Stack, sides: Sequence[SideOf]) -> tuple[Ported, ...]:
         if fork is None or without is None:
             continue
         rows = tuple(r for r, res in fork.rows.items() if res.change == change.id and r in without.rows)
-        baseline = Baseline(
-            path=f"side {without.label!r} (the fork without #{change.id})",
-            rows=MappingProxyType({r: MappingProxyType(without.rows[r].metrics) for r in rows}),
-        )
+        aa = _aa(sides, fork, rows)
+        baseline = _baseline(change, fork, without, aa, rows)
         required = tuple(t.id for t in stack.targets.values() if t.required)
         verdict = acceptance.judge(change, fork.results, baseline, required)
         seen = (_seen(fork, rows), _seen(without, rows))
@@ -83,9 +83,40 @@ def find(stack: Stack, sides: Sequence[SideOf]) -> tuple[Ported, ...]:
                 seen=seen,
                 verdict=verdict,
                 problems=tuple(problems),
+                aa=aa.label if aa is not None else "",
             )
         )
     return tuple(out)
+
+
+def _aa(sides: Sequence[SideOf], fork: SideOf, rows: tuple[str, ...]) -> SideOf | None:
+    """The A/A arm: another side that ran the fork side's own build on the same rows (its noise floor)."""
+    build = _build(fork, rows)
+    for s in sides:
+        if s is not fork and rows and all(r in s.rows for r in rows) and _build(s, rows) == build:
+            return s
+    return None
+
+
+def _baseline(change: Change, fork: SideOf, without: SideOf, aa: SideOf | None, rows: tuple[str, ...]) -> Baseline:
+    """The side without the change as the baseline, its runs of each metric; with an A/A side, the floor of each
+    metric the allowed regression reads, from the fork side's runs against the A/A side's."""
+    name = change.acceptance.allowed_regression.metric
+    before: dict[str, MappingProxyType] = {}
+    floors: dict[str, MappingProxyType] = {}
+    for r in rows:
+        theirs = runs.of_cases(without.rows[r].ran, name)
+        before[r] = MappingProxyType({name: theirs.values} if theirs and theirs.runs and not theirs.shared else {})
+        if aa is not None:
+            a, a2 = runs.of_cases(fork.rows[r].ran, name), runs.of_cases(aa.rows[r].ran, name)
+            floor = runs.floor_pct(a.values, a2.values) if a and a2 and not (a.shared or a2.shared) else None
+            floors[r] = MappingProxyType({name: floor})
+    return Baseline(
+        path=f"side {without.label!r} (the fork without #{change.id})",
+        rows=MappingProxyType(before),
+        floors=MappingProxyType(floors),
+        aa=aa.label if aa is not None else "",
+    )
 
 
 def _side(sides: Sequence[SideOf], change: str, holds: Callable[[Case], bool]) -> SideOf | None:

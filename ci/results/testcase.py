@@ -67,7 +67,19 @@ _IMAGE, _REVISION, _AOT, _CAUSE = (PREFIX + k for k in ("image_digest", "git_rev
 _COMPILES, _KERNELS, _NEW_FILES, _TRACED = (
     PREFIX + k for k in ("jit.compiles", "jit.kernels", "jit.cache_new_files", "jit.traced_after_ready")
 )
-_VERSION, _COMMIT, _BUILD, _FORK, _FORK_CHANGES, _FORK_WITHOUT, _FORK_HELD, _FORK_SOURCE, _PRESENT, _FIRST_ONLY = (
+(
+    _VERSION,
+    _COMMIT,
+    _BUILD,
+    _FORK,
+    _FORK_CHANGES,
+    _FORK_WITHOUT,
+    _FORK_HELD,
+    _FORK_SOURCE,
+    _PRESENT,
+    _FIRST_ONLY,
+    _SHARED,
+) = (
     PREFIX + k
     for k in (
         "vllm_version",
@@ -80,6 +92,7 @@ _VERSION, _COMMIT, _BUILD, _FORK, _FORK_CHANGES, _FORK_WITHOUT, _FORK_HELD, _FOR
         "fork_source",
         "change_present",
         "first_request_only",
+        "gpu_shared_with",
     )
 )
 
@@ -147,6 +160,7 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
             "fork_without": get(_FORK_WITHOUT),
             "fork_held": _held(get(_FORK_HELD)),
             "fork": same(_FORK),
+            "gpu_shared_with": _listed(get(_SHARED)),
             "fork_source": get(_FORK_SOURCE) or _recorded_before(props),
             "change_present": _BOOL.get(get(_PRESENT, "")),
             "cause": get(_CAUSE),

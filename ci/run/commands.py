@@ -45,12 +45,14 @@ def schedule(args: argparse.Namespace, target: Target) -> execute.Schedule | Non
     """Rows are scheduled over the host's devices (each its own session) where this host has the target's GPUs, or
     where an option of the schedule is given; otherwise they run in one session, one after another."""
     chosen = tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip())
+    alone = getattr(args, "alone", False)
     asked = bool(chosen) or args.gpu_memory is not None or args.resume or args.deadline is not None or args.isolate
+    asked = asked or alone
     if args.one_session:
         if asked:
             raise UsageError(
                 "--one-session runs every row in one session: --gpus, --gpu-memory, --resume, "
-                "--deadline and --isolate schedule rows",
+                "--deadline, --isolate and --alone schedule rows",
                 hint="drop one or the other",
             )
         return None
@@ -58,7 +60,12 @@ def schedule(args: argparse.Namespace, target: Target) -> execute.Schedule | Non
     if not asked and not (gpu_target and host.present(target)):
         return None  # one session: the cpu target, or a host without the target's GPUs (its rows say so, skipped)
     return execute.Schedule(
-        gpus=chosen, gpu_memory_gib=args.gpu_memory, resume=args.resume, deadline_s=args.deadline, isolate=args.isolate
+        gpus=chosen,
+        gpu_memory_gib=args.gpu_memory,
+        resume=args.resume,
+        deadline_s=args.deadline,
+        isolate=args.isolate,
+        alone=alone,
     )
 
 
@@ -137,6 +144,13 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="every row a process of its own (the control): by default the random-weight rows of one model and "
         "change share one process, its imports and its engines, and a row that crashes there fails alone",
+    )
+    p.add_argument(
+        "--alone",
+        action="store_true",
+        help="each row a process of its own with its GPUs to itself, as timings want (by default rows pack beside "
+        "each other, and a row that shared its GPU records with what: stackgate.gpu_shared_with, which the report "
+        "never judges timings from)",
     )
     p.add_argument(
         "--one-session",

@@ -62,6 +62,7 @@ class Schedule:
     resume: bool = False
     deadline_s: float | None = None
     isolate: bool = False  # --isolate: every row a process of its own (the control of shared processes)
+    alone: bool = False  # --alone: each process has its GPUs to itself (timed runs: ci.run.tenancy)
 
 
 def select_rows(st: Stack, target: str, suite: str, ids: list[str]) -> tuple[plan.Row, ...]:
@@ -245,8 +246,9 @@ def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | Non
         plans,
         resume=first.schedule.resume,
         deadline_s=first.schedule.deadline_s,
-        share=not first.schedule.isolate,
+        share=not (first.schedule.isolate or first.schedule.alone),
         contents=contents,
+        alone=first.schedule.alone,
     )
 
 

@@ -132,8 +132,9 @@ def engine(row: Row) -> tuple[object, ...]:
 class Packing:
     """The devices' free memory and their rows, as jobs start and end."""
 
-    def __init__(self, devices: Sequence[Device]) -> None:
+    def __init__(self, devices: Sequence[Device], *, alone: bool = False) -> None:
         self.devices = list(devices)
+        self.alone = alone  # one session per device: what a timing comparison's runs take
         self.used: dict[str, float] = {d.id: 0.0 for d in devices}
         self.rows: dict[str, int] = {d.id: 0 for d in devices}
         self.whole: set[str] = set()  # devices a hub-weight row holds
@@ -168,7 +169,7 @@ class Packing:
                 self.used[i] -= job.memory_gib
 
     def _takes(self, d: Device, job: Job) -> bool:
-        if d.id in self.whole:
+        if d.id in self.whole or (self.alone and self.rows[d.id]):
             return False
         if job.memory_gib is None or d.memory_gib is None:
             return self.rows[d.id] == 0

@@ -21,7 +21,7 @@ from lxml import etree
 
 from ci import contract, files, signals
 from ci.errors import NOTHING_RAN, StackgateError
-from ci.run import guard
+from ci.run import guard, tenancy
 from ci.run.outcome import NOT_RUN, record_not_run
 from ci.run.resume import outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
 from ci.run.schedule import Device, Job, Packing, jobs, measured_peaks, next_jobs
@@ -68,11 +68,13 @@ def run(
     deadline_s: float | None = None,
     share: bool = False,
     contents: Mapping[str, str] | None = None,
+    alone: bool = False,
 ) -> int:
     """Run every row, as many at once as the devices hold; the exit status of `ci run`. `plans`: per suite, how its
     rows start and where their results go (several suites share the devices: one schedule for the host). `share`:
     the rows of a group run in one process each (`schedule.jobs`), one JUnit per job. `contents`: each row's content
-    digest in the rows.json just written, which a result must have been made with to count for `resume`."""
+    digest in the rows.json just written, which a result must have been made with to count for `resume`. `alone`: each
+    session has its GPUs to itself (timed runs); else which sessions shared a GPU is recorded in their JUnit."""
     start = time.monotonic()
     folders = sorted({p.out for p in plans.values()})
     for folder in folders:
@@ -92,7 +94,8 @@ def run(
             f"GPU memory their rows held when they last ran here (stackgate.gpu_peak_gib)",
             flush=True,
         )
-    packing = Packing(devices)
+    packing = Packing(devices, alone=alone)
+    tenures: list[tenancy.Tenure] = []
     for job in list(pending):  # a row wider than the host: on every device, where the harness says it cannot run
         if not packing.fits_at_all(job):
             pending[pending.index(job)] = replace(job, gpus=len(devices), memory_gib=None)
@@ -131,6 +134,12 @@ def run(
             for r in [r for r in running if r.proc.poll() is not None]:
                 running.remove(r)
                 packing.release(r.job, r.devices)
+                rows_of = tuple(row.id for row in r.job.rows)
+                tenures.append(
+                    tenancy.Tenure(
+                        devices=r.devices, start=r.started, end=time.monotonic(), rows=rows_of, junit=r.junit
+                    )
+                )
                 seconds = time.monotonic() - r.started
                 took += [seconds / len(r.job.rows)] * len(r.job.rows)
                 for row_id, said in _settle(r, contents or {}).items():
@@ -148,6 +157,8 @@ def run(
             if (received or cut) and not running:
                 break
             time.sleep(0.2)
+    if tenancy.record(tenures):
+        print("GPU shared: the rows that ran beside another engine carry stackgate.gpu_shared_with", flush=True)
     if received:
         raise guard.Stopped(received[0], Path(os.path.commonpath(folders)))
     unreached = [row_id for row_id, said in done.items() if said == UNREACHED]

@@ -21,7 +21,24 @@ class Presence:
     evidence: str  # what was looked for, and where
 
     def message(self) -> str:
-        return f"change #{self.change} absent in vLLM {vllm_version()}: {self.evidence}"
+        return f"change #{self.change} absent in {build_name()}: {self.evidence}"
+
+
+def build_name() -> str:
+    """The vLLM under test as a reader names it: a fork build by its fork, ref, what it was built without and its
+    commit ("fork demo-fork main without #46849 (ffa236ab7621)"), a stock release by its version."""
+    root = vllm_root()
+    try:
+        from harness import vllm_build
+
+        doc = vllm_build.read_manifest(root) if root is not None else None
+    except (ImportError, OSError, ValueError):
+        doc = None
+    if not doc:
+        return f"vLLM {vllm_version()}"
+    fork = doc.get("fork") or {}
+    without = f" without #{doc['without']}" if doc.get("without") else ""
+    return f"fork {fork.get('name')} {fork.get('ref')}{without} ({str(fork.get('built', ''))[:12]})"
 
 
 def vllm_root() -> Path | None:

@@ -1,0 +1,241 @@
+"""`ci main --compare-without X [--runs N] [--aa]`: one change judged as ported, by the protocol a timing claim needs.
+
+The fork and the fork without X are built (images, or with --host site folders over --base-site); each build is
+warmed once, untimed (its first engine compiles what its kernels need); then the arms run interleaved, A B A' ... N
+times over: the fork, the fork without X, and with --aa the fork again as its own side (the A/A arm, the noise
+floor). Every arm run is a fresh engine process per row, each alone on its GPU (`--alone`: the schedule never packs
+two on one device), across every GPU of the host. The report then judges X as ported: its allowed regression over
+runs against the side without it, past the A/A floor (ci.results.runs, ci.results.baseline).
+
+out/arms/<arm>/run-<i>/ holds each arm's runs (a side of the comparison: every run below it); out/warm-up/ the
+untimed first runs; out/report/ the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci import contract
+from ci.errors import NOTHING_RAN, UsageError
+from ci.run import execute, host
+from ci.stack import plan
+from ci.stack.model import Stack, Target
+
+if TYPE_CHECKING:
+    from ci.fork.source import Fork
+
+FORK, AA = "fork", "aa"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arm:
+    label: str
+    image: str | None = None  # the image route: the built image's id
+    path: str | None = None  # the host route: PYTHONPATH (the arm's site, then the base release's)
+    caches: Path | None = None  # the host route: the build's own JIT caches root, kept from its warm-up on
+
+
+def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, use_host: bool) -> int:
+    from ci.fork import source
+
+    change = args.compare_without
+    fork = None if args.bundles else source.from_command(st, args)
+    if fork is not None and not (state := fork.state(change)).held:
+        raise UsageError(
+            f"--compare-without {change}: #{change} is {state.state} in {fork.name} {fork.ref}: nothing to compare",
+            hint=f"python -m ci fork --fork {fork.checkout.path} --ref {fork.ref} says what it holds",
+        )
+    timed = rows.select(targets=[target.id], changes=[change])
+    if not timed.rows:
+        raise UsageError(f"no row of #{change} planned on {target.id}", hint=f"python -m ci plan --change {change}")
+    if args.runs < 1:
+        raise UsageError("--runs takes 1 or more", hint="5 or more runs a side let the test judge a 2% bound")
+    if not host.present(target):
+        raise UsageError(
+            f"--compare-without times rows on {target.name}, and this host has none ({host.describe()})",
+            hint=f"run it on a host with a {target.short}; ci pipeline --compare-without does, on queue {target.queue}",
+        )
+    builds = _builds(st, args, target, fork, change, use_host)
+    arms = [builds[FORK], builds[change]] + ([replace(builds[FORK], label=AA)] if args.aa else [])
+    labels = [FORK if a.label == FORK else AA if a.label == AA else f"without-{change}" for a in arms]
+    schedule = execute.Schedule(
+        gpus=tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip()),
+        gpu_memory_gib=args.gpu_memory,
+        alone=True,
+    )
+    out = args.out
+    codes = []
+    if not args.no_warm_up:
+        for arm in (builds[FORK], builds[change]):
+            _step(f"warm-up of {arm.label} (untimed: its first engine compiles)")
+            codes.append(_run(st, target, timed, out / "warm-up" / arm.label, arm, schedule, args, use_host))
+    for i in range(1, args.runs + 1):
+        for arm, label in zip(arms, labels, strict=True):
+            _step(f"run {i} of {args.runs}: {label}")
+            codes.append(_run(st, target, timed, out / "arms" / label / f"run-{i}", arm, schedule, args, use_host))
+    from ci.report import write as report
+
+    _step(f"python -m ci report {out / 'arms' / FORK} --compare ... -> {out / 'report'}")
+    sides = [out / "arms" / label for label in labels]
+    rep = report.build(
+        args.stack, [sides[0]], None, targets=[target.id], changes=[change], compare_paths=sides[1:], labels=labels
+    )
+    report.write(rep, out / "report")
+    print(report.summary(rep, out / "report"))
+    failing = [c for c in codes if c not in (0, NOTHING_RAN)]
+    return max(failing) if failing else 0
+
+
+def _builds(
+    st: Stack, args: argparse.Namespace, target: Target, fork: Fork | None, change: str, use_host: bool
+) -> dict[str, Arm]:
+    """The fork and the fork without `change`: images, or (--host) site folders over --base-site; from the fork's
+    checkout, or from the bundles --bundles holds (made where the checkout is: a bare GPU host need not hold it)."""
+    from ci.fork import commands as fork_commands
+    from ci.fork import site
+
+    out: dict[str, Arm] = {}
+    for label, without in ((FORK, None), (change, change)):
+        name = label if without is None else f"without-{change}"
+        where = args.out / "builds" / name
+        if use_host:
+            if args.base_site is None:
+                raise UsageError(
+                    "--compare-without --host lays each build over the base release's install",
+                    hint="add --base-site SITE (the folder holding the base vLLM wheel's install)",
+                )
+            if fork is None:
+                bundle = _given(args.bundles, name, without)
+            else:
+                site.require_base(args.base_site, f"{fork.name} {fork.ref}", fork.base.version)
+                bundle = fork_commands.make_bundle(st, fork, where / "bundle.tar.gz", without)
+            built = site.build(bundle, args.base_site, where / "site")
+            print(f"site {where / 'site'}: vllm_build {built['vllm_build']}", flush=True)
+            path = os.pathsep.join([str(where / "site"), str(args.base_site)])
+            out[label] = Arm(label=label, path=path, caches=(args.out / "caches" / name).resolve())
+        else:
+            if fork is None:
+                raise UsageError("--bundles is the --host route's", hint="images are built from the checkout: --fork")
+            from ci.images import build, verify
+            from ci.images import commands as image_commands
+
+            bundle = image_commands.fork_bundle(st, target, fork, without, where / "bundle.tar.gz")
+            built = build.build(target, fork_bundle=bundle)  # a host that cannot build it stops here (exit 6)
+            verify.main(st, target, built.image_id, root=build.REPO_ROOT)
+            out[label] = Arm(label=label, image=build.image_for(target, built.image_id))
+    return out
+
+
+def _given(folder: Path, name: str, without: str | None) -> Path:
+    """A bundle `ci fork bundle` made elsewhere: <folder>/<name>.tar.gz, the build it says it is."""
+    from ci.fork import site
+
+    path = folder / f"{name}.tar.gz"
+    try:
+        made = site.vllm_build().bundle_manifest(path)
+    except (OSError, ValueError, KeyError, EOFError) as exc:
+        raise UsageError(
+            f"--bundles {folder}: {path.name}: {exc}",
+            hint=f"make it where the fork is: python -m ci fork bundle --out {path.name}"
+            + (f" --without {without}" if without else ""),
+        ) from None
+    if made.get("without") != without:
+        raise UsageError(
+            f"--bundles {folder}: {path.name} is the fork without {made.get('without') or 'nothing'}, not "
+            f"{'without #' + without if without else 'the fork itself'}",
+            hint="name each bundle for what it holds: fork.tar.gz, without-<change>.tar.gz",
+        )
+    return path
+
+
+def _run(
+    st: Stack,
+    target: Target,
+    rows: plan.Plan,
+    out: Path,
+    arm: Arm,
+    schedule: execute.Schedule,
+    args: argparse.Namespace,
+    use_host: bool,
+) -> int:
+    specs = [
+        execute.RunSpec(
+            target=target,
+            suite=suite,
+            rows=rows.select(suites=[suite]).rows,
+            out=(out / contract.results_folder(target.id, suite)).resolve(),
+            suites_dir=None,
+            timeout_s=args.timeout,
+            caches=args.caches,
+            unbaked=args.unbaked,
+            keep_caches=args.unbaked,
+            schedule=schedule,
+        )
+        for suite in sorted({r.suite for r in rows.rows})
+    ]
+    with _environ(arm):
+        return execute.run_scheduled(st, specs, host=use_host, image=arm.image)
+
+
+@contextlib.contextmanager
+def _environ(arm: Arm) -> Iterator[None]:
+    """The host route: the arm's vLLM first on the path of every process its rows start, and its build's own JIT
+    caches root (a build's warm-up fills it; the other build's runs never read it)."""
+    given = {"PYTHONPATH": arm.path, "STACKGATE_RUNTIME_CACHES": str(arm.caches) if arm.caches else None}
+    before = {k: os.environ.get(k) for k in given}
+    if arm.path is not None:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (arm.path, before["PYTHONPATH"]) if p)
+    if arm.caches is not None:
+        os.environ["STACKGATE_RUNTIME_CACHES"] = str(arm.caches)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _step(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def add_options(m: argparse.ArgumentParser) -> None:
+    """`ci main`'s options for the protocol (it implies --fork)."""
+    m.add_argument(
+        "--compare-without",
+        metavar="CHANGE",
+        help="judge this change as ported: the fork and the fork without it (and --aa), --runs times each, "
+        "interleaved, every run alone on its GPU; then the report over runs",
+    )
+    m.add_argument(
+        "--runs", type=int, default=5, help="runs of each arm, with --compare-without (default: %(default)s)"
+    )
+    m.add_argument("--aa", action="store_true", help="with --compare-without: an A/A arm, the fork again (the floor)")
+    m.add_argument("--no-warm-up", action="store_true", help="with --compare-without: no untimed first run per build")
+    m.add_argument(
+        "--unbaked",
+        action="store_true",
+        help="with --compare-without --host: no AOT bake; each build's runs start from the JIT caches its warm-up "
+        "compiled (JIT allowed: a timing comparison, not the no-JIT criterion)",
+    )
+    m.add_argument(
+        "--bundles",
+        type=Path,
+        metavar="DIR",
+        help="with --compare-without --host: fork.tar.gz and without-<change>.tar.gz made by ci fork bundle where the "
+        "checkout is (no checkout needed here)",
+    )
+    m.add_argument(
+        "--base-site",
+        type=Path,
+        metavar="SITE",
+        help="with --compare-without --host: the site folder holding the base vLLM release's install",
+    )

@@ -1,0 +1,184 @@
+"""Timing verdicts over runs: the run (one engine process) is the unit, an A/A arm gives the noise floor, a run that
+shared its GPU is never judged, and a timed schedule gives each run its GPU alone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from report_helpers import rows, write_rows
+from test_schedule import _drive, _props
+
+from ci.bench import synthetic
+from ci.report import write as report
+from ci.results import runs
+from ci.stack.loader import DEFAULT_STACK
+from ci.stack.plan import Row
+
+REGRESSION = "regression within the allowed bound versus the baseline"
+ROW = rows("46849", target="cuda-sm90")[0]  # allowed regression: warm_itl_ms, lower is better, 2%
+FORK = "sha256:" + "a" * 64
+WITHOUT = "sha256:" + "b" * 64
+
+
+def _runs(folder: Path, medians: Sequence[float], *, build: str, without: str = "", shared: str = "") -> None:
+    """One file per run of ROW (each its own engine process): warm ITL samples tight around each run's median."""
+    props = [("fork_changes", "46849" if not without else ""), ("vllm_build", build), ("fork_source", "demo-fork x")]
+    props += [("change_present", "false" if without else "true")]
+    props += [("fork_without", without)] if without else []
+    props += [("gpu_shared_with", shared)] if shared else []
+    for n, mid in enumerate(medians):
+        samples = [mid * f for f in (0.995, 0.998, 1.0, 1.002, 1.005)]
+
+        def edit(r: Row, c: synthetic.FakeCase, samples: list[float] = samples) -> synthetic.FakeCase:
+            m = synthetic.metric("warm_itl_ms", samples[2], "ms", "warm", samples)
+            return replace(synthetic.with_metric(c, m), props=tuple(props), vllm_version="0.26.0")
+
+        write_rows(folder, [ROW], edit, prefix=f"run{n}-")
+
+
+def _regression(side_a: Path, *others: Path, labels: Sequence[str]) -> tuple[str, str]:
+    rep = report.build(DEFAULT_STACK, [side_a], None, compare_paths=list(others), labels=labels)
+    assert rep.comparison is not None
+    (p,) = [p for p in rep.comparison.ported if p.change == "46849"]
+    crit = next(k for k in p.verdict.criteria if k.name == REGRESSION)
+    # one judgement: the report's own verdict for #46849 is the one as ported
+    own = next(v for v in rep.verdicts if v.change.id == "46849")
+    assert next(k for k in own.criteria if k.name == REGRESSION) == crit
+    return crit.status, crit.evidence
+
+
+def test_one_run_a_side_is_not_evidence_of_a_regression_however_tight_its_samples(tmp_path: Path) -> None:
+    """The shape of #46849's "+28.6%, p=0.048": run 2 alone a side. Its samples are tight (p < 0.05 if they were
+    independent runs), its runs differ by 18%: the criterion needs runs, it does not fail."""
+    fork, without = tmp_path / "fork", tmp_path / "without"
+    _runs(fork, [3.976], build=FORK)
+    _runs(without, [3.091], build=WITHOUT, without="46849")
+    status, text = _regression(fork, without, labels=["fork", "without"])
+    assert status == "missing" and f"needs {runs.MIN_RUNS} runs a side" in text and "runs 1/1" in text
+    assert "+28.6% worse" in text
+
+
+def test_five_runs_a_side_whose_medians_overlap_pass(tmp_path: Path) -> None:
+    fork, without = tmp_path / "fork", tmp_path / "without"
+    _runs(fork, [2.880, 3.976, 4.161, 3.40, 3.05], build=FORK)
+    _runs(without, [3.310, 3.091, 4.173, 3.55, 2.95], build=WITHOUT, without="46849")
+    status, text = _regression(fork, without, labels=["fork", "without"])
+    assert status == "pass" and "runs 5/5" in text and "over runs" in text
+
+
+def test_five_runs_a_side_clearly_worse_fail(tmp_path: Path) -> None:
+    fork, without = tmp_path / "fork", tmp_path / "without"
+    _runs(fork, [3.60, 3.62, 3.65, 3.61, 3.63], build=FORK)
+    _runs(without, [3.00, 3.02, 3.05, 3.01, 3.03], build=WITHOUT, without="46849")
+    status, text = _regression(fork, without, labels=["fork", "without"])
+    assert status == "fail" and "+19.9% worse" in text and "p=0.004 over runs" in text
+
+
+def test_an_aa_floor_wider_than_the_bound_is_inconclusive_and_printed(tmp_path: Path) -> None:
+    """The same build run again as its own side (A/A) moves by more than the 2% bound: no verdict at that floor."""
+    fork, without, aa = tmp_path / "fork", tmp_path / "without", tmp_path / "aa"
+    _runs(fork, [3.00, 3.40, 3.10, 3.60, 3.20], build=FORK)
+    _runs(aa, [3.50, 3.05, 3.70, 3.15, 3.30], build=FORK)
+    _runs(without, [3.05, 3.35, 3.15, 3.55, 3.25], build=WITHOUT, without="46849")
+    status, text = _regression(fork, without, aa, labels=["fork", "without", "aa"])
+    assert status == "missing" and "inconclusive at this floor" in text
+    floor = runs.floor_pct([3.00, 3.40, 3.10, 3.60, 3.20], [3.50, 3.05, 3.70, 3.15, 3.30])
+    assert floor is not None and floor > 2 and f"A/A floor ±{floor:.1f}%" in text
+    assert "past the A/A noise floor" in text
+
+
+def test_a_run_that_shared_its_gpu_is_never_judged(tmp_path: Path) -> None:
+    fork, without = tmp_path / "fork", tmp_path / "without"
+    _runs(fork, [3.0, 3.1, 3.0, 3.1], build=FORK, shared="46849.cuda-sm90.other.00000000")
+    _runs(without, [3.0, 3.1, 3.0, 3.1], build=WITHOUT, without="46849")
+    status, text = _regression(fork, without, labels=["fork", "without"])
+    assert status == "missing" and "not judged from runs that shared their GPU" in text
+    assert "46849.cuda-sm90.other.00000000" in text
+
+
+def test_report_json_carries_each_runs_median_for_a_later_baseline(tmp_path: Path) -> None:
+    from ci.results import baseline
+
+    fork = tmp_path / "fork"
+    _runs(fork, [3.0, 3.5, 4.0], build=FORK)
+    rep = report.build(DEFAULT_STACK, [fork], None)
+    report.write(rep, tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    (row,) = [r for r in doc["rows"] if r["id"] == ROW.id]
+    assert row["run_values"]["warm_itl_ms"] == [3.0, 3.5, 4.0]
+    assert baseline.load(tmp_path / "out" / "report.json").runs(ROW.id, "warm_itl_ms") == (3.0, 3.5, 4.0)
+
+
+def test_packed_sessions_record_their_gpus_co_tenants_and_alone_ones_share_nothing(tmp_path: Path) -> None:
+    """Four rows on two stand-in GPUs: packed, two run at once on each GPU and each records the other; with
+    `alone`, no two sessions overlap on a GPU, and none records a co-tenant."""
+    packed = _drive(tmp_path / "packed", rows=[["r", 1]] * 4, seconds=1.0)
+    said, _ = packed.communicate(timeout=120)
+    assert packed.returncode == 0, said
+    props = _props(tmp_path / "packed")
+    assert len(props) == 4 and all(p.get("stackgate.gpu_shared_with") for p in props.values())
+    for row, p in props.items():
+        other = p["stackgate.gpu_shared_with"]
+        assert other != row and props[other]["gpus"] == p["gpus"]
+    alone = _drive(tmp_path / "alone", rows=[["r", 1]] * 4, seconds=1.0, alone=True)
+    said, _ = alone.communicate(timeout=120)
+    assert alone.returncode == 0, said
+    props = _props(tmp_path / "alone")
+    assert len(props) == 4 and not any("stackgate.gpu_shared_with" in p for p in props.values())
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for p in props.values():
+        spans.setdefault(p["gpus"], []).append(tuple(map(float, p["span"].split())))
+    for gpu in spans.values():
+        gpu.sort()
+        assert all(a[1] <= b[0] for a, b in zip(gpu, gpu[1:]))  # one at a time on each GPU
+
+
+def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_build_first(tmp_path, monkeypatch):
+    """The protocol's order: each build warmed once, untimed; then fork, fork without X, A/A, N times over; every
+    arm run scheduled alone on its GPUs; the report compares the three sides by those labels."""
+    import argparse
+
+    from ci import ablation
+    from ci.run import host
+    from ci.stack import loader, plan
+
+    st = loader.load(DEFAULT_STACK)
+    fake = argparse.Namespace(compare_without="46849", runs=3, aa=True, no_warm_up=False, out=tmp_path, stack=None, bundles=None, unbaked=False,
+                              gpus="", gpu_memory=None, timeout=60.0, caches=None, fork=None, ref=None,
+                              upstream_ref=None, base_ref=None, base_version=None)  # fmt: skip
+
+    class Held:
+        state, held = "ported", True
+
+    class Fork:
+        name, ref = "demo-fork", "main"
+
+        def state(self, change):
+            return Held()
+
+    monkeypatch.setattr("ci.fork.source.from_command", lambda st, args: Fork())
+    monkeypatch.setattr(host, "present", lambda target: True)
+    monkeypatch.setattr(ablation, "_builds", lambda *a: {"fork": ablation.Arm(label="fork", image="sha256:f"),
+                                                         "46849": ablation.Arm(label="46849", image="sha256:w")})  # fmt: skip
+    ran: list[tuple[str, str | None, bool]] = []
+
+    def run(st, target, rows, out, arm, schedule, args, use_host):
+        ran.append((str(out.relative_to(tmp_path)), arm.image, schedule.alone))
+        return 0
+
+    monkeypatch.setattr(ablation, "_run", run)
+    reported = {}
+    monkeypatch.setattr("ci.report.write.build", lambda *a, **kw: reported.update(kw) or object())
+    monkeypatch.setattr("ci.report.write.write", lambda *a: None)
+    monkeypatch.setattr("ci.report.write.summary", lambda *a: "")
+    timed = plan.Plan(tuple(r for r in plan.build(st).rows if r.id == ROW.id), ())
+    assert ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False) == 0
+    assert [r[0] for r in ran] == [
+        "warm-up/fork", "warm-up/46849",
+        *(f"arms/{arm}/run-{i}" for i in (1, 2, 3) for arm in ("fork", "without-46849", "aa")),
+    ]  # fmt: skip
+    assert all(alone for *_, alone in ran) and [r[1] for r in ran[2:5]] == ["sha256:f", "sha256:w", "sha256:f"]
+    assert reported["labels"] == ["fork", "without-46849", "aa"] and reported["changes"] == ["46849"]
