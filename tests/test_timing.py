@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 from report_helpers import rows, write_rows
@@ -133,7 +134,7 @@ def test_packed_sessions_record_their_gpus_co_tenants_and_alone_ones_share_nothi
         spans.setdefault(p["gpus"], []).append(tuple(map(float, p["span"].split())))
     for gpu in spans.values():
         gpu.sort()
-        assert all(a[1] <= b[0] for a, b in zip(gpu, gpu[1:]))  # one at a time on each GPU
+        assert all(a[1] <= b[0] for a, b in pairwise(gpu))  # one at a time on each GPU
 
 
 def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_build_first(tmp_path, monkeypatch):
