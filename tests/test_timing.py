@@ -147,9 +147,9 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
     from ci.stack import loader, plan
 
     st = loader.load(DEFAULT_STACK)
-    fake = argparse.Namespace(compare_without="46849", runs=3, aa=True, no_warm_up=False, out=tmp_path, stack=None, bundles=None, unbaked=False,
-                              gpus="", gpu_memory=None, timeout=60.0, caches=None, fork=None, ref=None,
-                              upstream_ref=None, base_ref=None, base_version=None)  # fmt: skip
+    fake = argparse.Namespace(compare_without="46849", runs=3, aa=True, no_warm_up=False, out=tmp_path, stack=None,
+                              bundles=None, unbaked=False, gpus="", gpu_memory=None, timeout=60.0, caches=None,
+                              fork=None, ref=None, upstream_ref=None, base_ref=None, base_version=None)  # fmt: skip
 
     class Held:
         state, held = "ported", True
@@ -162,8 +162,11 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
 
     monkeypatch.setattr("ci.fork.source.from_command", lambda st, args: Fork())
     monkeypatch.setattr(host, "present", lambda target: True)
-    monkeypatch.setattr(ablation, "_builds", lambda *a: {"fork": ablation.Arm(label="fork", image="sha256:f"),
-                                                         "46849": ablation.Arm(label="46849", image="sha256:w")})  # fmt: skip
+    builds = {
+        "fork": ablation.Arm(label="fork", image="sha256:f"),
+        "46849": ablation.Arm(label="46849", image="sha256:w"),
+    }
+    monkeypatch.setattr(ablation, "_builds", lambda *a: builds)
     ran: list[tuple[str, str | None, bool]] = []
 
     def run(st, target, rows, out, arm, schedule, args, use_host):
