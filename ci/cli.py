@@ -105,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ImportError:
                 pass
         args = ap.parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # what made a report (report.json generator.argv)
         check_names(args)
         return args.func(args)
     except StackgateError as exc:

@@ -59,6 +59,9 @@ WORKLOAD = ("id", "context", "batch")
 # a row's rows.json field: the digest of what its result depends on (the row, its target, the image it runs in);
 # the harness records it on the row's testcases as stackgate.<ROW_CONTENT>, and --resume counts only a result of it
 ROW_CONTENT = "content"
+# a row's rows.json field: the digest of what the row means as the stack defines it (ci.stack.meaning), recorded on
+# its testcases as stackgate.<ROW_MEANING>: a report tells a result of today's row from one of a row defined otherwise
+ROW_MEANING = "meaning"
 
 
 def results_folder(target: str, suite: str, shard: int = 0) -> str:

@@ -31,6 +31,18 @@ def md_cell(value: object) -> str:
     return text
 
 
+class Markdown(str):
+    """A cell already written in Markdown (its text escaped with `md_cell`, its commands code spans: `code`), which
+    the table keeps as it is: a command in a code span reads and pastes as it is, in the raw file too."""
+
+
+def code(command: str) -> Markdown:
+    """A command as a Markdown code span inside a table cell (a pipe escaped, as a table cell needs)."""
+    fence = "``" if "`" in command else "`"
+    pad = " " if fence == "``" else ""
+    return Markdown(f"{fence}{pad}{command.replace('|', chr(92) + '|')}{pad}{fence}")
+
+
 _CUT = "\x00"  # between cells while a whole table is escaped at once; a cell holding it is escaped alone
 
 
@@ -40,11 +52,12 @@ def markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     width = len(headers)
     cells = [str(c) for row in (headers, *rows) for c in row]
     joined = _CUT.join(cells)
-    if joined.count(_CUT) == len(cells) - 1 and all(len(row) == width for row in rows):
+    written = any(isinstance(c, Markdown) for row in rows for c in row)
+    if not written and joined.count(_CUT) == len(cells) - 1 and all(len(row) == width for row in rows):
         escaped = md_cell(joined).split(_CUT)
         table = [escaped[i : i + width] for i in range(0, len(escaped), width)]
     else:
-        table = [[md_cell(c) for c in row] for row in (headers, *rows)]
+        table = [[c if isinstance(c, Markdown) else md_cell(c) for c in row] for row in (headers, *rows)]
     lines = ["| " + " | ".join(row) + " |" for row in table]
     lines.insert(1, "|" + "---|" * width)
     return "\n".join(lines) + "\n"

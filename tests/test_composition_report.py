@@ -54,15 +54,15 @@ def test_runs_crashes_hangs_and_rows_needing_more_gpus(tmp_path: Path):
     md = (out / "report.md").read_text().replace("\\_", "_")  # markdown escapes underscores
     section = md.split("## Composition: ", 1)[1].split("\n## ", 1)[0]
     lines = {line.split(" | ")[0].lstrip("| "): line for line in section.splitlines() if line.startswith("| ")}
-    assert "✅ runs" in lines[ok.id]
-    assert "❌ crash" in lines[ima.id] and "illegal memory access was encountered" in lines[ima.id]
-    assert lines[ima.id].endswith("| ❌ IMA (L3-8B) |")  # the seed table's finding for the model it stands in for
-    assert "❌ crash" in lines[assertion.id] and "should_attempt_dp_padding == should_dp_pad" in lines[assertion.id]
-    assert "⏳ hang" in lines[hang.id] and "timeout after 240 s" in lines[hang.id]
-    assert "⚠️ runs, wrong" in lines[wrong.id] and "greedy_token_mismatches" in lines[wrong.id]
+    assert "✔ runs" in lines[ok.id]
+    assert "✘ crash" in lines[ima.id] and "illegal memory access was encountered" in lines[ima.id]
+    assert lines[ima.id].endswith("| ✘ IMA (L3-8B) |")  # the seed table's finding for the model it stands in for
+    assert "✘ crash" in lines[assertion.id] and "should_attempt_dp_padding == should_dp_pad" in lines[assertion.id]
+    assert "◷ hang" in lines[hang.id] and "timeout after 240 s" in lines[hang.id]
+    assert "⚠ runs, wrong" in lines[wrong.id] and "greedy_token_mismatches" in lines[wrong.id]
     assert "not run" in lines[skipped.id] and "needs 2 GPUs" in lines[skipped.id]
     eight = next(r for r in ROWS.values() if r.gpus == 8)
     assert "not run" in lines[eight.id] and "needs 8 GPUs" in lines[eight.id]  # planned, never run
     assert "| 2 | EAGLE |" in lines[ok.id]  # the GPU count beside the seed table's columns
-    assert "1 ✅ runs, 2 ❌ crash, 1 ⏳ hang, 1 ⚠️ runs, wrong" in section
+    assert "1 ✔ runs, 2 ✘ crash, 1 ◷ hang, 1 ⚠ runs, wrong" in section
     assert "Composition: " in (out / "report.html").read_text()

@@ -18,6 +18,7 @@ def test_both_sides_spell_the_same_names() -> None:
     assert (contract.PREFIX, contract.METRIC) == (harness.PREFIX, harness.METRIC)
     assert contract.WORKLOAD == harness.WORKLOAD
     assert contract.ROW_CONTENT == harness.ROW_CONTENT
+    assert contract.ROW_MEANING == harness.ROW_MEANING
     for args in (("cuda-sm121a", "sparse_mla", 0), ("cpu", "selftest", "3")):
         assert contract.suite_name(*args) == harness.suite_name(*args)
         assert contract.parse_suite_name(harness.suite_name(*args)) == tuple(map(str, args))

@@ -65,3 +65,22 @@ def test_the_command_line_passes_a_true_report_and_refuses_a_moved_one(tmp_path)
                            capture_output=True, text=True)  # fmt: skip
     assert moved.returncode == 1
     assert f"not to {copy}" in moved.stderr
+
+
+# Results whose row truly was defined otherwise when it ran: the warning is the report telling the truth.
+DEFINED_OTHERWISE = {
+    # its DeepSeek-V4 rows ran before models.yaml gave the model VLLM_USE_DEEP_GEMM=1 (evidence/h200-shrunk/FINDINGS.md)
+    "h200-shrunk/third-run/report": "model.env.VLLM_USE_DEEP_GEMM",
+}
+
+
+@pytest.mark.parametrize("folder", REPORTS, ids=[str(p.relative_to(evidence.EVIDENCE)) for p in REPORTS])
+def test_no_committed_report_warns_of_another_stack(folder):
+    """The stack digest covers what a row means (ci.stack.meaning), not every byte of stack/: an edit of prose,
+    upstream facts or resources since a run leaves its report without a warning; a row defined otherwise is named."""
+    md = (folder / "report.md").read_text()
+    assert "another stack" not in md
+    said = [line for line in md.splitlines() if "defined otherwise" in line]
+    why = DEFINED_OTHERWISE.get(str(folder.relative_to(evidence.EVIDENCE)))
+    assert all(why and why.replace("_", "\\_") in line for line in said), said
+    assert bool(said) == bool(why)

@@ -270,12 +270,12 @@ def test_one_cause_worded_per_row_is_one_cause_with_its_rows_and_the_names_most_
     }
     write_rows(tmp_path / "junit", selected, lambda r, c: replace(c, status="failure", message=said[r.id]))
     built = report.build(DEFAULT_STACK, [tmp_path / "junit"], None, changes=["48804"])
-    ((_, _, causes, step),) = first_screen.table(built).rows
+    ((_, _, _, causes, step),) = first_screen.table(built).rows
     assert causes.startswith(
         "2–9 Triton compile(s) after engine ready: _b_kernel (3 rows), _a_kernel, _c_kernel (3 rows)"
     )
     assert "change absent (2 rows)" in causes
-    assert step in {f"python -m ci repro {selected[i].id}" for i in range(3)}
+    assert step in {f"`python -m ci repro {selected[i].id}`" for i in range(3)}  # a code span: pasteable as it reads
 
 
 def test_a_cause_with_a_version_in_it_is_said_once_without_failing() -> None:
@@ -309,7 +309,7 @@ def test_a_markdown_table_escapes_each_cell_as_md_cell_does() -> None:
         return "\n".join(lines + ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]) + "\n"
 
     rng = random.Random(7)
-    alphabet = "ab &|<>\n\r`_*[]\x00é✅"
+    alphabet = "ab &|<>\n\r`_*[]\x00é✔"
     word = lambda: "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))  # noqa: E731
     for _ in range(500):
         width = rng.randint(1, 5)

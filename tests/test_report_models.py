@@ -38,7 +38,7 @@ def test_each_named_model_lists_its_rows_beside_its_shrunk_twins(tmp_path: Path)
     name = STACK.models["glm-5.2"].name
     line = lines[(name, "#48407 (indexer-skip)")]
     planned = [r for r in rows("48407") if r.model == "glm-5.2-shrunk"]
-    assert f"| {len(planned)} | 1 ✅ pass, 1 ❌ failure, 1 ❌ error, {len(planned) - 3} not run |" in line
+    assert f"| {len(planned)} | 1 ✔ pass, 1 ✘ failure, 1 ✘ error, {len(planned) - 3} not run |" in line
     assert f"{crashed.id}: signal 11 (SIGSEGV)" in line  # the first failed of the twin's rows, in plan order
     real = [r for r in rows("48407") if r.model == "glm-5.2"]
     assert f"| {len(real)} not run |" in line  # no host has the real weights: planned, not run

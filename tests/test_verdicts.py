@@ -1,5 +1,5 @@
 """Verdicts that cannot be fooled: evidence only from rows that measured, in a baked cache; every target
-the tracking issue names covered or waived; results made with another stack flagged."""
+the tracking issue names covered or waived; results of a row defined otherwise flagged."""
 
 from __future__ import annotations
 
@@ -52,17 +52,47 @@ def test_a_required_target_without_rows_is_said_and_blocks(tmp_path: Path) -> No
     assert matrix.status == "pass" and "waived: FlashMLA's fp8 format is CUDA-only" in matrix.evidence
 
 
-def test_results_made_with_another_stack_are_flagged(tmp_path: Path, stack_copy: Path, edit) -> None:
-    [junit] = write_rows(tmp_path / "j", rows("selftest"))
-    text = junit.read_text().replace('name="stackgate.suite" value="selftest"/>',
-                                     'name="stackgate.suite" value="selftest"/><property name="stackgate.stack_digest" '
-                                     'value="sha256:0000000000000000000000000000"/>', 1)  # fmt: skip
+def test_results_of_a_row_defined_otherwise_are_flagged_and_an_edit_elsewhere_is_not(
+    tmp_path: Path, stack_copy: Path, edit
+) -> None:
+    """A result carries what its row meant (its rows.json beside it; the digest on its testcases): today's stack with
+    another tolerance flags it, naming the field; an edit of prose or a resource flags nothing and keeps the digest."""
+    import json
+
+    from ci.stack import loader, rows_json
+
+    selftest = rows("selftest")
+    [junit] = write_rows(tmp_path / "j", selftest)
+    doc = rows_json.document(STACK, STACK.targets["cpu"], "selftest", selftest, image={"ref": "host"},
+                             git_revision="", timeout_s=60)  # fmt: skip
+    (junit.parent / "rows.json").write_text(json.dumps(doc))
+    assert not any("defined otherwise" in line for line in banner(report.build(STACK.root, [junit], None)))
+    before = loader.load(stack_copy).digest
+    change = stack_copy / "changes" / "selftest.yaml"
+    edit(change, 'title: "stackgate self-test: ', 'title: "the stackgate self-test: ')
+    eagle = "name: tiny Llama + EAGLE (random weights)\n    weights: dummy\n    kv_cache_gib: "
+    edit(stack_copy / "models.yaml", eagle + "2\n", eagle + "3\n")
+    assert loader.load(stack_copy).digest == before  # prose and a resource: the same rows
+    assert not any("defined otherwise" in line for line in banner(report.build(stack_copy, [junit], None)))
+    edit(change, "    max: 1.0e-6\n", "    max: 1.0e-3\n")
+    assert loader.load(stack_copy).digest != before
+    said = [line for line in banner(report.build(stack_copy, [junit], None)) if "defined otherwise" in line]
+    assert said == [
+        f"input {junit}: {len(selftest)} of {len(selftest)} rows were defined otherwise when they ran "
+        "(asserts.tolerance.max: 1e-06 → 0.001); this report judges them as stack/ defines them today"
+    ]
+    # no rows.json beside it: the digest its testcases record says it, without the fields
+    (junit.parent / "rows.json").unlink()
+    meant = {r.id: rows_json.with_meaning(rows_json.row_document(STACK, r), STACK.targets["cpu"])["meaning"]
+             for r in selftest}  # fmt: skip
+    text = junit.read_text()
+    for row_id, digest in meant.items():
+        prop = f'<property name="stackgate.row" value="{row_id}"/>'
+        text = text.replace(prop, prop + f'<property name="stackgate.meaning" value="{digest}"/>')
     junit.write_text(text)
-    rep = report.build(STACK.root, [junit], None)
-    assert any("was made with another stack (sha256:000000000000" in line for line in banner(rep))
-    same = junit.read_text().replace("sha256:0000000000000000000000000000", STACK.digest)
-    junit.write_text(same)
-    assert not any("another stack" in line for line in banner(report.build(STACK.root, [junit], None)))
+    said = [line for line in banner(report.build(stack_copy, [junit], None)) if "defined otherwise" in line]
+    assert len(said) == 1 and f"{len(selftest)} of {len(selftest)} rows" in said[0]
+    assert not any("defined otherwise" in line for line in banner(report.build(STACK.root, [junit], None)))
 
 
 def test_a_first_request_slower_than_the_bound_fails_cold_warm(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ci.results.reading import uncollected
 
     with uncollected():
-        report = from_args(args, sys.argv[1:])  # imports the rest once the reading has begun
+        report = from_args(args, getattr(args, "argv", sys.argv[1:]))  # imports the rest once the reading has begun
         from ci.report.write import failing, problems, summary, write
 
         write(report, args.out)  # rendered whole before anything is written

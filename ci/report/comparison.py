@@ -56,14 +56,14 @@ def _as_ported(p: Ported) -> str:
     if not p.isolated:
         return "not isolated: " + "; ".join(p.problems)
     if p.verdict.ready:
-        return "✅ " + p.verdict.text
+        return "✔ " + p.verdict.text
     failed = [k.name for k in p.verdict.blocking if k.status == "fail"]
     missing = [k.name for k in p.verdict.blocking if k.status != "fail"]
     parts = [
         f"fails: {', '.join(failed)}" if failed else "",
         f"evidence missing: {', '.join(missing)}" if missing else "",
     ]
-    return "❌ not ready; " + "; ".join(x for x in parts if x)
+    return "✘ not ready; " + "; ".join(x for x in parts if x)
 
 
 def ported_table(c: Comparison) -> Table:
@@ -136,7 +136,7 @@ def verdicts_table(c: Comparison) -> Table:
             (
                 change_label(change),
                 "verdict",
-                *("—" if v is None else "✅ ready" if v.ready else "❌ not ready" for v in verdicts),
+                *("—" if v is None else "✔ ready" if v.ready else "✘ not ready" for v in verdicts),
             )
         )
         names = dict.fromkeys(k.name for v in verdicts if v for k in v.criteria)

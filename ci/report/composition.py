@@ -31,10 +31,10 @@ HEADERS = (
     "Cause / notes",
     "Seed table",
 )
-RUNS, WRONG, CRASH, HANG, NOT_RUN = "✅ runs", "⚠️ runs, wrong", "❌ crash", "⏳ hang", "not run"
+RUNS, WRONG, CRASH, HANG, NOT_RUN = "✔ runs", "⚠ runs, wrong", "✘ crash", "◷ hang", "not run"
 # pytest's crash line for an exception ("RuntimeError: ...", "engine.dp.RankFailed: ..."): the engine died
 _EXCEPTION = re.compile(r"^[\w.]*(Error|Exception|Failed|Interrupt|Dead\w*)\b")
-_SEED = {"ok": "✅", "fail": "❌", "partial": "⚠️", "unknown": "?"}
+_SEED = {"ok": "✔", "fail": "✘", "partial": "⚠", "unknown": "?"}
 
 
 def outcome(r: RowResult) -> tuple[str, str]:

@@ -8,12 +8,14 @@ import re
 import shlex
 import weakref
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from ci.report import triage
-from ci.report.json_doc import CRITERION_IDS
+from ci import tables
+from ci.report import at_target, triage
 from ci.report.view import FAILING, Report, Table, banner
 from ci.results.acceptance import Verdict
+from ci.tables import Markdown, md_cell
 
 _SHOWN = 6  # causes named in one cell; the rest are counted
 _LONG = 200  # characters of one cause shown on the first screen (the change's section gives it whole)
@@ -37,23 +39,25 @@ def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
     return triage.causes(report, verdict, limit=None)
 
 
-def next_step(report: Report, verdict: Verdict) -> str:
-    """One command that moves the change on: re-run a failing row of its commonest cause (as `causes` counts
-    them); else run the rows a required target has not run; else nothing."""
+def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
+    """One command that moves the change on, and where it runs (plain text): re-run a failing row of its commonest
+    cause (as `causes` counts them); else run the rows a required target has not run (its lock first, where it has
+    none); else what the change as a whole lacks (a baseline); else nothing."""
     if verdict.ready:
-        return "none: ready"
+        return "", "none: ready"
     failing = [r for r in report.results.rows if r.change == verdict.change.id and r.status in FAILING]
     if failing:
         keys = {r.id: triage.row_causes(r).keys() for r in failing}
         top = Counter(k for r in failing for k in keys[r.id]).most_common(1)
         says = (r for r in failing if top and top[0][0] in keys[r.id])
-        return f"python -m ci repro {shlex.quote(next(says, failing[0]).id)}"
-    missing = [r for r in report.results.rows if r.change == verdict.change.id and not r.cases and r.planned]
-    if missing:
-        target = report.stack.targets[missing[0].target]
-        return f"nox -s {target.sessions[0]}_{missing[0].suite}   (on a {target.short} host)"
-    blocked = ", ".join(c.name for c in verdict.blocking)
-    return f"see the criteria of #{verdict.change.id}: {blocked}"
+        return f"python -m ci repro {shlex.quote(next(says, failing[0]).id)}", ""
+    for a in at_target.verdicts(report, verdict):
+        if a.command:
+            return a.command, a.where
+    for w in at_target.whole(report, verdict):
+        if w.command:
+            return w.command, ""
+    return "", "see the change's criteria below"
 
 
 def _short(text: str) -> str:
@@ -66,45 +70,78 @@ class Entry:
     """One change on the first screen."""
 
     change: str  # "#48407"
-    verdict: str  # "✅ ready" or "❌ not ready"
+    verdict: str  # "ready" or "not ready", in words (a mark beside it is the renderer's)
     ready: bool
     causes: tuple[tuple[str, int], ...]  # the first `_SHOWN` causes, shortened, with their row counts
     more: int  # how many causes more there are
-    instead: str  # where there is no failing row: why the change is not ready ("no row ran (33 planned)"), or ""
-    next_step: str
+    targets: tuple[at_target.AtTarget, ...]  # its verdict on each target it must hold on
+    lacks: tuple[at_target.Whole, ...]  # what the change as a whole lacks (a baseline, its focused test)
+    command: str  # the next step: a command, or ""
+    note: str  # where it runs, or the next step in words where there is no command
 
 
 def entries(report: Report) -> list[Entry]:
+    """One entry per change, those with failing rows first, then the other changes not ready, then the ready ones
+    (the stack's order within each): what fails is what a reader opens the report for."""
     out = []
     for v in report.verdicts:
         found = causes(report, v)
-        instead = ""
-        if not found and not v.ready:
-            mine = [r for r in report.results.rows if r.change == v.change.id and r.planned is not None]
-            ran = sum(bool(r.cases) for r in mine)
-            blocked = ", ".join(CRITERION_IDS.get(c.name, c.name) for c in v.blocking)
-            instead = f"no row ran ({len(mine)} planned)" if not ran else f"no failing row; blocked by {blocked}"
+        command, note = next_step(report, v)
+        lacks = tuple(at_target.whole(report, v))
+        if command and any(w.command == command for w in lacks):
+            command, note = "", "the baseline line below the table"
         out.append(
             Entry(
                 change=f"#{v.change.id}",
-                verdict="✅ ready" if v.ready else "❌ not ready",
+                verdict="ready" if v.ready else "not ready",
                 ready=v.ready,
                 causes=tuple((_short(text), n) for text, n in found[:_SHOWN]),
                 more=max(0, len(found) - _SHOWN),
-                instead=instead,
-                next_step=next_step(report, v),
+                targets=tuple(at_target.verdicts(report, v)),
+                lacks=lacks,
+                command=command,
+                note=note,
             )
         )
-    return out
+    return sorted(out, key=lambda e: 0 if e.causes else 1 if not e.ready else 2)
+
+
+def baseline(first: list[Entry]) -> str:
+    """The one command that gives every change its baseline ("" where none lacks one): said once, below the table."""
+    return next((w.command for e in first for w in e.lacks if w.command), "")
+
+
+def where(e: Entry, text: Callable[[str], str]) -> str:
+    """The change's verdict per target, and what it lacks as a whole, in a line of words (`text` writes them); the
+    baseline's command is said once, below the table."""
+    parts = [text(f"{a.short} {a.state}" + (f": {a.text}" if a.state != "ready" else "")) for a in e.targets]
+    parts += [text(w.text) for w in e.lacks]
+    return "; ".join(parts)
 
 
 def table(report: Report) -> Table:
+    """The first screen as Markdown cells: commands in code spans, pasteable as the raw file reads."""
     rows = []
     for e in entries(report):
         said = "; ".join(f"{text} ({n} row{'s' * (n != 1)})" for text, n in e.causes)
         said += f"; and {e.more} more causes" if e.more else ""
-        rows.append((e.change, e.verdict, said or e.instead or "none", e.next_step))
-    return Table(headers=("Change", "Verdict", "Causes (rows)", "Next step"), rows=tuple(rows))
+        step = " ".join(x for x in (tables.code(e.command) if e.command else "", md_cell(e.note)) if x)
+        rows.append(
+            (
+                e.change,
+                mark(e.ready) + " " + e.verdict,
+                Markdown(where(e, md_cell) or "—"),
+                said or "—",
+                Markdown(step),
+            )
+        )
+    return Table(headers=("Change", "Verdict", "Per target", "Causes (rows)", "Next step"), rows=tuple(rows))
+
+
+def mark(ready: bool) -> str:
+    """A status mark the common text fonts carry (DejaVu, Liberation); an emoji mark (U+2705, U+274C) is a box where
+    no emoji font is installed: Debian's chromium, many CI log viewers."""
+    return "✔" if ready else "✘"
 
 
 _last: tuple[weakref.ref[Report], list[str]] | None = None  # the last report's warnings
@@ -131,3 +168,19 @@ def _warnings(report: Report) -> list[str]:
     for lines in groups.values():
         out.append(lines[0] if len(lines) == 1 else f"{len(lines)} alike, e.g.: {lines[0]}")
     return out
+
+
+def outside(report: Report) -> tuple[int, int]:
+    """Testcases outside the plan (result rows the plan lacks, tests naming no row): how many, how many failed."""
+    res = report.results
+    cases = [c for r in res.rows if r.planned is None for c in r.cases] + list(res.unkeyed)
+    return len(cases), sum(c.status in ("failure", "error") for c in cases)
+
+
+def outside_line(report: Report) -> str:
+    """The headline's count of failing testcases outside the plan ("" where none failed): never hidden below it."""
+    n, bad = outside(report)
+    if not bad:
+        return ""
+    said = "informational: " if "--outside-informational" in report.made_with else ""
+    return f"{said}{bad} of {n} testcase{'s' * (n != 1)} outside the plan failed or errored"

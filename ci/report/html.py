@@ -15,7 +15,7 @@ import jinja2
 import jinja2.bccache
 
 from ci import options, owned
-from ci.report import comparison, composition, first_screen, models, plot, rebase, triage
+from ci.report import at_target, comparison, composition, first_screen, models, plot, rebase, triage
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -41,7 +41,7 @@ _ROW_CLASS = {
 }
 
 
-PHONE_CAUSES = 3  # causes a change shows on a phone's first screen, one line each; the change's section has all
+SHOWN_CAUSES = 3  # causes a change shows on the first screen, one line each (whole on hover); its section has all
 
 
 @cache
@@ -116,7 +116,7 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
                 "state": state,
                 "ready": v.ready,
                 "text": v.text,
-                "blocked": [c.name for c in v.blocking],
+                "held_back": at_target.held_back(report, v),
                 "causes": triage.causes(report, v),
                 "failing": triage.failing(report, v),
                 "criteria": [(c.name, c.status, c.evidence) for c in v.criteria],
@@ -140,15 +140,20 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
     compared = None
     if c is not None:
         compared = {"title": comparison.title(c), "intro": comparison.intro(c), "tables": comparison.tables(c)}
+    first = first_screen.entries(report)
     return template().render(
         comparison=compared,
         ready=sum(v.ready for v in report.verdicts),
         verdicts=verdicts,
         tally=_tally(counts(report.results)),
+        outside=first_screen.outside_line(report),
         banner=first_screen.warnings(report),
         judged=first_screen.judged(report),
-        first=first_screen.entries(report),
-        phone_causes=PHONE_CAUSES,
+        first=first,
+        baseline=first_screen.baseline(first),
+        shown_causes=SHOWN_CAUSES,
+        mark=first_screen.mark,
+        state_class={"ready": "pass", "fails": "fail", "not run": "notrun", "no rows": "fail", "waived": "pass"},
         matrices=matrices,
         extra=extra,
         status_class=_STATUS_CLASS,

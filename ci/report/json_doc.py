@@ -9,7 +9,7 @@ import orjson
 
 import ci
 from ci import revision
-from ci.report import comparison_json, rebase
+from ci.report import at_target, comparison_json, rebase
 from ci.report.rerun import image_beside, rerun, rerun_test, rows_json_beside, shown
 from ci.report.view import FAILING, Report
 from ci.results import criteria
@@ -93,6 +93,13 @@ def _report(report: Report) -> dict[str, object]:
                 "ready": v.ready,
                 "gating": v.change.gating,
                 "blocked_by": [c.name for c in v.blocking],
+                "held_back": at_target.held_back(report, v),
+                # its verdict on each target it must hold on, and what it lacks as a whole (the first screen's)
+                "targets": [
+                    {"target": a.target, "state": a.state, "text": a.text, "command": a.command or None}
+                    for a in (at_target.verdicts(report, v) if v.change.upstream else ())
+                ],
+                "lacks": [{"text": w.text, "command": w.command or None} for w in at_target.whole(report, v)],
                 "upstream": _upstream(v.change.upstream),
                 **({"rebase": rebase.to_json(report, v.change.id)} if report.upstream else {}),
                 "criteria": [

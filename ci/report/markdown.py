@@ -8,7 +8,7 @@ so every table that remains is whole, and a note says what was left out and wher
 from __future__ import annotations
 
 from ci import tables
-from ci.report import comparison, composition, first_screen, models, rebase
+from ci.report import at_target, comparison, composition, first_screen, models, rebase
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -92,17 +92,20 @@ def _head(report: Report) -> list[str]:
         + "Rows: "
         + ", ".join(f"{STATUS_MARK[k]} {n}" for k, n in counts(res).items())
         + "."
+        + (
+            f" **{md(line)}** (below, under Results outside the plan)."
+            if (line := first_screen.outside_line(report))
+            else ""
+        )
     )
     out += ["", md(first_screen.judged(report)), "", "## Summary", "", *_table(first_screen.table(report)), ""]
+    if base := first_screen.baseline(first_screen.entries(report)):
+        said = "The baseline line (a previous report of this fork, to judge allowed regression against):"
+        out += [f"{said} {tables.code(base)}", ""]
     warnings = first_screen.warnings(report)  # plain Markdown: Buildkite's renderer has no GitHub alerts
     if warnings:
         kinds = f"{len(warnings)} kind{'s' * (len(warnings) != 1)}"
         out += [f"**Warnings** ({kinds})", "", *(f"- {md(w)}" for w in warnings), ""]
-    if report.comparison:
-        c = report.comparison
-        out += [f"## {md(comparison.title(c))}", "", md(comparison.intro(c)), ""]
-        for heading, t in comparison.tables(c):
-            out += [f"### {md(heading)}", "", *_table(t), ""]
     out += ["## Verdicts", "", *([md(rebase.where(report)), ""] if report.upstream else [])]
     out += [*_table(_verdicts(report)), ""]
     for v in report.verdicts:
@@ -111,6 +114,12 @@ def _head(report: Report) -> list[str]:
         if report.upstream_read:
             out += [md(rebase.line(report, v.change.id)), ""]
         out += [*_table(criteria_table(v)), ""]
+    if report.comparison:  # below the verdicts: its statistics are what a reader checks, not where one starts
+        c = report.comparison
+        out += [f"## {md(comparison.title(c))}", ""]
+        for heading, t in comparison.tables(c):
+            out += [f"### {md(heading)}", "", *_table(t), ""]
+        out += [md(comparison.intro(c)), ""]
     comp = composition.table(report)
     if comp.rows:
         out += [
@@ -181,13 +190,13 @@ def _verdicts(report: Report) -> Table:
             (
                 f"#{v.change.id}",
                 v.change.track,
-                "✅ ready" if v.ready else "❌ not ready",
-                ", ".join(c.name for c in v.blocking) or "nothing",
+                f"{first_screen.mark(v.ready)} {'ready' if v.ready else 'not ready'}",
+                at_target.held_back(report, v),
                 str(failing),
                 *([rebase.cell(report, v.change.id)] if report.upstream_read else []),
             )
         )
-    headers = ("Change", "Track", "Verdict", "Blocked by", "Failing rows")
+    headers = ("Change", "Track", "Verdict", "Why", "Failing rows")
     return Table(headers=(*headers, *(["Rebase state"] if report.upstream_read else [])), rows=tuple(rows))
 
 

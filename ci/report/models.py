@@ -46,7 +46,7 @@ def table(report: Report) -> Table:
 
 
 def _counts(rows: Iterable[RowResult]) -> str:
-    """'3 ✅ pass, 2 ❌ failure, 7 not run' (or '-' for none)."""
+    """'3 ✔ pass, 2 ✘ failure, 7 not run' (or '-' for none)."""
     seen = Counter(r.status for r in rows)
     return ", ".join(f"{n} {STATUS_MARK[s]}" for s, n in sorted(seen.items(), key=lambda kv: _order(kv[0]))) or "-"
 

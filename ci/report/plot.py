@@ -1,9 +1,11 @@
 """Static SVG bar charts with an axis and ticks: cold beside warm of one quantity, per row, with the
 min–max of the repeated samples as a whisker. No script, no external asset.
 
-Readable where people read them: each row's name on its own line above its bars (never clipped), text large
-enough to stay legible when a phone scales the chart to its width, plain numbers with the unit (no scientific
-notation), and a log axis where the values span decades (a 1,500 ms cold bar beside a 40 ms warm one)."""
+Readable where people read them: each row's name on its own line above its bars (never clipped), sized in CSS
+pixels (width and height given: a page never scales it down to a phone's width; it scrolls there, its text as large
+as on a desktop), each value's label after the end of its bar and its whisker (never struck through by it), plain
+numbers with the unit (no scientific notation), and a log axis where the values span decades (a 1,500 ms cold bar
+beside a 40 ms warm one)."""
 
 from __future__ import annotations
 
@@ -66,8 +68,9 @@ def chart(quantity: str, unit: str, pairs: Sequence[Pair]) -> str:
     axis = _Axis(min(positive) if positive else 0.0, max(values) if values else 0.0)
     scale_note = "log scale" if axis.log else "linear scale"
     height = 30 + len(pairs) * (NAME_H + 2 * BAR_H + GAP) + 30
+    width = LEFT + PLOT_W + 110
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {LEFT + PLOT_W + 90} {height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         f'role="img" aria-label="{escape(quantity)}: cold and warm per row">',
         f'<text x="0" y="16" class="t">{escape(quantity)} ({escape(unit)}, {scale_note}): cold (dark), warm '
         "(light)</text>",
@@ -87,7 +90,8 @@ def chart(quantity: str, unit: str, pairs: Sequence[Pair]) -> str:
             if hi > lo:
                 mid = y + BAR_H / 2 - 1
                 out.append(f'<line x1="{axis.x(lo):.1f}" x2="{axis.x(hi):.1f}" y1="{mid}" y2="{mid}" stroke="#222"/>')
-            out.append(f'<text x="{end + 4:.1f}" y="{y + BAR_H - 3}" class="v">{num(m.value)} {escape(m.unit)}</text>')
+            label = max(end, axis.x(hi)) + 4  # after the bar and its whisker: no line through the number
+            out.append(f'<text x="{label:.1f}" y="{y + BAR_H - 3}" class="v">{num(m.value)} {escape(m.unit)}</text>')
             y += BAR_H
         y += GAP
     base = y + 2

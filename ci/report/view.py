@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.report.rerun import hint, rerun_test, shown
+from ci import tables
+from ci.report import defined
+from ci.report.rerun import hint, rerun_test
 from ci.results import ported
 from ci.results.acceptance import Verdict
 from ci.results.compare import Comparison
@@ -21,15 +23,15 @@ from ci.stack.table import PLAN_HEADERS, change_label, plan_table_rows
 from ci.upstream.state import Snapshot
 
 STATUS_MARK = {
-    "pass": "✅ pass",
-    "failure": "❌ failure",
-    "error": "❌ error",
-    "conflict": "⚠️ conflict",
-    "skipped": "⚠️ skipped",
-    "incomplete": "⚠️ incomplete",
+    "pass": "✔ pass",
+    "failure": "✘ failure",
+    "error": "✘ error",
+    "conflict": "⚠ conflict",
+    "skipped": "⚠ skipped",
+    "incomplete": "⚠ incomplete",
     "not run": "not run",
 }
-CRITERION_MARK = {"pass": "✅ pass", "fail": "❌ fail", "missing": "⚠️ missing"}
+CRITERION_MARK = {"pass": "✔ pass", "fail": "✘ fail", "missing": "⚠ missing"}
 FAILING = ("failure", "error", "conflict", "incomplete")
 MATRIX_HEADERS = (*PLAN_HEADERS, "Runs?", "Score", "Notes")
 _NOTE_CHARS = 240  # a failure message longer than this is cut in tables; report.json keeps it whole
@@ -63,19 +65,7 @@ def banner(report: Report) -> list[str]:
     for role, read in (("baseline", report.baseline), ("upstream state", report.upstream_read)):
         if read and read.status != "ok":
             lines.append(f"{role} {read.path}: {read.status} ({read.problem})")
-    other = sorted(
-        {
-            (f.path, s.stack_digest)
-            for f in res.inputs
-            for s in f.scopes
-            if s.stack_digest and s.stack_digest != report.stack.digest
-        }
-    )
-    lines += [
-        f"input {path} was made with another stack ({digest[:19]}…); this report judges with "
-        f"{report.stack.digest[:19]}… ({shown(report.stack.root)})"
-        for path, digest in other
-    ]
+    lines += defined.lines(report.stack, res)
     lines += _mixed_builds(res)
     for side in report.comparison.sides[1:] if report.comparison else ():
         lines += [f"side {side.label}: input {f.path}: {f.status} ({f.problem})" for f in side.results.problems()]
@@ -133,7 +123,7 @@ def inputs_table(report: Report) -> Table:
     alike: dict[tuple[str, str, str], int] = {}
     for f in reads:
         role = "baseline" if f is report.baseline else "upstream" if f is report.upstream_read else "junit"
-        status = ("✅ " if f.status == "ok" else "❌ ") + f.status
+        status = ("✔ " if f.status == "ok" else "✘ ") + f.status
         if not f.cases:
             kind = (role, status, f.problem)
             alike[kind] = alike.get(kind, 0) + 1
@@ -183,10 +173,10 @@ def change_heading(verdict: Verdict, results: Results | None = None) -> tuple[st
 
 def failing_table(results: Results) -> Table:
     rows = tuple(
-        (r.id, r.target, STATUS_MARK[r.status], short(r.message or r.note), hint(r))
+        (r.id, r.target, STATUS_MARK[r.status], short(r.message or r.note), tables.code(hint(r)))
         for r in results.rows
         if r.status in FAILING
-    )
+    )  # (Markdown alone: the HTML writes its failing rows itself, the command in <code>)
     return Table(headers=("Row", "Target", "Status", "Message", "Reproduce locally"), rows=rows)
 
 

@@ -22,6 +22,7 @@ import orjson
 from ci import forked
 from ci.errors import ReportError, UsageError
 from ci.report import first_screen, html, json_doc, markdown
+from ci.report.first_screen import outside
 from ci.report.rerun import forget
 from ci.report.view import Report, counts, status_tables
 from ci.results import baseline, compare, merge, reading
@@ -220,13 +221,6 @@ def staged(out: Path, names: Iterable[str]) -> Iterator[dict[str, str]]:
 
 
 BAD = ("failure", "error", "conflict", "incomplete")  # a row or testcase in one of these fails `ci report`
-
-
-def outside(report: Report) -> tuple[int, int]:
-    """Testcases outside the plan (result rows the plan lacks, tests naming no row): how many, how many failed."""
-    res = report.results
-    cases = [c for r in res.rows if r.planned is None for c in r.cases] + list(res.unkeyed)
-    return len(cases), sum(c.status in ("failure", "error") for c in cases)
 
 
 def failing(report: Report, *, outside_informational: bool = False) -> bool:

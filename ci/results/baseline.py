@@ -80,7 +80,8 @@ class Comparison:
         if self.aa and self.floor_pct is None:
             floor = "; A/A floor not measured (too few runs)"
         runs = f"runs {len(self.before)}/{len(self.after)}"
-        return f"{b:g} -> {a:g} {self.unit} ({self.pct_worse:+.1f}% worse; {runs}, {test}{between}{floor})"
+        change = f"{self.pct_worse:+.1f}% worse" if self.pct_worse >= 0 else f"{-self.pct_worse:.1f}% better"
+        return f"{b:g} -> {a:g} {self.unit} ({change}; {runs}, {test}{between}{floor})"
 
 
 def compare(

@@ -57,6 +57,7 @@ class Case:
     cause: str | None = None  # stackgate.cause: the harness's line from the row's log that says why it crashed
     jit_traced: str | None = None  # stackgate.jit.traced_after_ready: frames torch.compile traced in a request
     first_request_only: str | None = None  # stackgate.first_request_only: once-per-process work in a request
+    meaning: str | None = None  # stackgate.meaning: the digest of what the row meant where it ran (ci.stack.meaning)
 
     @property
     def test(self) -> str:

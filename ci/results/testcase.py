@@ -79,6 +79,7 @@ _COMPILES, _KERNELS, _NEW_FILES, _TRACED = (
     _PRESENT,
     _FIRST_ONLY,
     _SHARED,
+    _MEANING,
 ) = (
     PREFIX + k
     for k in (
@@ -93,6 +94,7 @@ _COMPILES, _KERNELS, _NEW_FILES, _TRACED = (
         "change_present",
         "first_request_only",
         "gpu_shared_with",
+        contract.ROW_MEANING,
     )
 )
 
@@ -166,6 +168,7 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
             "cause": get(_CAUSE),
             "jit_traced": get(_TRACED),
             "first_request_only": get(_FIRST_ONLY),
+            "meaning": same(_MEANING),
         }
     )
 

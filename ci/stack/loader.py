@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -64,7 +63,7 @@ def _load(root: Path) -> Stack:
     _check_history(history_src, history, models, backends)
     fork = fork_file.load(root / "fork.yaml", {c: ch for c, (ch, _, _) in changes.items()})
 
-    return Stack(
+    stack = Stack(
         root=root,
         targets=_frozen_map(targets),
         backends=_frozen_map(backends),
@@ -74,15 +73,24 @@ def _load(root: Path) -> Stack:
         history=history,
         history_source=history_doc["source"],
         fork=fork,
-        digest=_digest(root),
     )
+    return replace(stack, digest=_digest(stack))
 
 
-def _digest(root: Path) -> str:
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*.yaml") if p.is_file()):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return "sha256:" + h.hexdigest()
+def _digest(st: Stack) -> str:
+    """What every row of the plan means (`ci.stack.meaning`) and what judges the results: each change's acceptance
+    criteria, whether it gates, the targets it must cover. A stack edited elsewhere (prose, upstream facts, what a fork
+    carries, a resource) keeps its digest: results and reports made before the edit are still its own."""
+    from ci.stack import meaning, plan, rows_json
+
+    rows = {r.id: meaning.of_row(rows_json.row_document(st, r)) for r in plan.build(st).rows}
+    targets = {t.id: {**meaning.of_target(rows_json.target_document(t)), "required": t.required}
+               for t in st.targets.values()}  # fmt: skip
+    judged = {
+        c.id: {"acceptance": asdict(c.acceptance), "gating": c.gating, "waived": dict(c.waived_targets)}
+        for c in st.changes.values()
+    }
+    return meaning.digest(meaning.plain({"rows": rows, "targets": targets, "judged": judged}))
 
 
 # An entry keeps its Source and location so that cross-reference errors can point at it.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ci import contract
+from ci.stack import meaning
 from ci.stack.model import Stack, Target
 from ci.stack.plan import Row
 
@@ -83,8 +84,14 @@ def document(
         "git_revision": git_revision,
         "timeout_s": timeout_s,
         "suites_dir": suites_dir,
-        "rows": [with_content(row_document(st, r), made, image) for r in rows],
+        "rows": [with_content(with_meaning(row_document(st, r), target), made, image) for r in rows],
     }
+
+
+def with_meaning(row: dict[str, Any], target: Target) -> dict[str, Any]:
+    """`row` with the digest of what it means as the stack defines it (`ci.stack.meaning`): the harness records it on
+    the row's testcases, and a report over them tells a result of today's row from one of a row defined otherwise."""
+    return {**row, contract.ROW_MEANING: meaning.row_digest(row, target_document(target))}
 
 
 def with_content(row: dict[str, Any], target: dict[str, Any], image: Mapping[str, str | None]) -> dict[str, Any]:

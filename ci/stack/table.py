@@ -25,7 +25,7 @@ PLAN_HEADERS = (
     "Change",
     "Seen",
 )
-_SEEN = {"ok": "✅", "fail": "❌", "partial": "⚠️", "unknown": "?"}
+_SEEN = {"ok": "✔", "fail": "✘", "partial": "⚠", "unknown": "?"}
 
 
 def change_label(change_id: str) -> str:

@@ -12,7 +12,8 @@ from playwright.sync_api import sync_playwright
 
 HERE = Path(__file__).resolve().parent
 REPORTS = {"h200-shrunk-fifth-run": HERE.parent / "h200-shrunk" / "fifth-run" / "report" / "report.html",
-           "h200-positive": HERE.parent / "h200-positive" / "report" / "report.html"}  # fmt: skip
+           "h200-positive": HERE.parent / "h200-positive" / "report" / "report.html",
+           "h200-fork": HERE.parent / "h200-fork" / "report" / "report.html"}  # fmt: skip
 SIZES = ((1366, 900), (390, 844))
 
 

@@ -10,6 +10,7 @@ PREFIX = "stackgate."
 # rows.json fields a row's requests vary (its workload); the rest make its engine, which rows equal there share
 WORKLOAD = ("id", "context", "batch")
 ROW_CONTENT = "content"  # a row's rows.json field: the digest of what its result depends on (recorded on its cases)
+ROW_MEANING = "meaning"  # a row's rows.json field: the digest of what the row means (recorded on its cases)
 METRIC = PREFIX + "metric."
 _PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*"
 ROW_ID = re.compile(rf"({_PART})\.({_PART})\.([A-Za-z0-9._\-]+)\.([0-9a-f]{{8}})")

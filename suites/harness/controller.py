@@ -160,8 +160,9 @@ class Controller:
         props = []
         if row is not None:
             props += [("stackgate.row", row.id), ("stackgate.change", row.change), ("stackgate.track", row.track)]
-            if row.get(contract.ROW_CONTENT):  # what --resume checks a result against (rows.json's, as given)
-                props.append((contract.PREFIX + contract.ROW_CONTENT, str(row.get(contract.ROW_CONTENT))))
+            for field in (contract.ROW_CONTENT, contract.ROW_MEANING):  # --resume's check; the report's (as given)
+                if row.get(field):
+                    props.append((contract.PREFIX + field, str(row.get(field))))
         if row is not None or d is not None:
             props += [
                 ("stackgate.target", row.target if row else d.target_id),

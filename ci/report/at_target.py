@@ -1,0 +1,182 @@
+"""Each change's verdict on each target it must hold on, in words a fork maintainer acts on: ready; fails (the
+criterion, the rows and the number against its bound); not run (how many rows, and the command that runs them there,
+the lock first where the target has none); and what the change as a whole lacks (a baseline, its focused test).
+
+The first screen and report.json say these; the change's own section keeps every criterion's evidence whole."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from ci.report.view import Report
+from ci.results.acceptance import Verdict
+from ci.results.criteria import CRITERIA, MATRIX, REGRESSION, TIED
+from ci.results.merge import RowResult
+from ci.stack.change import Change
+
+# the criterion in the words the first screen uses (its full title is in the change's section)
+SHORT = {
+    "cold and warm measurements reported separately": "cold/warm",
+    "no runtime JIT fallback where AOT/warm-up is expected": "no JIT",
+    "numerical tolerance against the named reference backend": "tolerance",
+    "graph-replay assertion": "graph replay",
+    TIED: "its focused test",
+    REGRESSION: "allowed regression",
+}
+_LONG = 100
+
+
+@dataclass(frozen=True, kw_only=True)
+class AtTarget:
+    target: str  # "cuda-sm90"
+    short: str  # "H200"
+    state: str  # "ready", "fails", "not run", "waived", "no rows"
+    text: str  # what the state rests on, in words and numbers
+    command: str = ""  # what runs the rows there, where the state is "not run" (or partly so)
+    where: str = ""  # where the command must run ("on a GB10 host"), plain text
+
+
+@dataclass(frozen=True, kw_only=True)
+class Whole:
+    """What the change lacks beyond its targets: a baseline, a passing focused test."""
+
+    text: str
+    command: str = ""
+
+
+def verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
+    change = verdict.change
+    rows = [r for r in report.results.rows if r.change == change.id and r.planned is not None]
+    # an imported change answers to every target its tracking issue names; the stack's own (self-test, composition)
+    # to the targets it has rows on
+    targets = [
+        t
+        for t in report.stack.targets.values()
+        if (t.required and change.upstream) or any(r.target == t.id for r in rows)
+    ]
+    out = []
+    for t in targets:
+        mine = [r for r in rows if r.target == t.id]
+        if not mine:
+            why = change.waived_targets.get(t.id)
+            state, text = ("waived", why) if why else ("no rows", "none planned, though its tracking issue names it")
+            out.append(AtTarget(target=t.id, short=t.short, state=state, text=text))
+            continue
+        unrun = [r for r in mine if not r.cases]
+        fails = _fails(change, mine, len(mine))
+        command, where = _command(report, t.id, unrun[0]) if unrun else ("", "")
+        if fails:
+            text = "; ".join(fails) + (f"; {len(unrun)} not run" if unrun else "")
+            out.append(AtTarget(target=t.id, short=t.short, state="fails", text=text, command=command, where=where))
+        elif len(unrun) == len(mine):
+            out.append(AtTarget(target=t.id, short=t.short, state="not run", text=_n(len(mine)), command=command,
+                                where=where))  # fmt: skip
+        elif unrun:
+            ran = len(mine) - len(unrun)
+            text = f"{len(unrun)} of {len(mine)} rows not run" + (f"; the {ran} that ran hold" if ran else "")
+            out.append(AtTarget(target=t.id, short=t.short, state="not run", text=text, command=command, where=where))
+        else:
+            out.append(AtTarget(target=t.id, short=t.short, state="ready", text=f"all {len(mine)} rows hold"))
+    return out
+
+
+def whole(report: Report, verdict: Verdict) -> list[Whole]:
+    out = []
+    failing = any(r.change == verdict.change.id and r.status in ("failure", "error") for r in report.results.rows)
+    for c in verdict.criteria:
+        if c.status == "pass" or c.name not in (TIED, REGRESSION):
+            continue
+        if c.name == REGRESSION and "no baseline report given" in c.evidence:
+            out.append(Whole(text="needs a baseline", command=_baseline_command(report)))
+        elif c.status == "fail":
+            if c.name == TIED and failing:
+                continue  # its failing rows are said per target, with their causes beside them
+            said = _after_rule(c.evidence) if c.name == REGRESSION else c.evidence.split(" (benchmark: ")[0]
+            out.append(Whole(text=f"{SHORT[c.name]} fails: {_cut(said)}"))
+        else:
+            out.append(Whole(text=f"{SHORT[c.name]} not judged: {_cut(_after_rule(c.evidence).split(': ', 1)[0])}"))
+    return out
+
+
+def held_back(report: Report, verdict: Verdict) -> str:
+    """The verdict in a line: "ready", or "held back by" what holds it back, target by target."""
+    if verdict.ready:
+        return "ready"
+    shown = [a for a in verdicts(report, verdict) if a.state not in ("ready", "waived")]
+    parts = [f"{a.short}: {a.state} ({a.text})" for a in shown]
+    parts += [w.text + (f": {w.command}" if w.command else "") for w in whole(report, verdict)]
+    return "held back by " + "; ".join(parts) if parts else "not ready"
+
+
+def _fails(change: Change, rows: list[RowResult], planned: int) -> list[str]:
+    """The per-target criteria that fail on these rows, each said as the number against its bound."""
+    out = []
+    failing = [r for r in rows if r.status in ("failure", "error", "conflict")]
+    if failing:
+        out.append(f"{len(failing)} of {_n(planned)}")
+    for rule in CRITERIA:
+        if rule.per_target is None or rule.name == MATRIX:
+            continue
+        status, evidence = rule.per_target(change, rows)
+        if status == "fail":
+            said = _said(change, rule.name, rows)
+            out.append(f"{SHORT.get(rule.name, rule.name)}: {said or _cut(evidence)}")
+    return out
+
+
+def _said(change: Change, name: str, rows: list[RowResult]) -> str:
+    """A failing criterion as its number against its bound: "3.10x > 1.2x on 1 row"."""
+    acc = change.acceptance
+    ran = [r for r in rows if r.ran]
+    if name == "cold and warm measurements reported separately" and acc.measurements.max_cold_warm_ratio:
+        bound = acc.measurements.max_cold_warm_ratio
+        over = [runs[0][0] for r in ran if (runs := r.cold_warm_runs) and runs[0][0] > bound]
+        return f"{max(over):.2f}x > {bound:g}x on {_n(len(over))}" if over else ""
+    if name in ("numerical tolerance against the named reference backend", "graph-replay assertion"):
+        metric = acc.tolerance.metric if name.startswith("numerical") else acc.graph_replay.metric
+        holds = (lambda v: v <= acc.tolerance.max) if name.startswith("numerical") else acc.graph_replay.holds
+        bad = [m.value for r in ran for c in r.ran if (m := c.metric(metric)) and not holds(m.value)]
+        want = (
+            f"<= {acc.tolerance.max:g}" if name.startswith("numerical") else acc.graph_replay.rule.replace(metric, "")
+        )
+        worst = max(bad, key=abs) if bad else None
+        rows_bad = sum(any((m := c.metric(metric)) and not holds(m.value) for c in r.ran) for r in ran)
+        return f"{metric} {worst:g}, wants {want.strip()}, on {_n(rows_bad)}" if bad else ""
+    if name == "no runtime JIT fallback where AOT/warm-up is expected":
+        hit = [
+            r for r in ran if any((c.jit_compiles or 0) or c.jit_traced or (c.jit_cache_new_files or 0) for c in r.ran)
+        ]
+        return f"compiles after the bake on {_n(len(hit))}" if hit else ""
+    return ""
+
+
+def _n(rows: int) -> str:
+    return f"{rows} row{'s' * (rows != 1)}"
+
+
+def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:
+    """What runs a target's unrun rows: its lock first where it has none (a session would stop there)."""
+    from ci.images.build import lock_path
+
+    t = report.stack.targets[target]
+    if t.runs_on == "image" and not lock_path(t).is_file():
+        return f"python -m ci lock {t.id}", "on a host that reaches its package index, then its session"
+    return f"nox -s {t.sessions[0]}_{row.suite}", f"on a {t.short} host"
+
+
+def _baseline_command(report: Report) -> str:
+    argv = list(report.made_with)
+    if "report" not in argv:  # a report made by `ci main`: its results folders, as a reader would name them
+        return "python -m ci report RESULTS --out DIR --baseline PREVIOUS/report.json"
+    return shlex.join(["python", "-m", "ci", *argv]) + " --baseline PREVIOUS/report.json"
+
+
+def _after_rule(evidence: str) -> str:
+    return evidence.split("; ", 1)[1] if "; " in evidence else evidence
+
+
+def _cut(text: str) -> str:
+    text = re.sub(r"\s+", " ", text)
+    return text if len(text) <= _LONG else text[: _LONG - 1] + "…"

@@ -1,0 +1,81 @@
+"""Results of a row defined otherwise when it ran: another model, parameters, target, or bound the test asserts
+(`ci.stack.meaning`). A stack edited in prose, upstream facts or resources since leaves its results its own.
+
+Each result is checked row by row against today's plan: by the digest its testcases record (`stackgate.meaning`),
+else by the rows.json its run wrote beside its JUnit (field by field, so the warning names what differs). A result
+with neither (written before either existed) is matched by its row id alone, which spells the row's parameters."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ci import contract
+from ci.results.merge import Results
+from ci.stack import meaning, rows_json
+from ci.stack.model import Stack
+
+_ROWS_JSON_MAX = 64 << 20  # bytes: a rows.json beside a result is data from elsewhere, read within a bound
+
+
+def lines(st: Stack, results: Results) -> list[str]:
+    """One line per input holding rows defined otherwise, with how many and what differs."""
+    today: dict[str, dict[str, Any]] = {}  # row id -> today's meaning, made once per row asked about
+    targets: dict[str, dict[str, Any]] = {}
+    written: dict[Path, Mapping[str, dict[str, Any]] | None] = {}
+    by_file: dict[str, dict[str, str | None]] = {}  # input -> row id -> recorded digest (None: not recorded)
+    planned = {r.id: r.planned for r in results.rows if r.planned is not None}
+    for r in results.rows:
+        for c in r.cases if r.planned is not None else ():
+            by_file.setdefault(c.file, {}).setdefault(r.id, c.meaning)
+
+    def now(row_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        if row_id not in today:
+            row = planned[row_id]
+            today[row_id] = meaning.of_row(rows_json.row_document(st, row))
+            if row.target not in targets:
+                targets[row.target] = meaning.of_target(rows_json.target_document(st.targets[row.target]))
+        row = today[row_id]
+        return row, targets[str(row["row"]["target"])]
+
+    out = []
+    for file, recorded in by_file.items():
+        other: list[str] = []
+        said: list[str] = []
+        beside = Path(file).parent / contract.ROWS_JSON
+        for row_id, digest in recorded.items():
+            mine, target = now(row_id)
+            if digest:
+                if digest != meaning.digest({"row": mine, "target": target}):
+                    other.append(row_id)
+                continue
+            if beside not in written:
+                written[beside] = _rows(beside)
+            doc = (written[beside] or {}).get(row_id)
+            if doc is not None and (diff := meaning.differences(meaning.of_row(doc), mine)):
+                other.append(row_id)
+                said += [d for d in diff if d not in said]
+        if other:
+            what = f" ({'; '.join(said[:3])}{'; …' if len(said) > 3 else ''})" if said else ""
+            out.append(
+                f"input {file}: {len(other)} of {len(recorded)} rows were defined otherwise when they ran{what}; "
+                f"this report judges them as {st.root.name}/ defines them today"
+            )
+    return out
+
+
+def _rows(path: Path) -> Mapping[str, dict[str, Any]] | None:
+    """The row documents of a rows.json, by id; None where there is none or it is not one (then nothing is said
+    from it: the row id still matched)."""
+    try:
+        if not path.is_file() or path.stat().st_size > _ROWS_JSON_MAX:
+            return None
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    rows = doc.get("rows") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        return None
+    return {str(r["id"]): r for r in rows if isinstance(r, dict) and isinstance(r.get("id"), str)}
