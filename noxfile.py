@@ -27,7 +27,8 @@ HOST_SUITES = "containers/locks/cpu.in"  # what the suites need on a host: the c
 
 
 def _ci(session: nox.Session, *args: str, host_suites: bool = False) -> None:
-    session.install("-e", ".", *(["-r", HOST_SUITES] if host_suites else []))
+    # pip's own lines show: a first install takes a minute or more, and a silent one looks hung
+    session.install("-e", ".", *(["-r", HOST_SUITES] if host_suites else []), "--progress-bar", "off", silent=False)
     session.run("python", "-m", "ci", *args, *session.posargs)
 
 
@@ -61,8 +62,10 @@ def run_rows(session: nox.Session) -> None:
 
 @nox.session
 def pipeline(session: nox.Session) -> None:
-    """Print the Buildkite pipeline made from the plan, only YAML on stdout: `nox -s pipeline | buildkite-agent
-    pipeline upload` (-- --target T --change C --shard-size N --part N)."""
+    """Print the Buildkite pipeline made from the plan (YAML alone on stdout: pipe it to the agent's upload).
+
+    `nox -s pipeline | buildkite-agent pipeline upload`; options after --: --target T --change C --shard-size N.
+    """
     _ci(session, "pipeline")
 
 
@@ -74,23 +77,31 @@ def gate(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Benchmarks: planning; merging and rendering 50 JUnit files (10,000 testcases); `ci upstream` on a 20,000-commit
-    history (-- --only upstream for that alone); per-row overhead of `ci run` on the cpu target (-- --image REF)."""
+    """Benchmarks of planning, reporting 10,000 testcases, `ci upstream` and a row's overhead, side by side.
+
+    Planning; merging and rendering 50 JUnit files (10,000 testcases); `ci upstream` on a 20,000-commit history
+    (-- --only upstream for that alone); per-row overhead of `ci run` on the cpu target (-- --image REF).
+    """
     _ci(session, "bench", host_suites=True)
 
 
 @nox.session
 def evidence(session: nox.Session) -> None:
-    """Re-render every committed report under evidence/ from its committed JUnit and fail where one differs from
-    what is committed (-- --write puts today's rendering in place; -- FOLDER checks one)."""
+    """Check every committed evidence report is today's rendering of its committed JUnit (-- --write re-renders).
+
+    Fails where one differs from what is committed; -- FOLDER checks one.
+    """
     session.install("-e", ".")
     session.run("python", "-m", "ci.evidence", *session.posargs)
 
 
 @nox.session
 def upstream(session: nox.Session) -> None:
-    """Each imported change's state in a fork checkout, from git alone: -- --fork PATH [--upstream-ref REF]
-    [--format json|markdown] (--record writes the port commits' patch-ids into stack/changes/)."""
+    """Each imported change's state in a fork checkout, from git alone (-- --fork PATH [--format json|markdown]).
+
+    Options after --: --fork PATH [--ref REF] [--upstream-ref REF] [--format json|markdown]; --record writes what
+    the fork carries into stack/fork.yaml.
+    """
     _ci(session, "upstream")
 
 

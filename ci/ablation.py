@@ -59,7 +59,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     if not host.present(target):
         raise UsageError(
             f"--compare-without times rows on {target.name}, and this host has none ({host.describe()})",
-            hint=f"run it on a host with a {target.short}; ci pipeline --compare-without does, on queue {target.queue}",
+            hint=f"run it on a host with {target.a_short}; ci pipeline --compare-without does, on queue {target.queue}",
         )
     builds = _builds(st, args, target, fork, change, use_host)
     arms = [builds[FORK], builds[change]] + ([replace(builds[FORK], label=AA)] if args.aa else [])

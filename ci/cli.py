@@ -10,12 +10,16 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import ci
 from ci import options, teardown
 from ci.errors import EXIT_CODES, StackgateError, UsageError
+
+if TYPE_CHECKING:
+    from ci.stack.model import Target
 
 # Each module that defines verbs (its add_parser or add_parsers), in the order --help lists them, and its verbs. A
 # command line naming one verb imports only its module: `ci upstream` never loads the image or run stages.
@@ -73,6 +77,8 @@ def check_names(args: argparse.Namespace) -> None:
     from ci.stack import loader  # here, not above: a verb that reads no stack (a report's first steps) skips it
 
     st = loader.load(args.stack)
+    _targets_by_session(args, st.targets)
+    wanted["target"] = _listed(getattr(args, "target", None))
     suites_dir: Path | None = getattr(args, "suites_dir", None)
     known = {
         "target": list(st.targets),
@@ -85,6 +91,16 @@ def check_names(args: argparse.Namespace) -> None:
                 continue
             where = f"; or a folder of {suites_dir}" if name == "suite" and suites_dir else ""
             raise UsageError(f"unknown {name} {value!r}", hint=f"one of {', '.join(known[name])}{where}")
+
+
+def _targets_by_session(args: argparse.Namespace, targets: Mapping[str, Target]) -> None:
+    """A target named as its nox sessions name it (`--target rocm`, `sm121a`) is that target (`rocm-gfx1151`)."""
+    by_session = {prefix: t.id for t in targets.values() for prefix in t.sessions if prefix not in targets}
+    value = getattr(args, "target", None)
+    if isinstance(value, list):
+        args.target = [by_session.get(v, v) for v in value]
+    elif isinstance(value, str):
+        args.target = by_session.get(value, value)
 
 
 def _listed(value: object) -> list[str]:
@@ -104,7 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 argcomplete.autocomplete(ap)
             except ImportError:
                 pass
-        args = ap.parse_args(argv)
+        args, extra = ap.parse_known_args(argv)
+        if extra:  # said with the verb's own usage, not the top level's
+            verbs = next((a.choices for a in ap._actions if isinstance(a, argparse._SubParsersAction)), {})
+            verbs.get(getattr(args, "verb", None), ap).error(f"unrecognized arguments: {' '.join(extra)}")
         args.argv = list(sys.argv[1:] if argv is None else argv)  # what made a report (report.json generator.argv)
         check_names(args)
         return args.func(args)

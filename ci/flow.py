@@ -83,14 +83,12 @@ def run_target(
     rows of every suite together over the host's devices (`ci run --gpus ...`); `deadline_at` (time.monotonic()):
     when every JUnit must be written by; `planned`: the rows to run (default every planned row of the target);
     `caches`: a bake artefact the host installs first (with `use_host`)."""
-    prepared = None if use_host else prepare_image(st, target, fork)
-    blocked, image = (prepared, None) if isinstance(prepared, Blocked) else (None, prepared)
-    if blocked is None and not host.present(target):
-        blocked = Blocked(
-            reason=f"this host has no {target.name} ({host.describe()})",
-            fix=f"nox -s {target.sessions[0]}_<suite>   (on a host with a {target.short}, "
-            f"e.g. an agent of Buildkite queue {target.queue})",
-        )
+    # rows that cannot run here are not built for: an image takes minutes to hours, and `ci build` builds alone
+    blocked = None if host.present(target) else _no_device(target)
+    image = None
+    if blocked is None and not use_host:
+        prepared = prepare_image(st, target, fork)
+        blocked, image = (prepared, None) if isinstance(prepared, Blocked) else (None, prepared)
     worst, specs = 0, []
     rows_of = (planned or plan.build(st)).select(targets=[target.id])
     for suite in suites:
@@ -134,6 +132,18 @@ def run_target(
         step(f"python -m ci run {target.id} {spec.suite}" + (" --host" if use_host else ""))
         worst = max(worst, execute.run_rows(st, spec, host=use_host, image=image))
     return worst
+
+
+def _no_device(target: Target) -> Blocked:
+    """Why the target's rows cannot run on this host, and the command that runs them where they can (its lock first,
+    where the target has none: that host would stop there)."""
+    there = (
+        f"nox -s {target.sessions[0]}_<suite>   (on a host with {target.a_short}, "
+        f"e.g. an agent of Buildkite queue {target.queue})"
+    )
+    if target.runs_on == "image" and not build.lock_path(target).is_file():
+        there = f"python -m ci lock {target.id}   (on a host that reaches its package index), then {there}"
+    return Blocked(reason=f"this host has no {target.name} ({host.describe()})", fix=there)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -132,7 +132,8 @@ def add_fork(p: argparse.ArgumentParser, *, switch: bool) -> None:
 
 def exit_codes(*codes: int) -> str:
     """The epilog listing the exit codes a verb can return."""
-    lines = [f"  {c}  {EXIT_CODES[c]}" for c in sorted(codes)]
+    said = {**EXIT_CODES, 0: EXIT_CODES[0] if 1 in codes else "success"}  # rows and reports: where a verb runs rows
+    lines = [f"  {c}  {said[c]}" for c in sorted(codes)]
     return "exit codes:\n" + "\n".join(lines)
 
 

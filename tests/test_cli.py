@@ -85,6 +85,35 @@ def test_filters_repeat_or_take_commas(capsys) -> None:
     assert json.loads(capsys.readouterr().out) == commas and len(commas["rows"]) == 4
 
 
+def test_rows_narrow_plan_and_report_and_an_unknown_row_is_named(tmp_path: Path, capsys) -> None:
+    assert cli.main(["plan", "--format", "json", "--change", "selftest"]) == 0
+    ids = [r["id"] for r in json.loads(capsys.readouterr().out)["rows"]]
+    assert cli.main(["plan", "--format", "json", "--rows", ids[1]]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)["rows"]] == [ids[1]]
+    assert cli.main(["report", str(tmp_path), "--out", str(tmp_path / "r"), "--rows", f"{ids[0]},{ids[1]}"]) == 0
+    assert sorted(r["id"] for r in json.loads((tmp_path / "r" / "report.json").read_text())["rows"]) == sorted(ids[:2])
+    capsys.readouterr()
+    assert cli.main(["plan", "--rows", "selftest.cpu.nope.12345678"]) == 2
+    assert "row(s) not planned: selftest.cpu.nope.12345678" in capsys.readouterr().err
+
+
+def test_a_target_is_named_by_its_session_prefix_too(capsys) -> None:
+    assert cli.main(["plan", "--format", "json", "--target", "rocm", "--suite", "sparse_mla"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows and {r["target"] for r in rows} == {"rocm-gfx1151"}
+
+
+def test_an_option_a_verb_lacks_is_refused_with_that_verbs_usage() -> None:
+    done = _ci("upstream", "--rows", "x")
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: python -m ci upstream ") and "unrecognized arguments: --rows x" in done.stderr
+
+
+def test_a_verb_that_runs_no_rows_says_success_for_exit_0() -> None:
+    assert "  0  success\n" in _verbs()["plan"].format_help()
+    assert "a report, where one was asked for, was written" in _verbs()["main"].format_help()
+
+
 def _verbs() -> dict[str, argparse.ArgumentParser]:
     sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
     return dict(sub.choices)

@@ -96,8 +96,9 @@ def test_the_printed_rerun_line_reproduces_the_failure(failing_run: Path) -> Non
     assert line and "--stackgate-row" in line
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # python3 = this venv's
     # the line runs from the folder the report was made in (the checkout): paths below it read "$PWD"
+    out = Path(line.split("mkdir -p ", 1)[1].split(" ", 1)[0].replace('"$PWD"', str(REPO)))
+    shutil.rmtree(out, ignore_errors=True)  # no earlier run's file
     subprocess.run(["bash", "-c", line], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    out = Path(line.split("mkdir -p ", 1)[1].split(" ", 1)[0])
     again = [p for p in out.glob("junit-repro-*.xml")]
     assert again, f"no JUnit from {line}"
     text = again[0].read_text()

@@ -77,9 +77,47 @@ def test_print_gives_one_docker_line_for_the_row(host_report: Path, tmp_path: Pa
     assert [r["id"] for r in written["rows"]] == [row["id"]]
 
 
-def test_a_host_run_names_no_image(host_report: Path, capsys) -> None:
-    assert cli.main(["repro", _failing(host_report)["id"], "--report", str(host_report), "--print"]) == 2
-    assert "names no image by content to re-run it in" in capsys.readouterr().err
+def test_a_host_run_re_runs_on_this_host_into_a_results_folder(
+    host_report: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A row that ran on a host's Python re-runs there (`ci run --host`, that row alone) into out/repro/<row> under
+    the current folder, never beside the report; its own suites tree is named, as a report never chooses one."""
+    row = _failing(host_report)["id"]
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["repro", row, "--report", str(host_report)]) == 2
+    assert "add --suites-dir DIR" in capsys.readouterr().err
+    before = sorted(p.name for p in host_report.parent.iterdir())
+    assert (
+        cli.main(
+            ["repro", row, "--report", str(host_report), "--suites-dir", str(host_report.parent.parent / "suites")]
+        )
+        == 1
+    )
+    out = capsys.readouterr().out
+    assert out.startswith(f"# {row} ran on a host's Python") and f"--rows {row}" in out
+    (junit,) = (tmp_path / "out" / "repro" / row).glob("junit-*.xml")
+    assert f"test_context_fits[{row}]" in junit.read_text() and "is over 4096" in junit.read_text()
+    assert sorted(p.name for p in host_report.parent.iterdir()) == before
+
+
+def test_the_fork_reports_h200_row_prints_its_host_line_and_exits_6_writing_nothing(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The committed fork report's failing H200 row, here without the GPU: the line that re-runs it on an H200 host,
+    then exit 6 naming the GPU; nothing written, under evidence/ or anywhere."""
+    if host.has("9.0", None):
+        pytest.skip("this host has the target's GPU")
+    report = REPO / "evidence" / "h200-fork" / "report" / "report.json"
+    row = _failing(report)["id"]
+    tree = sorted((p, p.stat().st_mtime_ns) for p in (REPO / "evidence").rglob("*"))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["repro", row, "--report", str(report)]) == 6
+    out, err = capsys.readouterr()
+    assert "re-run it on an H200 host (cuda-sm90)" in out and f"python -m ci repro {row} --report " in out
+    assert f"run cuda-sm90 sparse_mla --host --rows {row}" in out
+    assert "runs on cuda-sm90 (NVIDIA compute capability 9.0); this host has" in err
+    assert sorted((p, p.stat().st_mtime_ns) for p in (REPO / "evidence").rglob("*")) == tree
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_gpu_row_says_this_host_lacks_the_gpu_before_trying(tmp_path: Path, capsys) -> None:
@@ -176,8 +214,12 @@ def test_a_failing_test_outside_the_plan_fails_the_report_and_its_printed_line_r
     assert line and "selftest/test_plain.py::test_plain_check" in line
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
     # the line runs from the folder the report was made in (here the checkout): its paths below it say "$PWD"
+    import shutil
+
+    shutil.rmtree(REPO / "out" / "repro" / "test-test_plain_check", ignore_errors=True)  # no earlier run's file
     subprocess.run(["bash", "-c", line], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    (again,) = (out / "repro-test-test_plain_check").glob("junit-repro-*.xml")
+    assert not (out / "repro-test-test_plain_check").exists()  # never beside the run it re-runs
+    (again,) = (REPO / "out" / "repro" / "test-test_plain_check").glob("junit-repro-*.xml")
     text = again.read_text()
     assert "test_plain_check" in text and "arithmetic is off" in text and "<failure" in text
     assert "test_context_fits" not in text  # that one test, not the suite
@@ -226,5 +268,5 @@ def test_the_report_names_no_path_of_the_machine_and_its_line_works_from_a_copy(
     made.rename(moved)
     (plain,) = [c for c in doc["unkeyed"] if c["test"].endswith("test_plain_check")]
     subprocess.run(["bash", "-c", plain["repro_command"]], cwd=moved, env=env, capture_output=True, timeout=300)
-    (again,) = (moved / "results" / "r0" / "repro-test-test_plain_check").glob("junit-repro-*.xml")
+    (again,) = (moved / "out" / "repro" / "test-test_plain_check").glob("junit-repro-*.xml")
     assert "arithmetic is off" in again.read_text()

@@ -86,7 +86,8 @@ def test_repro_reruns_exactly_one_row(st, tmp_path: Path) -> None:
     )
     row = spec.rows[2].id
     image = "stackgate/cpu@sha256:" + "a" * 64
-    r = repro.from_rows_json(st, tmp_path / "rows.json", row, image=image, python=sys.executable)
+    r = repro.from_rows_json(st, tmp_path / "rows.json", row, image=image, python=sys.executable,
+                             out=tmp_path / f"repro-{row}")  # fmt: skip
     assert "--stackgate-row" in r.docker and row in r.docker and image in r.docker
     assert "--network none" in r.docker and "\n" not in r.docker and "\n" not in r.host
     subprocess.run(["bash", "-c", r.host], check=False, capture_output=True)

@@ -167,13 +167,13 @@ def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_ima
 
     again = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=300, check=False)
     assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
-    junit = tmp_path / "report" / f"repro-{row['id']}" / f"junit-repro-{row['id']}.xml"
+    junit = tmp_path / "out" / "repro" / row["id"] / f"junit-repro-{row['id']}.xml"  # under the folder it ran in
     cases = [c for s in JUnitXml.fromfile(str(junit)) for c in s]
     assert [c.name for c in cases] == [f"test_context_fits[{row['id']}]"]
     assert cases[0].result[0].message.splitlines()[0] == row["message"].splitlines()[0]
     # and `ci repro` runs the line itself without --print, exiting with its status
-    rerun = subprocess.run([*cmd[:-1], "--report", str(report)], cwd=REPO, capture_output=True, text=True,
-                           timeout=300, check=False)  # fmt: skip
+    rerun = subprocess.run([*cmd[:-1], "--report", str(report)], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300, check=False)  # fmt: skip
     assert rerun.returncode == 1 and rerun.stdout.startswith(line), rerun.stderr[-2000:]
 
 

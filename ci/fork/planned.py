@@ -61,7 +61,7 @@ def split(p: Plan, fork: Fork, without: str | None = None) -> Split:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
-    p = plan.build(st).select(targets=args.target, suites=args.suite, changes=args.change)
+    p = plan.build(st).select(targets=args.target, suites=args.suite, changes=args.change).only(args.rows)
     parts = split(p, source.from_command(st, args)) if args.fork else None
     shown = parts.runs if parts else p
     if args.not_run is not None:
@@ -105,7 +105,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="table",
         help="table (terminal), json ({rows: [...]}) or markdown (default: %(default)s)",
     )
-    options.add_filters(p, "target", "suite", "change")
+    options.add_filters(p, "target", "suite", "change", "rows")
     options.add_fork(p, switch=True)
     p.add_argument("--explain", action="store_true", help="also list the pairings not planned, and why")
     p.add_argument(

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import IO
 
 from ci import engine, options, revision
 from ci.errors import BuildError, NotHere
@@ -260,14 +261,10 @@ def build(
         wheels.stage(files, root / STAGE)
         with (root / ".whl" / f"build-{target.id}.log").open("w") as out:
             iidfile = root / ".whl" / f"iid-{target.id}"
-            done = subprocess.run(
-                [*p.argv(cli.path, no_cache=no_cache), "--iidfile", str(iidfile), "."],
-                cwd=root,
-                env=cli.env(),
-                stdout=out,
-                stderr=subprocess.STDOUT,
+            returncode = _build_logged(
+                [*p.argv(cli.path, no_cache=no_cache), "--iidfile", str(iidfile), "."], root, cli.env(), out
             )
-    if done.returncode != 0:
+    if returncode != 0:
         tail = (root / ".whl" / f"build-{target.id}.log").read_text()[-3000:]
         raise BuildError(
             f"docker build of {target.id} failed ({cli.path}, {cli.how}):\n{tail}",
@@ -276,6 +273,26 @@ def build(
     raw, memo = iidfile.read_text().strip(), root / ".whl" / "normalized"
     final = normalize.finish(cli, raw, base=chosen.name, epoch=git.epoch, tags=p.tags, memo=memo)
     return Built(image_id=final, tags=p.tags, seconds=time.monotonic() - t0)
+
+
+_STEP = re.compile(r"^#\d+ \[(?:[^\]]*\s)?(\d+/\d+)\] (.*)$")  # BuildKit's plain progress: "#7 [stage 3/6] RUN ..."
+
+
+def _build_logged(argv: list[str], root: Path, env: Mapping[str, str], log: IO[str]) -> int:
+    """Run the build with its whole output in `log`, and each Dockerfile step said once on stderr as it starts, with
+    the seconds since the build began: a build of minutes shows where it is (stdout stays the image's id)."""
+    t0, seen = time.monotonic(), set()
+    with subprocess.Popen(argv, cwd=root, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as proc:  # fmt: skip
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            step = _STEP.match(line.rstrip("\n"))
+            if step and step.group(1) not in seen:
+                seen.add(step.group(1))
+                said = re.sub(r"\s+", " ", step.group(2))[:100]
+                print(f"  [{step.group(1)}] {said}  ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+    return proc.returncode
 
 
 def target_for(args: argparse.Namespace) -> Target:

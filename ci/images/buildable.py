@@ -44,7 +44,8 @@ def check_buildable(target: Target, *, root: Path = REPO_ROOT) -> None:
     if target.platform != here and not (BINFMT / _QEMU.get(target.platform, "?")).exists():
         raise NotHere(
             f"target {target.id} is {target.platform}; this host is {here} with no {target.platform} emulation",
-            hint="apt-get install qemu-user-static binfmt-support   (registers the emulator), "
+            hint=f"apt-get install qemu-user-static binfmt-support{' arch-test' * (target.bootstrap is not None)}   "
+            f"(registers the emulator{', and mmdebstrap checks it with arch-test' * (target.bootstrap is not None)}), "
             f"or build on a {target.platform} host",
         )
     if target.platform != here and target.bootstrap is not None and shutil.which("arch-test") is None:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import re
 import shlex
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
@@ -46,7 +49,25 @@ class Whole:
     command: str = ""
 
 
+_memo: tuple[weakref.ref[Report], dict[tuple[str, str], Any]] | None = None  # the last report's answers
+
+
+def _once(report: Report, key: tuple[str, str], make: Callable[[], Any]) -> Any:
+    """`make()`, once per report and key: the first screen, the verdicts table and report.json each ask."""
+    global _memo
+    if _memo is None or _memo[0]() is not report:
+        _memo = (weakref.ref(report), {})
+    found = _memo[1]
+    if key not in found:
+        found[key] = make()
+    return found[key]
+
+
 def verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
+    return list(_once(report, ("verdicts", verdict.change.id), lambda: _verdicts(report, verdict)))
+
+
+def _verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
     change = verdict.change
     rows = [r for r in report.results.rows if r.change == change.id and r.planned is not None]
     # an imported change answers to every target its tracking issue names; the stack's own (self-test, composition)
@@ -65,7 +86,7 @@ def verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
             out.append(AtTarget(target=t.id, short=t.short, state=state, text=text))
             continue
         unrun = [r for r in mine if not r.cases]
-        fails = _fails(change, mine, len(mine))
+        fails = _fails(verdict, t.id, mine)
         command, where = _command(report, t.id, unrun[0]) if unrun else ("", "")
         if fails:
             text = "; ".join(fails) + (f"; {len(unrun)} not run" if unrun else "")
@@ -83,6 +104,10 @@ def verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
 
 
 def whole(report: Report, verdict: Verdict) -> list[Whole]:
+    return list(_once(report, ("whole", verdict.change.id), lambda: _whole(report, verdict)))
+
+
+def _whole(report: Report, verdict: Verdict) -> list[Whole]:
     out = []
     failing = any(r.change == verdict.change.id and r.status in ("failure", "error") for r in report.results.rows)
     for c in verdict.criteria:
@@ -110,19 +135,24 @@ def held_back(report: Report, verdict: Verdict) -> str:
     return "held back by " + "; ".join(parts) if parts else "not ready"
 
 
-def _fails(change: Change, rows: list[RowResult], planned: int) -> list[str]:
-    """The per-target criteria that fail on these rows, each said as the number against its bound."""
+def _fails(verdict: Verdict, target: str, rows: list[RowResult]) -> list[str]:
+    """The per-target criteria that fail on this target's rows, each said as the number against its bound (the
+    verdict's own judgement per target where it kept one)."""
+    change = verdict.change
     out = []
     failing = [r for r in rows if r.status in ("failure", "error", "conflict")]
     if failing:
-        out.append(f"{len(failing)} of {_n(planned)}")
+        out.append(f"{len(failing)} of {_n(len(rows))}")
+    judged = {c.name: dict(c.by_target) for c in verdict.criteria}
     for rule in CRITERIA:
         if rule.per_target is None or rule.name == MATRIX:
             continue
-        status, evidence = rule.per_target(change, rows)
+        status = judged.get(rule.name, {}).get(target)
+        if status is None:
+            status, _ = rule.per_target(change, rows)
         if status == "fail":
-            said = _said(change, rule.name, rows)
-            out.append(f"{SHORT.get(rule.name, rule.name)}: {said or _cut(evidence)}")
+            said = _said(change, rule.name, rows) or _cut(rule.per_target(change, rows)[1])
+            out.append(f"{SHORT.get(rule.name, rule.name)}: {said}")
     return out
 
 
@@ -163,7 +193,7 @@ def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:
     t = report.stack.targets[target]
     if t.runs_on == "image" and not lock_path(t).is_file():
         return f"python -m ci lock {t.id}", "on a host that reaches its package index, then its session"
-    return f"nox -s {t.sessions[0]}_{row.suite}", f"on a {t.short} host"
+    return f"nox -s {t.sessions[0]}_{row.suite}", f"on {t.a_short} host"
 
 
 def _baseline_command(report: Report) -> str:

@@ -36,6 +36,7 @@ def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
         targets=args.target,
         suites=args.suite,
         changes=args.change,
+        rows=args.rows,
         compare_paths=args.compare,
         labels=args.label,
         upstream_path=args.upstream,
@@ -114,5 +115,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="testcases outside the plan (another tool's JUnit, a suite of your own) are counted and shown, but "
         "their failures do not set the exit status; the headline says so",
     )
-    options.add_filters(r, "target", "suite", "change")
+    options.add_filters(r, "target", "suite", "change", "rows")
     r.set_defaults(func=cmd_report)

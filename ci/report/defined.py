@@ -34,7 +34,7 @@ def lines(st: Stack, results: Results) -> list[str]:
     def now(row_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
         if row_id not in today:
             row = planned[row_id]
-            today[row_id] = meaning.of_row(rows_json.row_document(st, row))
+            today[row_id] = meaning.of_row(rows_json.row_documents(st, [row])[0])
             if row.target not in targets:
                 targets[row.target] = meaning.of_target(rows_json.target_document(st.targets[row.target]))
         row = today[row_id]
@@ -46,15 +46,15 @@ def lines(st: Stack, results: Results) -> list[str]:
         said: list[str] = []
         beside = Path(file).parent / contract.ROWS_JSON
         for row_id, digest in recorded.items():
-            mine, target = now(row_id)
             if digest:
+                mine, target = now(row_id)
                 if digest != meaning.digest({"row": mine, "target": target}):
                     other.append(row_id)
                 continue
             if beside not in written:
                 written[beside] = _rows(beside)
             doc = (written[beside] or {}).get(row_id)
-            if doc is not None and (diff := meaning.differences(meaning.of_row(doc), mine)):
+            if doc is not None and (diff := meaning.differences(meaning.of_row(doc), now(row_id)[0])):
                 other.append(row_id)
                 said += [d for d in diff if d not in said]
         if other:

@@ -45,6 +45,7 @@ def build(
     targets: Sequence[str] = (),
     suites: Sequence[str] = (),
     changes: Sequence[str] = (),
+    rows: Sequence[str] = (),
     compare_paths: Sequence[Path] = (),
     labels: Sequence[str] = (),
     upstream_path: Path | None = None,
@@ -58,7 +59,7 @@ def build(
     `inputs` as the caller started reading them (reading.begin), before this was imported."""
     forget()  # rows.json files looked up by an earlier report in this process may have changed
     st, whole = loaded or (loader.load(stack_dir), None)  # `loaded`: the stack and plan the caller already made
-    p = (whole or plan.build(st)).select(targets=targets, suites=suites, changes=changes)
+    p = (whole or plan.build(st)).select(targets=targets, suites=suites, changes=changes).only(rows)
     res = merge.collect(begun or inputs, p)
     base, base_read = None, None
     if baseline_path is not None:
@@ -69,13 +70,13 @@ def build(
             base_read = FileRead(path=str(baseline_path), status="ok", problem="")
         except ReportError as exc:
             base_read = FileRead(path=str(baseline_path), status="unreadable", problem=exc.message)
-    in_scope = {r.change for r in p.rows} if (targets or suites or changes) else set(st.changes)
+    in_scope = {r.change for r in p.rows} if (targets or suites or changes or rows) else set(st.changes)
     verdicts = compare.judge(st, res, base, in_scope)
     rebase: dict[str, Any] = {**_upstream(upstream_path), "out": out, "made_with": tuple(made_with)}
     if not compare_paths:
         return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read, **rebase)
     names = compare.labels([inputs, *([c] for c in compare_paths)], labels)
-    filtered = bool(targets or suites or changes)
+    filtered = bool(targets or suites or changes or rows)
     sides = [compare.side(names[0], inputs, res, verdicts, filtered)]
     for name, path in zip(names[1:], compare_paths, strict=True):
         other = merge.collect([path], p)  # each side judged as side A is, against the same baseline

@@ -29,6 +29,7 @@ class Criterion:
     name: str
     status: Status
     evidence: str
+    by_target: tuple[tuple[str, Status], ...] = ()  # a per-target rule's status on each target it judged
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,11 +59,14 @@ class Rule:
         if self.whole is not None:
             return self.whole(ev)
         assert self.per_target is not None
-        parts = [(s, f"{t}: {e}") for t, rows in ev.by_target.items() for s, e in [self.per_target(ev.change, rows)]]
-        crit = combine(self.name, parts)
+        judged = [(t, *self.per_target(ev.change, rows)) for t, rows in ev.by_target.items()]
+        crit = combine(self.name, [(s, f"{t}: {e}") for t, s, e in judged])
         text = self.rule(ev.change)
         return Criterion(
-            name=self.name, status=crit.status, evidence=f"{text}. {crit.evidence}" if text else crit.evidence
+            name=self.name,
+            status=crit.status,
+            evidence=f"{text}. {crit.evidence}" if text else crit.evidence,
+            by_target=tuple((t, s) for t, s, _ in judged),
         )
 
 

@@ -170,6 +170,12 @@ def lines(
     return Repro(row=r.name, docker=mkdir + join(spec.argv(), base), host=host)
 
 
+def default_out(name: str) -> Path:
+    """Where a re-run writes by default: out/repro/<name> under the current folder, the results folder a checkout
+    ignores; never beside the run it re-runs (that may be committed evidence, or another user's folder)."""
+    return Path.cwd() / "out" / "repro" / name
+
+
 def from_rows_json(
     st: Stack,
     rows_json: Path,
@@ -197,7 +203,7 @@ def from_rows_json(
     }
     if "::" in wanted:
         r = rerun(st, test=wanted, **common)
-        default = rows_json.parent / f"repro-test-{r.name}"
+        default = default_out(f"test-{r.name}")
     else:
         known = {x["id"] for x in doc["rows"]}
         if wanted not in known:
@@ -205,7 +211,7 @@ def from_rows_json(
                 f"row {wanted!r} is not in {rows_json}", hint=f"rows there: {', '.join(sorted(known)) or 'none'}"
             )
         r = rerun(st, row=wanted, **common)
-        default = rows_json.parent / f"repro-{wanted}"
+        default = default_out(wanted)
     return lines(r, rows_json, (out or default).resolve(), image=image, python=python, base=base)
 
 

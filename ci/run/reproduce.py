@@ -122,6 +122,13 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
         ran = entry.get("rows_json") if isinstance(entry.get("rows_json"), dict) else {}
         row = _planned(st, args.row, report)
         rows = [row]
+        if not args.image and _on_host(ran):
+            if ran.get("suites_dir") and args.suites_dir is None:
+                raise UsageError(
+                    f"{args.row} ran from a suites tree of its own, which a report does not choose here",
+                    hint="add --suites-dir DIR: the tree to run, on this host",
+                )
+            return _on_this_host(args, st, row, entry, report)
         r = repro.rerun(st, target=row.target, suite=row.suite, row=row.id, tests=node_ids(entry, row.suite),
                         image=_image(args, ran.get("image"), report), timeout_s=ran.get("timeout_s"))  # fmt: skip
     if args.suites_dir is not None:
@@ -131,7 +138,7 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
             f"{args.row} ran from a suites tree of its own, which a report does not choose here",
             hint="add --suites-dir DIR: the tree to mount, on this host",
         )
-    out = (args.out or report.parent / f"repro-{r.name}").resolve()
+    out = (args.out or repro.default_out(r.name)).resolve()
     digest = r.image.rpartition("@")[2]
     doc = rows_json.document(st, r.target, r.suite, rows, image={"ref": r.image, "digest": digest, "id": digest},
                              git_revision=revision.git_revision(), timeout_s=r.timeout_s,
@@ -147,6 +154,35 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
         raise RunError("no docker client on PATH", hint="install docker, or add --print and run the line elsewhere")
     _held(args, r.image)
     return subprocess.run(spec.argv(), check=False).returncode
+
+
+def _on_host(ran: dict[str, Any]) -> bool:
+    """Whether the row ran on a host's Python (`ci run --host`): its rows.json names the image "host"."""
+    image = ran.get("image")
+    return isinstance(image, dict) and image.get("ref") == "host"
+
+
+def _on_this_host(args: argparse.Namespace, st: Stack, row: plan.Row, entry: dict[str, Any], report: Path) -> int:
+    """A row that ran on a host's Python re-runs on one: `ci run --host` of that row alone, from this stack, into a
+    results folder (out/repro/<row>). The line to paste on a host of the row's target comes first; where this host
+    lacks the target's GPU, that is said and nothing is written (exit 6)."""
+    target = st.targets[row.target]
+    out = (args.out or repro.default_out(row.id)).resolve()
+    argv = [sys.executable, "-m", "ci", "--stack", str(st.root), "run", row.target, row.suite, "--host",
+            "--rows", row.id, "--out", str(out)]  # fmt: skip
+    if args.suites_dir is not None:
+        argv[-2:-2] = ["--suites-dir", str(args.suites_dir.resolve())]
+    builds = sorted({str(r.get("vllm_version")) for r in entry.get("runs") or [] if isinstance(r, dict)} - {"None"})
+    built = f" on vLLM {', '.join(builds)}" if builds else ""
+    shown = repro.join(["python", "-m", "ci", "repro", row.id, "--report", str(report)], Path.cwd())
+    print(f"# {row.id} ran on a host's Python{built}: re-run it on {target.a_short} host ({target.id}) whose "
+          "Python holds that build, from a checkout:", flush=True)  # fmt: skip
+    print(shown, flush=True)
+    print(f"# which runs, there: {repro.join(['python', *argv[1:]], Path.cwd())}", flush=True)
+    if args.print_only:
+        return 0
+    _check_here(target, row.id)
+    return subprocess.run(argv, check=False).returncode
 
 
 def _planned(st: Stack, row_id: str, report: Path) -> plan.Row:
@@ -250,6 +286,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "never chooses a host path to mount)"
     )  # fmt: skip
     p.add_argument(
-        "--out", type=Path, help="results folder for the re-run (default: repro-<row> beside rows.json or report.json)"
+        "--out", type=Path, help="results folder for the re-run (default: out/repro/<row> under this folder)"
     )
     p.set_defaults(func=main)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ci import options
 from ci.errors import StackError
-from ci.stack import cache, fork_file, pins, provenance, shrunk
+from ci.stack import cache, digest, fork_file, pins, provenance, shrunk
 from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch
 from ci.stack.model import Backend, HistoryRow, Model, Stack, Target, Track
@@ -74,23 +74,7 @@ def _load(root: Path) -> Stack:
         history_source=history_doc["source"],
         fork=fork,
     )
-    return replace(stack, digest=_digest(stack))
-
-
-def _digest(st: Stack) -> str:
-    """What every row of the plan means (`ci.stack.meaning`) and what judges the results: each change's acceptance
-    criteria, whether it gates, the targets it must cover. A stack edited elsewhere (prose, upstream facts, what a fork
-    carries, a resource) keeps its digest: results and reports made before the edit are still its own."""
-    from ci.stack import meaning, plan, rows_json
-
-    rows = {r.id: meaning.of_row(rows_json.row_document(st, r)) for r in plan.build(st).rows}
-    targets = {t.id: {**meaning.of_target(rows_json.target_document(t)), "required": t.required}
-               for t in st.targets.values()}  # fmt: skip
-    judged = {
-        c.id: {"acceptance": asdict(c.acceptance), "gating": c.gating, "waived": dict(c.waived_targets)}
-        for c in st.changes.values()
-    }
-    return meaning.digest(meaning.plain({"rows": rows, "targets": targets, "judged": judged}))
+    return replace(stack, digest=digest.of(stack))
 
 
 # An entry keeps its Source and location so that cross-reference errors can point at it.

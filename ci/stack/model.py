@@ -97,6 +97,13 @@ class Target:
         """The nox session prefixes of this target, the primary one first."""
         return (self.session or self.id.replace("-", "_"), *self.session_aliases)
 
+    @property
+    def a_short(self) -> str:
+        """The short name with its article, as its first letter is said: "an H200", "a GB10", "a Strix Halo"."""
+        first = self.short.split()[0] if self.short.split() else "?"
+        spelled = first.isupper() or any(ch.isdigit() for ch in first)  # H200, GB10, CPU: said letter by letter
+        return ("an " if first[:1].upper() in ("AEFHILMNORSX" if spelled else "AEIOU") else "a ") + self.short
+
 
 @frozen
 class Backend:

@@ -17,14 +17,7 @@ from dataclasses import asdict, dataclass, fields
 from ci import contract
 from ci.errors import StackError, UsageError
 from ci.stack.change import Change, Combo, Matrix
-from ci.stack.eligibility import (
-    kv_supported,
-    model_kv,
-    pending_proof,
-    row_backends,
-    target_mismatch,
-    trait_mismatch,
-)
+from ci.stack.eligibility import kv_supported, model_kv, pending_proof, row_backends, target_mismatch, trait_mismatch
 from ci.stack.model import HistoryRow, Model, Stack, Target
 
 PINS = ("models", "backend")  # include/exclude entries only: which models and backend an entry applies to
@@ -69,7 +62,7 @@ class Row:
         return self.tp * self.dp
 
     def to_json(self) -> dict[str, object]:
-        return {**asdict(self), "gpus": self.gpus}
+        return {**self.__dict__, "gpus": self.gpus}  # its fields, each a str, int, bool or None: asdict without a copy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,10 +102,15 @@ class Plan:
         unknown = [i for i in wanted if i not in by_id]
         if unknown:
             raise UsageError(
-                f"row(s) not planned for {where}: {', '.join(unknown)}",
-                hint=f"python -m ci plan {where_flags(where)} lists the row ids",
+                f"row(s) not planned{f' for {where}' if where else ''}: {', '.join(unknown)}",
+                hint=f"python -m ci plan {where_flags(where) if where else '--target T --suite S'} lists the row ids",
             )
         return tuple(by_id[i] for i in wanted)
+
+    def only(self, ids: Iterable[str]) -> Plan:
+        """The plan narrowed to these row ids (all of it where `ids` is empty); an id it lacks is an error."""
+        keep = {r.id for r in self.pick(ids, where="")} if ids else None
+        return Plan(tuple(r for r in self.rows if r.id in keep), ()) if keep is not None else self
 
 
 def build(stack: Stack) -> Plan:

@@ -17,15 +17,33 @@ from typing import Any
 
 from ci import contract
 from ci.stack import meaning
-from ci.stack.model import Stack, Target
+from ci.stack.model import Model, Stack, Target
 from ci.stack.plan import Row
 
 SCHEMA = 1
 
 
 def row_document(st: Stack, row: Row) -> dict[str, Any]:
-    model, change = st.models[row.model], st.changes[row.change]
-    info = {
+    return row_documents(st, [row])[0]
+
+
+def row_documents(st: Stack, rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Each row's document; a model's details and a change's acceptance made once for all its rows (shared: a
+    reader never edits them)."""
+    infos: dict[str, dict[str, Any]] = {}
+    accepts: dict[str, dict[str, Any]] = {}
+    out = []
+    for row in rows:
+        if row.model not in infos:
+            infos[row.model] = _model_info(st.models[row.model])
+        if row.change not in accepts:
+            accepts[row.change] = asdict(st.changes[row.change].acceptance)
+        out.append({**row.to_json(), "model_info": infos[row.model], "acceptance": accepts[row.change]})
+    return out
+
+
+def _model_info(model: Model) -> dict[str, Any]:
+    return {
         "id": model.id,
         "weights": model.weights,
         "hf": model.hf,
@@ -38,7 +56,6 @@ def row_document(st: Stack, row: Row) -> dict[str, Any]:
         "env": dict(model.env),
         "kv_cache_gib": model.kv_cache_gib,
     }
-    return {**row.to_json(), "model_info": info, "acceptance": asdict(change.acceptance)}
 
 
 def target_document(t: Target) -> dict[str, Any]:
@@ -84,7 +101,7 @@ def document(
         "git_revision": git_revision,
         "timeout_s": timeout_s,
         "suites_dir": suites_dir,
-        "rows": [with_content(with_meaning(row_document(st, r), target), made, image) for r in rows],
+        "rows": [with_content(with_meaning(d, target), made, image) for d in row_documents(st, rows)],
     }
 
 
