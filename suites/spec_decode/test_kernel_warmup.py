@@ -1,9 +1,9 @@
 """#48804: spec-decode Triton kernels warmed at startup, so the first request compiles nothing.
 
-Per drafter row: engine-ready time, the first request in this fresh process (cold) and steady-state
-requests after it (warm), compiles seen by the JIT sentinel after the engine reported ready (all
-processes), CUDA-graph captures after ready, acceptance length; and, where the port is present, greedy
-outputs identical to a run with the warm-up turned off.
+Per drafter row: a warm-up its engine's start skipped because it raised (engine.startlog) fails the row; engine-ready
+time, the first request in this fresh process (cold) and steady-state requests after it (warm), compiles seen by the
+JIT sentinel after the engine reported ready (all processes), CUDA-graph captures after ready, acceptance length;
+and, where the port is present, greedy outputs identical to a run with the warm-up turned off.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ def test_kernel_warmup(row, request, jit_window):
     kwargs = config.llm_kwargs(row)
     engine = engines.start(kwargs, share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
+    if engine.failed_warmups is None:
+        ev.prop("warmup.failed", "not read: the engine's start output is not a file")
+    elif engine.failed_warmups:  # a warm-up inside `except Exception` that raised: nothing it should warm was warmed
+        ev.prop("warmup.failed", "; ".join(engine.failed_warmups))
+        ev.expect(False, f"a warm-up failed and was skipped at engine start: {'; '.join(engine.failed_warmups)}")
     startup = jit_window.seen()
     if startup.available:
         ev.metric("compiles_before_ready", startup.compiles, "count", "cold")
