@@ -12,6 +12,12 @@ import pytest
 from ci.stack.loader import DEFAULT_STACK
 
 
+@pytest.fixture(autouse=True)
+def _costs_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own store of measured costs (ci.run.costs), never the host's: a schedule reads it."""
+    monkeypatch.setenv("STACKGATE_COSTS", str(tmp_path_factory.mktemp("costs") / "costs.json"))
+
+
 @pytest.fixture
 def stack_copy(tmp_path: Path) -> Path:
     """A private copy of the real stack/ that a test may edit."""

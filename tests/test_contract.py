@@ -40,3 +40,22 @@ def test_one_results_layout() -> None:
     assert d.jit_log("selftest.cpu.cpu-selftest.3578dc7d") == Path("out/jit-events.3578dc7d.jsonl")
     assert Path(d.junit("selftest.cpu.cpu-selftest.3578dc7d")).match(contract.junit_glob("cpu", "selftest", 2))
     assert (d.rows_json.name, d.not_run.name) == ("rows.json", "not-run.json")
+
+
+def test_rows_that_differ_in_workload_alone_share_their_engine_as_rows_json_carries_them(tmp_path: Path) -> None:
+    """The harness builds one engine for the rows of a shared process that are equal but for their workload
+    (harness.rows Row.engine): each row's own digests (content, meaning) in rows.json must not part them, or every
+    row of a group builds an engine of its own."""
+    from harness.rows import load
+
+    from ci.stack import rows_json
+
+    st = loader.load()
+    rows = [r for r in plan.build(st).rows if r.target == "cuda-sm90" and r.model == "tiny-llama-eagle"]
+    doc = rows_json.document(st, st.targets["cuda-sm90"], "*", rows, image={"ref": "host"}, git_revision="x",
+                             timeout_s=60)  # fmt: skip
+    loaded = load(str(rows_json.write(tmp_path / "rows.json", doc))).rows
+    engines = {r.engine for r in loaded}
+    by_host = {tuple(v for k, v in r.to_json().items() if k not in contract.WORKLOAD) for r in rows}
+    assert len({r[contract.ROW_CONTENT] for r in loaded}) == len(loaded)  # every row its own digest
+    assert 1 < len(engines) == len(by_host) < len(loaded)  # the engines as the host's scheduler counts them

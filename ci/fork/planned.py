@@ -17,6 +17,7 @@ from ci.errors import UsageError
 from ci.fork import source
 from ci.fork.source import Fork
 from ci.stack import loader, plan
+from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.table import PLAN_HEADERS, change_label, counts, plan_table_rows
 
@@ -64,6 +65,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     p = plan.build(st).select(targets=args.target, suites=args.suite, changes=args.change).only(args.rows)
     parts = split(p, source.from_command(st, args)) if args.fork else None
     shown = parts.runs if parts else p
+    if args.estimate:
+        return _estimate(st, shown, args)
     if args.not_run is not None:
         if parts is None:
             raise UsageError("--not-run records the rows a fork lacks", hint="give --fork with it")
@@ -97,6 +100,38 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _estimate(st: Stack, shown: Plan, args: argparse.Namespace) -> int:
+    """The projection of each target's rows on --gpus GPUs of --gpu-memory GiB, from the measured costs."""
+    from ci.run import costs, estimate
+    from ci.run.schedule import Device
+
+    if not args.target:
+        raise UsageError("--estimate projects a target's matrix", hint="add --target TARGET")
+    if args.gpu_memory is None:
+        raise UsageError(
+            "--estimate packs rows by memory", hint="add --gpu-memory GIB (each GPU's, e.g. 119 on a GB10)"
+        )
+    paths = args.costs or [costs.store()]
+    known = costs.Costs(costs.load(paths))
+    if not known:
+        raise UsageError(
+            f"no measured costs in {', '.join(map(str, paths))}",
+            hint="a scheduled ci run --host or ci bake --host records them; or pass --costs FILE",
+        )
+    devices = [Device(str(n), args.gpu_memory) for n in range(args.gpus)]
+    for target in dict.fromkeys(r.target for r in shown.rows):
+        rows = [r for r in shown.rows if r.target == target]
+        print(f"{target}: {len(rows)} rows; a projection from measured costs, not a measurement")
+        for phase in costs.PHASES:
+            if not any(m.phase == phase for m in known.measured):
+                print(f"{phase}: no {phase} costs measured in {', '.join(map(str, paths))}")
+                continue
+            projected = estimate.project(st, rows, devices, known, phase)
+            hosts = [m.host for m in known.measured if m.phase == phase]
+            print("\n".join(estimate.describe(projected, args.gpu_memory, hosts)))
+    return 0
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = options.verb(sub, "plan", help="print the matrix of rows the fork must prove", codes=(0, 2))
     p.add_argument(
@@ -114,5 +149,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="with --fork: write DIR/fork-absent/<target>-<suite>-0/not-run.json for the rows of changes the fork "
         "lacks, which the report then lists as not run, with the reason",
+    )
+    p.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print, in place of the rows, the projected wall time of the bake and the run of each --target's "
+        "rows on --gpus GPUs of --gpu-memory GiB, from the last measured costs (the host's store, or --costs)",
+    )
+    p.add_argument("--gpus", type=int, default=1, metavar="N", help="with --estimate: GPUs (default: %(default)s)")
+    p.add_argument("--gpu-memory", type=options.gib, metavar="GIB", help="with --estimate: each GPU's memory")
+    p.add_argument(
+        "--costs",
+        type=Path,
+        action="append",
+        metavar="FILE",
+        help="with --estimate: a costs.json (or a results folder holding one) in place of the host's store "
+        "(repeatable)",
     )
     p.set_defaults(func=cmd_plan)

@@ -1,9 +1,10 @@
 """`python -m ci bake <target>`: warm the target's caches on its devices, once, for every row after it.
 
 Two routes, one verb: in the target's image, committing the caches as a new image (`ci.images.bake`), or with
-`--host` on this host's Python and GPU, packing them as a portable artefact that `ci run --host --caches` installs
-(`ci.run.caches`). Both warm the same rows (the target's, narrowed by --suite, --change and --rows) under one
-timeout.
+`--host` on this host's Python and GPUs, packing them as a portable artefact that `ci run --host --caches` installs
+(`ci.run.caches`). Both warm the same rows (the target's, narrowed by --suite, --change and --rows), each engine
+configuration built once: the host bake is scheduled as `ci run` is (shared processes, packed over the GPUs,
+--resume, --deadline, its costs measured), the image bake runs each group of rows in one process.
 """
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from ci import options, revision
+from lxml import etree
+
+from ci import contract, files, options, revision
+from ci import engine as container
 from ci.errors import StackgateError, UsageError
 from ci.images import bake as image_bake
 from ci.images import build
-from ci.run import caches, execute, host_aot
+from ci.run import caches, commands, execute, host_aot, resume
+from ci.run.scheduled import DeadlineReached
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack, Target
 
@@ -29,6 +34,17 @@ def cmd_bake(args: argparse.Namespace) -> int:
         raise UsageError("--aot-only packs a host bake", hint="add --host (an image's AOT layer is its build)")
     if args.host and args.out is None:
         raise UsageError("ci bake --host needs --out DIR", hint="python -m ci bake TARGET --host --out DIR")
+    host_only = {
+        "--from": args.seed,
+        "--suites-dir": args.suites_dir,
+        "--gpus": args.gpus,
+        "--gpu-memory": args.gpu_memory,
+        "--deadline": args.deadline,
+        "--resume": args.resume or None,
+    }
+    for flag, given in host_only.items():
+        if given is not None and not args.host:
+            raise UsageError(f"{flag} is about a host bake", hint="add --host")
     st = loader.load(args.stack)
     target = st.targets[args.target]
     rows = bake_rows(st, target.id, args)
@@ -51,28 +67,125 @@ def _in_image(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpa
 
 
 def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argparse.Namespace) -> int:
+    """The host bake: the AOT bake, then every row's test once with JIT allowed, scheduled as `ci run` schedules
+    rows (the random-weight rows of a model and change in one process, building each engine configuration once and
+    running its further rows on it; packed over the GPUs by memory; --resume, --deadline), then the root packed as
+    one artefact. The rows' own verdicts are not the bake's: it fails only where a row could not run at all."""
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
-        path = _rows_json(st, target, rows, Path(tmp), {"ref": "host", "digest": None})
-        spec = execute.RunSpec(
-            target=target, suite="*", rows=rows, out=Path(tmp), suites_dir=None, timeout_s=BAKE_TIMEOUT_S
-        )
-        env = execute.host_env(spec)
-        baked = host_aot.bake(target, env, execute.DEFAULT_SUITES)
-        if args.aot_only and not baked:
+    out = args.out.resolve()
+    results = out / "bake-results"
+    env = _bake_env(target)
+    seeded = _seed(target, args.seed, env) if args.seed is not None else {}
+    baked = host_aot.bake(target, env, execute.DEFAULT_SUITES)
+    env.update(baked)
+    if args.aot_only:
+        if not baked:
             where = f"stack/targets.yaml [targets: {target.id}].kernel_lists"
             raise StackgateError(
                 f"the AOT bake of {target.id} wrote nothing: no artefact written",
                 hint=f"{where} names what to bake; the bake's error is above",
             )
-        env.update(baked)
-        code = 0 if args.aot_only else caches.warm(target, path, env, execute.DEFAULT_SUITES)
-    if code != 0:
-        raise StackgateError(
-            f"the warm-up of {target.id} exited {code}: no artefact written", hint="see its output above"
+        return _packed(target, out, "aot", env, start, seeded)
+    env["STACKGATE_CACHES_FROM"] = "the bake (JIT allowed)"
+    schedule = execute.Schedule(
+        gpus=tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip()),
+        gpu_memory_gib=args.gpu_memory,
+        resume=args.resume,
+        deadline_s=args.deadline,
+    )
+    specs = [
+        execute.RunSpec(
+            target=target,
+            suite=suite,
+            rows=tuple(r for r in rows if r.suite == suite),
+            out=results / contract.results_folder(target.id, suite),
+            timeout_s=args.timeout,
+            suites_dir=args.suites_dir.resolve() if args.suites_dir else None,
+            schedule=schedule,
         )
-    artefact = caches.pack(target, args.out, "aot" if args.aot_only else "warm", env)
-    print(f"artefact {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {time.monotonic() - start:.1f} s)")
+        for suite in dict.fromkeys(r.suite for r in rows)
+    ]
+    try:
+        code = execute.run_scheduled(st, specs, host=True, session_env=env, phase="bake")
+    except DeadlineReached as exc:
+        _keep_bake_log(target, results)
+        _packed(target, out, "warm", env, start, seeded, partial=True)
+        raise DeadlineReached(
+            f"{exc.message}; the configurations finished are in the artefact above",
+            hint=f"go on: the same command with --resume (on another host, add --from that artefact). {exc.hint}",
+        ) from None
+    unwarmed = _unwarmed(specs)
+    if unwarmed or code not in (0, 1):  # 1: some rows' verdicts failed, which is not the bake's concern
+        raise StackgateError(
+            f"the bake of {target.id} did not run every row ({len(unwarmed)} without a result, e.g. "
+            f"{(unwarmed or ['none'])[0]}; exit {code}): no artefact written",
+            hint=f"each row's session log is under {results}/*/logs; go on with --resume",
+        )
+    _keep_bake_log(target, results)
+    return _packed(target, out, "warm", env, start, seeded)
+
+
+def _unwarmed(specs: list[execute.RunSpec]) -> list[str]:
+    """The rows the bake has no result of: never reached, stopped in flight, or their session died without one."""
+    said: dict[str, str] = {}
+    for spec in specs:
+        for junit in spec.out.glob("junit-*.xml"):
+            said.update(resume.row_outcomes(junit))
+            for tc in etree.parse(str(junit)).getroot().iter("testcase"):
+                if (tc.get("name") or "").startswith("session["):  # the scheduler's record of a session that died
+                    said[(tc.get("name") or "")[len("session[") : -1]] = "missing"
+    return [r.id for spec in specs for r in spec.rows if said.get(r.id, "missing") in ("missing", "interrupted")]
+
+
+def _bake_env(target: Target) -> dict[str, str]:
+    """The harness session's environment for the bake: every cache in the target's root, JIT allowed."""
+    spec = execute.RunSpec(target=target, suite="*", rows=(), out=Path("."), suites_dir=None, timeout_s=0)
+    return container.without_jit_refusal({**execute.host_env(spec), "STACKGATE_REFUSE_JIT": "0"})
+
+
+def _seed(target: Target, artefact: Path, env: dict[str, str]) -> dict[str, str]:
+    """The root seeded from an earlier bake's artefact (its key this host's but for the build's Python files): the
+    files it put there, by path, with their sha256."""
+    caches.install(target, artefact, env, seed=True)
+    return caches.listing(artefact)
+
+
+def _keep_bake_log(target: Target, results: Path) -> None:
+    """The bake's compiles, with their key parts, into the root's warm-bake-jit.jsonl (what a later run that misses
+    a kernel reads, harness.missed), each event once, however many times the bake was resumed."""
+    log = caches.root(target) / "warm-bake-jit.jsonl"
+    lines = dict.fromkeys(log.read_text().splitlines() if log.is_file() else [])
+    for found in sorted(results.glob("*/jit-events*.jsonl")):
+        lines.update(dict.fromkeys(line for line in found.read_text(errors="replace").splitlines() if line.strip()))
+    if lines:
+        files.replace(log, "\n".join(lines) + "\n")
+
+
+def _packed(
+    target: Target,
+    out: Path,
+    kind: str,
+    env: dict[str, str],
+    start: float,
+    seeded: dict[str, str],
+    *,
+    partial: bool = False,
+) -> int:
+    artefact = caches.pack(target, out, kind, env)
+    made = caches.listing(artefact)
+    what = "partial artefact" if partial else "artefact"
+    print(
+        f"{what} {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {len(made)} files, "
+        f"{time.monotonic() - start:.1f} s)",
+        flush=True,
+    )
+    if seeded:
+        same = sum(1 for path, digest in made.items() if seeded.get(path) == digest)
+        print(
+            f"re-used from --from: {same} of its {len(made)} files were the seed's, unchanged "
+            f"({len(made) - same} made by this bake; {len(seeded) - same} of the seed's not kept)",
+            flush=True,
+        )
     return 0
 
 
@@ -85,7 +198,10 @@ def _rows_json(st: Stack, target: Target, rows: tuple[plan.Row, ...], folder: Pa
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     k = options.verb(
-        sub, "bake", help="run the image's warm-up on the target's devices and commit the caches", codes=(0, 2, 3)
+        sub,
+        "bake",
+        help="run the image's warm-up on the target's devices and commit the caches",
+        codes=(0, 2, 3, 9, 130, 143),
     )
     k.add_argument("target", help="a target id, e.g. cuda-sm90")
     k.add_argument("--image", help="image to bake (default: stackgate/<target>:latest)")
@@ -107,5 +223,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --host: pack only the AOT bake of the target's kernel lists (no warm-up, no GPU "
         "used; its key names no driver or GPU)",
     )
+    k.add_argument(
+        "--from",
+        dest="seed",
+        type=Path,
+        metavar="ARTEFACT",
+        help="with --host: seed the caches from an earlier bake's artefact first (its key this host's, but for a "
+        "build that differs in Python files alone); the bake then compiles only what it lacks, and says how much "
+        "it re-used. Also how a bake stopped at --deadline goes on, on another host",
+    )
+    k.add_argument("--suites-dir", type=Path, help="with --host: another suites tree (default: ./suites)")
+    k.add_argument(
+        "--timeout",
+        type=options.seconds,
+        default=BAKE_TIMEOUT_S,
+        help="with --host: seconds per row (default: %(default)s)",
+    )
+    commands.add_schedule_options(k, bake=True)
     options.add_filters(k, "suite", "change", "rows")
     k.set_defaults(func=cmd_bake)

@@ -72,8 +72,9 @@ def vllm_build_here() -> str | None:
     return None if made == "absent" else made
 
 
-def _vllm_build() -> str:
-    """The content id of the vLLM tree this host's Python imports (harness.vllm_build), found without importing it."""
+def _vllm_build(part: str = "tree_id") -> str:
+    """The content id of the vLLM tree this host's Python imports (harness.vllm_build), found without importing it;
+    with `part` "native_id", of what it holds beside its Python files."""
     import importlib.util
 
     spec = importlib.util.find_spec("vllm")
@@ -81,7 +82,14 @@ def _vllm_build() -> str:
         return "absent"
     from ci.fork import site
 
-    return site.vllm_build().tree_id(Path(next(iter(spec.submodule_search_locations))))
+    return str(getattr(site.vllm_build(), part)(Path(next(iter(spec.submodule_search_locations)))))
+
+
+# the key's fields an artefact seeding a bake may differ in (`seed`): the build's Python files, where all it holds
+# beside them is the same (vllm_native). Every runtime cache keys its entries by what they were made from (Triton by
+# its kernels' source, vLLM's compile cache by the source files it traced, inductor by the graph): an entry a change
+# of Python makes stale is never hit again, it only takes room.
+SEEDABLE = ("vllm_build",)
 
 
 def _driver() -> str:
@@ -135,6 +143,7 @@ def key(target: Target, kind: str = "warm", rows_env: Mapping[str, str] | None =
         "machine": platform.machine(),
         "vllm": _version("vllm"),
         "vllm_build": _vllm_build(),  # the fork and the fork without a change share the release, not the tree
+        "vllm_native": _vllm_build("native_id"),  # the same for two builds that differ in Python files alone
         "torch": _version("torch"),
         "triton": _version("triton"),
     }
@@ -167,13 +176,15 @@ def pack(target: Target, out: Path, kind: str = "warm", rows_env: Mapping[str, s
     return path
 
 
-def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None = None) -> tuple[dict[str, str], str]:
+def install(
+    target: Target, artefact: Path, rows_env: Mapping[str, str] | None = None, *, seed: bool = False
+) -> tuple[dict[str, str], str]:
     """Unpack an artefact into the target's root, refusing one made for another host or with other switches
     than the rows' env (`rows_env`); the env to run with, and the rows' caches condition: the artefact, and how many
     files the root held beside it (what earlier runs there compiled: the rows start from both). Every member is
     checked against the manifest (name, size, sha256) in a folder beside the root before anything moves into it: a
     member the manifest does not list, one that differs, or an archive cut short is refused, and the root is left
-    as it was."""
+    as it was. `seed`: the artefact seeds a bake (`ci bake --host --from`): its key may differ in SEEDABLE fields."""
     fix = f"make one with: python -m ci bake {target.id} --host --out DIR"
     top = root(target)
     top.parent.mkdir(parents=True, exist_ok=True)
@@ -181,7 +192,7 @@ def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None =
     try:
         try:
             with tarfile.open(artefact, "r:gz") as tar:
-                listed = _manifest(tar, target, rows_env, artefact)
+                listed = _manifest(tar, target, rows_env, artefact, seed)
                 members = [m for m in tar.getmembers() if m.name != MANIFEST]
                 _against(listed, members, artefact)
                 for m in members:
@@ -209,7 +220,7 @@ def install(target: Target, artefact: Path, rows_env: Mapping[str, str] | None =
 
 
 def _manifest(
-    tar: tarfile.TarFile, target: Target, rows_env: Mapping[str, str] | None, artefact: Path
+    tar: tarfile.TarFile, target: Target, rows_env: Mapping[str, str] | None, artefact: Path, seed: bool = False
 ) -> dict[str, tuple[int, str]]:
     """The artefact's files by path: (bytes, sha256), after its key is found to be this host's."""
     member = tar.extractfile(MANIFEST)
@@ -218,13 +229,27 @@ def _manifest(
     doc = json.loads(member.read(16 << 20))
     if not isinstance(doc, dict) or not isinstance(doc.get("key"), dict) or not isinstance(doc.get("files"), list):
         raise TypeError(f"{MANIFEST} is not an object with key (an object) and files (a list)")
-    mismatch = _differences(doc["key"], key(target, doc["key"].get("kind", "warm"), rows_env))
+    here = key(target, doc["key"].get("kind", "warm"), rows_env)
+    if seed and doc["key"].get("vllm_native") == here["vllm_native"]:
+        here = {**here, **{k: doc["key"].get(k) for k in SEEDABLE}}
+    mismatch = _differences(doc["key"], here)
     if mismatch:
         raise UsageError(
             f"{artefact}: made for another host: {'; '.join(mismatch)}",
             hint=f"bake one here: python -m ci bake {target.id} --host --out DIR",
         )
     return {str(f["path"]): (int(f["bytes"]), str(f["sha256"])) for f in doc["files"]}
+
+
+def listing(artefact: Path) -> dict[str, str]:
+    """An artefact's files by path: their sha256, as its manifest lists them (nothing unpacked)."""
+    try:
+        with tarfile.open(artefact, "r:gz") as tar:
+            member = tar.extractfile(MANIFEST)
+            doc = json.loads(member.read(16 << 20)) if member is not None else None
+        return {str(f["path"]): str(f["sha256"]) for f in doc["files"]}  # type: ignore[index]
+    except (OSError, EOFError, tarfile.TarError, KeyError, ValueError, TypeError) as exc:
+        raise UsageError(f"{artefact}: not a caches artefact ({type(exc).__name__}: {exc})") from None
 
 
 def _against(listed: Mapping[str, tuple[int, str]], members: list[tarfile.TarInfo], artefact: Path) -> None:

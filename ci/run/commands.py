@@ -113,8 +113,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=main)
 
 
-def add_schedule_options(p: argparse.ArgumentParser) -> None:
-    """The options of `schedule`, on `ci run` and `ci main`."""
+def add_schedule_options(p: argparse.ArgumentParser, *, bake: bool = False) -> None:
+    """The options of `schedule`, on `ci run` and `ci main`; `bake`: those a host bake takes (`ci bake --host`)."""
     p.add_argument(
         "--gpus",
         metavar="IDS",
@@ -139,6 +139,8 @@ def add_schedule_options(p: argparse.ArgumentParser) -> None:
         help="stop starting rows in time for every JUnit to be written within SECONDS of the start "
         "(exit 9 where rows were left: --resume runs them)",
     )
+    if bake:
+        return
     p.add_argument(
         "--isolate",
         action="store_true",

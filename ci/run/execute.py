@@ -178,22 +178,32 @@ def run_rows(
         return verdict(spec.junit, status, spec.rows)
 
 
-def run_scheduled(st: Stack, specs: Sequence[RunSpec], *, host: bool, image: str | None = None) -> int:
+def run_scheduled(
+    st: Stack,
+    specs: Sequence[RunSpec],
+    *,
+    host: bool,
+    image: str | None = None,
+    session_env: dict[str, str] | None = None,
+    phase: str = "run",
+) -> int:
     """Several suites of one target in one schedule (`ci main` on a GPU host): their rows share the host's devices,
     packed together, so a suite of few groups does not leave a GPU idle while the next suite waits. Each suite keeps
-    its own results folder, rows.json and JUnit files, as `ci run` of that suite alone writes them."""
+    its own results folder, rows.json and JUnit files, as `ci run` of that suite alone writes them. `session_env`:
+    the host session's environment, made ready by the caller (the bake's: JIT allowed); `phase`: what the jobs'
+    costs are recorded as (ci.run.costs)."""
     for spec in specs:
         guard.usable_folder(spec.out)
     with contextlib.ExitStack() as held:
         for spec in specs:
             held.enter_context(guard.exclusive(spec.out))
         # the JIT caches made ready once for the run (what can refuse it does so before --out is touched)
-        shared_env = host_session(specs[0]) if host else None
+        shared_env = session_env if session_env is not None else host_session(specs[0]) if host else None
         prepared = []
         for spec in specs:
             env = {**shared_env, **_rows_env(spec)} if shared_env is not None else None
             prepared.append((spec, env, _prepare(st, spec, env=env, image=image)))
-        return _scheduled(st, prepared)
+        return _scheduled(st, prepared, phase)
 
 
 def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str | None) -> tuple[str, dict[str, str]]:
@@ -217,7 +227,7 @@ def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str
         suites_dir=str(spec.suites_dir) if spec.suites_dir else None,
         # the env the rows get, so a repro too (and each row's content digest with it)
         target_env=container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
-        if env is not None and os.environ.get("STACKGATE_REFUSE_JIT") == "0"
+        if env is not None and env.get("STACKGATE_REFUSE_JIT") == "0"
         else None,
     )
     try:
@@ -228,7 +238,9 @@ def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str
     return str(image_doc["ref"]), {r["id"]: r[contract.ROW_CONTENT] for r in doc["rows"]}
 
 
-def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | None, tuple[str, dict[str, str]]]]) -> int:
+def _scheduled(
+    st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | None, tuple[str, dict[str, str]]]], phase: str
+) -> int:
     from ci.run import scheduled
 
     first = prepared[0][0]
@@ -249,6 +261,7 @@ def _scheduled(st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | Non
         share=not (first.schedule.isolate or first.schedule.alone),
         contents=contents,
         alone=first.schedule.alone,
+        phase=phase,
     )
 
 

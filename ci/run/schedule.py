@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,11 +88,19 @@ def measured_peaks(folders: Sequence[Path]) -> dict[str, float]:
     return found
 
 
-def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False, peaks: Mapping[str, float] | None = None) -> list[Job]:
-    """The rows as jobs: the widest first (they would wait longest behind narrow ones), then the rows of the largest
-    groups (a group's rows run one after another: the longest chains start first), else in plan order. `share`: the
-    random-weight rows of one GPU of a group are one job, one process (harness.shared), holding two engines.
-    `peaks`: GiB a row's process held when it last ran (`measured_peaks`), which raises its budget."""
+def jobs(
+    rows: Sequence[Row],
+    st: Stack,
+    *,
+    share: bool = False,
+    peaks: Mapping[str, float] | None = None,
+    seconds: Callable[[Sequence[Row]], float | None] | None = None,
+) -> list[Job]:
+    """The rows as jobs: the widest first (they would wait longest behind narrow ones), then the longest by measured
+    cost (`seconds`: a job's projected seconds, from ci.run.costs; the longest first packs tightest), then the rows of
+    the largest groups (a group's rows run one after another: the longest chains start first), else in plan order.
+    `share`: the random-weight rows of one GPU of a group are one job, one process (harness.shared), holding two
+    engines. `peaks`: GiB a row's process held when it last ran (`measured_peaks`), which raises its budget."""
     peaks = peaks or {}
 
     def budget(planned: float, together: Sequence[Row], extra: float = 0.0) -> float:
@@ -121,7 +129,8 @@ def jobs(rows: Sequence[Row], st: Stack, *, share: bool = False, peaks: Mapping[
     size = Counter(j.group for j in out for _ in j.rows)
     # a shared job builds an engine per configuration and runs each further row in seconds: its length is its engines
     engines = Counter(g for g, _ in {(j.group, engine(r)) for j in out for r in j.rows}) if share else Counter()
-    return sorted(out, key=lambda j: (-j.gpus, -engines[j.group], -size[j.group], order[j.row.id]))
+    cost = {id(j): (seconds(j.rows) or 0.0) if seconds is not None else 0.0 for j in out}
+    return sorted(out, key=lambda j: (-j.gpus, -cost[id(j)], -engines[j.group], -size[j.group], order[j.row.id]))
 
 
 def engine(row: Row) -> tuple[object, ...]:

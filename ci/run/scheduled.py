@@ -21,7 +21,7 @@ from lxml import etree
 
 from ci import contract, files, signals
 from ci.errors import NOTHING_RAN, StackgateError
-from ci.run import guard, tenancy
+from ci.run import costs, guard, host, tenancy
 from ci.run.outcome import NOT_RUN, record_not_run
 from ci.run.resume import outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
 from ci.run.schedule import Device, Job, Packing, jobs, measured_peaks, next_jobs
@@ -69,12 +69,15 @@ def run(
     share: bool = False,
     contents: Mapping[str, str] | None = None,
     alone: bool = False,
+    phase: str = "run",
 ) -> int:
     """Run every row, as many at once as the devices hold; the exit status of `ci run`. `plans`: per suite, how its
     rows start and where their results go (several suites share the devices: one schedule for the host). `share`:
     the rows of a group run in one process each (`schedule.jobs`), one JUnit per job. `contents`: each row's content
     digest in the rows.json just written, which a result must have been made with to count for `resume`. `alone`: each
-    session has its GPUs to itself (timed runs); else which sessions shared a GPU is recorded in their JUnit."""
+    session has its GPUs to itself (timed runs); else which sessions shared a GPU is recorded in their JUnit. `phase`:
+    what the jobs' measured costs are recorded as ("run", or "bake": ci.run.costs), which the next schedule reads for
+    its packing order and its ETA."""
     start = time.monotonic()
     folders = sorted({p.out for p in plans.values()})
     for folder in folders:
@@ -86,7 +89,13 @@ def run(
             plans[row.suite].junit(_alone(row)).unlink(missing_ok=True)
     else:
         done = resume_from(folders, rows, contents or {})
-    pending = jobs([r for r in rows if r.id not in done], st, share=share, peaks=peaks)
+    known = costs.measured_in(folders)
+    seconds = (lambda together: known.job_seconds(phase, together)[0]) if known else None
+    pending = jobs([r for r in rows if r.id not in done], st, share=share, peaks=peaks, seconds=seconds)
+    projected = {id(j): seconds(j.rows) if seconds else None for j in pending}
+    groups_total = len(pending)
+    measured: dict[Path, list[costs.Measured]] = {}
+    where = host.describe()
     raised = sorted(j.memory_gib for j in pending if j.memory_gib and j.planned_gib and j.memory_gib > j.planned_gib)
     if raised:
         print(
@@ -140,23 +149,37 @@ def run(
                         devices=r.devices, start=r.started, end=time.monotonic(), rows=rows_of, junit=r.junit
                     )
                 )
-                seconds = time.monotonic() - r.started
-                took += [seconds / len(r.job.rows)] * len(r.job.rows)
-                for row_id, said in _settle(r, contents or {}).items():
+                wall = time.monotonic() - r.started
+                took += [wall / len(r.job.rows)] * len(r.job.rows)
+                plan_out = plans[r.job.row.suite].out
+                measured.setdefault(plan_out, []).extend(costs.measure_job(phase, r.job.rows, r.junit, wall, where))
+                on = f" on GPU {','.join(r.devices)}" if any(r.devices) else ""
+                for row_id, said in _settle(r, contents or {}, stopping=bool(received) or cut).items():
                     done[row_id] = said
                     finished += 1
                     left = total - finished
-                    eta = statistics.median(took) * left / max(1, len(running))
-                    where = f" on GPU {','.join(r.devices)}" if any(r.devices) else ""
+                    eta = _eta(statistics.median(took) * left / max(1, len(running)), pending, running, projected)
                     shared = f" (one process, {len(r.job.rows)} rows)" if len(r.job.rows) > 1 else ""
                     print(
-                        f"[{total - left}/{total}] {said:<11} {row_id}  {seconds:.0f} s{where}{shared}"
+                        f"[{total - left}/{total}] {said:<11} {row_id}  {wall:.0f} s{on}{shared}"
                         f" · {left} left, ETA {_minutes(eta) if left else 'done'}",
+                        flush=True,
+                    )
+                if (share and len(r.job.rows) > 1) or phase == "bake":
+                    jobs_left = len(pending) + len(running)
+                    eta = _eta(statistics.median(took) * (total - finished) / max(1, len(running)), pending,
+                               running, projected)  # fmt: skip
+                    print(
+                        f"  group {r.job.group} ({r.job.row.suite}): {_configs(r.job.rows)}, {len(r.job.rows)} rows in "
+                        f"{wall:.0f} s{on} · {groups_total - jobs_left} of {groups_total} jobs done, "
+                        f"ETA {_minutes(eta) if jobs_left else 'done'}",
                         flush=True,
                     )
             if (received or cut) and not running:
                 break
             time.sleep(0.2)
+    for folder, found in measured.items():
+        costs.record(folder, found)
     if tenancy.record(tenures):
         print("GPU shared: the rows that ran beside another engine carry stackgate.gpu_shared_with", flush=True)
     if received:
@@ -194,13 +217,14 @@ def run(
     return NOTHING_RAN if statuses and all(s == "skipped" for s in statuses) else 0
 
 
-def _settle(r: Running, contents: Mapping[str, str]) -> dict[str, str]:
+def _settle(r: Running, contents: Mapping[str, str], *, stopping: bool = False) -> dict[str, str]:
     """Each row's outcome; a row the job's session ended without a result for (the harness died) gets a testcase
-    saying so, added to the job's JUnit (written where there was none)."""
+    saying so, added to the job's JUnit (written where there was none). `stopping`: the run was told to stop (a
+    signal, the deadline): a row without a result never ran, and --resume runs it."""
     found = row_outcomes(r.junit)
     said = {row.id: found.get(row.id, "missing") for row in r.job.rows}
     lost = [row for row in r.job.rows if said[row.id] == "missing"]
-    if not lost or "interrupted" in found.values():  # a stop cut the job: the rows after it never started
+    if not lost or stopping or "interrupted" in found.values():  # a stop cut the job: the rows after it never ran
         return {k: (UNREACHED if v == "missing" else v) for k, v in said.items()}
     code = r.proc.returncode
     message = (
@@ -230,6 +254,27 @@ def _settle(r: Running, contents: Mapping[str, str]) -> dict[str, str]:
     except OSError as exc:  # a full disk: the row is counted as failed here, and said so, if it cannot be recorded
         print(f"{r.junit}: cannot record {len(lost)} row(s) without a result ({exc.strerror or exc})", flush=True)
     return said
+
+
+def _eta(
+    by_rows: float, pending: Sequence[Job], running: Sequence[Running], projected: Mapping[int, float | None]
+) -> float:
+    """The time left: from the measured costs of the jobs not yet done where every one of them has one (the work
+    left over the jobs in flight, at least the longest of them), else from the rows' median so far (`by_rows`)."""
+    left = [projected.get(id(j)) for j in pending]
+    now = time.monotonic()
+    flight = [max(0.0, (projected.get(id(r.job)) or 0.0) - (now - r.started)) for r in running]
+    if not all(s is not None for s in left) or not any(projected.get(id(r.job)) is not None for r in running):
+        if left and all(s is not None for s in left) and not running:
+            return sum(s or 0.0 for s in left)
+        return by_rows
+    work = sum(s or 0.0 for s in left) + sum(flight)
+    return max(work / max(1, len(running)), max(flight, default=0.0))
+
+
+def _configs(rows: Sequence[Row]) -> str:
+    n = len({costs.config(r) for r in rows})
+    return f"{n} engine configuration{'s' if n != 1 else ''}"
 
 
 def _alone(row: Row) -> Job:

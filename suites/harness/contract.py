@@ -11,6 +11,8 @@ PREFIX = "stackgate."
 WORKLOAD = ("id", "context", "batch")
 ROW_CONTENT = "content"  # a row's rows.json field: the digest of what its result depends on (recorded on its cases)
 ROW_MEANING = "meaning"  # a row's rows.json field: the digest of what the row means (recorded on its cases)
+# a row's own fields: its workload and its digests (each row's differs); every other field makes its engine
+OWN = (*WORKLOAD, ROW_CONTENT, ROW_MEANING)
 METRIC = PREFIX + "metric."
 _PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*"
 ROW_ID = re.compile(rf"({_PART})\.({_PART})\.([A-Za-z0-9._\-]+)\.([0-9a-f]{{8}})")

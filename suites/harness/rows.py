@@ -49,7 +49,7 @@ class Row:
     def engine(self) -> str:
         """What the row's engine is built from: every field but its workload. Rows equal here run against one engine
         in a shared process (built for the largest context and batch among them: engine.config.engine_size)."""
-        built_from = {k: v for k, v in self.data.items() if k not in contract.WORKLOAD}
+        built_from = {k: v for k, v in self.data.items() if k not in contract.OWN}
         return json.dumps(built_from, sort_keys=True, default=str)
 
 

@@ -67,6 +67,23 @@ def tree_id(package_dir: Path) -> str:
     return "sha256:" + h.hexdigest()
 
 
+PYTHON_SUFFIXES = (".py", ".pyi", ".pyc")
+
+
+def native_id(package_dir: Path) -> str:
+    """The content id of what a tree holds beside its Python (compiled parts, kernels' sources and data: every file
+    but `.py`, `.pyi` and bytecode): two builds that differ only in Python files have one. Caches made on one are
+    re-used on the other where their own keys allow (`ci bake --host --from`)."""
+    site = package_dir.parent
+    h = hashlib.sha256()
+    for path in sorted(p for p in package_dir.rglob("*") if p.is_file() or p.is_symlink()):
+        if path.suffix in PYTHON_SUFFIXES or path.parent.name == "__pycache__":
+            continue
+        rel = os.fsencode(path.relative_to(site).as_posix())
+        h.update(b"%d:%s\0%s\n" % (len(rel), rel, _sha256(path, _state(path)).encode()))
+    return "sha256:" + h.hexdigest()
+
+
 def _cached_bytecode(pyc: Path) -> str | None:
     """The sha256 of a `__pycache__` file this interpreter would load in place of its source where that file is not
     the source's own compile; None where it is never loaded (another interpreter's or optimisation level's, a stale

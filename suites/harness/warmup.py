@@ -2,10 +2,12 @@
 cache the runtime reads (Triton, Inductor/vLLM compile cache, FlashInfer, DeepGEMM, AITER, MIOpen)
 is filled with the image's own paths and env before `ci bake` commits it.
 
-Rows come from rows.json ($STACKGATE_ROWS, which `ci bake` mounts). Each row warms in its own fresh
-process (engines run one at a time on a GPU) through its suite's hook, `<suite>/warmup.py`'s
-`warm(row)`; a suite without one has nothing beyond its baked kernels to warm (the self-test). The GPU
-suites' hook runs the row's own test once (`run_row_test`), so the caches hold what the test reaches.
+Rows come from rows.json ($STACKGATE_ROWS, which `ci bake` mounts). The rows of one model, change and suite warm
+in one fresh process, as `ci run` shares them (harness.shared): each engine configuration is built once and its
+further rows run on it, so the bake costs what a run does, not a process per row. A suite's hook, `<suite>/warmup.py`,
+gives `warm(row)` and, where its rows can share a process, `warm_group(rows)`; a suite without one has nothing
+beyond its baked kernels to warm (the self-test). The GPU suites' hooks run the rows' own tests once
+(`run_rows_test`), so the caches hold what the tests reach. A line per group says what it took and the time left.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import argparse
 import importlib
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,62 +41,70 @@ def _hook(suite: str):
         raise
 
 
-def warm_one(row_id: str) -> int:
+def warm_one(row_ids: Sequence[str]) -> int:
+    """Warm rows of one group in this process: the hook's `warm_group` where it has one, else `warm` row by row."""
     doc = load(os.environ[ENV_ROWS])
-    row = next(r for r in doc.rows if r.id == row_id)
-    hook = _hook(row.suite)
-    return (hook.warm(row) or 0) if hook is not None else 0
+    rows = [next(r for r in doc.rows if r.id == row_id) for row_id in row_ids]
+    hook = _hook(rows[0].suite)
+    if hook is None:
+        return 0
+    if len(rows) > 1 and hasattr(hook, "warm_group"):
+        return hook.warm_group(rows) or 0
+    return max((hook.warm(row) or 0) for row in rows)
 
 
 def run_row_test(row: Any, *, suites: Path | None = None) -> int:
-    """Run the row's own test once, off the record (its JUnit and JIT log go to a scratch folder, JIT is not
-    refused): every engine configuration, request shape and kernel specialisation the test reaches is then
-    in the caches, where starting the row's engine once would miss the rest (a reference engine, a mixed
-    batch). The test's verdict is not the warm-up's: 0 once the test ran, whatever it concluded; else
-    pytest's exit status."""
+    """`run_rows_test` of one row."""
+    return run_rows_test([row], suites=suites)
+
+
+def run_rows_test(rows: Sequence[Any], *, suites: Path | None = None) -> int:
+    """Run the rows' own tests once, off the record (their JUnit and JIT log go to a scratch folder, JIT is not
+    refused), several rows in one process sharing their engines (harness.shared): every engine configuration,
+    request shape and kernel specialisation the tests reach is then in the caches, where starting a row's engine
+    once would miss the rest (a reference engine, a mixed batch). The tests' verdicts are not the warm-up's: 0 once
+    every row's test ran, whatever it concluded; else pytest's exit status."""
     root = suites or Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="stackgate-warm-") as tmp:
         junit = Path(tmp) / "warm.xml"
-        argv = [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(root / row.suite),
-            "--rootdir",
-            str(root),
-            "-p",
-            "harness.plugin",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--stackgate-row",
-            row.id,
-            "--stackgate-junit",
-            str(junit),
-        ]
+        argv = [sys.executable, "-m", "pytest", str(root / rows[0].suite), "--rootdir", str(root), "-p",
+                "harness.plugin", "-p", "no:cacheprovider", "-q", "--stackgate-junit", str(junit)]  # fmt: skip
+        for row in rows:
+            argv += ["--stackgate-row", row.id]
+        if len(rows) > 1:
+            argv.append("--stackgate-share")
         kept_log = os.environ.get(ENV_WARM_LOG)  # where the bake asks, the compiles and logs are kept
         log = kept_log or str(Path(tmp) / "jit.jsonl")
         Path(log).parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "STACKGATE_REFUSE_JIT": "0", "STACKGATE_JIT_LOG": log}
         env.pop("STACKGATE_PROFILE_DIR", None)
         done = subprocess.run(argv, env=env, cwd=root, check=False, capture_output=True, text=True)
-        ran = junit.is_file() and row.id in junit.read_text()
+        text = junit.read_text() if junit.is_file() else ""
+        missed = [row.id for row in rows if row.id not in text]
         if kept_log:  # the warm run's own logs travel with the caches, beside its compiles
             kept = Path(kept_log).parent / "warm-logs"
             kept.mkdir(exist_ok=True)
             for found in (Path(tmp) / "logs").glob("*.log"):
                 shutil.copyfile(found, kept / found.name)
     tail = (done.stdout.strip().splitlines() or ["no output"])[-1]
-    print(
-        f"{row.id}: warm run of its test {'ran' if ran else 'did not run'} (pytest exit {done.returncode}: {tail})",
-        flush=True,
-    )
-    return 0 if ran and done.returncode in (0, 1) else (done.returncode or 1)
+    for row in rows:
+        said = "did not run" if row.id in missed else "ran"
+        print(f"{row.id}: warm run of its test {said} (pytest exit {done.returncode}: {tail})", flush=True)
+    return 0 if not missed and done.returncode in (0, 1) else (done.returncode or 1)
+
+
+def groups(rows: Sequence[Any]) -> list[list[Any]]:
+    """The rows by model, change and suite (what `ci run` shares a process among), in the order they first appear."""
+    found: dict[tuple[str, str, str], list[Any]] = {}
+    for row in rows:
+        found.setdefault((str(row.get("model")), row.change, row.suite), []).append(row)
+    return list(found.values())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.warmup")
-    ap.add_argument("--row", help="warm this row only, in this process (the parent starts one child per row)")
+    ap.add_argument("--row", action="append", help="warm these rows only, in this process (the parent starts one "
+                    "child per group; repeatable)")  # fmt: skip
     ap.add_argument("--rows", help=f"rows.json (default: ${ENV_ROWS})")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per row")
     args = ap.parse_args(argv)
@@ -105,22 +116,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.row:
         return warm_one(args.row)
     doc = load(os.environ[ENV_ROWS])
-    failed = []
-    for n, row in enumerate(doc.rows, 1):
-        if _hook(row.suite) is None:
-            print(f"[{n}/{len(doc.rows)}] {row.id}: nothing to warm for suite {row.suite}", flush=True)
+    failed: list[str] = []
+    took: list[float] = []  # seconds a row, so far
+    together = groups(doc.rows)
+    left = len(doc.rows)
+    for n, rows in enumerate(together, 1):
+        name = f"{rows[0].get('model')}/{rows[0].change} ({rows[0].suite})"
+        if _hook(rows[0].suite) is None:
+            left -= len(rows)
+            print(f"[{n}/{len(together)}] {name}: nothing to warm for suite {rows[0].suite}", flush=True)
             continue
         t0 = time.monotonic()
+        child = [sys.executable, "-m", "harness.warmup", *(a for r in rows for a in ("--row", r.id))]
         try:
-            rc = subprocess.run(
-                [sys.executable, "-m", "harness.warmup", "--row", row.id], timeout=args.timeout
-            ).returncode
+            rc = subprocess.run(child, timeout=args.timeout * len(rows)).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
+        seconds = time.monotonic() - t0
+        took += [seconds / len(rows)] * len(rows)
+        left -= len(rows)
+        configs = len({r.engine for r in rows})
         status = "ok" if rc == 0 else f"FAILED ({rc})"
-        print(f"[{n}/{len(doc.rows)}] {row.id}: {status} in {time.monotonic() - t0:.0f} s", flush=True)
+        eta = statistics.median(took) * left
+        print(f"[{n}/{len(together)}] {name}: {status}, {len(rows)} rows, {configs} engine configuration(s) in "
+              f"{seconds:.0f} s · {left} rows left, ETA {eta / 60:.0f} min", flush=True)  # fmt: skip
         if rc != 0:
-            failed.append(row.id)
+            failed += [r.id for r in rows]
     if failed:
         print(f"warm-up failed for {len(failed)} row(s): {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

@@ -1,0 +1,308 @@
+"""What a row costs on a GPU, measured: per engine configuration and phase (the bake, the run), the seconds its first
+row took (the engine built in it: imports aside, the compiles, the graph captures) and the seconds each further row of
+that configuration took in the same process (the engine reused), and per process what it spent beside its rows (the
+imports, the teardown).
+
+Every scheduled `ci run` and `ci bake --host` writes what its jobs took to `costs.json` in its results folder and
+merges it into the host's store (`$STACKGATE_COSTS`, else ~/.cache/stackgate/costs.json). The scheduler reads the
+store for its packing order (the longest jobs first) and its ETA; `ci plan --estimate` projects a target's matrix
+from it. A configuration is named without its target (`config`): a cost measured on one target's rows stands in for
+the same configuration of another where nothing else was measured, and the projection says how many it took so.
+
+A costs file comes from elsewhere as often as not (a campaign's evidence, another host's store): it is data, read as
+JSON and checked field by field, and a file that is not what it should be is refused with its name and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from lxml import etree
+
+from ci import contract, files
+from ci.errors import UsageError
+from ci.stack.plan import Row
+
+SCHEMA = 1
+FILE = "costs.json"
+PHASES = ("bake", "run")
+ENV_STORE = "STACKGATE_COSTS"
+_LIMIT = 32 << 20  # a store of every configuration of every target is a few hundred KB
+
+# what a row's engine is built from, less its target: the same configuration on another target (costs.config)
+_NOT_CONFIG = (*contract.WORKLOAD, "target", "track", "gpus")
+_NAMED = ("model", "change", "suite")
+
+
+def config(row: Row) -> str:
+    """A row's engine configuration, portable across targets: model, change, suite and every engine axis."""
+    axes = ",".join(f"{k}={v}" for k, v in sorted(row.to_json().items()) if k not in (*_NOT_CONFIG, *_NAMED))
+    return f"{row.model}/{row.change}/{row.suite}/{axes}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Measured:
+    """One engine configuration in one process: what its rows took there."""
+
+    phase: str  # "bake" or "run"
+    target: str
+    config: str
+    model: str
+    suite: str
+    first_s: float  # the configuration's first row in the process: the engine built in it
+    further_s: tuple[float, ...]  # each further row of it in that process: the engine reused
+    process_s: float  # the process's seconds beside all its rows (imports, teardown), shared by its configurations
+    configs_in_process: int  # how many configurations shared that process (process_s is split among them)
+    host: str  # the GPUs it ran on, in words
+    when: float  # seconds since the epoch
+
+    @property
+    def further(self) -> float:
+        return statistics.median(self.further_s) if self.further_s else self.first_s
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "further_s": list(self.further_s)}
+
+
+def _times(junit: Path) -> list[tuple[str, float]]:
+    """(row, seconds) of each testcase of a JUnit file, in the order it ran."""
+    try:
+        root = etree.parse(str(junit)).getroot()
+    except (OSError, etree.XMLSyntaxError):
+        return []
+    found = []
+    for tc in root.iter("testcase"):
+        row = next((p.get("value") for p in tc.iter("property") if p.get("name") == contract.PREFIX + "row"), None)
+        try:
+            seconds = float(tc.get("time") or "nan")
+        except ValueError:
+            continue
+        if row and math.isfinite(seconds) and seconds >= 0:
+            found.append((row, seconds))
+    return found
+
+
+def measure_job(
+    phase: str, rows: Sequence[Row], junit: Path, wall_s: float, host: str, when: float | None = None
+) -> list[Measured]:
+    """What one job (one process: a row, or a group's rows) cost, per engine configuration, from its JUnit and the
+    wall time the scheduler saw. Rows without a testcase time (a crash before the first) measure nothing."""
+    by_id = {r.id: r for r in rows}
+    seen: dict[str, list[float]] = {}
+    row_of: dict[str, Row] = {}
+    total = 0.0
+    for row_id, seconds in _times(junit):
+        row = by_id.get(row_id)
+        if row is None:
+            continue
+        key = config(row)
+        seen.setdefault(key, []).append(seconds)
+        row_of.setdefault(key, row)
+        total += seconds
+    if not seen:
+        return []
+    beside = max(0.0, wall_s - total)
+    stamp = time.time() if when is None else when
+    return [
+        Measured(
+            phase=phase,
+            target=row_of[k].target,
+            config=k,
+            model=row_of[k].model,
+            suite=row_of[k].suite,
+            first_s=round(t[0], 3),
+            further_s=tuple(round(s, 3) for s in t[1:]),
+            process_s=round(beside, 3),
+            configs_in_process=len(seen),
+            host=host,
+            when=round(stamp, 1),
+        )
+        for k, t in seen.items()
+    ]
+
+
+def store() -> Path:
+    """The host's costs: every measurement its scheduled runs and bakes made, the newest per configuration."""
+    found = os.environ.get(ENV_STORE)
+    return Path(found) if found else Path.home() / ".cache" / "stackgate" / FILE
+
+
+def load(paths: Iterable[Path]) -> list[Measured]:
+    """Every measurement in `paths` (costs files, or results folders holding one); a path that does not exist adds
+    nothing, one that is not a costs file is refused, naming it and what was wrong."""
+    found: list[Measured] = []
+    for path in paths:
+        path = path / FILE if path.is_dir() else path
+        if not path.is_file():
+            continue
+        found += _read(path)
+    return found
+
+
+def _read(path: Path) -> list[Measured]:
+    fix = f"remove {path} (it is rewritten by the next scheduled run), or pass another --costs"
+    try:
+        doc = json.loads(files.read_regular(path, _LIMIT))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not a costs file ({exc})", hint=fix) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("measured"), list):
+        raise UsageError(f"{path}: not a costs file of schema {SCHEMA} (an object with a list 'measured')", hint=fix)
+    out = []
+    for n, entry in enumerate(doc["measured"]):
+        try:
+            out.append(_entry(entry))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"{path}: measured[{n}]: {exc}", hint=fix) from None
+    return out
+
+
+def _entry(e: Any) -> Measured:
+    if not isinstance(e, dict):
+        raise TypeError("not an object")
+
+    def text(name: str) -> str:
+        v = e[name]
+        if not isinstance(v, str) or len(v) > 1000:
+            raise TypeError(f"{name} is not a string")
+        return v
+
+    def seconds(v: Any, name: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not 0 <= v < 1e6:
+            raise ValueError(f"{name} is not a number of seconds (0 to 1e6): {v!r}")
+        return float(v)
+
+    phase = text("phase")
+    if phase not in PHASES:
+        raise ValueError(f"phase {phase!r} is not one of {', '.join(PHASES)}")
+    further = e["further_s"]
+    if not isinstance(further, list) or len(further) > 10_000:
+        raise TypeError("further_s is not a list")
+    n = e["configs_in_process"]
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100_000:
+        raise ValueError(f"configs_in_process is not a count: {n!r}")
+    return Measured(
+        phase=phase,
+        target=text("target"),
+        config=text("config"),
+        model=text("model"),
+        suite=text("suite"),
+        first_s=seconds(e["first_s"], "first_s"),
+        further_s=tuple(seconds(s, "further_s") for s in further),
+        process_s=seconds(e["process_s"], "process_s"),
+        configs_in_process=n,
+        host=text("host"),
+        when=_epoch(e["when"]),
+    )
+
+
+def _epoch(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"when is not a time (seconds since the epoch): {v!r}")
+    return float(v)
+
+
+def write(path: Path, measured: Sequence[Measured], *, keep: Sequence[Measured] = ()) -> Path:
+    """`measured` with what `keep` holds of other configurations (the newest measurement of each wins)."""
+    newest: dict[tuple[str, str, str], Measured] = {}
+    for m in sorted([*keep, *measured], key=lambda m: m.when):
+        newest[(m.phase, m.target, m.config)] = m
+    doc = {"schema": SCHEMA, "measured": [m.to_json() for m in newest.values()]}
+    return files.replace(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def record(folder: Path, measured: Sequence[Measured]) -> None:
+    """Into the results folder's costs file and the host's store, each merged with what it held. A store that cannot
+    be read or written is said and skipped: a run's results never depend on it."""
+    if not measured:
+        return
+    write(folder / FILE, measured, keep=_kept(folder / FILE))
+    try:
+        write(store(), measured, keep=_kept(store()))
+    except OSError as exc:
+        print(f"costs: not recorded in {store()} ({exc.strerror or exc}); they are in {folder / FILE}", flush=True)
+
+
+def _kept(path: Path) -> list[Measured]:
+    try:
+        return load([path])
+    except UsageError as exc:
+        print(f"costs: {exc.message}; it is written anew", flush=True)
+        return []
+
+
+class Costs:
+    """Measurements looked up by configuration: for a phase, the newest of the same target, else of another target
+    (the same configuration), else the median of the same model and suite, else of the phase."""
+
+    def __init__(self, measured: Sequence[Measured]) -> None:
+        self.measured = sorted(measured, key=lambda m: m.when)
+        self._exact: dict[tuple[str, str, str], Measured] = {}
+        self._any: dict[tuple[str, str], Measured] = {}
+        for m in self.measured:
+            self._exact[(m.phase, m.target, m.config)] = m
+            self._any[(m.phase, m.config)] = m
+
+    def __bool__(self) -> bool:
+        return bool(self.measured)
+
+    def lookup(self, phase: str, row: Row) -> tuple[Measured | None, str]:
+        """The measurement standing for `row`'s configuration, and how it was found: "measured", "other target",
+        "model median", "phase median" or "none"."""
+        key = config(row)
+        if (m := self._exact.get((phase, row.target, key))) is not None:
+            return m, "measured"
+        if (m := self._any.get((phase, key))) is not None:
+            return m, "other target"
+        return None, self._fallback(phase, row)[1]
+
+    def _fallback(self, phase: str, row: Row) -> tuple[tuple[float, float, float] | None, str]:
+        for how, pick in (
+            ("model median", lambda m: m.model == row.model and m.suite == row.suite),
+            ("phase median", lambda m: True),
+        ):
+            chosen = [m for m in self.measured if m.phase == phase and pick(m)]
+            if chosen:
+                return (
+                    statistics.median(m.first_s for m in chosen),
+                    statistics.median(m.further for m in chosen),
+                    statistics.median(m.process_s / m.configs_in_process for m in chosen),
+                ), how
+        return None, "none"
+
+    def job_seconds(self, phase: str, rows: Sequence[Row]) -> tuple[float | None, list[str]]:
+        """A job's projected seconds (None where nothing at all was measured) and, per configuration, how its cost
+        was found. Its process's own seconds count once, as the largest of its configurations' shares measured."""
+        total, hows, beside = 0.0, [], 0.0
+        counts: dict[str, list[Row]] = {}
+        for r in rows:
+            counts.setdefault(config(r), []).append(r)
+        for together in counts.values():
+            m, how = self.lookup(phase, together[0])
+            if m is not None:
+                first, further, process = m.first_s, m.further, m.process_s
+            else:
+                found, how = self._fallback(phase, together[0])
+                if found is None:
+                    return None, ["none"]
+                first, further, process = found
+            total += first + further * (len(together) - 1)
+            beside = max(beside, process)
+            hows.append(how)
+        return total + beside, hows
+
+
+def measured_in(folders: Sequence[Path]) -> Costs:
+    """The host's store and the costs files in `folders` (a run's own earlier measurements), the newest winning."""
+    try:
+        return Costs(load([store(), *folders]))
+    except UsageError as exc:
+        print(f"costs: {exc.message}; the schedule goes by plan order alone", flush=True)
+        return Costs([])

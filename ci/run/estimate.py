@@ -1,0 +1,111 @@
+"""`ci plan --estimate`: how long a target's matrix would take on N GPUs of a given memory, projected from the last
+measured costs (ci.run.costs), by the scheduler's own packing: the jobs it would make, started in its order as its
+budgets allow, each lasting what its configurations were measured to take. A projection, never a measurement: it says
+how many of its configurations were measured on that target, taken from another target's same configuration, or
+filled by a median.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ci.errors import UsageError
+from ci.run.costs import Costs
+from ci.run.schedule import Device, Packing, jobs, next_jobs
+from ci.stack.model import Stack
+from ci.stack.plan import Row
+
+
+@dataclass(frozen=True, kw_only=True)
+class Projection:
+    phase: str
+    rows: int
+    jobs: int
+    wall_s: float
+    devices: int
+    found: Counter[str]  # per configuration: how its cost was found (measured, other target, model median, ...)
+    unplaceable: tuple[Row, ...]  # rows wider than the devices given
+    hub_unmeasured: tuple[Row, ...]  # rows with hub weights whose configuration was never measured
+
+    @property
+    def gpu_s_per_row(self) -> float:
+        placed = self.rows - len(self.unplaceable) - len(self.hub_unmeasured)
+        return self.wall_s * self.devices / placed if placed else 0.0
+
+
+def project(st: Stack, rows: Sequence[Row], devices: Sequence[Device], known: Costs, phase: str) -> Projection:
+    """The wall time of `rows` on `devices` as the scheduler packs them (shared processes), each job lasting its
+    projected seconds."""
+    seconds = {}
+
+    def cost(together: Sequence[Row]) -> float:
+        got, _ = known.job_seconds(phase, together)
+        if got is None:
+            raise UsageError(
+                f"no {phase} costs measured: nothing to project from",
+                hint="run the target's rows once with ci run --host (or ci bake --host) on a GPU host; "
+                "or pass --costs FILE (a costs.json a scheduled run wrote)",
+            )
+        return got
+
+    def hub(r: Row) -> bool:  # a download and a whole GPU: a random-weight row's median says nothing of it
+        model = st.models.get(r.model)
+        return model is not None and model.weights != "dummy" and known.lookup(phase, r)[0] is None
+
+    hub_unmeasured = tuple(r for r in rows if hub(r))
+    pending = jobs([r for r in rows if not hub(r)], st, share=True, seconds=cost)
+    packing = Packing(devices)
+    unplaceable = [j for j in pending if not packing.fits_at_all(j)]
+    pending = [j for j in pending if packing.fits_at_all(j)]
+    found: Counter[str] = Counter()
+    for j in pending:
+        seconds[id(j)] = cost(j.rows)
+        found.update(known.job_seconds(phase, j.rows)[1])
+    count = len(pending)
+    now, running, order = 0.0, [], 0  # running: (end, n, job, devices)
+    while pending or running:
+        for job, ids in next_jobs(pending, packing, {j.group for _, _, j, _ in running}):
+            order += 1
+            heapq.heappush(running, (now + seconds[id(job)], order, job, ids))
+        if not running:
+            break  # nothing fits and nothing runs: the rest cannot start here (never, by fits_at_all)
+        now, _, job, ids = heapq.heappop(running)
+        packing.release(job, ids)
+    return Projection(
+        phase=phase,
+        rows=len(rows),
+        jobs=count,
+        wall_s=now,
+        devices=len(devices),
+        found=found,
+        unplaceable=tuple(r for j in unplaceable for r in j.rows),
+        hub_unmeasured=hub_unmeasured,
+    )
+
+
+def describe(p: Projection, memory_gib: float, hosts: Sequence[str]) -> list[str]:
+    """The projection in a few lines, saying what it is made of."""
+    how = ", ".join(f"{n} {k}" for k, n in sorted(p.found.items(), key=lambda kv: -kv[1]))
+    where = "; ".join(sorted(set(hosts))) or "unknown hosts"
+    lines = [
+        f"{p.phase}: {_clock(p.wall_s)} wall projected on {p.devices} GPU(s) of {memory_gib:g} GiB for "
+        f"{p.rows - len(p.unplaceable) - len(p.hub_unmeasured)} rows in {p.jobs} processes "
+        f"({p.gpu_s_per_row:.1f} GPU-seconds a row)",
+        f"  engine configurations' costs: {how} (measured on {where})",
+    ]
+    if p.hub_unmeasured:
+        lines.append(
+            f"  {len(p.hub_unmeasured)} rows with hub weights: no cost of theirs measured, not in the projection"
+        )
+    if p.unplaceable:
+        lines.append(f"  {len(p.unplaceable)} rows need more GPUs than {p.devices}: not in the projection")
+    return lines
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(round(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s"
