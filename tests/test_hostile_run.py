@@ -19,10 +19,16 @@ from ci.run import guard
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _interruptible() -> None:
+    """SIGINT as a terminal gives it: a test run started in the background (`cmd &`) ignores SIGINT, and a child
+    inherits that, so `ci` would never see the Ctrl-C these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _ci(*args: str, **kw) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), **kw.pop("env", {})}
-    return subprocess.Popen([sys.executable, "-m", "ci", *args], cwd=REPO, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)  # fmt: skip
+    return subprocess.Popen([sys.executable, "-m", "ci", *args], cwd=REPO, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, preexec_fn=_interruptible, **kw)  # fmt: skip
 
 
 def _finish(proc: subprocess.Popen[str], timeout: float = 240) -> tuple[int, str]:
