@@ -59,3 +59,29 @@ def test_rows_that_differ_in_workload_alone_share_their_engine_as_rows_json_carr
     by_host = {tuple(v for k, v in r.to_json().items() if k not in contract.WORKLOAD) for r in rows}
     assert len({r[contract.ROW_CONTENT] for r in loaded}) == len(loaded)  # every row its own digest
     assert 1 < len(engines) == len(by_host) < len(loaded)  # the engines as the host's scheduler counts them
+
+
+def test_a_rows_engine_is_sized_by_the_plan_whichever_rows_a_run_holds(tmp_path: Path, monkeypatch) -> None:
+    """Seen on the H200: a run of the rows a deadline-cut bake finished built its engines for the largest of those
+    rows alone, vLLM's compile cache keyed them apart from the bake's (config_hash), and every graph compiled again.
+    An engine's size comes from the plan's rows of its configuration, in a shared process and alone alike."""
+    from engine.config import ENV_SHARE, engine_size
+    from harness.rows import load
+
+    from ci.stack import rows_json
+
+    st = loader.load()
+    rows = [r for r in plan.build(st).rows if r.target == "cuda-sm90" and r.model == "tiny-llama-eagle"]
+    peers = [r for r in rows if r.engine == rows[0].engine]
+    assert len({(r.context, r.batch) for r in peers}) > 1
+    want = (max(r.context for r in peers), max(r.batch for r in peers))
+    smallest = min(peers, key=lambda r: (r.context, r.batch))
+    sizes = []
+    for n, held in enumerate(([smallest], rows)):
+        doc = rows_json.document(st, st.targets["cuda-sm90"], "*", held, image={"ref": "host"}, git_revision="x",
+                                 timeout_s=60)  # fmt: skip
+        row = next(r for r in load(str(rows_json.write(tmp_path / f"{n}.json", doc))).rows if r.id == smallest.id)
+        for share in ("1", "0"):
+            monkeypatch.setenv(ENV_SHARE, share)
+            sizes.append(engine_size(row))
+    assert sizes == [want] * 4

@@ -21,12 +21,18 @@ PLAN = plan.build(STACK)
 SM90 = [r for r in PLAN.rows if r.target == "cuda-sm90" and STACK.models[r.model].weights == "dummy" and r.gpus == 1]
 
 
-def _junit(path: Path, cases: list[tuple[str, float]]) -> Path:
+def _junit(path: Path, cases: list[tuple[str, float]], stopped: str = "") -> Path:
     body = "".join(
         f'<testcase name="t[{row}]" time="{t}"><properties><property name="stackgate.row" value="{row}"/>'
         "</properties></testcase>"
         for row, t in cases
     )
+    if stopped:  # as the harness records the row a SIGTERM or the deadline cut: 0 s, which is no measurement
+        said = "interrupted by SIGTERM: the run was stopped during this row"
+        body += (
+            f'<testcase name="t[{stopped}]" time="0"><properties><property name="stackgate.row" '
+            f'value="{stopped}"/></properties><error message="{said}"/></testcase>'
+        )
     path.write_text(f'<testsuites><testsuite name="s">{body}</testsuite></testsuites>')
     return path
 
@@ -43,7 +49,8 @@ def _two_configs() -> tuple[list[plan.Row], list[plan.Row]]:
 def test_a_shared_job_measures_each_configurations_first_row_apart_from_its_further_rows(tmp_path: Path) -> None:
     a, b = _two_configs()
     cases = [(a[0].id, 40.0), (a[1].id, 3.0), (a[2].id, 5.0), (b[0].id, 30.0), (b[1].id, 2.0)]
-    found = costs.measure_job("bake", [*a[:3], *b[:2]], _junit(tmp_path / "j.xml", cases), 100.0, "H200", when=1.0)
+    junit = _junit(tmp_path / "j.xml", cases, stopped=a[3].id if len(a) > 3 else b[2].id)
+    found = costs.measure_job("bake", [*a, *b], junit, 100.0, "H200", when=1.0)
     by = {m.config: m for m in found}
     first, second = by[costs.config(a[0])], by[costs.config(b[0])]
     assert (first.first_s, first.further_s, first.further) == (40.0, (3.0, 5.0), 4.0)

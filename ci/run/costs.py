@@ -80,6 +80,9 @@ def _times(junit: Path) -> list[tuple[str, float]]:
         return []
     found = []
     for tc in root.iter("testcase"):
+        stopped = any((c.get("message") or "").startswith("interrupted by ") for c in tc if c.tag == "error")
+        if stopped or (tc.get("name") or "").startswith("session["):
+            continue  # a row a stop cut short, or one its session never reached: it measured nothing
         row = next((p.get("value") for p in tc.iter("property") if p.get("name") == contract.PREFIX + "row"), None)
         try:
             seconds = float(tc.get("time") or "nan")

@@ -135,7 +135,7 @@ def jobs(
 
 def engine(row: Row) -> tuple[object, ...]:
     """What a row's engine is built from: every axis but the workload (the host side of harness Row.engine)."""
-    return tuple(v for k, v in row.to_json().items() if k not in contract.WORKLOAD)
+    return row.engine
 
 
 class Packing:

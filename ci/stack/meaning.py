@@ -3,7 +3,8 @@ gets it, its target) and what its test asserts inside the container (the change'
 
 Not covered, because no result reads differently for them: prose and comments, upstream facts (commits, follow-ups,
 what a fork carries: fork.yaml, history.yaml), the measurements a report lists and the regression bound (the report
-applies today's to the recorded numbers), and resources (`kv_cache_gib`: how much memory, not what is computed).
+applies today's to the recorded numbers), and resources (`kv_cache_gib`: how much memory, not what is computed; a
+row's `engine_size`: what its engine is sized for).
 
 A row's meaning is computed from its rows.json document, so a result folder's own rows.json is compared field by
 field with today's plan, and a testcase records the digest (`stackgate.meaning`) where no rows.json travels with it.
@@ -16,8 +17,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-# rows.json fields that are not what the row runs: derived (gpus = tp x dp), or bookkeeping of one run
-_ROW_NOT = frozenset({"gpus", "content", "meaning", "model_info", "acceptance"})
+# rows.json fields that are not what the row runs: derived (gpus = tp x dp; engine_size, what its engine is sized for
+# from the plan's rows of its configuration: a resource, its own workload unchanged), or bookkeeping of one run
+_ROW_NOT = frozenset({"gpus", "engine_size", "content", "meaning", "model_info", "acceptance"})
 _MODEL_NOT = frozenset({"kv_cache_gib"})  # a resource: the memory given, not what is computed
 _ASSERTED = ("tolerance", "graph_replay")  # the acceptance numbers the suites assert in the container
 _TARGET_NOT = frozenset({"devices"})  # where the GPUs are found on a host, not what runs on them

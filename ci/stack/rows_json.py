@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from ci import contract
-from ci.stack import meaning
+from ci.stack import meaning, plan
 from ci.stack.model import Model, Stack, Target
 from ci.stack.plan import Row
 
 SCHEMA = 1
+# a row's field: the context and batch its engine is built for, the largest among the plan's rows of its engine
+# configuration (ci.stack.plan.engine_sizes; harness engine.config.engine_size)
+ENGINE_SIZE = "engine_size"
 
 
 def row_document(st: Stack, row: Row) -> dict[str, Any]:
@@ -32,13 +35,16 @@ def row_documents(st: Stack, rows: Sequence[Row]) -> list[dict[str, Any]]:
     reader never edits them)."""
     infos: dict[str, dict[str, Any]] = {}
     accepts: dict[str, dict[str, Any]] = {}
+    sizes = plan.engine_sizes([*plan.build(st).rows, *rows])  # the plan's, whichever rows this document holds
     out = []
     for row in rows:
         if row.model not in infos:
             infos[row.model] = _model_info(st.models[row.model])
         if row.change not in accepts:
             accepts[row.change] = asdict(st.changes[row.change].acceptance)
-        out.append({**row.to_json(), "model_info": infos[row.model], "acceptance": accepts[row.change]})
+        context, batch = sizes[row.engine]
+        out.append({**row.to_json(), "model_info": infos[row.model], "acceptance": accepts[row.change],
+                    ENGINE_SIZE: {"context": context, "batch": batch}})  # fmt: skip
     return out
 
 

@@ -67,8 +67,13 @@ def draft_dir(row: Any) -> str | None:
 
 
 def engine_size(row: Any) -> tuple[int, int]:
-    """The context and batch the row's engine is built for: its own; in a shared child (harness.shared), the largest
-    of the run's rows that differ from it only in workload, so that they all run against one engine."""
+    """The context and batch the row's engine is built for: what rows.json says (the largest among the plan's rows
+    of its engine configuration, so that the bake and every run, shared or alone, whichever rows it holds, build one
+    engine, and vLLM's compile cache serves them all); in a rows.json without it, the row's own, or in a shared child
+    (harness.shared) the largest of the run's rows that differ from it only in workload."""
+    size = row.get("engine_size")
+    if isinstance(size, dict) and "context" in size and "batch" in size:
+        return max(int(size["context"]), int(row["context"])), max(int(size["batch"]), int(row["batch"]))
     if os.environ.get(ENV_SHARE) != "1":
         return int(row["context"]), int(row["batch"])
     peers = [r for r in _run_rows() if r.engine == row.engine] or [row]
