@@ -85,3 +85,17 @@ def test_each_change_reads_per_target_in_words_and_numbers(tmp_path, capsys) -> 
     md = (tmp_path / "r" / "report.md").read_text()
     assert "cold\\_warm" not in md.split("## Verdicts")[0]  # words, never field names, on the first screen
     capsys.readouterr()
+
+
+def test_a_change_closed_upstream_says_in_one_line_why_no_release_holds_it(tmp_path: Path) -> None:
+    """#48804 was closed unmerged; upstream warms JIT kernels by #47451 and #49903 instead: its rows read "absent",
+    and its section says why, where a merged change's says nothing of the kind."""
+    from ci import cli
+
+    run = Path(__file__).resolve().parent.parent / "evidence" / "h200-bake-scheduled" / "run"
+    assert cli.main(["report", str(run), "--target", "cuda-sm90", "--out", str(tmp_path)]) in (0, 1)
+    text = (tmp_path / "report.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("vllm-project/vllm#48804: closed"))
+    assert "never merged, so no release holds it: upstream reached its goal by #47451 and #49903 (" in line
+    merged = next(x for x in text.splitlines() if x.startswith("vllm-project/vllm#46849: merged"))
+    assert "never merged" not in merged

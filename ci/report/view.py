@@ -157,6 +157,10 @@ def change_heading(verdict: Verdict, results: Results | None = None) -> tuple[st
     merged = f" on {up.merged_on}" if up.merged_on else ""
     released = f", first in vLLM {up.first_release}" if up.first_release else ""
     state = f"{up.repo}#{up.pr}: {up.state}{merged}{released} (as of {up.as_of})"
+    if up.state == "closed" and up.superseded_by:
+        instead = " and ".join(f"#{pr}" for pr in up.superseded_by)
+        how = f" ({up.superseded_how})" if up.superseded_how else ""
+        state += f"; never merged, so no release holds it: upstream reached its goal by {instead}{how}"
     held = ported.held(results, ch.id) if results is not None else None
     if held:
         state += f"; in the fork build ({held[0]}): {held[1]}"

@@ -70,6 +70,10 @@ class Upstream:
     # fetch), a fork tree without any of them does not carry it, and the commits that added them do
     adds: tuple[str, ...] = ()
     follow_ups: tuple[FollowUp, ...] = ()  # later upstream PRs on the same code (a fix, a regression test's bug)
+    # a PR closed unmerged: the upstream PRs that took another road to its goal, and that road in a few words (the
+    # report says it beside the change's "absent", so a reader knows why no release will ever hold it)
+    superseded_by: tuple[int, ...] = ()
+    superseded_how: str | None = None
 
 
 @frozen
