@@ -92,6 +92,29 @@ PORTS = [
     ),
 ]
 
+# Branches beside main: each is main with these ports on top (main itself stays as above, so its commit ids and every
+# record of them hold). `warmup`: upstream's JIT warm-up series, the kernel-warmup track's road once #48804 was closed
+# unmerged. #47451 applies cleanly; #49903 does not in two files, resolved as a fork maintainer would:
+#   vllm/v1/worker/utils.py: the decorator change lands on 0.26.0's _zero_kv_blocks_kernel, whose next parameter
+#     differs (context only: placed with trimmed context);
+#   vllm/model_executor/warmup/qwen_triton_warmup.py: upstream's hunks 0 and 1 remove the Qwen-only zero-KV and
+#     slot-mapping warm-ups (now run for every model by kernel_warmup); 0.26.0 holds older versions of the same
+#     definitions, which are removed by name ("drop": the names come from upstream's removed lines, never from here).
+BRANCH_PORTS = {
+    "warmup": [
+        ("#47451", "7ca017778fc04cfb1a96080e7c484b1b44fc3a64", "port", {}),
+        (
+            "#49903",
+            "0d0504b54c73119ed643c80b4ed56ef3cf80e209",
+            "backport",
+            {
+                "fuzz": ["vllm/v1/worker/utils.py"],
+                "drop": {"vllm/model_executor/warmup/qwen_triton_warmup.py": [0, 1]},
+            },
+        ),
+    ],
+}
+
 TEXT_SKIP_SUFFIXES = (".so",)
 
 
@@ -292,6 +315,47 @@ def place_hunks(text: str, file_patch: str, path: str, log: list) -> str:
     return "\n".join(result)
 
 
+def removed_names(file_patch: bytes, hunks: list[int]) -> list[str]:
+    """The top-level names (def, class, assignment) whose definition lines the given hunks remove."""
+    names = []
+    for i, h in enumerate(parse_hunks(file_patch.decode("utf-8"))):
+        if i not in hunks:
+            continue
+        for line in h["body"]:
+            m = re.match(r"-(?:async def|def|class) (\w+)|-(\w+)\s*(?::[^=]+)?=", line)
+            if m and (m.group(1) or m.group(2)) not in names:
+                names.append(m.group(1) or m.group(2))
+    return names
+
+
+def drop_definitions(text: str, names: list[str], path: str, log: list) -> str:
+    """`text` without the top-level definitions of `names` (decorators and the blank lines after each included);
+    every name must be defined there."""
+    tree = ast.parse(text)
+    lines = text.split("\n")
+    spans = []
+    for node in tree.body:
+        targets = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            targets = [node.name]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                targets += [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
+        if any(t in names for t in targets):
+            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+            end = node.end_lineno or node.lineno
+            while end < len(lines) and not lines[end].strip():
+                end += 1
+            spans.append((start, end, [t for t in targets if t in names]))
+    missing = [n for n in names if not any(n in t for _, _, t in spans)]
+    if missing:
+        raise SystemExit(f"{path}: cannot drop {missing}: not defined at top level")
+    for start, end, found in sorted(spans, reverse=True):
+        del lines[start:end]
+        log.append({"file": path, "dropped": found, "lines": end - start})
+    return "\n".join(lines)
+
+
 def added_removed(diff: bytes) -> dict:
     """Per file: (removed lines, added lines) in order."""
     res = {}
@@ -385,6 +449,128 @@ def check_files(repo: Path, files: list[str]) -> dict:
 # --------------------------------------------------------------------------
 
 
+def apply_ports(
+    outdir: Path, upstream: Path, head: str, ports: list, minute: int, branch: str, rows: list
+) -> tuple[str, int]:
+    """Commit `ports` on top of `head` (the index and refs/heads/main follow), a row of `rows` each; the new head."""
+    git(["read-tree", "--reset", "-u", head], cwd=outdir)
+    for label, commit, kind, extra in ports:
+        subject, an, ae, ad = (
+            out(["log", "-1", "--format=%s%x00%an%x00%ae%x00%ad", "--date=raw", commit], git_dir=upstream)
+            .rstrip("\n")
+            .split("\x00")
+        )
+        diff = upstream_diff(upstream, commit)
+        if kind == "fixup":  # only the named hunks of one file of that commit
+            diff = select_hunks(diff, extra["file"], extra["hunks"])
+            subject = (
+                f"Fix the {extra['for']} backport: take hunk(s) {extra['hunks']} of {extra['file']} "
+                f"from {commit[:10]} ({subject})"
+            )
+            an, ae = DEMO_NAME, DEMO_EMAIL
+        up_pid = patch_id(diff)
+        files = [p for p, _ in split_file_patches(diff)]
+        row = {
+            "change": label,
+            "branch": branch,
+            "upstream": commit,
+            "subject": subject,
+            "files": files,
+            "upstream_patch_id": up_pid,
+        }
+
+        check = git(["apply", "--check", "-"], cwd=outdir, input=diff, check=False)
+        fuzz_log: list = []
+        drop_log: list = []
+        drop = extra.get("drop", {})
+        if check.returncode == 0:
+            git(["apply", "--index", "--whitespace=nowarn", "-"], cwd=outdir, input=diff)
+        elif kind == "try":
+            row.update(status="skipped", fork_commit=None, reason=check.stderr.decode().strip().splitlines())
+            rows.append(row)
+            continue
+        elif kind == "backport":
+            fuzz = set(extra.get("fuzz", []))
+            for path, fp in split_file_patches(diff):
+                f = outdir / path
+                if path in drop:  # removal hunks resolved by name; the file's other hunks placed as they are
+                    names = removed_names(fp, drop[path])
+                    keep = [i for i in range(len(parse_hunks(fp.decode("utf-8")))) if i not in drop[path]]
+                    text = f.read_bytes().decode("utf-8")
+                    if keep:
+                        rest = select_hunks(diff, path, keep)
+                        text = place_hunks(text, rest.decode("utf-8"), path, fuzz_log)
+                    f.write_bytes(drop_definitions(text, names, path, drop_log).encode("utf-8"))
+                    git(["add", path], cwd=outdir)
+                elif path in fuzz:
+                    f.write_bytes(
+                        place_hunks(f.read_bytes().decode("utf-8"), fp.decode("utf-8"), path, fuzz_log).encode("utf-8")
+                    )
+                    git(["add", path], cwd=outdir)
+                else:
+                    git(["apply", "--index", "--whitespace=nowarn", "-"], cwd=outdir, input=fp)
+        else:
+            raise SystemExit(f"{label} {commit} does not apply:\n" + check.stderr.decode())
+
+        # the fork's change must add/remove exactly the upstream lines; a file resolved by name adds exactly them,
+        # and the names upstream removes are gone
+        fork_diff = git(["diff", "--cached", "--no-color", "--no-renames", "--full-index", "HEAD"], cwd=outdir).stdout
+        mine, theirs = added_removed(fork_diff), added_removed(diff)
+        for path in drop:
+            if mine.get(path, ([], []))[1] != theirs[path][1]:
+                raise SystemExit(f"{label}: {path}: the lines added differ from upstream")
+            mine.pop(path, None)
+            theirs.pop(path, None)
+        if mine != theirs:
+            raise SystemExit(f"{label}: applied change differs from upstream")
+
+        msg = f"{subject}\n\n(cherry picked from commit {commit})\n"
+        if extra.get("prereqs"):
+            msg += "Backported onto vLLM 0.26.0 with prerequisites: " + ", ".join(extra["prereqs"]) + "\n"
+        if fuzz_log:
+            msg += (
+                "Context-only conflicts, hunks placed with trimmed "
+                "context: " + ", ".join(sorted({x["file"] for x in fuzz_log})) + "\n"
+            )
+        for path in sorted({d["file"] for d in drop_log}):
+            dropped = [n for d in reversed(drop_log) if d["file"] == path for n in d["dropped"]]
+            msg += f"Conflict resolved in {path}: upstream's removal of {', '.join(dropped)}, applied to this "
+            msg += "tree's own definitions of the same names.\n"
+        if kind == "prereq":
+            msg += f"Prerequisite of {extra['for']}.\n"
+        if kind == "fixup":
+            msg = f"{subject}\n\n(hunks {extra['hunks']} of {extra['file']} from commit {commit})\n"
+        minute += 1
+        env = {
+            "GIT_AUTHOR_NAME": an,
+            "GIT_AUTHOR_EMAIL": ae,
+            "GIT_AUTHOR_DATE": ad,
+            "GIT_COMMITTER_NAME": DEMO_NAME,
+            "GIT_COMMITTER_EMAIL": DEMO_EMAIL,
+            "GIT_COMMITTER_DATE": f"{BASE_EPOCH + 60 * minute} +0000",
+        }
+        tree = out(["write-tree"], cwd=outdir).strip()
+        head = out(["commit-tree", tree, "-p", head], cwd=outdir, env=env, input=msg.encode()).strip()
+        git(["update-ref", "refs/heads/main", head], cwd=outdir)
+        show = git(["show", "--no-color", "--format=", head], cwd=outdir).stdout
+        row.update(
+            status=kind,
+            fork_commit=head,
+            files_changed=len(files),
+            patch_id=patch_id(show),
+            checks=check_files(outdir, files),
+        )
+        row["patch_id_matches_upstream"] = row["patch_id"] == up_pid
+        if fuzz_log:
+            row["context_trimmed_hunks"] = fuzz_log
+        if drop_log:
+            row["resolved_by_name"] = drop_log
+        if extra.get("prereqs"):
+            row["prerequisites"] = extra["prereqs"]
+        rows.append(row)
+    return head, minute
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--upstream", required=True, type=Path, help="git dir of an upstream vLLM snapshot")
@@ -399,7 +585,7 @@ def main() -> int:
     outdir = args.out.resolve()
     json_path = (args.json or (outdir.parent / "demo-fork.json")).resolve()
 
-    for _, c, _, _ in PORTS:
+    for _, c, _, _ in [*PORTS, *(port for ports in BRANCH_PORTS.values() for port in ports)]:
         if git(["cat-file", "-e", f"{c}^{{commit}}"], git_dir=upstream, check=False).returncode:
             raise SystemExit(f"{upstream}: commit {c} missing")
 
@@ -467,91 +653,13 @@ def main() -> int:
     ]
 
     # ---- 2. ports ------------------------------------------------------
-    minute = 0
-    for label, commit, kind, extra in PORTS:
-        subject, an, ae, ad = (
-            out(["log", "-1", "--format=%s%x00%an%x00%ae%x00%ad", "--date=raw", commit], git_dir=upstream)
-            .rstrip("\n")
-            .split("\x00")
-        )
-        diff = upstream_diff(upstream, commit)
-        if kind == "fixup":  # only the named hunks of one file of that commit
-            diff = select_hunks(diff, extra["file"], extra["hunks"])
-            subject = (
-                f"Fix the {extra['for']} backport: take hunk(s) {extra['hunks']} of {extra['file']} "
-                f"from {commit[:10]} ({subject})"
-            )
-            an, ae = DEMO_NAME, DEMO_EMAIL
-        up_pid = patch_id(diff)
-        files = [p for p, _ in split_file_patches(diff)]
-        row = {"change": label, "upstream": commit, "subject": subject, "files": files, "upstream_patch_id": up_pid}
-
-        check = git(["apply", "--check", "-"], cwd=outdir, input=diff, check=False)
-        fuzz_log: list = []
-        if check.returncode == 0:
-            git(["apply", "--index", "--whitespace=nowarn", "-"], cwd=outdir, input=diff)
-        elif kind == "try":
-            row.update(status="skipped", fork_commit=None, reason=check.stderr.decode().strip().splitlines())
-            rows.append(row)
-            continue
-        elif kind == "backport":
-            fuzz = set(extra.get("fuzz", []))
-            for path, fp in split_file_patches(diff):
-                if path in fuzz:
-                    f = outdir / path
-                    f.write_bytes(
-                        place_hunks(f.read_bytes().decode("utf-8"), fp.decode("utf-8"), path, fuzz_log).encode("utf-8")
-                    )
-                    git(["add", path], cwd=outdir)
-                else:
-                    git(["apply", "--index", "--whitespace=nowarn", "-"], cwd=outdir, input=fp)
-        else:
-            raise SystemExit(f"{label} {commit} does not apply:\n" + check.stderr.decode())
-
-        # the fork's change must add/remove exactly the upstream lines
-        fork_diff = git(["diff", "--cached", "--no-color", "--no-renames", "--full-index", "HEAD"], cwd=outdir).stdout
-        if added_removed(fork_diff) != added_removed(diff):
-            raise SystemExit(f"{label}: applied change differs from upstream")
-
-        msg = f"{subject}\n\n(cherry picked from commit {commit})\n"
-        if extra.get("prereqs"):
-            msg += "Backported onto vLLM 0.26.0 with prerequisites: " + ", ".join(extra["prereqs"]) + "\n"
-        if fuzz_log:
-            msg += (
-                "Context-only conflicts, hunks placed with trimmed "
-                "context: " + ", ".join(sorted({x["file"] for x in fuzz_log})) + "\n"
-            )
-        if kind == "prereq":
-            msg += f"Prerequisite of {extra['for']}.\n"
-        if kind == "fixup":
-            msg = f"{subject}\n\n(hunks {extra['hunks']} of {extra['file']} from commit {commit})\n"
-        minute += 1
-        env = {
-            "GIT_AUTHOR_NAME": an,
-            "GIT_AUTHOR_EMAIL": ae,
-            "GIT_AUTHOR_DATE": ad,
-            "GIT_COMMITTER_NAME": DEMO_NAME,
-            "GIT_COMMITTER_EMAIL": DEMO_EMAIL,
-            "GIT_COMMITTER_DATE": f"{BASE_EPOCH + 60 * minute} +0000",
-        }
-        tree = out(["write-tree"], cwd=outdir).strip()
-        head = out(["commit-tree", tree, "-p", head], cwd=outdir, env=env, input=msg.encode()).strip()
+    head, minute = apply_ports(outdir, upstream, head, PORTS, 0, "main", rows)
+    branches = {}
+    for branch, ports in BRANCH_PORTS.items():  # each: main with its ports on top
+        tip, minute = apply_ports(outdir, upstream, head, ports, minute, branch, rows)
+        git(["update-ref", f"refs/heads/{branch}", tip], cwd=outdir)
         git(["update-ref", "refs/heads/main", head], cwd=outdir)
-        show = git(["show", "--no-color", "--format=", head], cwd=outdir).stdout
-        row.update(
-            status=kind,
-            fork_commit=head,
-            files_changed=len(files),
-            patch_id=patch_id(show),
-            checks=check_files(outdir, files),
-        )
-        row["patch_id_matches_upstream"] = row["patch_id"] == up_pid
-        if fuzz_log:
-            row["context_trimmed_hunks"] = fuzz_log
-        if extra.get("prereqs"):
-            row["prerequisites"] = extra["prereqs"]
-        rows.append(row)
-
+        branches[branch] = tip
     git(["reset", "-q", "--hard", "main"], cwd=outdir)
     git(["checkout", "-q", "main"], cwd=outdir)
 
@@ -563,6 +671,7 @@ def main() -> int:
         "wheel_files_kept": kept,
         "wheel_files_left_out": skipped,
         "head": head,
+        "branches": branches,
         "changes": rows,
         "seconds": round(time.monotonic() - t0, 1),
     }
