@@ -15,7 +15,7 @@ from ci.stack import loader as stack
 def test_real_stack_loads_into_frozen_model():
     st = stack.load()
     assert {"cuda-sm121a", "rocm-gfx1151", "cuda-sm90", "cpu"} <= set(st.targets)
-    assert set(st.changes) == {"48804", "46514", "46849", "48407", "selftest", "composition"}
+    assert set(st.changes) == {"48804", "49903", "46514", "46849", "48407", "selftest", "composition"}
     assert set(st.tracks) == {"kernel-warmup", "ar-graph", "fp8-ds-mla", "indexer-skip", "harness-selftest",
                               "composition"}  # fmt: skip
     model = st.models["step-3.7-flash"]

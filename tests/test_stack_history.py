@@ -43,10 +43,10 @@ def test_a_stacked_change_is_merged_after_its_tracked_base() -> None:
                 assert base.merged_on <= up.merged_on, f"{change} merged before #{pr}, which it is stacked on"
 
 
-def test_the_recorded_facts_of_the_three_merged_changes() -> None:
+def test_the_recorded_facts_of_the_four_merged_changes() -> None:
     got = {k: (u.merge_commit, str(u.merged_on)) for k, u in UPSTREAM.items() if u.state == "merged"}
     assert got == {"46514": ("63ff748f657a", "2026-08-19"), "46849": ("a311916a291c", "2026-08-11"),
-                   "48407": ("ba702e978e3b", "2026-07-28")}  # fmt: skip
+                   "48407": ("ba702e978e3b", "2026-07-28"), "49903": ("0d0504b54c73", "2026-07-28")}  # fmt: skip
     follow = {f.ref: (f.merge_commit, str(f.merged_on)) for f in STACK.changes["48407"].upstream.follow_ups}
     assert follow == {"vllm-project/vllm#51298": ("4a11ed5bc4", "2026-08-07"),
                       "vllm-project/vllm#52512": ("01e56caaf2", "2026-08-18")}  # fmt: skip

@@ -280,6 +280,74 @@ def test_presence_reads_the_vllm_source_tree(engine_pkg, tmp_path, monkeypatch):
         spec.unlink()
 
 
+def test_the_upstream_warm_up_series_is_found_wherever_its_zeroer_warm_up_is_called(engine_pkg, tmp_path, monkeypatch):
+    """#49903 on #47451: KVBlockZeroer.warmup, called from kernel_warmup (0.27-0.33) or the GPU worker's warm-up
+    (0.34 on), and #47451's jit_warmup.py beneath it; absent in 0.26.0, and absent without the infrastructure."""
+    from engine import presence
+
+    vllm = tmp_path / "vllm"
+    for rel, text in {
+        "model_executor/warmup/kernel_warmup.py": "def kernel_warmup(worker): ...\n",
+        "v1/worker/utils.py": "class KVBlockZeroer:\n    def zero_block_ids(self, ids): ...\n",
+        "v1/worker/gpu/warmup.py": "def warmup(runner): ...\n",
+    }.items():
+        (vllm / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vllm / rel).write_text(text)
+    monkeypatch.setattr(presence, "vllm_root", lambda: vllm)
+    assert not presence.KERNEL_WARMUP["49903"]().present  # 0.26.0
+    (vllm / "v1/worker/utils.py").write_text("class KVBlockZeroer:\n    def warmup(self, num_kv_blocks: int): ...\n")
+    (vllm / "model_executor/warmup/kernel_warmup.py").write_text("zeroer.warmup(runner.kv_cache_config.num_blocks)\n")
+    assert not presence.KERNEL_WARMUP["49903"]().present  # without #47451's infrastructure
+    (vllm / "model_executor/warmup/jit_warmup.py").write_text("def jit_warmup(): ...\n")
+    found = presence.KERNEL_WARMUP["49903"]()
+    assert found.present and "called from vllm/model_executor/warmup/kernel_warmup.py" in found.evidence
+    (vllm / "model_executor/warmup/kernel_warmup.py").write_text("def kernel_warmup(worker): ...\n")
+    (vllm / "v1/worker/gpu/warmup.py").write_text("runner.kv_block_zeroer.warmup(n)\n")
+    found = presence.KERNEL_WARMUP["49903"]()
+    assert found.present and "called from vllm/v1/worker/gpu/warmup.py" in found.evidence
+
+
+VLLM_WARMUP = {
+    "vllm/__init__.py": "",
+    "vllm/model_executor/__init__.py": "",
+    "vllm/model_executor/warmup/__init__.py": "",
+    "vllm/model_executor/warmup/v1_block_table_warmup.py": "CALLS = []\n\n\ndef warm_v1_block_table_kernels(runner):\n"
+    "    CALLS.append('block table')\n",
+    "vllm/model_executor/warmup/kernel_warmup.py": "from vllm.model_executor.warmup.v1_block_table_warmup import "
+    "warm_v1_block_table_kernels\nfrom vllm.v1.worker.utils import KVBlockZeroer\n\n\ndef kernel_warmup(runner):\n"
+    "    warm_v1_block_table_kernels(runner)\n    KVBlockZeroer().warmup(4)\n",
+    "vllm/v1/__init__.py": "",
+    "vllm/v1/worker/__init__.py": "",
+    "vllm/v1/worker/utils.py": "from vllm.model_executor.warmup.v1_block_table_warmup import CALLS\n\n\n"
+    "class KVBlockZeroer:\n    def warmup(self, num_kv_blocks):\n        CALLS.append('zeroer')\n",
+}
+
+
+def test_the_reference_run_turns_the_series_warm_up_off_and_back_on(engine_pkg, tmp_path, monkeypatch):
+    """The tolerance of #49903 compares against the same build with its warm-up off: the slot-mapping kernel's and the
+    KV-block zeroer's warm-ups become no-ops for the reference engine, and come back for the process's later rows."""
+    import importlib
+
+    for rel, text in VLLM_WARMUP.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    from engine import engines
+
+    kernel_warmup = importlib.import_module("vllm.model_executor.warmup.kernel_warmup")
+    calls = importlib.import_module("vllm.model_executor.warmup.v1_block_table_warmup").CALLS
+    replaced = engines.disable_warmup("49903")
+    assert replaced == ["v1_block_table_warmup.warm_v1_block_table_kernels", "KVBlockZeroer.warmup"]
+    kernel_warmup.kernel_warmup(None)
+    assert calls == []  # the reference engine warms nothing
+    engines.restore_warmup()
+    kernel_warmup.kernel_warmup(None)
+    assert calls == ["block table", "zeroer"]
+    assert engines.disable_warmup("48804") == []  # another change's warm-up modules: none here
+
+
 class _Node:
     def __init__(self) -> None:
         self.user_properties: list = []

@@ -233,8 +233,8 @@ def test_the_real_stack_on_a_checkout_says_what_it_cannot_know(repo, stack_copy,
     assert doc["kind"] == "stackgate.upstream" and doc["upstream_ref"] == "upstream/main"
     got = {c["change"]: c for c in doc["changes"]}
     assert {k: c["state"] for k, c in got.items()} == {
-        "46514": "unknown", "46849": "unknown", "48407": "unknown", "48804": "absent", "selftest": "not imported",
-        "composition": "not imported",
+        "46514": "unknown", "46849": "unknown", "48407": "unknown", "48804": "absent", "49903": "absent",
+        "selftest": "not imported", "composition": "not imported",
     }  # fmt: skip
     # closed unmerged, no commit of it anywhere: the files it adds say it is not here
     assert got["48804"]["detail"] == (
@@ -368,7 +368,7 @@ def test_the_benchmarks_history_gives_each_state(stack_copy, tmp_path):
         bench.stack_for(stack_copy, stack, ids, root)
         snap = survey(stack, root, "upstream/main")
         assert {c.change: c.state for c in snap.changes} == {
-            "46514": "partially ported", "46849": "absent", "48407": "converged", "48804": port,
+            "46514": "partially ported", "46849": "absent", "48407": "converged", "48804": port, "49903": "absent",
             "selftest": "not imported", "composition": "not imported",
         }  # fmt: skip
         assert int(Repo(root, init=False).git("rev-list", "--all", "--count")) == 400

@@ -245,26 +245,34 @@ def mismatches(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]]) -> int:
     return total
 
 
-def disable_spec_decode_warmup() -> list[str]:
-    """Turn the fork's spec-decode kernel warm-up (#48804) into no-ops, for the reference run.
+# Per kernel-warm-up change, the warm-up modules whose functions its reference run turns into no-ops (and the names
+# kernel_warmup imported from them), and the methods: #48804's spec-decode warm-ups; #49903's runner-owned kernels
+# (the slot-mapping kernel's warm-up, the KV-block zeroer's) with what #47451's enable_jit_warmup gates.
+WARMUP_MODULES = {
+    "48804": ("eagle_spec_decode_warmup", "dflash_spec_decode_warmup"),
+    "49903": ("v1_block_table_warmup", "fa4_cutedsl_warmup", "sparse_mla_triton_warmup", "jit_warmup"),
+}
+WARMUP_METHODS = {"49903": (("vllm.v1.worker.utils", "KVBlockZeroer", "warmup"),)}
 
-    Replaces every warm-up function defined in the warm-up modules, and the names kernel_warmup imported
-    from them. Returns what was replaced, for the record.
-    """
+
+def disable_warmup(change: str) -> list[str]:
+    """Turn the change's kernel warm-up into no-ops, for the reference run: every warm-up function defined in its
+    warm-up modules, the names kernel_warmup imported from them, and its warm-up methods. Returns what was replaced,
+    for the record."""
     import importlib
     import inspect
 
     replaced = []
     _undo.clear()
     kernel_warmup = importlib.import_module("vllm.model_executor.warmup.kernel_warmup")
-    for modname in ("eagle_spec_decode_warmup", "dflash_spec_decode_warmup"):
+    noop = lambda *a, **k: None  # noqa: E731
+    for modname in WARMUP_MODULES.get(change, ()):
         try:
             mod = importlib.import_module(f"vllm.model_executor.warmup.{modname}")
         except ImportError:
             continue
         for name, fn in list(vars(mod).items()):
             if inspect.isfunction(fn) and fn.__module__ == mod.__name__ and "warm" in name:
-                noop = lambda *a, **k: None  # noqa: E731
                 setattr(mod, name, noop)
                 _undo.append((mod, name, fn))
                 replaced.append(f"{modname}.{name}")
@@ -272,14 +280,23 @@ def disable_spec_decode_warmup() -> list[str]:
                     if value is fn:
                         setattr(kernel_warmup, alias, noop)
                         _undo.append((kernel_warmup, alias, fn))
+    for modname, cls_name, method in WARMUP_METHODS.get(change, ()):
+        try:
+            cls = getattr(importlib.import_module(modname), cls_name)
+        except (ImportError, AttributeError):
+            continue
+        if method in vars(cls):
+            _undo.append((cls, method, vars(cls)[method]))
+            setattr(cls, method, noop)
+            replaced.append(f"{cls_name}.{method}")
     return replaced
 
 
-_undo: list[tuple[Any, str, Any]] = []  # what disable_spec_decode_warmup replaced: (module, name, original)
+_undo: list[tuple[Any, str, Any]] = []  # what disable_warmup replaced: (module or class, name, original)
 
 
-def restore_spec_decode_warmup() -> None:
-    """Undo `disable_spec_decode_warmup`: the engines a process builds after its reference run warm up again."""
+def restore_warmup() -> None:
+    """Undo `disable_warmup`: the engines a process builds after its reference run warm up again."""
     while _undo:
         mod, name, fn = _undo.pop()
         setattr(mod, name, fn)

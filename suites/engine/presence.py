@@ -82,6 +82,29 @@ def warmup_48804() -> Presence:
     return Presence("48804", present, f"vllm/{module}, wired into vllm/model_executor/warmup/kernel_warmup.py")
 
 
+def warmup_49903() -> Presence:
+    """#49903 warms the runner-owned Triton kernels before the first request: the KV-block zeroer gains a warm-up
+    (KVBlockZeroer.warmup in vllm/v1/worker/utils.py) that kernel_warmup calls, beside the slot-mapping kernel for the
+    runner's real block tables; on #47451's JIT warm-up infrastructure (vllm/model_executor/warmup/jit_warmup.py).
+    The call moved after the merge (kernel_warmup in 0.27-0.33, the GPU worker's warm-up from 0.34): either counts."""
+    callers = ("model_executor/warmup/kernel_warmup.py", "v1/worker/gpu/warmup.py")
+    called = next((c for c in callers if "zeroer.warmup(" in _source(c)), None)
+    present = (
+        "def warmup(self, num_kv_blocks" in _source("v1/worker/utils.py")
+        and called is not None
+        and bool(_source("model_executor/warmup/jit_warmup.py"))
+    )
+    return Presence(
+        "49903",
+        present,
+        f"KVBlockZeroer.warmup in vllm/v1/worker/utils.py, called from vllm/{called or callers[0]}, "
+        "and vllm/model_executor/warmup/jit_warmup.py (#47451)",
+    )
+
+
+KERNEL_WARMUP = {"48804": warmup_48804, "49903": warmup_49903}  # the kernel-warm-up track's changes, by id
+
+
 def fused_ar_graph_46849() -> Presence:
     """#46849 captures all k-1 draft decodes in one graph (_fused_multi_step_decode) and updates
     attention metadata in place between steps (update_draft_decode_metadata). The speculator's module moved

@@ -1,4 +1,5 @@
-"""#48804: spec-decode Triton kernels warmed at startup, so the first request compiles nothing.
+"""The kernel-warm-up track: kernels warmed at engine start, so the first request compiles nothing. #48804 (the
+spec-decode kernels, closed upstream) and #49903 (the runner-owned kernels on #47451's JIT warm-up infrastructure).
 
 Per drafter row: a warm-up its engine's start skipped because it raised (engine.startlog) fails the row; engine-ready
 time, the first request in this fresh process (cold) and steady-state requests after it (warm), compiles seen by the
@@ -22,7 +23,7 @@ WARM_REPEATS = 5
 
 @pytest.mark.track("kernel-warmup")
 def test_kernel_warmup(row, request, jit_window):
-    ev = Evidence.start(request, row, presence.warmup_48804)
+    ev = Evidence.start(request, row, presence.KERNEL_WARMUP[row.change])
 
     kwargs = config.llm_kwargs(row)
     engine = engines.start(kwargs, share=True)
@@ -68,13 +69,13 @@ def test_kernel_warmup(row, request, jit_window):
     if ev.absent is None:
         engines.stop(engine)
         engine = None
-        disabled = engines.disable_spec_decode_warmup()
+        disabled = engines.disable_warmup(row.change)
         ev.prop("reference_disabled", disabled)
         ev.expect(bool(disabled), "the reference run could not turn the warm-up off: no warm-up function was found")
         ref = engines.start(kwargs)  # its own: built under the patch, never shared
         ref_tokens = engines.token_ids(engines.generate(ref, prompts, params))
         engines.stop(ref)
-        engines.restore_spec_decode_warmup()  # a later row of a shared process builds its engines with the warm-up
+        engines.restore_warmup()  # a later row of a shared process builds its engines with the warm-up
         ev.metric("greedy_token_mismatches", engines.mismatches(tokens, ref_tokens), "tokens", "none")
         ev.tolerance(engines.mismatches(tokens, ref_tokens), "greedy_token_mismatches")
     else:
