@@ -8,7 +8,8 @@ two on one device), across every GPU of the host. The report then judges X as po
 runs against the side without it, past the A/A floor (ci.results.runs, ci.results.baseline).
 
 out/arms/<arm>/run-<i>/ holds each arm's runs (a side of the comparison: every run below it); out/warm-up/ the
-untimed first runs; out/report/ the report.
+untimed first runs; out/report/ the report. With --cold (host route) there is no warm-up: every run starts from an
+empty caches root of its own (out/caches/<arm>/run-<i>/), JIT allowed, as a fork's user without a bake starts.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
         raise UsageError(f"no row of #{change} planned on {target.id}", hint=f"python -m ci plan --change {change}")
     if args.runs < 1:
         raise UsageError("--runs takes 1 or more", hint="5 or more runs a side let the test judge a 2% bound")
+    if args.cold and not use_host:
+        raise UsageError(
+            "--cold starts each run from an empty JIT caches root on this host",
+            hint="add --host (an image carries the caches its build baked)",
+        )
     if not host.present(target):
         raise UsageError(
             f"--compare-without times rows on {target.name}, and this host has none ({host.describe()})",
@@ -71,13 +77,15 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     )
     out = args.out
     codes = []
-    if not args.no_warm_up:
+    if not (args.no_warm_up or args.cold):  # --cold: every run is the first, from empty caches
         for arm in (builds[FORK], builds[change]):
             _step(f"warm-up of {arm.label} (untimed: its first engine compiles)")
             codes.append(_run(st, target, timed, out / "warm-up" / arm.label, arm, schedule, args, use_host))
     for i in range(1, args.runs + 1):
         for arm, label in zip(arms, labels, strict=True):
-            _step(f"run {i} of {args.runs}: {label}")
+            _step(f"run {i} of {args.runs}: {label}" + (" (cold: empty caches, JIT allowed)" if args.cold else ""))
+            if args.cold:  # a caches root of its own, empty: the first request as a user without a bake meets it
+                arm = replace(arm, caches=(out / "caches" / label / f"run-{i}").resolve())
             codes.append(_run(st, target, timed, out / "arms" / label / f"run-{i}", arm, schedule, args, use_host))
     from ci.report import write as report
 
@@ -173,26 +181,30 @@ def _run(
             suites_dir=None,
             timeout_s=args.timeout,
             caches=args.caches,
-            unbaked=args.unbaked,
-            keep_caches=args.unbaked,
+            unbaked=args.unbaked or args.cold,
+            keep_caches=args.unbaked and not args.cold,  # --cold: each run's root is new, and must be empty
             schedule=schedule,
         )
         for suite in sorted({r.suite for r in rows.rows})
     ]
-    with _environ(arm):
+    with _environ(arm, allow_jit=args.cold):
         return execute.run_scheduled(st, specs, host=use_host, image=arm.image)
 
 
 @contextlib.contextmanager
-def _environ(arm: Arm) -> Iterator[None]:
+def _environ(arm: Arm, *, allow_jit: bool = False) -> Iterator[None]:
     """The host route: the arm's vLLM first on the path of every process its rows start, and its build's own JIT
-    caches root (a build's warm-up fills it; the other build's runs never read it)."""
-    given = {"PYTHONPATH": arm.path, "STACKGATE_RUNTIME_CACHES": str(arm.caches) if arm.caches else None}
+    caches root (a build's warm-up fills it; the other build's runs never read it); `allow_jit`: the rows may compile
+    (a cold run's first request compiles what the warm-up did not)."""
+    given = {"PYTHONPATH": arm.path, "STACKGATE_RUNTIME_CACHES": str(arm.caches) if arm.caches else None,
+             "STACKGATE_REFUSE_JIT": "0" if allow_jit else None}  # fmt: skip
     before = {k: os.environ.get(k) for k in given}
     if arm.path is not None:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (arm.path, before["PYTHONPATH"]) if p)
     if arm.caches is not None:
         os.environ["STACKGATE_RUNTIME_CACHES"] = str(arm.caches)
+    if allow_jit:
+        os.environ["STACKGATE_REFUSE_JIT"] = "0"
     try:
         yield
     finally:
@@ -225,6 +237,12 @@ def add_options(m: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --compare-without --host: no AOT bake; each build's runs start from the JIT caches its warm-up "
         "compiled (JIT allowed: a timing comparison, not the no-JIT criterion)",
+    )
+    m.add_argument(
+        "--cold",
+        action="store_true",
+        help="with --compare-without --host: every run starts from an empty JIT caches root of its own, JIT allowed "
+        "(no warm-up run): engine start and the first request as a user without a bake meets them",
     )
     m.add_argument(
         "--bundles",

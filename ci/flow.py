@@ -158,6 +158,8 @@ def main(args: argparse.Namespace) -> int:
     if args.caches is not None and not use_host:
         raise UsageError("--caches is about this host's JIT caches", hint="add --host (an image carries its caches)")
     p = _narrowed(plan.build(st), args, targets)
+    if args.cold and not args.compare_without:
+        raise UsageError("--cold is a way to run the timing protocol", hint="add --compare-without CHANGE --host")
     if args.compare_without:  # the timing protocol for one change (it implies --fork)
         from ci import ablation
 

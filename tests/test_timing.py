@@ -148,8 +148,9 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
 
     st = loader.load(DEFAULT_STACK)
     fake = argparse.Namespace(compare_without="46849", runs=3, aa=True, no_warm_up=False, out=tmp_path, stack=None,
-                              bundles=None, unbaked=False, gpus="", gpu_memory=None, timeout=60.0, caches=None,
-                              fork=None, ref=None, upstream_ref=None, base_ref=None, base_version=None)  # fmt: skip
+                              bundles=None, unbaked=False, cold=False, gpus="", gpu_memory=None, timeout=60.0,
+                              caches=None, fork=None, ref=None, upstream_ref=None, base_ref=None,
+                              base_version=None)  # fmt: skip
 
     class Held:
         state, held = "ported", True
@@ -186,3 +187,62 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
     ]  # fmt: skip
     assert all(alone for *_, alone in ran) and [r[1] for r in ran[2:5]] == ["sha256:f", "sha256:w", "sha256:f"]
     assert reported["labels"] == ["fork", "without-46849", "aa"] and reported["changes"] == ["46849"]
+
+
+def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_allowed(tmp_path, monkeypatch):
+    """#53's cold start as users meet it: no warm-up run, every arm run its own new caches root (never one an earlier
+    run filled), JIT allowed, no AOT bake; refused on the image route."""
+    import argparse
+    import os
+
+    import pytest
+
+    from ci import ablation
+    from ci.errors import UsageError
+    from ci.run import host
+    from ci.stack import loader, plan
+
+    st = loader.load(DEFAULT_STACK)
+    fake = argparse.Namespace(compare_without="46849", runs=3, aa=False, no_warm_up=False, out=tmp_path, stack=None,
+                              bundles=None, unbaked=False, cold=True, gpus="", gpu_memory=None, timeout=60.0,
+                              caches=None, fork=None, ref=None, upstream_ref=None, base_ref=None,
+                              base_version=None)  # fmt: skip
+
+    class Held:
+        state, held = "ported", True
+
+    class Fork:
+        name, ref = "demo-fork", "main"
+
+        def state(self, change):
+            return Held()
+
+    monkeypatch.setattr("ci.fork.source.from_command", lambda st, args: Fork())
+    monkeypatch.setattr(host, "present", lambda target: True)
+    builds = {"fork": ablation.Arm(label="fork", path="/a", caches=tmp_path / "kept-a"),
+              "46849": ablation.Arm(label="46849", path="/b", caches=tmp_path / "kept-b")}  # fmt: skip
+    monkeypatch.setattr(ablation, "_builds", lambda *a: builds)
+    seen = []
+
+    def scheduled(st, specs, host, image):
+        spec = specs[0]
+        seen.append((spec.out.relative_to(tmp_path), os.environ["STACKGATE_RUNTIME_CACHES"],
+                     os.environ.get("STACKGATE_REFUSE_JIT"), spec.unbaked, spec.keep_caches))  # fmt: skip
+        return 0
+
+    monkeypatch.setattr("ci.run.execute.run_scheduled", scheduled)
+    monkeypatch.setattr("ci.report.write.build", lambda *a, **kw: object())
+    monkeypatch.setattr("ci.report.write.write", lambda *a: None)
+    monkeypatch.setattr("ci.report.write.summary", lambda *a: "")
+    monkeypatch.setenv("STACKGATE_REFUSE_JIT", "1")
+    timed = plan.Plan(tuple(r for r in plan.build(st).rows if r.id == ROW.id), ())
+    assert ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=True) == 0
+    assert [str(s[0]).split("/cuda-sm90")[0] for s in seen] == [
+        f"arms/{arm}/run-{i}" for i in (1, 2, 3) for arm in ("fork", "without-46849")
+    ]  # no warm-up: every run is a first one
+    roots = [s[1] for s in seen]
+    assert len(set(roots)) == 6 and all(str(tmp_path / "caches") in r for r in roots)
+    assert all(refuse == "0" and unbaked and not keep for _, _, refuse, unbaked, keep in seen)
+    assert os.environ["STACKGATE_REFUSE_JIT"] == "1"  # as it was, after the protocol
+    with pytest.raises(UsageError, match="--cold starts each run from an empty JIT caches root"):
+        ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False)
