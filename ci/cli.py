@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # Each module that defines verbs (its add_parser or add_parsers), in the order --help lists them, and its verbs. A
 # command line naming one verb imports only its module: `ci upstream` never loads the image or run stages.
 MODULES: dict[str, tuple[str, ...]] = {
-    "ci.fork.planned": ("plan",),
+    "ci.plan_command": ("plan",),
     "ci.flow": ("main",),
     "ci.images.commands": ("push", "pull", "build", "verify", "lock", "source-build"),
     "ci.run.bake": ("bake",),

@@ -1,25 +1,16 @@
-"""`python -m ci plan`: the matrix of rows; with `--fork`, the rows the fork under test can run. A row of a change
-the fork lacks (ci.upstream.classify says "absent") is planned as "absent in the fork" and never scheduled: it can
-only fail "absent", spending GPU hours. `ci main --fork` and the pipeline record those rows as not run, with the
-reason, so the report lists them (count and change)."""
+"""The fork's plan: the rows the fork under test can run. A row of a change the fork lacks (ci.upstream.classify says
+"absent") is planned as "absent in the fork" and never scheduled: it can only fail "absent", spending GPU hours.
+`ci plan --fork` shows them, `ci main --fork` and the pipeline record them as not run, with the reason, so the report
+lists them (count and change)."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import contract, options, tables
-from ci.errors import UsageError
-from ci.fork import source
+from ci import contract
 from ci.fork.source import Fork
-from ci.stack import loader, plan
-from ci.stack.model import Stack
 from ci.stack.plan import Plan
-from ci.stack.table import PLAN_HEADERS, change_label, counts, plan_table_rows
 
 ABSENT = "fork-absent"  # the results folder (under --out) that holds their not-run.json, one per target and suite
 
@@ -58,112 +49,3 @@ def split(p: Plan, fork: Fork, without: str | None = None) -> Split:
         fix=f"nothing to run until the fork carries the change: python -m ci fork --fork {fork.checkout.path} "
         f"--ref {fork.ref} says what is looked for",
     )
-
-
-def cmd_plan(args: argparse.Namespace) -> int:
-    st = loader.load(args.stack)
-    p = plan.build(st).select(targets=args.target, suites=args.suite, changes=args.change).only(args.rows)
-    parts = split(p, source.from_command(st, args)) if args.fork else None
-    shown = parts.runs if parts else p
-    if args.estimate:
-        return _estimate(st, shown, args)
-    if args.not_run is not None:
-        if parts is None:
-            raise UsageError("--not-run records the rows a fork lacks", hint="give --fork with it")
-        for path in parts.record(args.not_run):
-            print(f"wrote {path}", file=sys.stderr)
-    if args.format == "json":
-        doc: dict[str, object] = {"rows": [r.to_json() for r in shown.rows]}
-        if parts:
-            doc["absent_in_fork"] = [
-                {"row": r.id, "change": r.change, "reason": parts.reason[r.change]} for r in parts.absent.rows
-            ]
-        if args.explain:
-            doc["excluded"] = [e.to_json() for e in p.excluded]
-        print(json.dumps(doc, indent=2))
-        return 0
-    render = tables.markdown if args.format == "markdown" else tables.text
-    sys.stdout.write(render(PLAN_HEADERS, plan_table_rows(st, shown)))
-    if args.explain and p.excluded:
-        print()
-        left_out = [(change_label(e.change), e.target, e.model, e.reason) for e in p.excluded]
-        sys.stdout.write(render(("Change", "Target", "Model", "Not planned because"), left_out))
-    print(
-        f"\n{len(shown.rows)} rows ({', '.join(counts(shown))}); {len(p.excluded)} pairings not planned"
-        + ("" if args.explain else " (--explain lists them)")
-    )
-    if parts and parts.absent.rows:
-        by_change = Counter(r.change for r in parts.absent.rows)
-        print(f"not scheduled, absent in the fork: {len(parts.absent.rows)} rows")
-        for change, n in by_change.items():
-            print(f"  {n} rows of {parts.reason[change]}")  # "94 rows of #48804: absent in the fork ..."
-    return 0
-
-
-def _estimate(st: Stack, shown: Plan, args: argparse.Namespace) -> int:
-    """The projection of each target's rows on --gpus GPUs of --gpu-memory GiB, from the measured costs."""
-    from ci.run import costs, estimate
-    from ci.run.schedule import Device
-
-    if not args.target:
-        raise UsageError("--estimate projects a target's matrix", hint="add --target TARGET")
-    if args.gpu_memory is None:
-        raise UsageError(
-            "--estimate packs rows by memory", hint="add --gpu-memory GIB (each GPU's, e.g. 119 on a GB10)"
-        )
-    paths = args.costs or [costs.store()]
-    known = costs.Costs(costs.load(paths))
-    if not known:
-        raise UsageError(
-            f"no measured costs in {', '.join(map(str, paths))}",
-            hint="a scheduled ci run --host or ci bake --host records them; or pass --costs FILE",
-        )
-    devices = [Device(str(n), args.gpu_memory) for n in range(args.gpus)]
-    for target in dict.fromkeys(r.target for r in shown.rows):
-        rows = [r for r in shown.rows if r.target == target]
-        print(f"{target}: {len(rows)} rows; a projection from measured costs, not a measurement")
-        for phase in costs.PHASES:
-            if not any(m.phase == phase for m in known.measured):
-                print(f"{phase}: no {phase} costs measured in {', '.join(map(str, paths))}")
-                continue
-            projected = estimate.project(st, rows, devices, known, phase)
-            hosts = [m.host for m in known.measured if m.phase == phase]
-            print("\n".join(estimate.describe(projected, args.gpu_memory, hosts)))
-    return 0
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = options.verb(sub, "plan", help="print the matrix of rows the fork must prove", codes=(0, 2))
-    p.add_argument(
-        "--format",
-        choices=("table", "json", "markdown"),
-        default="table",
-        help="table (terminal), json ({rows: [...]}) or markdown (default: %(default)s)",
-    )
-    options.add_filters(p, "target", "suite", "change", "rows")
-    options.add_fork(p, switch=True)
-    p.add_argument("--explain", action="store_true", help="also list the pairings not planned, and why")
-    p.add_argument(
-        "--not-run",
-        type=Path,
-        metavar="DIR",
-        help="with --fork: write DIR/fork-absent/<target>-<suite>-0/not-run.json for the rows of changes the fork "
-        "lacks, which the report then lists as not run, with the reason",
-    )
-    p.add_argument(
-        "--estimate",
-        action="store_true",
-        help="print, in place of the rows, the projected wall time of the bake and the run of each --target's "
-        "rows on --gpus GPUs of --gpu-memory GiB, from the last measured costs (the host's store, or --costs)",
-    )
-    p.add_argument("--gpus", type=int, default=1, metavar="N", help="with --estimate: GPUs (default: %(default)s)")
-    p.add_argument("--gpu-memory", type=options.gib, metavar="GIB", help="with --estimate: each GPU's memory")
-    p.add_argument(
-        "--costs",
-        type=Path,
-        action="append",
-        metavar="FILE",
-        help="with --estimate: a costs.json (or a results folder holding one) in place of the host's store "
-        "(repeatable)",
-    )
-    p.set_defaults(func=cmd_plan)
