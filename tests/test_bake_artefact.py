@@ -84,6 +84,8 @@ def test_a_bake_warms_only_the_rows_asked_for(tmp_path: Path) -> None:
     assert re.search(rf"\[1/1\] pass +{re.escape(ids[1])}", done.stdout) and ids[0] not in done.stdout
     done = _ci(env, "bake", "cpu", "--host", "--out", str(tmp_path / "art"), "--rows", "48804.cpu.nope")
     assert done.returncode == 2 and "row(s) not planned for cpu/*: 48804.cpu.nope" in done.stderr
+    done = _ci(env, "bake", "cpu", "--host", "--out", str(tmp_path / "art"), "--change", "48804")
+    assert done.returncode == 2 and "no row of cpu to warm with these filters" in done.stderr
 
 
 def test_unbaked_runs_from_empty_caches_and_says_so(tmp_path: Path) -> None:

@@ -48,6 +48,11 @@ def cmd_bake(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     target = st.targets[args.target]
     rows = bake_rows(st, target.id, args)
+    if not rows and not args.aot_only:
+        raise UsageError(
+            f"no row of {target.id} to warm with these filters",
+            hint=f"python -m ci plan --target {target.id} lists its rows (or bake --aot-only: the kernel lists alone)",
+        )
     return _on_host(target, st, rows, args) if args.host else _in_image(target, st, rows, args)
 
 
