@@ -78,7 +78,7 @@ def test_messy_inputs_give_a_full_report_that_shows_every_problem(tmp_path: Path
     assert by_id[skipped_over.id]["status"] in ("not run", "incomplete")
     gpu_rows = [r for r in doc["rows"] if r["target"] != TARGET]
     assert gpu_rows and {r["status"] for r in gpu_rows} == {"not run"}
-    assert {c["id"] for c in doc["changes"]} == {"46514", "46849", "48407", "48804", "selftest", "composition"}
+    assert {c["id"] for c in doc["changes"]} == {"46514", "46849", "48407", "48804", "49903", "selftest", "composition"}
     assert all(not c["ready"] and c["blocked_by"] for c in doc["changes"])
 
     md = (out / "report.md").read_text()
