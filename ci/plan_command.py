@@ -15,7 +15,6 @@ from ci.errors import UsageError
 from ci.fork import source
 from ci.fork.planned import split
 from ci.run import costs, estimate
-from ci.run.schedule import Device
 from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
@@ -71,13 +70,13 @@ def _estimate(st: Stack, shown: Plan, args: argparse.Namespace) -> int:
             "--estimate packs rows by memory", hint="add --gpu-memory GIB (each GPU's, e.g. 119 on a GB10)"
         )
     paths = args.costs or [costs.store()]
-    known = costs.Costs(costs.load(paths))
+    known = estimate.Costs(costs.load(paths))
     if not known:
         raise UsageError(
             f"no measured costs in {', '.join(map(str, paths))}",
             hint="a scheduled ci run --host or ci bake --host records them; or pass --costs FILE",
         )
-    devices = [Device(str(n), args.gpu_memory) for n in range(args.gpus)]
+    devices = estimate.devices(args.gpus, args.gpu_memory)
     for target in dict.fromkeys(r.target for r in shown.rows):
         rows = [r for r in shown.rows if r.target == target]
         print(f"{target}: {len(rows)} rows; a projection from measured costs, not a measurement")

@@ -102,7 +102,7 @@ def _measured(rows: list[plan.Row], phase: str, first: float, further: float, pr
 
 def test_a_configuration_not_measured_on_its_target_takes_another_targets_then_a_median() -> None:
     a, b = _two_configs()
-    known = costs.Costs([_measured(a, "run", 40.0, 4.0, 20.0)])
+    known = estimate.Costs([_measured(a, "run", 40.0, 4.0, 20.0)])
     assert known.lookup("run", a[0])[1] == "measured"
     elsewhere = replace(a[0], target="cuda-sm121a")
     assert known.lookup("run", elsewhere) == (known.measured[0], "other target")
@@ -119,7 +119,8 @@ def test_the_schedule_starts_the_longest_measured_job_first() -> None:
     rows = [r for together in list(groups.values())[:2] for r in together]
     plain = jobs(rows, STACK, share=True)
     first, last = plain[0].rows, plain[-1].rows
-    known = costs.Costs([_measured(list(first), "run", 10.0, 1.0, 5.0), _measured(list(last), "run", 90.0, 9.0, 5.0)])
+    measured = [_measured(list(first), "run", 10.0, 1.0, 5.0), _measured(list(last), "run", 90.0, 9.0, 5.0)]
+    known = estimate.Costs(measured)
     ordered = jobs(rows, STACK, share=True, seconds=lambda together: known.job_seconds("run", together)[0])
     assert ordered[0].rows == last and ordered[-1].rows == first  # the measured costs turned the order round
 
@@ -130,7 +131,7 @@ def test_the_projection_packs_as_the_scheduler_does_and_leaves_out_what_it_canno
         if r.model.startswith("tiny-"):
             groups.setdefault((r.model, r.change, r.suite), []).append(r)
     a, b = [[r for r in g if costs.config(r) == costs.config(g[0])] for g in list(groups.values())[:2]]
-    known = costs.Costs([_measured(a, "bake", 60.0, 5.0, 20.0), _measured(b, "bake", 60.0, 5.0, 20.0)])
+    known = estimate.Costs([_measured(a, "bake", 60.0, 5.0, 20.0), _measured(b, "bake", 60.0, 5.0, 20.0)])
     rows = [*a, *b]
     size = max(j.memory_gib or 0 for j in jobs(rows, STACK, share=True))  # a GPU holds one shared process
     one = estimate.project(STACK, rows, [Device("0", size)], known, "bake")

@@ -288,8 +288,8 @@ def test_changes_no_side_ran_are_one_line_not_a_table_of_missing(tmp_path: Path)
     _run(b, {ROW: {COLD: [700]}})
     table = comparison.verdicts_table(_compare(a, b))
     assert {r[0] for r in table.rows[:-1]} == {"#48804"}  # its verdict and criteria, side by side
-    assert table.rows[-1] == ("#46514, #46849, #48407, composition, selftest", "no row on any side: not compared",
-                              "—", "—")  # fmt: skip
+    none = "#46514, #46849, #48407, #49903, composition, selftest"
+    assert table.rows[-1] == (none, "no row on any side: not compared", "—", "—")
 
 
 FORK_SOURCE = "test-fork@" + "c" * 40 + " over 0.26.0@" + "d" * 40

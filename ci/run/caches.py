@@ -19,7 +19,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tarfile
 import tempfile
 from collections.abc import Mapping
@@ -85,10 +84,9 @@ def _vllm_build(part: str = "tree_id") -> str:
     return str(getattr(site.vllm_build(), part)(Path(next(iter(spec.submodule_search_locations)))))
 
 
-# the key's fields an artefact seeding a bake may differ in (`seed`): the build's Python files, where all it holds
-# beside them is the same (vllm_native). Every runtime cache keys its entries by what they were made from (Triton by
-# its kernels' source, vLLM's compile cache by the source files it traced, inductor by the graph): an entry a change
-# of Python makes stale is never hit again, it only takes room.
+# the key's fields a bake's seed may differ in (`seed`): the build's Python files, where all beside them is the same
+# (vllm_native). Every runtime cache keys its entries by what made them (Triton by kernel source, vLLM's compile cache
+# by the files it traced, inductor by the graph): an entry a Python edit makes stale is never hit, only kept.
 SEEDABLE = ("vllm_build",)
 
 
@@ -300,15 +298,3 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def warm(target: Target, rows_json: Path, base_env: Mapping[str, str], suites: Path) -> int:
-    """The suites' warm-up on this host, every cache pointed into the target's root."""
-    run_env = {
-        **base_env,
-        **env(target),
-        "STACKGATE_ROWS": str(rows_json),
-        "STACKGATE_WARM_JIT_LOG": str(root(target) / "warm-bake-jit.jsonl"),
-    }
-    argv = [sys.executable, "-m", "harness.warmup", "--rows", str(rows_json)]
-    return subprocess.run(argv, env=run_env, cwd=suites, check=False).returncode

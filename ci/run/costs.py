@@ -1,16 +1,11 @@
-"""What a row costs on a GPU, measured: per engine configuration and phase (the bake, the run), the seconds its first
-row took (the engine built in it: imports aside, the compiles, the graph captures) and the seconds each further row of
-that configuration took in the same process (the engine reused), and per process what it spent beside its rows (the
-imports, the teardown).
+"""What a row costs on a GPU, measured, per engine configuration and phase (bake, run): its first row's seconds (the
+engine built in it), each further row's in the same process (the engine reused), and the process's beside its rows.
 
-Every scheduled `ci run` and `ci bake --host` writes what its jobs took to `costs.json` in its results folder and
-merges it into the host's store (`$STACKGATE_COSTS`, else ~/.cache/stackgate/costs.json). The scheduler reads the
-store for its packing order (the longest jobs first) and its ETA; `ci plan --estimate` projects a target's matrix
-from it. A configuration is named without its target (`config`): a cost measured on one target's rows stands in for
-the same configuration of another where nothing else was measured, and the projection says how many it took so.
-
-A costs file comes from elsewhere as often as not (a campaign's evidence, another host's store): it is data, read as
-JSON and checked field by field, and a file that is not what it should be is refused with its name and the field.
+Every scheduled `ci run` and `ci bake --host` writes them to `costs.json` in its results folder and to the host's store
+($STACKGATE_COSTS, else ~/.cache/stackgate/costs.json); the scheduler reads the store for its packing order and ETA,
+`ci plan --estimate` projects a matrix from it. A configuration is named without its target (`config`), so another
+target's measurement can stand in, said so. A costs file from elsewhere is data, checked field by field, and refused
+naming the file and the field where it is not what it should be.
 """
 
 from __future__ import annotations
@@ -141,13 +136,8 @@ def store() -> Path:
 def load(paths: Iterable[Path]) -> list[Measured]:
     """Every measurement in `paths` (costs files, or results folders holding one); a path that does not exist adds
     nothing, one that is not a costs file is refused, naming it and what was wrong."""
-    found: list[Measured] = []
-    for path in paths:
-        path = path / FILE if path.is_dir() else path
-        if not path.is_file():
-            continue
-        found += _read(path)
-    return found
+    files_ = [p / FILE if p.is_dir() else p for p in paths]
+    return [m for path in files_ if path.is_file() for m in _read(path)]
 
 
 def _read(path: Path) -> list[Measured]:
@@ -239,73 +229,3 @@ def _kept(path: Path) -> list[Measured]:
     except UsageError as exc:
         print(f"costs: {exc.message}; it is written anew", flush=True)
         return []
-
-
-class Costs:
-    """Measurements looked up by configuration: for a phase, the newest of the same target, else of another target
-    (the same configuration), else the median of the same model and suite, else of the phase."""
-
-    def __init__(self, measured: Sequence[Measured]) -> None:
-        self.measured = sorted(measured, key=lambda m: m.when)
-        self._exact: dict[tuple[str, str, str], Measured] = {}
-        self._any: dict[tuple[str, str], Measured] = {}
-        for m in self.measured:
-            self._exact[(m.phase, m.target, m.config)] = m
-            self._any[(m.phase, m.config)] = m
-
-    def __bool__(self) -> bool:
-        return bool(self.measured)
-
-    def lookup(self, phase: str, row: Row) -> tuple[Measured | None, str]:
-        """The measurement standing for `row`'s configuration, and how it was found: "measured", "other target",
-        "model median", "phase median" or "none"."""
-        key = config(row)
-        if (m := self._exact.get((phase, row.target, key))) is not None:
-            return m, "measured"
-        if (m := self._any.get((phase, key))) is not None:
-            return m, "other target"
-        return None, self._fallback(phase, row)[1]
-
-    def _fallback(self, phase: str, row: Row) -> tuple[tuple[float, float, float] | None, str]:
-        for how, pick in (
-            ("model median", lambda m: m.model == row.model and m.suite == row.suite),
-            ("phase median", lambda m: True),
-        ):
-            chosen = [m for m in self.measured if m.phase == phase and pick(m)]
-            if chosen:
-                return (
-                    statistics.median(m.first_s for m in chosen),
-                    statistics.median(m.further for m in chosen),
-                    statistics.median(m.process_s / m.configs_in_process for m in chosen),
-                ), how
-        return None, "none"
-
-    def job_seconds(self, phase: str, rows: Sequence[Row]) -> tuple[float | None, list[str]]:
-        """A job's projected seconds (None where nothing at all was measured) and, per configuration, how its cost
-        was found. Its process's own seconds count once, as the largest of its configurations' shares measured."""
-        total, hows, beside = 0.0, [], 0.0
-        counts: dict[str, list[Row]] = {}
-        for r in rows:
-            counts.setdefault(config(r), []).append(r)
-        for together in counts.values():
-            m, how = self.lookup(phase, together[0])
-            if m is not None:
-                first, further, process = m.first_s, m.further, m.process_s
-            else:
-                found, how = self._fallback(phase, together[0])
-                if found is None:
-                    return None, ["none"]
-                first, further, process = found
-            total += first + further * (len(together) - 1)
-            beside = max(beside, process)
-            hows.append(how)
-        return total + beside, hows
-
-
-def measured_in(folders: Sequence[Path]) -> Costs:
-    """The host's store and the costs files in `folders` (a run's own earlier measurements), the newest winning."""
-    try:
-        return Costs(load([store(), *folders]))
-    except UsageError as exc:
-        print(f"costs: {exc.message}; the schedule goes by plan order alone", flush=True)
-        return Costs([])

@@ -1,4 +1,5 @@
-"""`ci plan --estimate`: how long a target's matrix would take on N GPUs of a given memory, projected from the last
+"""Measured costs looked up per configuration (`Costs`: what the scheduler orders its jobs and gives its ETA by), and
+`ci plan --estimate`: how long a target's matrix would take on N GPUs of a given memory, projected from the last
 measured costs (ci.run.costs), by the scheduler's own packing: the jobs it would make, started in its order as its
 budgets allow, each lasting what its configurations were measured to take. A projection, never a measurement: it says
 how many of its configurations were measured on that target, taken from another target's same configuration, or
@@ -8,15 +9,87 @@ filled by a median.
 from __future__ import annotations
 
 import heapq
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ci.errors import UsageError
-from ci.run.costs import Costs
+from ci.run.costs import Measured, config, load, store
 from ci.run.schedule import Device, Packing, jobs, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
+
+
+class Costs:
+    """Measurements looked up by configuration: for a phase, the newest of the same target, else of another target
+    (the same configuration), else the median of the same model and suite, else of the phase."""
+
+    def __init__(self, measured: Sequence[Measured]) -> None:
+        self.measured = sorted(measured, key=lambda m: m.when)
+        self._exact: dict[tuple[str, str, str], Measured] = {}
+        self._any: dict[tuple[str, str], Measured] = {}
+        for m in self.measured:
+            self._exact[(m.phase, m.target, m.config)] = m
+            self._any[(m.phase, m.config)] = m
+
+    def __bool__(self) -> bool:
+        return bool(self.measured)
+
+    def lookup(self, phase: str, row: Row) -> tuple[Measured | None, str]:
+        """The measurement standing for `row`'s configuration, and how it was found: "measured", "other target",
+        "model median", "phase median" or "none"."""
+        key = config(row)
+        if (m := self._exact.get((phase, row.target, key))) is not None:
+            return m, "measured"
+        if (m := self._any.get((phase, key))) is not None:
+            return m, "other target"
+        return None, self._fallback(phase, row)[1]
+
+    def _fallback(self, phase: str, row: Row) -> tuple[tuple[float, float, float] | None, str]:
+        for how, pick in (
+            ("model median", lambda m: m.model == row.model and m.suite == row.suite),
+            ("phase median", lambda m: True),
+        ):
+            chosen = [m for m in self.measured if m.phase == phase and pick(m)]
+            if chosen:
+                return (
+                    statistics.median(m.first_s for m in chosen),
+                    statistics.median(m.further for m in chosen),
+                    statistics.median(m.process_s / m.configs_in_process for m in chosen),
+                ), how
+        return None, "none"
+
+    def job_seconds(self, phase: str, rows: Sequence[Row]) -> tuple[float | None, list[str]]:
+        """A job's projected seconds (None where nothing at all was measured) and, per configuration, how its cost
+        was found. Its process's own seconds count once, as the largest of its configurations' shares measured."""
+        total, hows, beside = 0.0, [], 0.0
+        counts: dict[str, list[Row]] = {}
+        for r in rows:
+            counts.setdefault(config(r), []).append(r)
+        for together in counts.values():
+            m, how = self.lookup(phase, together[0])
+            if m is not None:
+                first, further, process = m.first_s, m.further, m.process_s
+            else:
+                found, how = self._fallback(phase, together[0])
+                if found is None:
+                    return None, ["none"]
+                first, further, process = found
+            total += first + further * (len(together) - 1)
+            beside = max(beside, process)
+            hows.append(how)
+        return total + beside, hows
+
+
+def measured_in(folders: Sequence[Path]) -> Costs:
+    """The host's store and the costs files in `folders` (a run's own earlier measurements), the newest winning."""
+    try:
+        return Costs(load([store(), *folders]))
+    except UsageError as exc:
+        print(f"costs: {exc.message}; the schedule goes by plan order alone", flush=True)
+        return Costs([])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +107,11 @@ class Projection:
     def gpu_s_per_row(self) -> float:
         placed = self.rows - len(self.unplaceable) - len(self.hub_unmeasured)
         return self.wall_s * self.devices / placed if placed else 0.0
+
+
+def devices(count: int, memory_gib: float) -> list[Device]:
+    """`count` GPUs of `memory_gib` each, as the scheduler packs them."""
+    return [Device(str(n), memory_gib) for n in range(count)]
 
 
 def project(st: Stack, rows: Sequence[Row], devices: Sequence[Device], known: Costs, phase: str) -> Projection:

@@ -19,6 +19,7 @@ from pathlib import Path
 from lxml import etree
 
 from ci import contract
+from ci.stack import rows_json
 from ci.stack.model import Stack
 from ci.stack.plan import Row
 
@@ -135,7 +136,7 @@ def jobs(
 
 def engine(row: Row) -> tuple[object, ...]:
     """What a row's engine is built from: every axis but the workload (the host side of harness Row.engine)."""
-    return row.engine
+    return rows_json.engine(row)
 
 
 class Packing:

@@ -21,7 +21,7 @@ from lxml import etree
 
 from ci import contract, files, signals
 from ci.errors import NOTHING_RAN, StackgateError
-from ci.run import costs, guard, host, tenancy
+from ci.run import costs, estimate, guard, host, tenancy
 from ci.run.outcome import NOT_RUN, record_not_run
 from ci.run.resume import outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
 from ci.run.schedule import Device, Job, Packing, jobs, measured_peaks, next_jobs
@@ -89,7 +89,7 @@ def run(
             plans[row.suite].junit(_alone(row)).unlink(missing_ok=True)
     else:
         done = resume_from(folders, rows, contents or {})
-    known = costs.measured_in(folders)
+    known = estimate.measured_in(folders)
     seconds = (lambda together: known.job_seconds(phase, together)[0]) if known else None
     pending = jobs([r for r in rows if r.id not in done], st, share=share, peaks=peaks, seconds=seconds)
     projected = {id(j): seconds(j.rows) if seconds else None for j in pending}

@@ -11,7 +11,7 @@ import hashlib
 import itertools
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 
 from ci import contract
@@ -64,11 +64,6 @@ class Row:
     def to_json(self) -> dict[str, object]:
         return {**self.__dict__, "gpus": self.gpus}  # its fields, each a str, int, bool or None: asdict without a copy
 
-    @property
-    def engine(self) -> tuple[object, ...]:
-        """What the row's engine is built from: every axis but its workload (context, batch)."""
-        return tuple(v for k, v in self.__dict__.items() if k not in contract.WORKLOAD)
-
 
 @dataclass(frozen=True, kw_only=True)
 class Excluded:
@@ -116,17 +111,6 @@ class Plan:
         """The plan narrowed to these row ids (all of it where `ids` is empty); an id it lacks is an error."""
         keep = {r.id for r in self.pick(ids, where="")} if ids else None
         return Plan(tuple(r for r in self.rows if r.id in keep), ()) if keep is not None else self
-
-
-def engine_sizes(rows: Sequence[Row]) -> dict[tuple[object, ...], tuple[int, int]]:
-    """Per engine configuration, the largest context and batch among its rows: what its engine is built for, in the
-    bake and in every run, shared or alone, whichever of its rows a run holds (vLLM's compile cache keys the engine's
-    size, so an engine sized for a run's subset of rows misses what the bake compiled)."""
-    sizes: dict[tuple[object, ...], tuple[int, int]] = {}
-    for r in rows:
-        context, batch = sizes.get(r.engine, (0, 0))
-        sizes[r.engine] = (max(context, r.context), max(batch, r.batch))
-    return sizes
 
 
 def build(stack: Stack) -> Plan:

@@ -22,7 +22,7 @@ from ci.stack.plan import Row
 
 SCHEMA = 1
 # a row's field: the context and batch its engine is built for, the largest among the plan's rows of its engine
-# configuration (ci.stack.plan.engine_sizes; harness engine.config.engine_size)
+# configuration (engine_sizes; harness engine.config.engine_size)
 ENGINE_SIZE = "engine_size"
 
 
@@ -30,19 +30,35 @@ def row_document(st: Stack, row: Row) -> dict[str, Any]:
     return row_documents(st, [row])[0]
 
 
+def engine_sizes(rows: Sequence[Row]) -> dict[tuple[object, ...], tuple[int, int]]:
+    """Per engine configuration, the largest context and batch among its rows: what its engine is built for, in the
+    bake and in every run, shared or alone, whichever of its rows a run holds (vLLM's compile cache keys the engine's
+    size, so an engine sized for a run's subset of rows misses what the bake compiled)."""
+    sizes: dict[tuple[object, ...], tuple[int, int]] = {}
+    for r in rows:
+        context, batch = sizes.get(engine(r), (0, 0))
+        sizes[engine(r)] = (max(context, r.context), max(batch, r.batch))
+    return sizes
+
+
+def engine(row: Row) -> tuple[object, ...]:
+    """What a row's engine is built from: every axis but its workload (the host side of harness Row.engine)."""
+    return tuple(v for k, v in row.__dict__.items() if k not in contract.WORKLOAD)
+
+
 def row_documents(st: Stack, rows: Sequence[Row]) -> list[dict[str, Any]]:
     """Each row's document; a model's details and a change's acceptance made once for all its rows (shared: a
     reader never edits them)."""
     infos: dict[str, dict[str, Any]] = {}
     accepts: dict[str, dict[str, Any]] = {}
-    sizes = plan.engine_sizes([*plan.build(st).rows, *rows])  # the plan's, whichever rows this document holds
+    sizes = engine_sizes([*plan.build(st).rows, *rows])  # the plan's, whichever rows this document holds
     out = []
     for row in rows:
         if row.model not in infos:
             infos[row.model] = _model_info(st.models[row.model])
         if row.change not in accepts:
             accepts[row.change] = asdict(st.changes[row.change].acceptance)
-        context, batch = sizes[row.engine]
+        context, batch = sizes[engine(row)]
         out.append({**row.to_json(), "model_info": infos[row.model], "acceptance": accepts[row.change],
                     ENGINE_SIZE: {"context": context, "batch": batch}})  # fmt: skip
     return out

@@ -245,9 +245,8 @@ def mismatches(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]]) -> int:
     return total
 
 
-# Per kernel-warm-up change, the warm-up modules whose functions its reference run turns into no-ops (and the names
-# kernel_warmup imported from them), and the methods: #48804's spec-decode warm-ups; #49903's runner-owned kernels
-# (the slot-mapping kernel's warm-up, the KV-block zeroer's) with what #47451's enable_jit_warmup gates.
+# Per kernel-warm-up change, the warm-up modules and methods its reference run makes no-ops: #48804's spec-decode
+# warm-ups; #49903's runner-owned kernels (slot mapping, KV-block zeroer) and what #47451's enable_jit_warmup gates.
 WARMUP_MODULES = {
     "48804": ("eagle_spec_decode_warmup", "dflash_spec_decode_warmup"),
     "49903": ("v1_block_table_warmup", "fa4_cutedsl_warmup", "sparse_mla_triton_warmup", "jit_warmup"),
@@ -256,9 +255,8 @@ WARMUP_METHODS = {"49903": (("vllm.v1.worker.utils", "KVBlockZeroer", "warmup"),
 
 
 def disable_warmup(change: str) -> list[str]:
-    """Turn the change's kernel warm-up into no-ops, for the reference run: every warm-up function defined in its
-    warm-up modules, the names kernel_warmup imported from them, and its warm-up methods. Returns what was replaced,
-    for the record."""
+    """Turn the change's kernel warm-up into no-ops for the reference run: the warm-up functions of its modules, the
+    names kernel_warmup imported from them, its warm-up methods. Returns what was replaced, for the record."""
     import importlib
     import inspect
 
