@@ -28,6 +28,7 @@ import sys
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 MANIFEST = "stackgate-vllm-build.json"  # beside the vllm package, in the same site folder
@@ -53,17 +54,25 @@ def _state(path: Path) -> tuple[int, ...]:
 
 def tree_id(package_dir: Path) -> str:
     """The content id of an installed package tree (`.../site-packages/vllm`): "sha256:<hex>"."""
+
+    def digest(path: Path) -> str | None:
+        if path.parent.name == "__pycache__" and path.suffix == ".pyc":
+            return _cached_bytecode(path)  # None: never loaded here, or its source's own compile (the source says it)
+        return _sha256(path, _state(path))
+
+    return _framed(package_dir, digest)
+
+
+def _framed(package_dir: Path, digest: Callable[[Path], str | None]) -> str:
+    """The id of the tree's files by path and `digest` (a file it gives None is left out): "sha256:<hex>"."""
     site = package_dir.parent
     h = hashlib.sha256()
     for path in sorted(p for p in package_dir.rglob("*") if p.is_file() or p.is_symlink()):
-        if path.parent.name == "__pycache__" and path.suffix == ".pyc":
-            digest = _cached_bytecode(path)
-            if digest is None:
-                continue  # never loaded by this interpreter, or its source's own compile: the source says it all
-        else:
-            digest = _sha256(path, _state(path))
+        found = digest(path)
+        if found is None:
+            continue
         rel = os.fsencode(path.relative_to(site).as_posix())  # a name may hold any byte but NUL: framed by its length
-        h.update(b"%d:%s\0%s\n" % (len(rel), rel, digest.encode()))
+        h.update(b"%d:%s\0%s\n" % (len(rel), rel, found.encode()))
     return "sha256:" + h.hexdigest()
 
 
@@ -74,14 +83,12 @@ def native_id(package_dir: Path) -> str:
     """The content id of what a tree holds beside its Python (compiled parts, kernels' sources and data: every file
     but `.py`, `.pyi` and bytecode): two builds that differ only in Python files have one. Caches made on one are
     re-used on the other where their own keys allow (`ci bake --host --from`)."""
-    site = package_dir.parent
-    h = hashlib.sha256()
-    for path in sorted(p for p in package_dir.rglob("*") if p.is_file() or p.is_symlink()):
-        if path.suffix in PYTHON_SUFFIXES or path.parent.name == "__pycache__":
-            continue
-        rel = os.fsencode(path.relative_to(site).as_posix())
-        h.update(b"%d:%s\0%s\n" % (len(rel), rel, _sha256(path, _state(path)).encode()))
-    return "sha256:" + h.hexdigest()
+
+    def digest(path: Path) -> str | None:
+        python = path.suffix in PYTHON_SUFFIXES or path.parent.name == "__pycache__"
+        return None if python else _sha256(path, _state(path))
+
+    return _framed(package_dir, digest)
 
 
 def _cached_bytecode(pyc: Path) -> str | None:
