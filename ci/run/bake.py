@@ -137,8 +137,8 @@ def _unwarmed(specs: list[execute.RunSpec]) -> list[str]:
         for junit in spec.out.glob("junit-*.xml"):
             said.update(resume.row_outcomes(junit))
             for tc in etree.parse(str(junit)).getroot().iter("testcase"):
-                if (tc.get("name") or "").startswith("session["):  # the scheduler's record of a session that died
-                    said[(tc.get("name") or "")[len("session[") : -1]] = "missing"
+                if (lost := resume.lost_row(tc)) is not None:  # the scheduler's record of a session that died
+                    said[lost] = "missing"
     return [r.id for spec in specs for r in spec.rows if said.get(r.id, "missing") in ("missing", "interrupted")]
 
 

@@ -24,6 +24,7 @@ from lxml import etree
 
 from ci import contract, files
 from ci.errors import UsageError
+from ci.run import resume
 from ci.stack.plan import Row
 
 SCHEMA = 1
@@ -75,8 +76,7 @@ def _times(junit: Path) -> list[tuple[str, float]]:
         return []
     found = []
     for tc in root.iter("testcase"):
-        stopped = any((c.get("message") or "").startswith("interrupted by ") for c in tc if c.tag == "error")
-        if stopped or (tc.get("name") or "").startswith("session["):
+        if resume.testcase_outcome(tc) == "interrupted" or resume.lost_row(tc) is not None:
             continue  # a row a stop cut short, or one its session never reached: it measured nothing
         row = next((p.get("value") for p in tc.iter("property") if p.get("name") == contract.PREFIX + "row"), None)
         try:

@@ -38,17 +38,28 @@ def row_outcomes(junit: Path) -> dict[str, str]:
         return {}
     found: dict[str, str] = {}
     for tc in root.iter("testcase"):
-        said = _said(tc)
+        said = testcase_outcome(tc)
         row = next((p.get("value") for p in tc.iter("property") if p.get("name") == "stackgate.row"), "") or ""
         found[row] = max(found.get(row, said), said, key=_WORST.index)
     return found
 
 
-def _said(tc: Any) -> str:
+def testcase_outcome(tc: Any) -> str:
     """A <testcase>'s outcome: pass, failure, error, skipped, or interrupted (a stop cut it)."""
     results = {child.tag: child for child in tc if child.tag in ("error", "failure", "skipped")}
     said = next((k for k in ("error", "failure", "skipped") if k in results), "pass")
     return "interrupted" if (results.get("error", tc).get("message") or "").startswith("interrupted by ") else said
+
+
+def lost_case(row_id: str) -> str:
+    """The name of the testcase the scheduler writes for a row whose session ended without its result."""
+    return f"session[{row_id}]"
+
+
+def lost_row(tc: Any) -> str | None:
+    """The row a testcase stands for where it is the scheduler's record of a lost session (`lost_case`), else None."""
+    name = tc.get("name") or ""
+    return name[len("session[") : -1] if name.startswith("session[") and name.endswith("]") else None
 
 
 def _records(junit: Path) -> dict[str, tuple[str, set[str | None], set[str | None]]]:
@@ -60,7 +71,7 @@ def _records(junit: Path) -> dict[str, tuple[str, set[str | None], set[str | Non
     found: dict[str, tuple[str, set[str | None], set[str | None]]] = {}
     for tc in root.iter("testcase"):
         props = {p.get("name"): p.get("value") for p in tc.iter("property")}
-        said = _said(tc)
+        said = testcase_outcome(tc)
         row = props.get("stackgate.row") or ""
         was, contents, builds = found.get(row, (said, set(), set()))
         contents.add(props.get(_CONTENT))

@@ -23,7 +23,7 @@ from ci import contract, files, signals
 from ci.errors import NOTHING_RAN, StackgateError
 from ci.run import costs, estimate, guard, host, tenancy
 from ci.run.outcome import NOT_RUN, record_not_run
-from ci.run.resume import outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
+from ci.run.resume import lost_case, outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
 from ci.run.schedule import Device, Job, Packing, jobs, measured_peaks, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
@@ -241,7 +241,7 @@ def _settle(r: Running, contents: Mapping[str, str], *, stopping: bool = False) 
         etree.SubElement(props, "property", name="stackgate.target", value=r.job.row.target)
         etree.SubElement(props, "property", name="stackgate.suite", value=r.job.row.suite)
     for row in lost:
-        tc = etree.SubElement(suite, "testcase", name=f"session[{row.id}]", classname="harness", time="0")
+        tc = etree.SubElement(suite, "testcase", name=lost_case(row.id), classname="harness", time="0")
         tprops = etree.SubElement(tc, "properties")
         etree.SubElement(tprops, "property", name="stackgate.row", value=row.id)
         if contents.get(row.id):  # the row's own result, as a harness would have recorded it (--resume counts it)
