@@ -28,6 +28,7 @@ class Costs:
 
     def __init__(self, measured: Sequence[Measured]) -> None:
         self.measured = sorted(measured, key=lambda m: m.when)
+        self._jobs: dict[tuple[str, tuple[str, ...]], tuple[float | None, list[str]]] = {}  # job_seconds, once a job
         self._exact: dict[tuple[str, str, str], Measured] = {}
         self._any: dict[tuple[str, str], Measured] = {}
         for m in self.measured:
@@ -38,14 +39,14 @@ class Costs:
         return bool(self.measured)
 
     def lookup(self, phase: str, row: Row) -> tuple[Measured | None, str]:
-        """The measurement standing for `row`'s configuration, and how it was found: "measured", "other target",
-        "model median", "phase median" or "none"."""
+        """The measurement of `row`'s configuration, and where it was found: "measured" (on its target), "other
+        target", or None and "none" (`job_seconds` then fills it by a median)."""
         key = config(row)
         if (m := self._exact.get((phase, row.target, key))) is not None:
             return m, "measured"
         if (m := self._any.get((phase, key))) is not None:
             return m, "other target"
-        return None, self._fallback(phase, row)[1]
+        return None, "none"
 
     def _fallback(self, phase: str, row: Row) -> tuple[tuple[float, float, float] | None, str]:
         for how, pick in (
@@ -64,6 +65,12 @@ class Costs:
     def job_seconds(self, phase: str, rows: Sequence[Row]) -> tuple[float | None, list[str]]:
         """A job's projected seconds (None where nothing at all was measured) and, per configuration, how its cost
         was found. Its process's own seconds count once, as the largest of its configurations' shares measured."""
+        memo = (phase, tuple(r.id for r in rows))
+        if memo not in self._jobs:
+            self._jobs[memo] = self._job_seconds(phase, rows)
+        return self._jobs[memo]
+
+    def _job_seconds(self, phase: str, rows: Sequence[Row]) -> tuple[float | None, list[str]]:
         total, hows, beside = 0.0, [], 0.0
         counts: dict[str, list[Row]] = {}
         for r in rows:
@@ -134,7 +141,8 @@ def project(st: Stack, rows: Sequence[Row], devices: Sequence[Device], known: Co
         return model is not None and model.weights != "dummy" and known.lookup(phase, r)[0] is None
 
     hub_unmeasured = tuple(r for r in rows if hub(r))
-    pending = jobs([r for r in rows if not hub(r)], st, share=True, seconds=cost)
+    left_out = {r.id for r in hub_unmeasured}
+    pending = jobs([r for r in rows if r.id not in left_out], st, share=True, seconds=cost)
     packing = Packing(devices)
     unplaceable = [j for j in pending if not packing.fits_at_all(j)]
     pending = [j for j in pending if packing.fits_at_all(j)]

@@ -165,10 +165,8 @@ def run(
                         f" · {left} left, ETA {_minutes(eta) if left else 'done'}",
                         flush=True,
                     )
-                if (share and len(r.job.rows) > 1) or phase == "bake":
+                if (share and len(r.job.rows) > 1) or phase == "bake":  # `eta`: as its last row's line says
                     jobs_left = len(pending) + len(running)
-                    eta = _eta(statistics.median(took) * (total - finished) / max(1, len(running)), pending,
-                               running, projected)  # fmt: skip
                     print(
                         f"  group {r.job.group} ({r.job.row.suite}): {_configs(r.job.rows)}, {len(r.job.rows)} rows in "
                         f"{wall:.0f} s{on} · {groups_total - jobs_left} of {groups_total} jobs done, "
@@ -261,14 +259,12 @@ def _eta(
 ) -> float:
     """The time left: from the measured costs of the jobs not yet done where every one of them has one (the work
     left over the jobs in flight, at least the longest of them), else from the rows' median so far (`by_rows`)."""
-    left = [projected.get(id(j)) for j in pending]
-    now = time.monotonic()
-    flight = [max(0.0, (projected.get(id(r.job)) or 0.0) - (now - r.started)) for r in running]
-    if not all(s is not None for s in left) or not any(projected.get(id(r.job)) is not None for r in running):
-        if left and all(s is not None for s in left) and not running:
-            return sum(s or 0.0 for s in left)
+    left = [projected.get(id(j)) for j in [*pending, *(r.job for r in running)]]
+    if any(s is None for s in left):  # no costs measured for this phase: every job has one, or none has
         return by_rows
-    work = sum(s or 0.0 for s in left) + sum(flight)
+    now = time.monotonic()
+    flight = [max(0.0, (projected[id(r.job)] or 0.0) - (now - r.started)) for r in running]
+    work = sum(projected[id(j)] or 0.0 for j in pending) + sum(flight)
     return max(work / max(1, len(running)), max(flight, default=0.0))
 
 
