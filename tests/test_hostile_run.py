@@ -3,6 +3,7 @@ number that is no number of GiB; and a disk that fills mid-run loses no result w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -87,25 +88,49 @@ def test_a_host_without_triton_does_not_try_the_bake(monkeypatch, capsys) -> Non
     )
 
 
+def _pids() -> Iterator[tuple[int, bytes, int]]:
+    """(pid, command line, parent pid) of every live process, from /proc."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        yield int(pid), argv, int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _catches_sigterm(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:"))
+    return bool(int(caught, 16) >> (signal.SIGTERM - 1) & 1)
+
+
 def test_a_rows_session_killed_from_outside_is_recorded_without_a_traceback(tmp_path: Path) -> None:
+    """The kill lands while a row is in flight, whatever the machine's speed: the row's own process is frozen
+    (SIGSTOP) before its session gets SIGTERM, so the row cannot finish first (a selftest row takes about 1 s)."""
     out = tmp_path / "o"
     proc = _ci("run", "cpu", "selftest", "--host", "--gpus", "a", "--gpu-memory", "36", "--isolate", "--out", str(out))
     deadline = time.monotonic() + 120
-    victim = None
-    while victim is None and time.monotonic() < deadline:  # the first row's own session, once it runs
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"--stackgate-junit" in argv and str(out).encode() in b" ".join(argv):
-                victim = int(pid)
-                break
-        time.sleep(0.05)
-    assert victim is not None, "no row session started"
-    time.sleep(1.0)
-    os.kill(victim, signal.SIGTERM)
-    code, said = _finish(proc)
+    victim = item = None
+    while item is None and time.monotonic() < deadline:  # the first row's own session, once it runs an item
+        procs = list(_pids())
+        if victim is None:
+            mine = (p for p, argv, _ in procs if b"--stackgate-junit" in argv and str(out).encode() in argv)
+            victim = next(mine, None)
+        if victim is not None and _catches_sigterm(victim):  # its handlers are in: it is in its test loop
+            item = next((p for p, _, parent in procs if parent == victim), None)
+        time.sleep(0.02)
+    assert victim is not None and item is not None, "no row session ran an item"
+    os.kill(item, signal.SIGSTOP)
+    try:
+        os.kill(victim, signal.SIGTERM)
+        code, said = _finish(proc)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(item, signal.SIGCONT)
     assert "Traceback" not in said and "TypeError" not in said, said
     assert code == 1, said
     assert "stopped by a signal from outside this run" in said
