@@ -109,6 +109,7 @@ def _builds(
     from ci.fork import site
 
     out: dict[str, Arm] = {}
+    given = _paired(args.bundles, change) if use_host and fork is None else {}
     for label, without in ((FORK, None), (change, change)):
         name = label if without is None else f"without-{change}"
         where = args.out / "builds" / name
@@ -119,7 +120,7 @@ def _builds(
                     hint="add --base-site SITE (the folder holding the base vLLM wheel's install)",
                 )
             if fork is None:
-                bundle = _given(args.bundles, name, without)
+                bundle = given[name]
             else:
                 site.require_base(args.base_site, f"{fork.name} {fork.ref}", fork.base.version)
                 bundle = fork_commands.make_bundle(st, fork, where / "bundle.tar.gz", without)
@@ -140,8 +141,39 @@ def _builds(
     return out
 
 
-def _given(folder: Path, name: str, without: str | None) -> Path:
-    """A bundle `ci fork bundle` made elsewhere: <folder>/<name>.tar.gz, the build it says it is."""
+def _paired(folder: Path, change: str) -> dict[str, Path]:
+    """The two bundles `ci fork bundle` made elsewhere, {name: path}: <folder>/fork.tar.gz holding `change` and
+    <folder>/without-<change>.tar.gz, each the build it says it is, both of one fork commit over one base (else the
+    comparison would hold every other difference between the two commits too)."""
+    made = {name: _given(folder, name, without) for name, without in (("fork", None), (f"without-{change}", change))}
+    (fork_path, fork), (without_path, without) = made.values()
+    if change not in fork.get("changes", []):
+        state = fork.get("held", {}).get(change, {}).get("state", "not found")
+        raise UsageError(
+            f"--bundles {folder}: {fork_path.name} does not hold #{change} ({state} in {_what(fork)})",
+            hint=f"make both bundles from a ref that carries #{change}: python -m ci fork --change {change} says which",
+        )
+    for key in ("fork", "base"):
+        if fork.get(key, {}).get("commit") != without.get(key, {}).get("commit"):
+            raise UsageError(
+                f"--bundles {folder}: {fork_path.name} is {_what(fork)} and {without_path.name} is {_what(without)}: "
+                f"their {key} commits differ, so the comparison would not be #{change} alone",
+                hint=f"make both from one ref: python -m ci fork bundle --ref REF --out {fork_path.name}, "
+                f"then the same with --without {change} --out {without_path.name}",
+            )
+    return {name: path for name, (path, _) in made.items()}
+
+
+def _what(manifest: dict) -> str:
+    fork, base = manifest.get("fork", {}), manifest.get("base", {})
+    return (
+        f"{fork.get('name')} {fork.get('ref')} ({str(fork.get('commit'))[:12]}) "
+        f"over vLLM {base.get('version')} ({str(base.get('commit'))[:12]})"
+    )
+
+
+def _given(folder: Path, name: str, without: str | None) -> tuple[Path, dict]:
+    """A bundle `ci fork bundle` made elsewhere: <folder>/<name>.tar.gz, the build it says it is; and its manifest."""
     from ci.fork import site
 
     path = folder / f"{name}.tar.gz"
@@ -159,7 +191,7 @@ def _given(folder: Path, name: str, without: str | None) -> Path:
             f"{'without #' + without if without else 'the fork itself'}",
             hint="name each bundle for what it holds: fork.tar.gz, without-<change>.tar.gz",
         )
-    return path
+    return path, made
 
 
 def _run(

@@ -317,3 +317,38 @@ def test_the_flow_takes_the_fork_only_into_images(stack_copy, fork_repo, capsys)
     assert images.plan(st.targets["cuda-sm90"], base, git).build_args["FORK_BUNDLE"] == ""
     with pytest.raises(UsageError, match=r"Dockerfile of cpu has no fork layer"):
         images.plan(st.targets["cpu"], base, git, fork=True)
+
+
+def test_bundles_of_two_fork_commits_are_refused_before_anything_is_built(
+    stack_copy: Path, fork_repo, tmp_path: Path
+) -> None:
+    """`ci main --compare-without X --bundles DIR` compares X alone: the fork's bundle and the one without X must come
+    from one fork commit over one base, and the fork's must hold X; else each differing commit would be timed too."""
+    from ci import ablation
+    from ci.fork import commands
+
+    repo, ids = fork_repo
+    repo.git("branch", "older", ids["46514"])
+    repo.git("branch", "before", ids["48407"])  # #46849 not yet ported
+    mixed, same, lacking = tmp_path / "mixed", tmp_path / "same", tmp_path / "lacking"
+    st = loader.load(_stack(stack_copy, repo, ids))
+    commands.make_bundle(st, source.open_fork(st), mixed / "fork.tar.gz", None)
+    commands.make_bundle(st, source.open_fork(st), same / "fork.tar.gz", None)
+    commands.make_bundle(st, source.open_fork(st), same / "without-46849.tar.gz", "46849")
+    commands.make_bundle(st, source.open_fork(st), lacking / "without-46849.tar.gz", "46849")
+    st = loader.load(_stack(stack_copy, repo, ids, ref="older"))
+    commands.make_bundle(st, source.open_fork(st), mixed / "without-46849.tar.gz", "46849")
+    st = loader.load(_stack(stack_copy, repo, ids, ref="before"))
+    commands.make_bundle(st, source.open_fork(st), lacking / "fork.tar.gz", None)
+
+    assert ablation._paired(same, "46849") == {
+        "fork": same / "fork.tar.gz",
+        "without-46849": same / "without-46849.tar.gz",
+    }
+    with pytest.raises(UsageError) as err:
+        ablation._paired(mixed, "46849")
+    assert f"main ({ids['52512'][:12]})" in str(err.value) and f"older ({ids['46514'][:12]})" in str(err.value)
+    assert "their fork commits differ, so the comparison would not be #46849 alone" in str(err.value)
+    with pytest.raises(UsageError) as err:
+        ablation._paired(lacking, "46849")
+    assert f"fork.tar.gz does not hold #46849 (absent in test-fork before ({ids['48407'][:12]})" in str(err.value)
