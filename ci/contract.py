@@ -115,6 +115,7 @@ def junit_glob(target: str, suite: str, shard: int | str = "*") -> str:
 
 PREFIX = "stackgate."
 METRIC = PREFIX + "metric."
+CARD = PREFIX + "card"  # the cards a row ran on, in words (model, memory, driver): a target's label is not a card
 
 
 def suite_name(target: str, suite: str, shard: int | str) -> str:

@@ -15,7 +15,7 @@ from harness import contract as harness
 
 def test_both_sides_spell_the_same_names() -> None:
     assert contract.ROW_ID.pattern == harness.ROW_ID.pattern
-    assert (contract.PREFIX, contract.METRIC) == (harness.PREFIX, harness.METRIC)
+    assert (contract.PREFIX, contract.METRIC, contract.CARD) == (harness.PREFIX, harness.METRIC, harness.CARD)
     assert contract.WORKLOAD == harness.WORKLOAD
     assert contract.ROW_CONTENT == harness.ROW_CONTENT
     assert contract.ROW_MEANING == harness.ROW_MEANING

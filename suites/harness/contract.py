@@ -14,6 +14,7 @@ ROW_MEANING = "meaning"  # a row's rows.json field: the digest of what the row m
 # a row's own fields: its workload and its digests (each row's differs); every other field makes its engine
 OWN = (*WORKLOAD, ROW_CONTENT, ROW_MEANING)
 METRIC = PREFIX + "metric."
+CARD = PREFIX + "card"  # the cards a row ran on, in words (model, memory, driver): a target's label is not a card
 _PART = r"[A-Za-z0-9][A-Za-z0-9_\-]*"
 ROW_ID = re.compile(rf"({_PART})\.({_PART})\.([A-Za-z0-9._\-]+)\.([0-9a-f]{{8}})")
 

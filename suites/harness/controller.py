@@ -170,6 +170,8 @@ class Controller:
             ]
         if d is not None:
             props += [("stackgate.image_digest", d.image_digest or "none"), ("stackgate.git_revision", d.git_revision)]
+        if d is not None and row is not None and (card := hardware.cards(d.target, row.gpus)):
+            props.append((contract.CARD, card))
         return tuple(props)
 
     def _not_run(self, item: pytest.Item, outcome: Outcome) -> junit.Case:

@@ -34,6 +34,15 @@ class Gpu:
     index: str
     uuid: str
     capability: str
+    name: str = ""  # the card's model as the driver names it ("NVIDIA H100 80GB HBM3")
+    memory: str = ""  # its memory as nvidia-smi gives it ("81559 MiB")
+    driver: str = ""
+
+    def card(self) -> str:
+        """The card in words, as a result names it: a target's label is not the card that ran."""
+        detail = ", ".join(x for x in (self.memory, f"driver {self.driver}" if self.driver else "") if x)
+        name = self.name or f"NVIDIA GPU of compute capability {self.capability}"
+        return f"{name} ({detail})" if detail else name
 
 
 @functools.cache
@@ -44,7 +53,7 @@ def nvidia_gpus() -> tuple[Gpu, ...]:
         return ()
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,compute_cap", "--format=csv,noheader"],
+            ["nvidia-smi", "--query-gpu=index,uuid,compute_cap,name,memory.total,driver_version", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -59,7 +68,7 @@ def parse_gpus(text: str) -> tuple[Gpu, ...]:
     gpus = []
     for line in text.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 3 and parts[0].isdigit():
+        if len(parts) in (3, 6) and parts[0].isdigit():
             gpus.append(Gpu(*parts))
     return tuple(gpus)
 
@@ -92,6 +101,20 @@ def assign(target: Mapping[str, Any], gpus_needed: int) -> dict[str, str]:
     want = target.get("nvidia_compute_capability")
     mine = [g.index for g in nvidia_gpus() if g.capability == want][: max(gpus_needed, 1)]
     return {"CUDA_VISIBLE_DEVICES": ",".join(mine)} if mine else {}
+
+
+def cards(target: Mapping[str, Any], gpus_needed: int) -> str:
+    """The cards a row of this target runs on here, in words ("" for the cpu target): the same GPUs `assign`
+    gives it, by model, memory and driver; for AMD, the gfx name (the KFD topology names no model)."""
+    if target.get("family") == "cuda":
+        want = target.get("nvidia_compute_capability")
+        mine = [g for g in nvidia_gpus() if g.capability == want][: max(gpus_needed, 1)]
+        names = [g.card() for g in mine]
+        return " + ".join(f"{names.count(n)} x {n}" if names.count(n) > 1 else n for n in dict.fromkeys(names))
+    if target.get("family") == "rocm":
+        want = target.get("amdgpu_gfx")
+        return f"AMD GPU {want}" if want in amdgpu_gfx() else ""
+    return ""
 
 
 @functools.cache
