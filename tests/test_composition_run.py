@@ -163,3 +163,20 @@ def test_a_run_that_allows_jit_records_the_env_its_rows_got_for_the_repro(tmp_pa
     assert (
         json.loads((tmp_path / "refused" / "rows.json").read_text())["target"]["env"]["FLASHINFER_DISABLE_JIT"] == "1"
     )
+
+
+def test_a_row_names_the_cards_it_runs_on(monkeypatch: pytest.MonkeyPatch):
+    smi = (
+        "0, GPU-aaaa-0, 9.0, NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n"
+        "1, GPU-bbbb-1, 9.0, NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04\n"
+        "2, GPU-cccc-2, 8.0, NVIDIA A100-SXM4-80GB, 81920 MiB, 580.159.04\n"
+    )
+    monkeypatch.setattr(hardware, "nvidia_gpus", lambda: hardware.parse_gpus(smi))
+    sm90 = {"id": "cuda-sm90", "family": "cuda", "nvidia_compute_capability": "9.0"}
+    # the target's label ("H200") is not the card: the driver's own name, memory and driver are
+    assert hardware.cards(sm90, 1) == "NVIDIA H100 80GB HBM3 (81559 MiB, driver 580.159.04)"
+    assert hardware.cards(sm90, 2) == "2 x NVIDIA H100 80GB HBM3 (81559 MiB, driver 580.159.04)"
+    assert hardware.cards({"id": "cpu", "family": "cpu"}, 1) == ""
+    # an nvidia-smi that gives only the three old fields still parses; the card is then named by its capability
+    monkeypatch.setattr(hardware, "nvidia_gpus", lambda: hardware.parse_gpus(SMI))
+    assert hardware.cards(sm90, 1) == "NVIDIA GPU of compute capability 9.0"

@@ -106,3 +106,14 @@ def test_every_process_starts_with_one_ptxas_pinned(tmp_path: Path, preset: str 
     pinned, imported = out.split()
     bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
     assert pinned == (preset or str(bundled)) and imported == "False"  # pinned without importing triton
+
+
+def test_named_kernels_account_for_the_count(monkeypatch):
+    """Seven compiles of six kernels: the second specialization is named with its count, not folded away."""
+    monkeypatch.syspath_prepend(str(_PATH.parent.parent))
+    jit = importlib.import_module("harness.jit")
+    names = ["a", "b", "a", "c", "d", "e", "f"]
+    seen = jit.Seen(compiles=7, kernels=tuple(dict.fromkeys(names)), cache_new_files=(),
+                    events=tuple({"kernel": k} for k in names))  # fmt: skip
+    assert seen.named() == ("a ×2", "b", "c", "d", "e", "f")
+    assert sum(int(n.partition(" ×")[2] or 1) for n in seen.named()) == seen.compiles

@@ -203,7 +203,7 @@ class Controller:
                 props.append(("stackgate.cause", found))
         seen = seen or jit.Seen(compiles=None, kernels=(), cache_new_files=())
         if seen.available:
-            props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.kernels))]
+            props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.named()))]
         props.append(("stackgate.jit.cache_new_files", str(len(seen.cache_new_files))))
         if os.environ.get(ENV_REFUSE_JIT) == "1" and not item.get_closest_marker("jit_expected"):
             outcome = outcomes.refuse_jit(outcome, seen)

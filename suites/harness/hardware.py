@@ -45,6 +45,9 @@ class Gpu:
         return f"{name} ({detail})" if detail else name
 
 
+_QUERY = "index,uuid,compute_cap,name,memory.total,driver_version"  # the fields of `Gpu`, in its order
+
+
 @functools.cache
 def nvidia_gpus() -> tuple[Gpu, ...]:
     """The NVIDIA GPUs this process may use: nvidia-smi's list (which ignores $CUDA_VISIBLE_DEVICES) narrowed to
@@ -53,7 +56,7 @@ def nvidia_gpus() -> tuple[Gpu, ...]:
         return ()
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,compute_cap,name,memory.total,driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={_QUERY}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=30,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -66,6 +67,12 @@ class Seen:
     @property
     def available(self) -> bool:
         return self.compiles is not None
+
+    def named(self) -> tuple[str, ...]:
+        """Each kernel once, with how many times it compiled where more than once ("k ×2": a second
+        specialization), so the names account for the count."""
+        counts = Counter(str(e.get("kernel", "?")) for e in self.events)
+        return tuple(f"{k} ×{counts[k]}" if counts[k] > 1 else k for k in self.kernels)
 
 
 class Window:

@@ -28,7 +28,7 @@ def refuse_jit(outcome: Outcome, seen: jit.Seen) -> Outcome:
         )
     if seen.compiles:
         cache = os.environ.get("TRITON_CACHE_DIR", "~/.triton/cache")
-        found.append(f"{seen.compiles} Triton compile(s) into {cache}: {', '.join(seen.kernels[:8])}")
+        found.append(f"{seen.compiles} Triton compile(s) into {cache}: {', '.join(seen.named()[:8])}")
         why = missed.explain(seen.events, missed.baked())
         if why:
             found.append(f"the bake compiled {len(why)} of their specialisations too: {' | '.join(why[:3])}")

@@ -59,7 +59,7 @@ def test_kernel_warmup(row, request, jit_window):
     ev.metric("graph_captures_after_ready", graphs.captures, "count", "cold")
     if seen.available:
         ev.metric("compiles_after_ready", seen.compiles, "count", "cold")
-        ev.prop("jit.after_ready_kernels", ",".join(seen.kernels))
+        ev.prop("jit.after_ready_kernels", ",".join(seen.named()))
     accept = engines.acceptance_length(before, after)
     if accept is not None:
         ev.metric("acceptance_length", accept, "tokens", "warm")
@@ -84,6 +84,6 @@ def test_kernel_warmup(row, request, jit_window):
     if not seen.available:
         ev.expect(False, "cannot prove the first request compiled nothing: the JIT sentinel is not installed")
     else:
-        ev.expect(not seen.compiles, f"{seen.compiles} Triton compile(s) after engine ready: {', '.join(seen.kernels)}")
+        ev.expect(not seen.compiles, f"{seen.compiles} Triton compile(s) after engine ready: {', '.join(seen.named())}")
     ev.graph_replay(graphs.captures if graphs.available else None)
     ev.finish()
