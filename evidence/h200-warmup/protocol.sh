@@ -14,7 +14,7 @@
 #                          runs too, so the report can be rendered from the JUnit that came back
 # RUNS (default 4, the fewest the allowed-regression criterion can judge) runs a side; ROWS_FILE: the rows (default
 # rows.txt: the tiny EAGLE, EAGLE3 and MTP rows of #49903
-# at batch 1); the A/A arm too, unless AA=0.
+# at batch 1); the A/A arm too, unless AA=0, in AA_RUNS of the rounds (default: every one).
 set -u
 here=evidence/h200-warmup
 work=/root/work53
@@ -25,7 +25,7 @@ case "${1:-}" in
     cd "$(dirname "$0")/../.."
     rm -rf /root/sg53 && mkdir -p "$work" && cp -a . /root/sg53 && cd /root/sg53 || exit 1
     rows=$(paste -sd, "${ROWS_FILE:-$here/rows.txt}")
-    aa=(--aa); [ "${AA:-1}" = 0 ] && aa=()
+    aa=(--aa); [ "${AA:-1}" = 0 ] && aa=(); [ -n "${AA_RUNS:-}" ] && aa+=(--aa-runs "$AA_RUNS")
     # shellcheck disable=SC2016
     # a cold start as a user meets it: inductor compiles on as many threads as torch gives it by default
     export TORCHINDUCTOR_COMPILE_THREADS=$(($(nproc) < 32 ? $(nproc) : 32))
