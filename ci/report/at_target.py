@@ -15,7 +15,7 @@ from typing import Any
 
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
-from ci.results.criteria import CRITERIA, MATRIX, REGRESSION, TIED
+from ci.results.criteria import CRITERIA, MATRIX, REGRESSION, TIED, baked, compiled_in
 from ci.results.merge import RowResult
 from ci.stack.change import Change
 
@@ -175,10 +175,12 @@ def _said(change: Change, name: str, rows: list[RowResult]) -> str:
         rows_bad = sum(any((m := c.metric(metric)) and not holds(m.value) for c in r.ran) for r in ran)
         return f"{metric} {worst:g}, wants {want.strip()}, on {_n(rows_bad)}" if bad else ""
     if name == "no runtime JIT fallback where AOT/warm-up is expected":
-        hit = [
-            r for r in ran if any((c.jit_compiles or 0) or c.jit_traced or (c.jit_cache_new_files or 0) for c in r.ran)
-        ]
-        return f"compiles after the bake on {_n(len(hit))}" if hit else ""
+        after_bake = [r for r in ran if any(baked(c) and compiled_in(c) for c in r.ran)]
+        late = [r for r in ran if r not in after_bake and any(compiled_in(c) for c in r.ran)]
+        return "; ".join(
+            [f"compiles after the bake on {_n(len(after_bake))}"] * bool(after_bake)
+            + [f"compiles after ready on {_n(len(late))} (no bake: JIT allowed)"] * bool(late)
+        )
     return ""
 
 

@@ -6,6 +6,7 @@ is judged on each target with planned rows, a whole-change rule on all results; 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 # the parts, also named through this module (ci.results.acceptance, ci.report.json_doc, the tests)
@@ -15,7 +16,6 @@ from ci.results.criterion import (
     MATRIX,
     NO_JIT,
     REGRESSION,
-    SHOWN,
     TIED,
     TOLERANCE,
     Criterion,
@@ -99,40 +99,76 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
 
 
 def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
-    """Judged only on rows that measured their workload, in a baked image or on a baked host: a row that
-    failed before measuring compiled nothing because it ran nothing, which is no evidence."""
+    """Judged only on rows that measured their workload: a row that failed before measuring compiled nothing because
+    it ran nothing, which is no evidence. In a baked image or on a baked host every compile counts (the bake should
+    have made it); a run without a bake (`--cold`, `--unbaked`: JIT allowed) compiles before ready by design, so
+    there only what compiled or traced after the engine reported ready is a fallback, named as the run measured it."""
     want = {*change.acceptance.measurements.cold, *change.acceptance.measurements.warm}
     ran = [r for r in ran_rows(rows) if any(c.metrics_by_name.get(n) for c in r.ran for n in want)]
     if not ran:
         return "missing", f"no row measured its workload ({len(ran_rows(rows))} ran, {len(rows)} planned)"
-    unbaked = sorted({r.id for r in ran for c in r.ran if c.aot in (None, "none")})
-    compiled: list[tuple[str, Case, float]] = []
+    unbaked = sorted({r.id for r in ran for c in r.ran if not baked(c)})
+    compiled: list[str] = []
     unknown = []
     for r in ran:
-        for c in r.ran:
-            if c.jit_compiles is None:
-                unknown.append(r.id)
-            # A baked image compiles nothing, before or after ready (Dynamo traces included); new cache files are
-            # the cross-process backstop for compiles the in-process listener cannot see.
-            after = c.metrics_by_name.get("compiles_after_ready")
-            late = after.value if after else 0.0
-            if (c.jit_compiles or 0) > 0 or late > 0 or (c.jit_cache_new_files or 0) > 0 or c.jit_traced:
-                compiled.append((r.id, c, late))
-    if compiled:  # only the runs the evidence shows are described; the rest are counted
-        return "fail", listed([_compiled(*run) for run in compiled[:SHOWN]], len(compiled))
+        runs = [c for c in r.ran if c.jit_compiles is not None or _late(c)]
+        unknown += [r.id] * (len(runs) < len(r.ran))
+        # a run's own account, said once with the runs it held in (runs of one build compile the same kernels; a
+        # trace's seconds differ from run to run, so they are given as their range over those runs)
+        said: dict[str, list[list[float]]] = {}  # the account without its seconds -> each run's seconds
+        for c in runs:
+            if d := compiled_in(c):
+                said.setdefault(_SECONDS.sub("", d), []).append([float(x) for x in _SECONDS.findall(d)])
+        for d, times in said.items():
+            seconds = [t for run in times for t in run]
+            held = f" (in {len(times)} of {len(r.ran)} runs)" if len(r.ran) > 1 else ""
+            compiled.append(f"{r.id}: {d}" + (f" ({_span(seconds)} s)" if seconds else "") + held)
+    if compiled:  # only what the evidence shows is described; the rest is counted
+        return "fail", listed(compiled, len(compiled))
     if unknown:
         return "missing", f"stackgate.jit.compiles absent on {listed(sorted(set(unknown)))}"
     if unbaked:
-        return "missing", f"ran without an ahead-of-time cache (stackgate.aot): {listed(unbaked)}"
+        before = sum(c.jit_compiles or 0 for r in ran for c in r.ran if not baked(c))
+        return "missing", (
+            f"0 compiles after ready, but ran without an ahead-of-time cache (stackgate.aot; {before} compiles before "
+            f"ready, JIT allowed): {listed(unbaked)}"
+        )
     return "pass", f"0 compiles and no new cache files on all {len(ran)} rows that measured, each with a baked cache"
 
 
-def _compiled(row: str, c: Case, late: float) -> str:
+_SECONDS = re.compile(r" \((\d+(?:\.\d+)?) s\)")  # a trace's time in a run's account ("frame (0.43 s)")
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
+
+
+def baked(c: Case) -> bool:
+    return c.aot not in (None, "none")
+
+
+def _late(c: Case) -> float:
+    after = c.metrics_by_name.get("compiles_after_ready")
+    return after.value if after else 0.0
+
+
+def compiled_in(c: Case) -> str:
+    """What one run compiled that it should not have, in words; "" where nothing. Kernel names come with their counts
+    ("k ×2") where the harness recorded them so, and the count is the one those names account for."""
+    late, traced = _late(c), f"; torch.compile traced after ready: {c.jit_traced}" if c.jit_traced else ""
+    if not baked(c):  # JIT allowed: what came after ready is the fallback, what came before it is the cold start
+        if not late and not c.jit_traced:
+            return ""
+        kernels = ", ".join(c.after_ready_kernels) or "kernels not named"
+        before = f" ({c.jit_compiles - late:g} before ready, no bake: JIT allowed)" if c.jit_compiles else ""
+        return f"{late:g} compiles after ready: {kernels}{before}{traced}"
+    if not (c.jit_compiles or late or c.jit_cache_new_files or c.jit_traced):
+        return ""
     kernels = ", ".join(c.jit_kernels) or "kernels not named"
     files = f", {c.jit_cache_new_files} new cache files" if c.jit_cache_new_files else ""
     after = f", {late:g} after ready" if late else ""
-    traced = f", torch.compile traced after ready: {c.jit_traced}" if c.jit_traced else ""
-    return f"{row}: {c.jit_compiles or 0} compiles{after}{files} ({kernels}){traced}"
+    return f"{c.jit_compiles or 0} compiles after the bake{after}{files} ({kernels}){traced}"
 
 
 def _matrix_everywhere(ev: Evidence) -> Criterion:

@@ -58,6 +58,9 @@ class Case:
     jit_traced: str | None = None  # stackgate.jit.traced_after_ready: frames torch.compile traced in a request
     first_request_only: str | None = None  # stackgate.first_request_only: once-per-process work in a request
     meaning: str | None = None  # stackgate.meaning: the digest of what the row meant where it ran (ci.stack.meaning)
+    card: str | None = None  # stackgate.card: the cards the row ran on (model, memory, driver), not the target's label
+    # stackgate.jit.after_ready_kernels: the kernels compiled after the engine reported ready, each once ("k ×2")
+    after_ready_kernels: tuple[str, ...] = ()
 
     @property
     def test(self) -> str:
@@ -98,10 +101,12 @@ def _derive(case: dict[str, Any]) -> None:
                 "vllm_build": case["vllm_build"],
                 "fork_changes": case["fork_changes"],
                 "fork_without": case["fork_without"],
+                "card": case["card"],
                 "jit": {
                     "compiles": case["jit_compiles"],
                     "kernels": case["jit_kernels"],
                     "cache_new_files": case["jit_cache_new_files"],
+                    "after_ready": case["after_ready_kernels"],
                 },
             }
         )

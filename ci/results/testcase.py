@@ -64,9 +64,11 @@ _METRIC_AT = len(_METRIC)
 # The property names read, made once: 10,000 testcases ask for each of them.
 _ROW, _CHANGE, _TRACK, _TARGET, _SUITE = (PREFIX + k for k in ("row", "change", "track", "target", "suite"))
 _IMAGE, _REVISION, _AOT, _CAUSE = (PREFIX + k for k in ("image_digest", "git_revision", "aot", "cause"))
-_COMPILES, _KERNELS, _NEW_FILES, _TRACED = (
-    PREFIX + k for k in ("jit.compiles", "jit.kernels", "jit.cache_new_files", "jit.traced_after_ready")
+_COMPILES, _KERNELS, _NEW_FILES, _TRACED, _AFTER_READY = (
+    PREFIX + k
+    for k in ("jit.compiles", "jit.kernels", "jit.cache_new_files", "jit.traced_after_ready", "jit.after_ready_kernels")
 )
+_CARD = contract.CARD
 (
     _VERSION,
     _COMMIT,
@@ -130,7 +132,7 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
         value = get(key)
         return None if value is None else one(value, value)
 
-    kernels = get(_KERNELS)
+    kernels, after_ready = get(_KERNELS), get(_AFTER_READY)
     return made(
         {
             "file": file,
@@ -151,7 +153,7 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
             "log": out.split("full log: ", 1)[1].strip().splitlines()[0] if "full log: " in out else "",
             "time": _time(tc.get("time"), problems),
             "jit_compiles": _int(props, _COMPILES, problems),
-            "jit_kernels": tuple(filter(None, map(str.strip, kernels.split(",")))) if kernels else (),
+            "jit_kernels": _names(kernels),
             "jit_cache_new_files": _int(props, _NEW_FILES, problems),
             "metrics": tuple(metrics),
             "problems": tuple(problems),
@@ -169,6 +171,8 @@ def read_case(file: str, suite_name: str, scope: Scope, tc: Any, texts: dict[str
             "jit_traced": get(_TRACED),
             "first_request_only": get(_FIRST_ONLY),
             "meaning": same(_MEANING),
+            "card": same(_CARD),
+            "after_ready_kernels": _names(after_ready),
         }
     )
 
@@ -220,3 +224,8 @@ def _int(props: dict[str, str], key: str, problems: list[str]) -> int | None:
     except (ValueError, OverflowError):
         problems.append(f"{key}={raw!r} is not an integer")
         return None
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    """A property's comma-separated kernel names."""
+    return tuple(filter(None, map(str.strip, text.split(",")))) if text else ()
