@@ -4,6 +4,7 @@ numbers, what it lacks named with the command that gives it, and nothing failing
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from report_helpers import rows, write_rows
@@ -99,3 +100,24 @@ def test_a_change_closed_upstream_says_in_one_line_why_no_release_holds_it(tmp_p
     assert "never merged, so no release holds it: upstream reached its goal by #47451 and #49903 (" in line
     merged = next(x for x in text.splitlines() if x.startswith("vllm-project/vllm#46849: merged"))
     assert "never merged" not in merged
+
+
+def test_a_target_names_the_card_its_rows_ran_on(tmp_path, capsys) -> None:
+    """cuda-sm90 rows run on an H100 as on an H200: the target's label is what was planned for, the card is named
+    from the rows' own record (stackgate.card), on the first screen and in report.json's cases."""
+    picked = rows("48407", target="cuda-sm90")[:1]
+    card = "NVIDIA H100 80GB HBM3 (81559 MiB, driver 580.159.04)"
+
+    def on_h100(r, c):
+        return replace(c, props=(*c.props, ("card", card)))
+
+    write_rows(tmp_path / "junit", picked, on_h100)
+    main(["report", str(tmp_path / "junit"), "--out", str(tmp_path / "r"), "--change", "48407"])
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())
+    at = {t["target"]: t for t in doc["changes"][0]["targets"]}
+    assert at["cuda-sm90"]["text"].endswith(f"; ran on {card}")
+    assert "ran on" not in at["cuda-sm121a"]["text"]  # nothing ran there: no card is claimed
+    (row,) = [r for r in doc["rows"] if r["id"] == picked[0].id]
+    assert [run["card"] for run in row["runs"]] == [card]
+    assert f"ran on {card}" in (tmp_path / "r" / "report.md").read_text()
+    capsys.readouterr()

@@ -10,7 +10,7 @@ import re
 import shlex
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ci.report.view import Report
@@ -100,7 +100,14 @@ def _verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
             out.append(AtTarget(target=t.id, short=t.short, state="not run", text=text, command=command, where=where))
         else:
             out.append(AtTarget(target=t.id, short=t.short, state="ready", text=f"all {len(mine)} rows hold"))
-    return out
+    return [_ran_on(a, rows) for a in out]
+
+
+def _ran_on(at: AtTarget, rows: list[RowResult]) -> AtTarget:
+    """The cards the target's rows ran on, said after what the state rests on: a target's label ("H200") names the
+    hardware planned for, not the card that ran (an H100 runs cuda-sm90 rows too)."""
+    cards = sorted({c.card for r in rows if r.target == at.target for c in r.ran if c.card})
+    return replace(at, text=f"{at.text}; ran on {' and '.join(cards)}") if cards else at
 
 
 def whole(report: Report, verdict: Verdict) -> list[Whole]:
