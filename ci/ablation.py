@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from ci import contract
 from ci.errors import NOTHING_RAN, UsageError
-from ci.run import execute, host
+from ci.run import execute, host, rounds
 from ci.stack import plan
 from ci.stack.model import Stack, Target
 
@@ -55,12 +56,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     timed = rows.select(targets=[target.id], changes=[change])
     if not timed.rows:
         raise UsageError(f"no row of #{change} planned on {target.id}", hint=f"python -m ci plan --change {change}")
-    if args.runs < 1:
-        raise UsageError("--runs takes 1 or more", hint="5 or more runs a side let the test judge a 2% bound")
-    if args.aa_runs is not None and (not args.aa or args.aa_runs < 2):
-        raise UsageError(
-            "--aa-runs takes 2 or more, with --aa", hint="the floor is an interval over the A/A runs: 2 give one"
-        )
+    aa_rounds = rounds.aa_rounds(args.runs, args.aa_runs if args.aa else 0)
     if args.cold and not use_host:
         raise UsageError(
             "--cold starts each run from an empty JIT caches root on this host",
@@ -85,7 +81,8 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
         for arm in (builds[FORK], builds[change]):
             _step(f"warm-up of {arm.label} (untimed: its first engine compiles)")
             codes.append(_run(st, target, timed, out / "warm-up" / arm.label, arm, schedule, args, use_host))
-    aa_rounds = _aa_rounds(args.runs, args.aa_runs)
+    clock = rounds.Clock({label: len(aa_rounds) if label == AA else args.runs for label in labels})
+    print(rounds.before(timed.rows, clock.total, out, cold=args.cold), flush=True)
     for i in range(1, args.runs + 1):
         for arm, label in zip(arms, labels, strict=True):
             if label == AA and i not in aa_rounds:
@@ -93,7 +90,9 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
             _step(f"run {i} of {args.runs}: {label}" + (" (cold: empty caches, JIT allowed)" if args.cold else ""))
             if args.cold:  # a caches root of its own, empty: the first request as a user without a bake meets it
                 arm = replace(arm, caches=(out / "caches" / label / f"run-{i}").resolve())
+            started = time.monotonic()
             codes.append(_run(st, target, timed, out / "arms" / label / f"run-{i}", arm, schedule, args, use_host))
+            print(clock.ran(label, time.monotonic() - started), flush=True)
     from ci.report import write as report
 
     _step(f"python -m ci report {out / 'arms' / FORK} --compare ... -> {out / 'report'}")
@@ -270,13 +269,7 @@ def add_options(m: argparse.ArgumentParser) -> None:
         "--runs", type=int, default=5, help="runs of each arm, with --compare-without (default: %(default)s)"
     )
     m.add_argument("--aa", action="store_true", help="with --compare-without: an A/A arm, the fork again (the floor)")
-    m.add_argument(
-        "--aa-runs",
-        type=int,
-        metavar="K",
-        help="with --aa: the A/A arm's runs, spread over the rounds (default: --runs; at least 2, the fewest that "
-        "give the floor an interval)",
-    )
+    m.add_argument("--aa-runs", type=int, metavar="K", help="with --aa: its runs, in K rounds spread from the first")
     m.add_argument("--no-warm-up", action="store_true", help="with --compare-without: no untimed first run per build")
     m.add_argument(
         "--unbaked",
@@ -304,9 +297,3 @@ def add_options(m: argparse.ArgumentParser) -> None:
         help="with --compare-without --host: the site folder holding the base vLLM release's install",
     )
 
-
-def _aa_rounds(runs: int, aa_runs: int | None) -> frozenset[int]:
-    """The rounds (1..runs) the A/A arm runs in: every one, or `aa_runs` of them spread evenly from the first, so a
-    protocol cut short has its A/A runs among the rounds it finished."""
-    k = runs if aa_runs is None else min(aa_runs, runs)
-    return frozenset(1 + (j * runs) // k for j in range(k))

@@ -9,10 +9,12 @@ from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 from report_helpers import rows, write_rows
 from test_schedule import _drive, _props
 
 from ci.bench import synthetic
+from ci.errors import UsageError
 from ci.report import write as report
 from ci.results import runs
 from ci.stack.loader import DEFAULT_STACK
@@ -137,7 +139,7 @@ def test_packed_sessions_record_their_gpus_co_tenants_and_alone_ones_share_nothi
         assert all(a[1] <= b[0] for a, b in pairwise(gpu))  # one at a time on each GPU
 
 
-def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_build_first(tmp_path, monkeypatch):
+def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_build_first(tmp_path, monkeypatch, capsys):
     """The protocol's order: each build warmed once, untimed; then fork, fork without X, A/A, N times over; every
     arm run scheduled alone on its GPUs; the report compares the three sides by those labels."""
     import argparse
@@ -148,8 +150,8 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
 
     st = loader.load(DEFAULT_STACK)
     fake = argparse.Namespace(compare_without="46849", runs=3, aa=True, no_warm_up=False, out=tmp_path, stack=None,
-                              bundles=None, unbaked=False, cold=False, gpus="", gpu_memory=None, timeout=60.0,
-                              caches=None, fork=None, ref=None, upstream_ref=None, base_ref=None,
+                              aa_runs=None, bundles=None, unbaked=False, cold=False, gpus="", gpu_memory=None,
+                              timeout=60.0, caches=None, fork=None, ref=None, upstream_ref=None, base_ref=None,
                               base_version=None)  # fmt: skip
 
     class Held:
@@ -187,6 +189,21 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
     ]  # fmt: skip
     assert all(alone for *_, alone in ran) and [r[1] for r in ran[2:5]] == ["sha256:f", "sha256:w", "sha256:f"]
     assert reported["labels"] == ["fork", "without-46849", "aa"] and reported["changes"] == ["46849"]
+    capsys.readouterr()
+    # --aa-runs 2 of 4 rounds: the A/A arm in rounds 1 and 3 (a protocol cut short has them among its rounds); the
+    # time is said from measurements only: none before the first run here, then each arm's runs so far
+    ran.clear()
+    fake.runs, fake.aa_runs, fake.no_warm_up, fake.out = 4, 2, True, tmp_path / "k"
+    monkeypatch.setenv("STACKGATE_COSTS", str(tmp_path / "no-costs"))
+    assert ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False) == 0
+    arms = ("fork", "without-46849", "aa")
+    assert [r[0] for r in ran] == [f"k/arms/{a}/run-{i}" for i in (1, 2, 3, 4) for a in arms if a != "aa" or i % 2]
+    said = capsys.readouterr().out
+    assert "10 runs; no cost measured for these rows' configurations" in said
+    assert "1 of 10 runs done (fork: 0 s); about 0 min 00 s left" in said and "10 of 10 runs done" in said
+    fake.aa_runs = 1
+    with pytest.raises(UsageError, match="--aa-runs takes 2 or more"):
+        ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False)
 
 
 def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_allowed(tmp_path, monkeypatch):
@@ -204,8 +221,8 @@ def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_al
 
     st = loader.load(DEFAULT_STACK)
     fake = argparse.Namespace(compare_without="46849", runs=3, aa=False, no_warm_up=False, out=tmp_path, stack=None,
-                              bundles=None, unbaked=False, cold=True, gpus="", gpu_memory=None, timeout=60.0,
-                              caches=None, fork=None, ref=None, upstream_ref=None, base_ref=None,
+                              aa_runs=None, bundles=None, unbaked=False, cold=True, gpus="", gpu_memory=None,
+                              timeout=60.0, caches=None, fork=None, ref=None, upstream_ref=None, base_ref=None,
                               base_version=None)  # fmt: skip
 
     class Held:

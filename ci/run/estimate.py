@@ -177,7 +177,7 @@ def describe(p: Projection, memory_gib: float, hosts: Sequence[str]) -> list[str
     how = ", ".join(f"{n} {k}" for k, n in sorted(p.found.items(), key=lambda kv: -kv[1]))
     where = "; ".join(sorted(set(hosts))) or "unknown hosts"
     lines = [
-        f"{p.phase}: {_clock(p.wall_s)} wall projected on {p.devices} GPU(s) of {memory_gib:g} GiB for "
+        f"{p.phase}: {clock(p.wall_s)} wall projected on {p.devices} GPU(s) of {memory_gib:g} GiB for "
         f"{p.rows - len(p.unplaceable) - len(p.hub_unmeasured)} rows in {p.jobs} processes "
         f"({p.gpu_s_per_row:.1f} GPU-seconds a row)",
         f"  engine configurations' costs: {how} (measured on {where})",
@@ -191,7 +191,7 @@ def describe(p: Projection, memory_gib: float, hosts: Sequence[str]) -> list[str
     return lines
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
     m, s = divmod(round(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h} h {m:02d} min" if h else f"{m} min {s:02d} s"

@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness import jit
 from harness import profile as profiling
 from harness.items import ENV_SHARE
 
@@ -189,29 +188,14 @@ def timed_ms(
 ) -> tuple[float, list[Any]]:
     """One request's wall time; `profile` names it ("cold", "warm") for harness.profile where that is on. The
     frames torch.compile traces during it are kept for the row's JIT record (harness.profile.request), and the
-    once-per-process work vLLM does in it is timed (engine.first_calls)."""
+    once-per-process work vLLM does in it is timed (engine.first_calls), the cold one's compiles and traces too."""
     cuda_sync()
-    compiles = jit.Window() if profile == "cold" else None
-    traced_before = len(profiling.traced_in_requests())
-    with request(profile):
+    with first_calls.compiles_named(profile == "cold"), request(profile):
         t0 = time.perf_counter()
         out = generate(engine, prompts, params)
         cuda_sync()
         ms = (time.perf_counter() - t0) * 1000.0
-    if compiles is not None:
-        _note_compiles(compiles.seen(), profiling.traced_in_requests()[traced_before:])
     return ms, out
-
-
-def _note_compiles(seen: jit.Seen, traced: list[dict[str, Any]]) -> None:
-    """What the first request compiled, in any of the engine's processes, and the frames torch.compile traced in it,
-    each with its own seconds, beside the rest of its once-per-process work: the cold request's excess over warm is
-    then named by what the row measured, not left "not named"."""
-    for event in seen.events:
-        seconds = float(event.get("time_s") or 0.0)
-        profiling.note_first_call(f"Triton compile of {event.get('kernel', '?')}", seconds * 1000.0)
-    for frame in traced:
-        profiling.note_first_call(f"torch.compile trace of {frame.get('site', '?')}", float(frame.get("s") or 0) * 1e3)
 
 
 NEW_LENGTH = "a prompt length's first use (measured on a new one after the warm requests)"

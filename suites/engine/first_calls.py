@@ -12,6 +12,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from harness import jit
 from harness import profile as profiling
 
 from engine.probes import patched
@@ -58,3 +59,21 @@ def timed(sites: tuple[Site, ...] = SITES) -> Iterator[None]:
             if callable(getattr(module, site.function, None)):
                 stack.enter_context(patched(module, site.function, _timer(site.what)))
         yield
+
+
+@contextmanager
+def compiles_named(on: bool) -> Iterator[None]:
+    """Where `on` (the first request): what the block compiled, in any of the engine's processes, and the frames
+    torch.compile traced in it, each with its own seconds, beside the rest of its once-per-process work: the cold
+    request's excess over warm is then named by what the row measured, not left "not named"."""
+    if not on:
+        yield
+        return
+    window, traced_before = jit.Window(), len(profiling.traced_in_requests())
+    yield
+    for event in window.seen().events:
+        profiling.note_first_call(
+            f"Triton compile of {event.get('kernel', '?')}", float(event.get("time_s") or 0) * 1e3
+        )
+    for frame in profiling.traced_in_requests()[traced_before:]:
+        profiling.note_first_call(f"torch.compile trace of {frame.get('site', '?')}", float(frame.get("s") or 0) * 1e3)
