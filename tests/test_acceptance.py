@@ -211,3 +211,32 @@ def test_rows_without_a_comparison_leave_the_criterion_missing(tmp_path: Path) -
 def test_compare_flags_only_what_chance_does_not_explain(before, after, better, flagged) -> None:
     """Each list is a side's runs (each run's median)."""
     assert compare(before[1], after[1], better, 5).flagged is flagged
+
+
+def test_a_cold_run_is_judged_on_what_compiled_after_ready_each_named_with_the_change_that_warms_it(
+    tmp_path: Path,
+) -> None:
+    """A run without a bake (JIT allowed) compiles before ready by design: its 26 compiles there are said as such, not
+    judged. What compiled after ready fails the criterion, each kernel named once with its count and with the
+    stack's change whose warm-up would compile it (upstream.warms), or none; the same account in three runs is said
+    once, with the runs it held in."""
+    target = rows(CHANGE)[0]
+    after = "eagle_prepare_next_token_padded_kernel ×2,rejection_greedy_sample_kernel"
+
+    def cold(r, c):
+        if r != target:
+            return c
+        late = synthetic.with_metric(c, metric("compiles_after_ready", 3, "count", "cold"))
+        return replace(late, aot="none", jit_compiles=29, props=(*c.props, ("jit.after_ready_kernels", after)))
+
+    paths = [p for i in range(3) for p in write_rows(tmp_path / "now", [target], cold, prefix=f"run{i}-")]
+    res = results.collect(paths, PLAN)
+    (v,) = [v for v in acceptance.evaluate(STACK, res, None) if v.change.id == CHANGE]
+    (jit,) = [c for c in v.criteria if c.name == criteria.NO_JIT]
+    assert jit.status == "fail", jit.evidence
+    assert (
+        f"{target.id}: 3 compiles after ready: eagle_prepare_next_token_padded_kernel ×2 (#48804 of the kernel-warmup "
+        "track warms it); rejection_greedy_sample_kernel (no change of the stack warms it) (26 before ready, no bake: "
+        "JIT allowed) (in 3 of 3 runs)"
+    ) in jit.evidence
+    assert jit.evidence.count(target.id) == 1

@@ -3,6 +3,7 @@ evidence for each. A change is ready for default enablement only when every crit
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci.results.baseline import Baseline
@@ -36,15 +37,38 @@ class Verdict:
 
 def evaluate(stack: Stack, results: Results, baseline: Baseline | None) -> tuple[Verdict, ...]:
     required = tuple(t.id for t in stack.targets.values() if t.required)
-    return tuple(judge(change, results, baseline, required) for change in stack.changes.values())
+    known = warmers(stack)
+    return tuple(judge(change, results, baseline, required, known) for change in stack.changes.values())
 
 
-def judge(change: Change, results: Results, baseline: Baseline | None, required: tuple[str, ...] = ()) -> Verdict:
+def warmers(stack: Stack) -> dict[str, tuple[str, ...]]:
+    """Each kernel some change's warm-up launches at start (`upstream.warms`) -> those changes, as a report names them
+    ("#48804 of the kernel-warmup track")."""
+    found: dict[str, tuple[str, ...]] = {}
+    for change in stack.changes.values():
+        for kernel in change.upstream.warms if change.upstream else ():
+            found[kernel] = (*found.get(kernel, ()), f"#{change.id} of the {change.track} track")
+    return found
+
+
+def judge(
+    change: Change,
+    results: Results,
+    baseline: Baseline | None,
+    required: tuple[str, ...] = (),
+    warmers: Mapping[str, tuple[str, ...]] | None = None,  # kernel -> the changes whose warm-up launches it
+) -> Verdict:
     rows = tuple(r for r in results.rows if r.change == change.id and r.planned is not None)
     by_target: dict[str, list[RowResult]] = {}
     for r in rows:
         by_target.setdefault(r.target, []).append(r)
     ev = Evidence(
-        change=change, rows=rows, by_target=by_target, results=results, baseline=baseline, required_targets=required
+        change=change,
+        rows=rows,
+        by_target=by_target,
+        results=results,
+        baseline=baseline,
+        required_targets=required,
+        warmers=warmers or {},
     )
     return Verdict(change=change, criteria=tuple(rule.judge(ev) for rule in CRITERIA))

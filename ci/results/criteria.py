@@ -7,7 +7,7 @@ is judged on each target with planned rows, a whole-change rule on all results; 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 # the parts, also named through this module (ci.results.acceptance, ci.report.json_doc, the tests)
 from ci.results.criterion import (
@@ -23,6 +23,7 @@ from ci.results.criterion import (
     Rule,
     Status,
     combine,
+    each_target,
     listed,
     ran_rows,
 )
@@ -98,7 +99,7 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
     return "pass", f"{len(ran)} rows carry cold ({', '.join(want.cold)}) and warm ({', '.join(want.warm)}){bound}"
 
 
-def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
+def _no_jit(change: Change, rows: list[RowResult], warmers: Mapping[str, tuple[str, ...]]) -> tuple[Status, str]:
     """Judged only on rows that measured their workload: a row that failed before measuring compiled nothing because
     it ran nothing, which is no evidence. In a baked image or on a baked host every compile counts (the bake should
     have made it); a run without a bake (`--cold`, `--unbaked`: JIT allowed) compiles before ready by design, so
@@ -117,7 +118,7 @@ def _no_jit(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
         # trace's seconds differ from run to run, so they are given as their range over those runs)
         said: dict[str, list[list[float]]] = {}  # the account without its seconds -> each run's seconds
         for c in runs:
-            if d := compiled_in(c):
+            if d := compiled_in(c, warmers):
                 said.setdefault(_SECONDS.sub("", d), []).append([float(x) for x in _SECONDS.findall(d)])
         for d, times in said.items():
             seconds = [t for run in times for t in run]
@@ -153,22 +154,40 @@ def _late(c: Case) -> float:
     return after.value if after else 0.0
 
 
-def compiled_in(c: Case) -> str:
+def compiled_in(c: Case, warmers: Mapping[str, tuple[str, ...]] | None = None) -> str:
     """What one run compiled that it should not have, in words; "" where nothing. Kernel names come with their counts
-    ("k ×2") where the harness recorded them so, and the count is the one those names account for."""
+    ("k ×2") where the harness recorded them so, and the count is the one those names account for; with `warmers`
+    (kernel -> the stack's changes whose warm-up launches it), each name says which change would warm it."""
     late, traced = _late(c), f"; torch.compile traced after ready: {c.jit_traced}" if c.jit_traced else ""
     if not baked(c):  # JIT allowed: what came after ready is the fallback, what came before it is the cold start
         if not late and not c.jit_traced:
             return ""
-        kernels = ", ".join(c.after_ready_kernels) or "kernels not named"
+        kernels = _by_warmer(c.after_ready_kernels, warmers or {}) or "kernels not named"
         before = f" ({c.jit_compiles - late:g} before ready, no bake: JIT allowed)" if c.jit_compiles else ""
         return f"{late:g} compiles after ready: {kernels}{before}{traced}"
     if not (c.jit_compiles or late or c.jit_cache_new_files or c.jit_traced):
         return ""
-    kernels = ", ".join(c.jit_kernels) or "kernels not named"
+    kernels = _by_warmer(c.jit_kernels, warmers or {}) or "kernels not named"
     files = f", {c.jit_cache_new_files} new cache files" if c.jit_cache_new_files else ""
     after = f", {late:g} after ready" if late else ""
     return f"{c.jit_compiles or 0} compiles after the bake{after}{files} ({kernels}){traced}"
+
+
+def _by_warmer(kernels: Sequence[str], warmers: Mapping[str, tuple[str, ...]]) -> str:
+    """Kernel names grouped by the changes whose warm-up would compile them before ready ("a, b ×2 (#48804 warms
+    them); c (no change of the stack warms it)"); plain names where the stack names no warm-up at all."""
+    if not warmers:
+        return ", ".join(kernels)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for k in kernels:
+        groups.setdefault(warmers.get(k.split(" ×", 1)[0], ()), []).append(k)
+    said = []
+    for by, names in sorted(groups.items(), key=lambda g: not g[0]):
+        them = "them" if len(names) > 1 else "it"
+        verb = "warms" if len(by) == 1 else "warm"
+        who = f"{' and '.join(by)} {verb} {them}" if by else f"no change of the stack warms {them}"
+        said.append(f"{', '.join(names)} ({who})")
+    return "; ".join(said)
 
 
 def _matrix_everywhere(ev: Evidence) -> Criterion:
@@ -253,8 +272,8 @@ CRITERIA: tuple[Rule, ...] = (
     ),
     Rule(
         name=NO_JIT,
-        reads="stackgate.jit.* properties and compiles_after_ready of every row that ran",
-        per_target=_no_jit,
+        reads="stackgate.jit.* properties and compiles_after_ready of every row that ran; upstream.warms",
+        whole=lambda ev: each_target(NO_JIT, ev, lambda change, rows: _no_jit(change, rows, ev.warmers)),
     ),
     Rule(
         name=MATRIX,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ci.results.baseline import Baseline
@@ -42,6 +42,7 @@ class Evidence:
     results: Results
     baseline: Baseline | None
     required_targets: tuple[str, ...] = ()  # the targets the tracking issue names
+    warmers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # kernel -> the changes whose warm-up runs it
 
 
 PerTarget = Callable[[Change, list[RowResult]], tuple[Status, str]]
@@ -59,15 +60,19 @@ class Rule:
         if self.whole is not None:
             return self.whole(ev)
         assert self.per_target is not None
-        judged = [(t, *self.per_target(ev.change, rows)) for t, rows in ev.by_target.items()]
-        crit = combine(self.name, [(s, f"{t}: {e}") for t, s, e in judged])
-        text = self.rule(ev.change)
-        return Criterion(
-            name=self.name,
-            status=crit.status,
-            evidence=f"{text}. {crit.evidence}" if text else crit.evidence,
-            by_target=tuple((t, s) for t, s, _ in judged),
-        )
+        return each_target(self.name, ev, self.per_target, self.rule(ev.change))
+
+
+def each_target(name: str, ev: Evidence, judge: PerTarget, rule: str = "") -> Criterion:
+    """`judge` on each target's rows, the worst target deciding; the rule in words first."""
+    judged = [(t, *judge(ev.change, rows)) for t, rows in ev.by_target.items()]
+    crit = combine(name, [(s, f"{t}: {e}") for t, s, e in judged])
+    return Criterion(
+        name=name,
+        status=crit.status,
+        evidence=f"{rule}. {crit.evidence}" if rule else crit.evidence,
+        by_target=tuple((t, s) for t, s, _ in judged),
+    )
 
 
 def combine(name: str, parts: Sequence[tuple[Status, str]]) -> Criterion:

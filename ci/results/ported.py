@@ -62,7 +62,7 @@ def find(stack: Stack, sides: Sequence[SideOf]) -> tuple[Ported, ...]:
         aa = _aa(sides, fork, rows)
         baseline = _baseline(change, fork, without, aa, rows)
         required = tuple(t.id for t in stack.targets.values() if t.required)
-        verdict = acceptance.judge(change, fork.results, baseline, required)
+        verdict = acceptance.judge(change, fork.results, baseline, required, acceptance.warmers(stack))
         seen = (_seen(fork, rows), _seen(without, rows))
         builds = (_build(fork, rows), _build(without, rows))
         problems = []

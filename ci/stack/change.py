@@ -74,6 +74,9 @@ class Upstream:
     # report says it beside the change's "absent", so a reader knows why no release will ever hold it)
     superseded_by: tuple[int, ...] = ()
     superseded_how: str | None = None
+    # the Triton kernels its warm-up launches at engine start, as the PR names them: a kernel still compiled after
+    # ready is reported with the change that would warm it (a kernel-warmup track's next port)
+    warms: tuple[str, ...] = ()
 
 
 @frozen
