@@ -16,7 +16,7 @@
 # rows.txt: the tiny EAGLE, EAGLE3 and MTP rows of #49903
 # at batch 1); the A/A arm too, unless AA=0, in AA_RUNS of the rounds (default: every one).
 set -u
-here=evidence/h200-warmup
+here=evidence/h100-warmup
 work=/root/work53
 log=$work/protocol.log
 steps() { grep -E "^== |\] (pass|failure|error|skipped|missing) |^site |wrote report|error:|^exit " "$log" | tail -"${1:-40}"; }
