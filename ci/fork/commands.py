@@ -17,9 +17,9 @@ from ci.errors import UsageError
 from ci.fork import ablate, bundle, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
-from ci.upstream import record
+from ci.upstream import port_check, port_text, record
 
-HEADERS = ("Change", "In the fork", "Commits that carry it", "Found")
+HEADERS = ("Change", "In the fork", "Commits that carry it", "Found", "Port")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -29,7 +29,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         for line in record.record(st, fork.scope, fork.snap):
             print(line)
         return 0
-    changes = [c for c in fork.snap.changes if c.pr and (not args.change or c.change in args.change)]
+    snap = port_check.assess(st, fork.scope, fork.snap)
+    changes = [c for c in snap.changes if c.pr and (not args.change or c.change in args.change)]
     if args.format == "json":
         base = fork.scope.base
         doc = {
@@ -48,6 +49,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "detail": c.detail,
                     "flags": list(c.flags),
                     "fix": c.fix,
+                    "port": c.port.to_json() if c.port else None,
+                    "follow_up_ports": [f.to_json() for f in c.follow_up_ports],
                 }
                 for c in changes
             ],
@@ -58,11 +61,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     if fork.scope.base is None:
         print(f"  base: not known ({fork.scope.base_problem}); a bundle needs --base-ref REF --base-version X.Y.Z")
     print(f"  its own commits: {fork.snap.own} ({fork.snap.fork_commits})\n")
-    rows = [[f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", c.detail] for c in changes]
+    rows = [
+        [f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", c.detail, port_text.cell(c)]
+        for c in changes
+    ]
     print(tables.text(HEADERS, rows), end="")
     for c in changes:
         for line in (*c.flags, *([f"fix: {c.fix}"] if c.fix else [])):
             print(f"  #{c.change}: {line}")
+    ports = [line for c in changes for line in port_text.lines(c)]
+    if ports:
+        print("\nTo port:\n" + "\n".join(f"  {line}" for line in ports))
     return 0
 
 
