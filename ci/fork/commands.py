@@ -4,6 +4,7 @@ ci fork [--format json] [--record]        what the fork's ref holds of each chan
 ci fork bundle --out F [--without X]      the fork's vllm/ over its base release, as one bundle (X removed)
 ci fork build --host --base-site D --site S [--bundle F | --without X]
                                           that bundle laid over the base wheel's install, for a bare host
+ci fork port X [--with-prerequisites]     X ported onto a new branch (stackgate/port-X), or why it cannot be
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from ci import options, tables
 from ci.errors import UsageError
-from ci.fork import ablate, bundle, site, source
+from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
 from ci.upstream import port_check, port_text, record
@@ -130,7 +131,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write the fork commits that carry each change, with their patch-ids, into stack/fork.yaml (carries)",
     )
     f.set_defaults(func=cmd_status)
-    verbs = f.add_subparsers(dest="fork_verb", metavar="{bundle,build}", help="without one: what the fork holds")
+    verbs = f.add_subparsers(dest="fork_verb", metavar="{bundle,build,port}", help="without one: what the fork holds")
     b = verbs.add_parser("bundle", help="the fork's vllm/ over its base, as one bundle")
     b.add_argument("--out", type=Path, required=True, help="the bundle file (.tar.gz)")
     b.set_defaults(func=cmd_bundle)
@@ -140,7 +141,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--base-site", type=Path, required=True, help="the site folder holding the base vLLM release")
     h.add_argument("--site", type=Path, required=True, help="the new site folder for the fork's vLLM")
     h.set_defaults(func=cmd_build)
-    for p in (b, h):
+    o = verbs.add_parser(
+        "port",
+        help="port a change the fork lacks (or a follow-up it lacks) onto a new branch from its ref; exit 2, making "
+        "nothing, where it conflicts",
+    )
+    o.add_argument("change_id", metavar="CHANGE", help="the change (or the follow-up's PR number) to port")
+    o.add_argument("--branch", metavar="NAME", help="the new branch (default: stackgate/port-CHANGE)")
+    o.add_argument(
+        "--with-prerequisites",
+        action="store_true",
+        help="port first what it needs (the PRs it is stacked on and the upstream commits behind its conflicts that "
+        "the fork lacks), oldest first, each where it applies",
+    )
+    o.set_defaults(func=port.cmd_port)
+    for p in (b, h, o):
         options.add_stack(p)
         for action in f._actions:  # the fork options again after the sub-verb, as --stack is
             if action.dest in ("fork", "ref", "upstream_ref", "base_ref", "base_version"):
@@ -151,4 +166,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     metavar=action.metavar,
                     help=action.help,
                 )
-        p.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (reverted)")
+        if p is not o:
+            p.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (reverted)")
