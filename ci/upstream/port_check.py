@@ -43,18 +43,41 @@ def assess(st: Stack, scope: Scope, snap: Snapshot) -> Snapshot:
     with Scratch(scope.co) as sc:
         ctx = Context(st=st, scope=scope, sc=sc, sides=Sides(scope), states=states, full=scope.co.resolve(ids),
                       flags=port_command.fork_flags(st, scope))  # fmt: skip
+        ports: dict[str, Readiness] = {}
+        for c in _stacked_first(st, [s.change for s in snap.changes if s.state in LACKING]):
+            ports[c] = change(ctx, st.changes[c], states[c], ports)
         out = []
         for s in snap.changes:
             ch = st.changes.get(s.change)
             if ch is None or ch.upstream is None:
                 out.append(s)
-            elif s.state in LACKING:
-                out.append(replace(s, port=change(ctx, ch, s)))
+            elif s.change in ports:
+                out.append(replace(s, port=ports[s.change]))
             elif s.held:
                 out.append(replace(s, follow_up_ports=tuple(follow_up(ctx, ch, f) for f in ch.upstream.follow_ups)))
             else:
                 out.append(s)
     return replace(snap, changes=tuple(out))
+
+
+def _stacked_first(st: Stack, lacking: list[str]) -> list[str]:
+    """`lacking` ordered so that a change comes after the tracked changes it is stacked on (what a port of it
+    ports first is known by then)."""
+    by_pr = {c.upstream.pr: c.id for c in st.changes.values() if c.upstream}
+    order: dict[str, None] = {}
+
+    def visit(change: str, path: tuple[str, ...]) -> None:
+        up = st.changes[change].upstream
+        for pr in up.stacked_on if up else ():
+            base = by_pr.get(pr)
+            if base in lacking and base not in path:
+                visit(base, (*path, change))
+        order.setdefault(change, None)
+
+    for c in lacking:
+        if c in st.changes:
+            visit(c, ())
+    return list(order)
 
 
 def _ids(ch: Change) -> list[str]:
@@ -64,7 +87,8 @@ def _ids(ch: Change) -> list[str]:
             *(f.merge_commit for f in up.follow_ups if f.merge_commit)]  # fmt: skip
 
 
-def change(ctx: Context, ch: Change, state: ChangeState) -> Readiness:
+def change(ctx: Context, ch: Change, state: ChangeState, earlier: Mapping[str, Readiness]) -> Readiness:
+    """`earlier`: the readiness of the changes already assessed (those it is stacked on among them)."""
     up = ch.upstream
     assert up is not None
     source = port_source.of_change(ctx.scope.co, ch, state.missing, ctx.full)
@@ -76,7 +100,7 @@ def change(ctx: Context, ch: Change, state: ChangeState) -> Readiness:
         c.id: m for c in ctx.st.changes.values() if c.upstream and (m := ctx.full.get(c.upstream.merge_commit or ""))
     }
     on = port_why.stacked(ctx.sides, ch, ctx.states, by_pr, merges)
-    return _tried(ctx, ch.id, source, stable, on, follow_up=False)
+    return _tried(ctx, ch.id, source, stable, on, earlier, follow_up=False)
 
 
 def follow_up(ctx: Context, ch: Change, f: FollowUp) -> Readiness:
@@ -86,7 +110,7 @@ def follow_up(ctx: Context, ch: Change, f: FollowUp) -> Readiness:
     if merge and (held := _held(ctx, source.units[0])):
         return Readiness(pr=source.pr, change=ch.id, follow_up=True, verdict="in the fork", detail=held,
                          patch=(merge,), stability=stable)  # fmt: skip
-    return _tried(ctx, ch.id, source, stable, (), follow_up=True)
+    return _tried(ctx, ch.id, source, stable, (), {}, follow_up=True)
 
 
 def _held(ctx: Context, unit: Unit) -> str:
@@ -109,7 +133,14 @@ def _held(ctx: Context, unit: Unit) -> str:
 
 
 def _tried(
-    ctx: Context, change_id: str, source: Source, stable: Stability, on: tuple[Stacked, ...], *, follow_up: bool
+    ctx: Context,
+    change_id: str,
+    source: Source,
+    stable: Stability,
+    on: tuple[Stacked, ...],
+    earlier: Mapping[str, Readiness],
+    *,
+    follow_up: bool,
 ) -> Readiness:
     shell = Readiness(pr=source.pr, change=change_id, follow_up=follow_up, verdict="unknown", detail=source.none,
                       stacked_on=on, stability=stable)  # fmt: skip
@@ -127,12 +158,13 @@ def _tried(
     what = f"upstream's vllm/ diff of {', '.join(c[:12] for c in patch)} ({n} file{'s' * (n != 1)})"
     if done.verdict in PORTABLE:
         how = "as it is" if done.verdict == "clean" else f"by a three-way merge ({', '.join(done.three_way)} need it)"
-        needs = port_why.needs(ctx.sides, (), on)
-        command = port_command.port(ctx.flags, source.pr, with_prerequisites=bool(needs))
+        needs = port_why.needs(ctx.sides, (), on, earlier)
+        after = _after(ctx, needs, source.units) if needs else ""
+        command = port_command.port(ctx.flags, source.pr, with_prerequisites=after in PORTABLE)
         return replace(shell, verdict=done.verdict, detail=f"{what} applies to {scope.ref} {how}",
-                       prerequisites=needs, command=command)  # fmt: skip
+                       prerequisites=needs, after_prerequisites=after, command=command)  # fmt: skip
     found = port_why.conflicts(ctx.sc, ctx.sides, done)
-    needs = port_why.needs(ctx.sides, found, on)
+    needs = port_why.needs(ctx.sides, found, on, earlier)
     hunks = sum(len(c.hunks) for c in found)
     clean = len(done.files) - len(found)
     detail = (

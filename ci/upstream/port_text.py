@@ -19,16 +19,18 @@ def readinesses(state: ChangeState) -> tuple[Readiness, ...]:
 
 def cell(state: ChangeState) -> str:
     """ "clean", "conflicts: speculator.py (1 hunk)", "follow-up #52512: clean"; "—" where there is nothing to port."""
-    parts = []
-    for r in readinesses(state):
-        text = r.short()
-        if r.prerequisites and r.after_prerequisites:
-            text += f"; after {_prs(r)}: {r.after_prerequisites}"
-        lacking = [f"#{s.pr} {s.state}" for s in r.stacked_on if s.lacking]
-        if lacking:
-            text += f"; stacked on {', '.join(lacking)}"
-        parts.append(f"follow-up #{r.pr}: {text}" if r.follow_up else text)
+    parts = [f"follow-up #{r.pr}: {cell_of(r)}" if r.follow_up else cell_of(r) for r in readinesses(state)]
     return "; ".join(parts) or "—"
+
+
+def cell_of(r: Readiness) -> str:
+    text = r.short()
+    if r.prerequisites and r.after_prerequisites:
+        text += f"; after {_prs(r)}: {r.after_prerequisites}"
+    lacking = [f"#{s.pr} {s.state}" for s in r.stacked_on if s.lacking]
+    if lacking:
+        text += f"; stacked on {', '.join(lacking)}"
+    return text
 
 
 def lines(state: ChangeState) -> list[str]:

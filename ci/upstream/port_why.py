@@ -14,7 +14,7 @@ from ci.upstream.port_apply import Outcome
 from ci.upstream.port_blame import ForkSide
 from ci.upstream.port_hunks import regions
 from ci.upstream.port_source import pr_of
-from ci.upstream.readiness import Conflict, Hunk, Prerequisite, Stacked
+from ci.upstream.readiness import Conflict, Hunk, Prerequisite, Readiness, Stacked
 from ci.upstream.scope import Scope
 from ci.upstream.scratch import Scratch
 from ci.upstream.state import ChangeState
@@ -113,16 +113,23 @@ def _by_subject(scope: Scope, prs: list[int], since: dt.date) -> dict[int | None
     return found
 
 
-def needs(sides: Sides, found: Iterable[Conflict], on: Iterable[Stacked]) -> tuple[Prerequisite, ...]:
-    """What the fork lacks first, oldest first: the stacked-on PRs it lacks (their upstream commit, where known),
-    then every possible prerequisite of a hunk it does not hold; each once."""
+def needs(
+    sides: Sides, found: Iterable[Conflict], on: Iterable[Stacked], earlier: Mapping[str, Readiness]
+) -> tuple[Prerequisite, ...]:
+    """What the fork lacks first, oldest first, each once: the stacked-on PRs it lacks (a tracked one's own
+    prerequisites and patch, from `earlier`: change -> its readiness; an untracked one's upstream commit), then every
+    possible prerequisite of a hunk it does not hold."""
     co = sides.scope.co
-    lacking = [s for s in on if s.lacking and s.commit]
-    subjects = co.titles(*(s.commit for s in lacking), walk=False) if lacking else {}
-    wanted: dict[str, Prerequisite] = {
-        s.commit: Prerequisite(commit=s.commit, subject=subjects.get(s.commit, ""), pr=s.pr, held=False)
-        for s in lacking
-    }
+    lacking = [s for s in on if s.lacking]
+    named = [c for s in lacking for c in (earlier[s.change].patch if s.change in earlier else (s.commit,)) if c]
+    subjects = co.titles(*named, walk=False) if named else {}
+    wanted: dict[str, Prerequisite] = {}
+    for s in lacking:
+        base = earlier.get(s.change)
+        for p in base.prerequisites if base else ():
+            wanted.setdefault(p.commit, p)
+        for c in base.patch if base else (s.commit,) if s.commit else ():
+            wanted.setdefault(c, Prerequisite(commit=c, subject=subjects.get(c, ""), pr=s.pr, held=False))
     for c in found:
         for h in c.hunks:
             for p in h.prerequisites:
