@@ -54,7 +54,8 @@ def assess(st: Stack, scope: Scope, snap: Snapshot) -> Snapshot:
             elif s.change in ports:
                 out.append(replace(s, port=ports[s.change]))
             elif s.held:
-                out.append(replace(s, follow_up_ports=tuple(follow_up(ctx, ch, f) for f in ch.upstream.follow_ups)))
+                merged = [f for f in ch.upstream.follow_ups if f.merge_commit]  # an unmerged one: nothing to port
+                out.append(replace(s, follow_up_ports=tuple(follow_up(ctx, ch, f) for f in merged)))
             else:
                 out.append(s)
     return replace(snap, changes=tuple(out))
