@@ -233,3 +233,25 @@ def test_ci_plan_fork_says_how_many_rows_each_port_would_add(world) -> None:
     assert said["46514"]["port"] == "clean" and said["46514"]["command"].startswith("python -m ci fork port 46514")
     text = _ci(stack, "plan", *_fork(repo))
     assert f"porting it would add these {rows['46849']} rows; its port: clean by three-way merge" in text.stdout
+
+
+def test_the_reports_first_screen_gives_each_lacking_change_its_port(world, tmp_path) -> None:
+    repo, _, stack = world
+    up = _ci(stack, "upstream", *_fork(repo), "--format", "json")
+    (tmp_path / "upstream.json").write_text(up.stdout)
+    assert _ci(stack, "plan", *_fork(repo), "--not-run", str(tmp_path / "results")).returncode == 0
+    done = _ci(stack, "report", str(tmp_path / "results"), "--upstream", str(tmp_path / "upstream.json"),
+               "--out", str(tmp_path / "report"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first = (tmp_path / "report" / "report.md").read_text().split("## Verdicts", 1)[0]
+    row = {line.split(" | ")[0].lstrip("| "): line for line in first.splitlines() if line.startswith("| #")}
+    assert (
+        f"`python -m ci fork port 46514 --fork {repo.path} --ref fork` absent in the fork; its port: clean"
+        in row["#46514"]
+    )
+    assert (
+        "port 49903 --with-prerequisites" in row["#49903"]
+        and "conflicts: pre.py (1 hunk); after #47000: clean" in row["#49903"]
+    )
+    assert "port 52512" in row["#48407"] and "ported in the fork without its follow-up #52512: clean" in row["#48407"]
+    assert "fork port" not in row["#selftest"]

@@ -24,7 +24,7 @@ def cell(state: ChangeState) -> str:
 
 
 def cell_of(r: Readiness) -> str:
-    text = r.short()
+    text = f"unknown: {r.detail}" if r.verdict == "unknown" else r.short()
     if r.prerequisites and r.after_prerequisites:
         text += f"; after {_prs(r)}: {r.after_prerequisites}"
     lacking = [f"#{s.pr} {s.state}" for s in r.stacked_on if s.lacking]
