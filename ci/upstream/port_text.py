@@ -20,10 +20,11 @@ def readinesses(state: ChangeState) -> tuple[Readiness, ...]:
 def cell(state: ChangeState) -> str:
     """ "clean", "conflicts: speculator.py (1 hunk)", "follow-up #52512: clean"; "—" where there is nothing to port."""
     parts = [f"follow-up #{r.pr}: {cell_of(r)}" if r.follow_up else cell_of(r) for r in readinesses(state)]
-    return "; ".join(parts) or "—"
+    return plain("; ".join(parts)) or "—"
 
 
 def cell_of(r: Readiness) -> str:
+    """One verdict in a cell: "conflicts: pre.py (1 hunk); after #47000: clean; stacked on #49903 absent"."""
     text = f"unknown: {r.detail}" if r.verdict == "unknown" else r.short()
     if r.prerequisites and r.after_prerequisites:
         text += f"; after {_prs(r)}: {r.after_prerequisites}"
@@ -53,7 +54,7 @@ def lines(state: ChangeState) -> list[str]:
             out.append(f"  upstream: {settled}")
         if r.command:
             out.append(f"  next: {r.command}")
-    return out
+    return [plain(line) for line in out]
 
 
 def hunk_lines(c: Conflict) -> list[str]:
@@ -75,7 +76,7 @@ def hunk_lines(c: Conflict) -> list[str]:
             parts.append("the fork edited them in " + ", ".join(named) + (f" and {more} more" if more > 0 else ""))
         if not h.prerequisites and not h.fork_edits:
             parts.append("no commit since the fork left upstream touched them on either side")
-        out.append("; ".join(parts))
+        out.append(plain("; ".join(parts)))
     return out
 
 

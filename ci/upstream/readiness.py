@@ -136,7 +136,7 @@ class Stability:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Stability:
-        return cls(upstream=str(doc["upstream"]), follow_ups=tuple(map(str, doc["follow_ups"])),
+        return cls(upstream=str(doc["upstream"]), follow_ups=_strs(doc["follow_ups"]),
                    reverted=str(doc["reverted"]), stable=_bool(doc["stable"]))  # fmt: skip
 
 
@@ -200,9 +200,9 @@ class Readiness:
             follow_up=_bool(doc["follow_up"]),
             verdict=doc["verdict"],
             detail=str(doc["detail"]),
-            patch=tuple(map(str, doc["patch"])),
-            files=tuple(map(str, doc["files"])),
-            three_way=tuple(map(str, doc["three_way"])),
+            patch=_strs(doc["patch"]),
+            files=_strs(doc["files"]),
+            three_way=_strs(doc["three_way"]),
             conflicts=tuple(Conflict.from_json(c) for c in doc["conflicts"]),
             prerequisites=tuple(Prerequisite.from_json(p) for p in doc["prerequisites"]),
             after_prerequisites=str(doc.get("after_prerequisites", "")),
@@ -216,6 +216,12 @@ def _bool(value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {value!r}")
     return value
+
+
+def _strs(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of strings, got {str(value)[:80]!r}")
+    return tuple(value)
 
 
 def _span(value: object) -> tuple[int, int]:
