@@ -9,7 +9,7 @@ object store are left as they were."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ci.stack.change import Change, FollowUp
 from ci.stack.model import Stack
@@ -32,7 +32,7 @@ class Context:
     sides: Sides
     states: Mapping[str, ChangeState]
     full: Mapping[str, str | None]  # each id the stack names -> its full id here (None where absent)
-    flags: list[str] = field(default_factory=list)  # the fork options of a port command
+    flags: tuple[str, ...] = ()  # the fork options of a port command
 
 
 def assess(st: Stack, scope: Scope, snap: Snapshot) -> Snapshot:
@@ -158,7 +158,7 @@ def _tried(
     n = len(done.files)
     what = f"upstream's vllm/ diff of {', '.join(c[:12] for c in patch)} ({n} file{'s' * (n != 1)})"
     if done.verdict in PORTABLE:
-        how = "as it is" if done.verdict == "clean" else f"by a three-way merge ({', '.join(done.three_way)} need it)"
+        how = "as it is" if done.verdict == "clean" else f"by a three-way merge of {', '.join(done.three_way)}"
         needs = port_why.needs(ctx.sides, (), on, earlier)
         after = _after(ctx, needs, source.units) if needs else ""
         command = port_command.port(ctx.flags, source.pr, with_prerequisites=after in PORTABLE)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 from ci.errors import UsageError
 from ci.stack.model import Stack
@@ -11,7 +12,7 @@ from ci.upstream import history
 from ci.upstream.scope import Scope
 
 
-def fork_flags(st: Stack, scope: Scope) -> list[str]:
+def fork_flags(st: Stack, scope: Scope) -> tuple[str, ...]:
     """--fork and --ref always; --upstream-ref where the remote rule would not find it; --base-ref and
     --base-version where the base was given so."""
     flags = ["--fork", str(scope.co.path), "--ref", scope.ref]
@@ -24,9 +25,9 @@ def fork_flags(st: Stack, scope: Scope) -> list[str]:
             flags += ["--upstream-ref", scope.upstream_ref]
     if scope.base and scope.base.how == "--base-ref":
         flags += ["--base-ref", scope.base.ref, "--base-version", scope.base.version]
-    return flags
+    return tuple(flags)
 
 
-def port(flags: list[str], pr: int, *, with_prerequisites: bool = False) -> str:
+def port(flags: Sequence[str], pr: int, *, with_prerequisites: bool = False) -> str:
     extra = ["--with-prerequisites"] if with_prerequisites else []
     return shlex.join(["python", "-m", "ci", "fork", "port", str(pr), *extra, *flags])
