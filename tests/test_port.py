@@ -284,3 +284,19 @@ def test_a_port_read_back_is_validated_and_its_text_shown_on_one_line(tmp_path) 
     (tmp_path / "upstream.json").write_text(json.dumps(doc))
     with pytest.raises(UsageError, match="expected a list of strings"):
         state.read(tmp_path / "upstream.json")
+
+
+def test_a_change_reverted_upstream_is_said_unsettled(world) -> None:
+    repo, ids, stack = world
+    repo.git("checkout", "-q", "main")
+    repo.git("revert", "--no-edit", ids["46514"])
+    revert = repo.git("rev-parse", "HEAD")
+    repo.upstream()
+    repo.git("checkout", "-q", "fork")
+    port = _held(stack, repo)["46514"]["port"]
+    assert port["verdict"] == "clean"
+    subject = 'Revert "[Attention][MLA] FlashMLA sparse DCP (#46514)"'
+    assert port["stability"]["reverted"] == f"reverted upstream by {revert[:12]} {subject!r}"
+    assert port["stability"]["stable"] is False
+    table = _ci(stack, "fork", *_fork(repo)).stdout
+    assert f"clean; reverted upstream by {revert[:12]}" in table

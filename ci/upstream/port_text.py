@@ -31,6 +31,9 @@ def cell_of(r: Readiness) -> str:
     lacking = [f"#{s.pr} {s.state}" for s in r.stacked_on if s.lacking]
     if lacking:
         text += f"; stacked on {', '.join(lacking)}"
+    st = r.stability
+    if st and not st.stable and r.verdict != "unknown":  # an open PR still moves; a reverted one was taken back
+        text += f"; {st.reverted or st.upstream}"
     return text
 
 
