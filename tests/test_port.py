@@ -300,3 +300,19 @@ def test_a_change_reverted_upstream_is_said_unsettled(world) -> None:
     assert port["stability"]["stable"] is False
     table = _ci(stack, "fork", *_fork(repo)).stdout
     assert f"clean; reverted upstream by {revert[:12]}" in table
+
+
+def test_hunks_conflict_where_the_two_sides_overlap_or_touch_as_gits_merge_groups_them() -> None:
+    from ci.upstream.port_hunks import Change, Region, group
+
+    def c(side: str, start: int, end: int, count: int = 1, body: str = "x") -> Change:
+        return Change(side=side, start=start, end=end, new=start, count=count, body=body)
+
+    assert group([c("ours", 9, 10)], [c("theirs", 12, 13)]) == []  # two lines apart: git merges them
+    assert group([c("ours", 9, 10)], [c("theirs", 10, 11)]) == [Region(upstream=(10, 11), fork=(10, 11))]  # touching
+    assert group([c("ours", 4, 5)], [c("theirs", 4, 5)]) == []  # the same change on both sides
+    assert group([c("ours", 4, 5, body="a")], [c("theirs", 4, 5, body="b")]) == [Region(upstream=(5, 5), fork=(5, 5))]
+    # the fork added two lines before: its lines are two further down
+    assert group([c("ours", 0, 0, count=2), c("ours", 7, 8)], [c("theirs", 7, 8, body="y")]) == [
+        Region(upstream=(8, 8), fork=(10, 10))
+    ]

@@ -45,24 +45,25 @@ def regions(sc: Scratch, stages: Stages) -> list[Region]:
 
 
 def changes(sc: Scratch, a: str, b: str, side: str) -> list[Change]:
+    """The -U0 hunks of blob `a` against blob `b`, in the base's (a's) 0-based lines."""
     out = sc.git("diff", "-U0", "--no-color", "--no-ext-diff", "--no-textconv", "--diff-algorithm=myers", a, b)
-    found: list[Change] = []
-    current: list[str] = []
+    heads: list[tuple[int, int, int, int]] = []
+    bodies: list[list[str]] = []
     for line in out.splitlines():
-        m = _HEAD.match(line)
-        if m:
-            current = []
+        if m := _HEAD.match(line):
             old_start, old_n = int(m.group(1)), int(m.group(2) or 1)
             new_start, new_n = int(m.group(3)), int(m.group(4) or 1)
-            start = old_start if old_n == 0 else old_start - 1  # an insertion goes after line old_start
-            new = new_start if new_n == 0 else new_start - 1
-            found.append(Change(side=side, start=start, end=start + old_n, new=new, count=new_n, body=""))
-        elif found and line[:1] in ("+", "-") and not line.startswith(("+++", "---")):
-            current.append(line)
-            last = found[-1]
-            found[-1] = Change(side=last.side, start=last.start, end=last.end, new=last.new, count=last.count,
-                               body="\n".join(current))  # fmt: skip
-    return found
+            # a hunk with no old lines inserts after line old_start: its place is old_start, 0-based
+            heads.append(
+                (old_start if old_n == 0 else old_start - 1, old_n, new_start if new_n == 0 else new_start - 1, new_n)
+            )
+            bodies.append([])
+        elif bodies and line[:1] in ("+", "-"):  # (the ---/+++ header comes before the first hunk)
+            bodies[-1].append(line)
+    return [
+        Change(side=side, start=start, end=start + n, new=new, count=count, body="\n".join(body))
+        for (start, n, new, count), body in zip(heads, bodies, strict=True)
+    ]
 
 
 def group(ours: list[Change], theirs: list[Change]) -> list[Region]:
