@@ -59,7 +59,8 @@ def cmd_upstream(args: argparse.Namespace) -> int:
     if ports:
         print("\nTo port:" if args.format == "table" else "\n**To port:**\n")
         for line in ports:
-            print(f"  {line}" if args.format == "table" else f"- {tables.md_cell(line.strip())}")
+            nest = "  " * ((len(line) - len(line.lstrip())) // 2)
+            print(f"  {line}" if args.format == "table" else f"{nest}- {tables.md_cell(line.strip())}")
     todo = fixes(snap.changes)
     if todo:
         title = "To make an unknown state known:"
