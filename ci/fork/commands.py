@@ -145,6 +145,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "port",
         help="port a change the fork lacks (or a follow-up it lacks) onto a new branch from its ref; exit 2, making "
         "nothing, where it conflicts",
+        description="Exit 0: the branch is made, and read as ci fork reads it. Exit 2: the port conflicts (nothing "
+        "is made; the files, hunks, possible prerequisites and the commands to finish it by hand are printed), or "
+        "the input is bad (an unknown change, one with nothing to port, a branch that exists).",
     )
     o.add_argument("change_id", metavar="CHANGE", help="the change (or the follow-up's PR number) to port")
     o.add_argument("--branch", metavar="NAME", help="the new branch (default: stackgate/port-CHANGE)")
