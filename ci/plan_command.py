@@ -19,12 +19,15 @@ from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.table import PLAN_HEADERS, change_label, counts, plan_table_rows
+from ci.upstream import port_check, port_text
+from ci.upstream.readiness import Readiness
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     p = plan.build(st).select(targets=args.target, suites=args.suite, changes=args.change).only(args.rows)
-    parts = split(p, source.from_command(st, args)) if args.fork else None
+    fork = source.from_command(st, args) if args.fork else None
+    parts = split(p, fork) if fork else None
     shown = parts.runs if parts else p
     if args.estimate:
         return _estimate(st, shown, args)
@@ -35,9 +38,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(f"wrote {path}", file=sys.stderr)
     if args.format == "json":
         doc: dict[str, object] = {"rows": [r.to_json() for r in shown.rows]}
-        if parts:
+        if parts and fork:
             doc["absent_in_fork"] = [
                 {"row": r.id, "change": r.change, "reason": parts.reason[r.change]} for r in parts.absent.rows
+            ]
+            doc["if_ported"] = [
+                {"change": c, "rows": n, "port": r.verdict if r else None, "command": r.command if r else ""}
+                for c, n, r in _if_ported(st, fork, parts.absent)
             ]
         if args.explain:
             doc["excluded"] = [e.to_json() for e in p.excluded]
@@ -53,12 +60,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"\n{len(shown.rows)} rows ({', '.join(counts(shown))}); {len(p.excluded)} pairings not planned"
         + ("" if args.explain else " (--explain lists them)")
     )
-    if parts and parts.absent.rows:
-        by_change = Counter(r.change for r in parts.absent.rows)
+    if parts and fork and parts.absent.rows:
         print(f"not scheduled, absent in the fork: {len(parts.absent.rows)} rows")
-        for change, n in by_change.items():
+        for change, n, r in _if_ported(st, fork, parts.absent):
             print(f"  {n} rows of {parts.reason[change]}")  # "94 rows of #48804: absent in the fork ..."
+            if r is not None:
+                step = f": {r.command}" if r.command else ""
+                print(f"    porting it would add these {n} rows; its port: {port_text.cell_of(r)}{step}")
     return 0
+
+
+def _if_ported(st: Stack, fork: source.Fork, absent: Plan) -> list[tuple[str, int, Readiness | None]]:
+    """Per change the fork lacks: the rows its port would add, and whether it ports (ci.upstream.port_check)."""
+    snap = port_check.assess(st, fork.scope, fork.snap)
+    ports = {c.change: c.port for c in snap.changes}
+    return [(c, n, ports.get(c)) for c, n in Counter(r.change for r in absent.rows).items()]
 
 
 def _estimate(st: Stack, shown: Plan, args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ ci fork [--format json] [--record]        what the fork's ref holds of each chan
 ci fork bundle --out F [--without X]      the fork's vllm/ over its base release, as one bundle (X removed)
 ci fork build --host --base-site D --site S [--bundle F | --without X]
                                           that bundle laid over the base wheel's install, for a bare host
+ci fork port X [--with-prerequisites]     X ported onto a new branch (stackgate/port-X), or why it cannot be
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from pathlib import Path
 
 from ci import options, tables
 from ci.errors import UsageError
-from ci.fork import ablate, bundle, site, source
+from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
-from ci.upstream import record
+from ci.upstream import port_check, port_text, record
 
-HEADERS = ("Change", "In the fork", "Commits that carry it", "Found")
+HEADERS = ("Change", "In the fork", "Commits that carry it", "Found", "Port")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -29,7 +30,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         for line in record.record(st, fork.scope, fork.snap):
             print(line)
         return 0
-    changes = [c for c in fork.snap.changes if c.pr and (not args.change or c.change in args.change)]
+    snap = port_check.assess(st, fork.scope, fork.snap)
+    changes = [c for c in snap.changes if c.pr and (not args.change or c.change in args.change)]
     if args.format == "json":
         base = fork.scope.base
         doc = {
@@ -48,6 +50,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "detail": c.detail,
                     "flags": list(c.flags),
                     "fix": c.fix,
+                    "port": c.port.to_json() if c.port else None,
+                    "follow_up_ports": [f.to_json() for f in c.follow_up_ports],
                 }
                 for c in changes
             ],
@@ -58,11 +62,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     if fork.scope.base is None:
         print(f"  base: not known ({fork.scope.base_problem}); a bundle needs --base-ref REF --base-version X.Y.Z")
     print(f"  its own commits: {fork.snap.own} ({fork.snap.fork_commits})\n")
-    rows = [[f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", c.detail] for c in changes]
+    rows = [
+        [f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", c.detail, port_text.cell(c)]
+        for c in changes
+    ]
     print(tables.text(HEADERS, rows), end="")
     for c in changes:
         for line in (*c.flags, *([f"fix: {c.fix}"] if c.fix else [])):
             print(f"  #{c.change}: {line}")
+    ports = [line for c in changes for line in port_text.lines(c)]
+    if ports:
+        print("\nTo port:\n" + "\n".join(f"  {line}" for line in ports))
     return 0
 
 
@@ -121,7 +131,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write the fork commits that carry each change, with their patch-ids, into stack/fork.yaml (carries)",
     )
     f.set_defaults(func=cmd_status)
-    verbs = f.add_subparsers(dest="fork_verb", metavar="{bundle,build}", help="without one: what the fork holds")
+    verbs = f.add_subparsers(dest="fork_verb", metavar="{bundle,build,port}", help="without one: what the fork holds")
     b = verbs.add_parser("bundle", help="the fork's vllm/ over its base, as one bundle")
     b.add_argument("--out", type=Path, required=True, help="the bundle file (.tar.gz)")
     b.set_defaults(func=cmd_bundle)
@@ -131,7 +141,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--base-site", type=Path, required=True, help="the site folder holding the base vLLM release")
     h.add_argument("--site", type=Path, required=True, help="the new site folder for the fork's vLLM")
     h.set_defaults(func=cmd_build)
-    for p in (b, h):
+    o = verbs.add_parser(
+        "port",
+        help="port a change the fork lacks (or a follow-up it lacks) onto a new branch from its ref; exit 2, making "
+        "nothing, where it conflicts",
+        description="Exit 0: the branch is made, and read as ci fork reads it. Exit 2: the port conflicts (nothing "
+        "is made; the files, hunks, possible prerequisites and the commands to finish it by hand are printed), or "
+        "the input is bad (an unknown change, one with nothing to port, a branch that exists).",
+    )
+    o.add_argument("change_id", metavar="CHANGE", help="the change (or the follow-up's PR number) to port")
+    o.add_argument("--branch", metavar="NAME", help="the new branch (default: stackgate/port-CHANGE)")
+    o.add_argument(
+        "--with-prerequisites",
+        action="store_true",
+        help="port first what it needs (the PRs it is stacked on and the upstream commits behind its conflicts that "
+        "the fork lacks), oldest first, each where it applies",
+    )
+    o.set_defaults(func=port.cmd_port)
+    for p in (b, h, o):
         options.add_stack(p)
         for action in f._actions:  # the fork options again after the sub-verb, as --stack is
             if action.dest in ("fork", "ref", "upstream_ref", "base_ref", "base_version"):
@@ -142,4 +169,5 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     metavar=action.metavar,
                     help=action.help,
                 )
-        p.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (reverted)")
+        if p is not o:
+            p.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (reverted)")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ci import tables
-from ci.report import at_target, triage
+from ci.report import at_target, port_step, triage
 from ci.report.view import FAILING, Report, Table, banner
 from ci.results.acceptance import Verdict
 from ci.tables import Markdown, md_cell
@@ -40,11 +40,14 @@ def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
 
 
 def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
-    """One command that moves the change on, and where it runs (plain text): re-run a failing row of its commonest
-    cause (as `causes` counts them); else run the rows a required target has not run (its lock first, where it has
-    none); else what the change as a whole lacks (a baseline); else nothing."""
+    """One command that moves the change on, and where it runs (plain text): for a change the fork lacks, its port
+    (ci.report.port_step); else re-run a failing row of its commonest cause (as `causes` counts them); else run the
+    rows a required target has not run (its lock first, where it has none); else what the change as a whole lacks (a
+    baseline); else nothing."""
     if verdict.ready:
         return "", "none: ready"
+    if port := port_step.step(report, verdict.change.id):  # a change the fork lacks: its port, not rows to run
+        return port
     failing = [r for r in report.results.rows if r.change == verdict.change.id and r.status in FAILING]
     if failing:
         keys = {r.id: triage.row_causes(r).keys() for r in failing}

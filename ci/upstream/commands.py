@@ -11,14 +11,17 @@ from dataclasses import replace
 from ci import options, tables
 from ci.stack import loader
 from ci.stack.table import change_label
-from ci.upstream import classify, record, scope
+from ci.upstream import classify, port_check, port_text, record, scope
 from ci.upstream.state import ChangeState, Snapshot
 
-HEADERS = ("Change", "Upstream", "State", "Found", "Flags")
+HEADERS = ("Change", "Upstream", "State", "Found", "Flags", "Port")
 
 
 def rows(snap: Snapshot) -> list[list[str]]:
-    return [[f"{change_label(c.change)}", c.recorded, c.state, c.detail, "; ".join(c.flags)] for c in snap.changes]
+    return [
+        [f"{change_label(c.change)}", c.recorded, c.state, c.detail, "; ".join(c.flags), port_text.cell(c)]
+        for c in snap.changes
+    ]
 
 
 def header(snap: Snapshot) -> str:
@@ -45,12 +48,19 @@ def cmd_upstream(args: argparse.Namespace) -> int:
         return 0
     if args.change:
         snap = replace(snap, changes=tuple(c for c in snap.changes if c.change in args.change))
+    snap = port_check.assess(st, where, snap)
     if args.format == "json":
         print(json.dumps(snap.to_json(), indent=2))
         return 0
     render = tables.markdown if args.format == "markdown" else tables.text
     print(header(snap) if args.format == "table" else tables.md_cell(header(snap)), end="\n\n")
     sys.stdout.write(render(HEADERS, rows(snap)))
+    ports = [line for c in snap.changes for line in port_text.lines(c)]
+    if ports:
+        print("\nTo port:" if args.format == "table" else "\n**To port:**\n")
+        for line in ports:
+            nest = "  " * ((len(line) - len(line.lstrip())) // 2)
+            print(f"  {line}" if args.format == "table" else f"{nest}- {tables.md_cell(line.strip())}")
     todo = fixes(snap.changes)
     if todo:
         title = "To make an unknown state known:"

@@ -23,6 +23,7 @@ from typing import Any, Literal, get_args
 
 from ci import files
 from ci.errors import UsageError
+from ci.upstream.readiness import Readiness
 
 State = Literal[
     "converged", "ported", "ported, edited", "partially ported", "diverged", "absent", "unknown", "not imported"
@@ -59,6 +60,8 @@ class ChangeState:
     # merged upstream; empty where it is absent, unknown, or converged through the base release)
     carried_by: tuple[str, ...] = ()
     merge: str = ""  # converged: upstream's merge commit, full, where the checkout holds it (an ablation reverts it)
+    port: Readiness | None = None  # absent or partially ported: whether it ports today (ci.upstream.port_check)
+    follow_up_ports: tuple[Readiness, ...] = ()  # held: each follow-up upstream merged, held or how it would port
 
     @property
     def held(self) -> bool:
@@ -87,6 +90,8 @@ class ChangeState:
             "fix": self.fix,
             "carried_by": list(self.carried_by),
             "merge": self.merge,
+            **({"port": self.port.to_json()} if self.port else {}),
+            **({"follow_up_ports": [f.to_json() for f in self.follow_up_ports]} if self.follow_up_ports else {}),
         }
 
     @classmethod
@@ -110,6 +115,8 @@ class ChangeState:
             fix=str(doc["fix"]),
             carried_by=tuple(map(str, doc.get("carried_by", ()))),
             merge=str(doc.get("merge", "")),
+            port=Readiness.from_json(doc["port"]) if doc.get("port") is not None else None,
+            follow_up_ports=tuple(Readiness.from_json(f) for f in doc.get("follow_up_ports", ())),
         )
 
 

@@ -1,0 +1,93 @@
+"""`python -m ci fork port X`: the port of change X (or of a follow-up X of a change the fork holds) made on a new
+branch, `stackgate/port-X` from the fork's ref unless `--branch` names another; never the user's branch, index or
+work tree. One commit per upstream commit (a squash merge is one), each with upstream's message, author and date,
+and `(cherry picked from commit …)` as `git cherry-pick -x` writes it; then the branch is judged as `ci fork` would
+judge it. `--with-prerequisites` ports first what the readiness names as needed (the PRs it is stacked on that the
+fork lacks, and the upstream commits the fork lacks that touched its conflicting lines), oldest first.
+
+Where anything conflicts nothing is made (no branch, no worktree, no object kept): the notice names the files and
+hunks, the possible prerequisites, and the commands that reproduce and resolve it by hand; exit 2."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from ci.errors import UsageError
+from ci.fork import port_notice, source
+from ci.stack import loader
+from ci.stack.model import Stack
+from ci.upstream import classify, port_check, port_make, port_text
+from ci.upstream.checkout import Checkout
+from ci.upstream.port_make import Made
+from ci.upstream.readiness import Readiness
+from ci.upstream.state import Snapshot
+
+
+def find(snap: Snapshot, wanted: str) -> Readiness:
+    """The readiness of change `wanted`, or of the follow-up whose PR number it is."""
+    key = wanted.removeprefix("#")
+    for c in snap.changes:
+        if c.change == key:
+            if c.port is None:
+                follow = ", ".join(f"#{f.pr} ({f.verdict})" for f in c.follow_up_ports)
+                more = f"; its follow-ups: {follow}" if follow else ""
+                raise UsageError(
+                    f"#{key} is {c.state} in the fork: there is nothing of it to port{more}",
+                    hint="ci fork lists what each change lacks; port a change that is absent or partially ported, or "
+                    "a follow-up by its PR number",
+                )
+            return c.port
+        for f in c.follow_up_ports:
+            if str(f.pr) == key:
+                return f
+    known = [c.change for c in snap.changes if c.pr] + [str(f.pr) for c in snap.changes for f in c.follow_up_ports]
+    raise UsageError(f"unknown change {wanted!r}", hint=f"one of {', '.join(known)}")
+
+
+def branch_name(co: Checkout, wanted: str, given: str | None) -> str:
+    """The new branch: a valid name that does not exist yet (it is never moved once it exists)."""
+    name = given or f"stackgate/port-{wanted.removeprefix('#')}"
+    if co.git("check-ref-format", "--branch", name, ok=(0, 1, 128)).strip() != name:
+        raise UsageError(f"--branch {name!r} is not a valid branch name", hint="see git check-ref-format --branch")
+    if co.commit(f"refs/heads/{name}"):
+        raise UsageError(
+            f"branch {name} already exists in {co.path}: a port never moves a branch",
+            hint=f"delete it (git -C {co.path} branch -D {name}) or pass --branch ANOTHER",
+        )
+    return name
+
+
+def cmd_port(args: argparse.Namespace) -> int:
+    st = loader.load(args.stack)
+    fork = source.from_command(st, args)
+    snap = port_check.assess(st, fork.scope, fork.snap)
+    r = find(snap, args.change_id)
+    if r.verdict == "unknown":
+        raise UsageError(f"{r.label} cannot be ported here: {r.detail}", hint=r.command.removeprefix("fix: ") or "—")
+    if r.verdict == "in the fork":
+        raise UsageError(f"{r.label} is already in {fork.ref}: {r.detail}", hint="nothing to port")
+    branch = branch_name(fork.checkout, args.change_id, args.branch)
+    todo = port_make.units(fork.checkout, r, args.with_prerequisites)
+    made = port_make.make(fork.checkout, fork.commit, todo, branch, f"stackgate: port {r.label}")
+    if not isinstance(made, Made):
+        print("\n".join(port_notice.notice(fork, r, made, branch, args.with_prerequisites)))
+        return 2
+    if not made.commits:
+        raise UsageError(f"{r.label}: every commit of it is already in {fork.ref}", hint="nothing to port")
+    print(f"{branch}: {r.label} ported onto {fork.ref} ({fork.commit[:12]}) in {len(made.commits)} commit(s):")
+    for commit, unit in made.commits:
+        print(f"  {commit[:12]} {port_text.plain(unit.subject)} (cherry picked from commit {unit.commit[:12]})")
+    print(judged(st, fork, made, r))
+    return 0
+
+
+def judged(st: Stack, fork: source.Fork, made: Made, r: Readiness) -> str:
+    """What `ci fork --ref BRANCH` reads there for the change (and, for a follow-up, whether it is now held)."""
+    scope = replace(fork.scope, ref=made.branch, head=made.tip)
+    snap = port_check.assess(st, scope, classify.survey(st, scope))
+    state = snap.get(r.change)
+    if r.follow_up:
+        held = next((f.verdict for f in state.follow_up_ports if f.pr == r.pr), "not listed")
+        return f"ci fork --ref {made.branch}: #{r.change} {state.state}; follow-up #{r.pr}: {held}"
+    return f"ci fork --ref {made.branch}: #{r.change} {state.state} ({state.detail})"

@@ -1,0 +1,84 @@
+"""Why a hunk conflicts, as the kernel's backporting guide finds it (`git log -L` on the conflicting lines): the
+upstream commits between where the fork left upstream and the change's parent that touched those lines (possible
+prerequisites, newest first, with the PR each names and whether the fork holds it), and the fork's commits that
+touched its side of them (the fork's edits in the way)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ci.upstream.checkout import Checkout
+from ci.upstream.git_streams import REC
+from ci.upstream.port_source import pr_of
+from ci.upstream.readiness import ForkEdit, Prerequisite
+from ci.upstream.scratch import Scratch
+
+_PICKED = re.compile(r"cherry picked from commit ([0-9a-f]{40})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Line:
+    commit: str
+    subject: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForkSide:
+    """The fork's commits since it left upstream (`head ^base`): what says it holds an upstream commit."""
+
+    subjects: frozenset[str]
+    picked: frozenset[str]  # upstream commits its "(cherry picked from commit …)" lines name
+    patch_ids: frozenset[str]
+    own: frozenset[str]  # the fork's own commits (ci.upstream.scope.Scope.own)
+
+
+def fork_side(co: Checkout, head: str, since: str, own: Sequence[str]) -> ForkSide:
+    out = co.git("log", "--no-merges", f"--format={REC}%H%x02%s%x02%b", head, f"^{since}", "--")
+    subjects, picked = set(), set()
+    for chunk in out.split(REC)[1:]:
+        _, subject, body = chunk.split("\x02", 2)
+        subjects.add(subject)
+        picked.update(_PICKED.findall(body))
+    mine = co.git("rev-list", "--no-merges", *own, "--").split()
+    return ForkSide(
+        subjects=frozenset(subjects),
+        picked=frozenset(picked),
+        patch_ids=frozenset(co.patch_ids(head, f"^{since}").values()),
+        own=frozenset(mine),
+    )
+
+
+def touching(sc: Scratch, revs: Sequence[str], path: str, lines: tuple[int, int]) -> list[Line]:
+    """The commits of `revs` that changed `lines` of `path` (as the range's tip has it), newest first."""
+    first, last = lines
+    for span in (f"{first},{last}", f"{first},{first}"):  # a range past the file's end: its first line alone
+        log = ("log", "--no-merges", f"--format={REC}%H%x02%s", "-s", f"-L{span}:{path}", *revs)
+        done = sc.run(*log, ok=(0, 128))
+        if done.returncode == 0:
+            return [_line(chunk) for chunk in done.stdout.split(REC)[1:]]
+    return []
+
+
+def _line(chunk: str) -> Line:
+    commit, subject = chunk.split("\n", 1)[0].split("\x02", 1)
+    return Line(commit=commit, subject=subject)
+
+
+def prerequisites(co: Checkout, lines: Iterable[Line], fork: ForkSide) -> tuple[Prerequisite, ...]:
+    found = list(lines)
+    ids = co.patch_ids(*(x.commit for x in found), walk=False) if found else {}
+    return tuple(
+        Prerequisite(
+            commit=x.commit,
+            subject=x.subject,
+            pr=pr_of(x.subject),
+            held=x.subject in fork.subjects or x.commit in fork.picked or ids.get(x.commit) in fork.patch_ids,
+        )
+        for x in found
+    )
+
+
+def fork_edits(lines: Iterable[Line], fork: ForkSide) -> tuple[ForkEdit, ...]:
+    return tuple(ForkEdit(commit=x.commit, subject=x.subject, own=x.commit in fork.own) for x in lines)
