@@ -62,7 +62,7 @@ def survey(st: Stack, scope: Scope) -> Snapshot:
         head=scope.head,
         upstream_ref=scope.upstream_ref or "",
         upstream=scope.upstream or "",
-        merge_base=(co.merge_base(scope.head, scope.upstream) or "") if scope.upstream else "",
+        merge_base=scope.left.commit if scope.left else "",
         shallow=co.shallow,
         fork_commits=len(fork_ids),
         changes=tuple(states),
@@ -72,6 +72,9 @@ def survey(st: Stack, scope: Scope) -> Snapshot:
         base_version=base.version if base else "",
         base_ref=base.ref if base else "",
         base=base.commit if base else "",
+        base_how=base.how if base else "",
+        base_unknown="" if base else f"{scope.base_problem} (fix: {scope.base_fix})",
+        left_date=scope.left.date if scope.left else "",
     )
 
 

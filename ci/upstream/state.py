@@ -131,6 +131,9 @@ class Snapshot:
     base_version: str = ""  # the base release ("" where not known)
     base_ref: str = ""
     base: str = ""  # the commit base_ref names
+    base_how: str = ""  # how the base was found ("" where it is not known)
+    base_unknown: str = ""  # why it is not known, and what makes it known
+    left_date: str = ""  # the date of merge_base: where the ref left upstream's main
 
     def get(self, change: str) -> ChangeState:
         return next(c for c in self.changes if c.change == change)
@@ -149,7 +152,9 @@ class Snapshot:
             "name": self.name,
             "ref": self.ref,
             "own": self.own,
-            "base": {"version": self.base_version, "ref": self.base_ref, "commit": self.base},
+            "base": {"version": self.base_version, "ref": self.base_ref, "commit": self.base, "how": self.base_how},
+            "base_unknown": self.base_unknown,
+            "left_date": self.left_date,
             "changes": [c.to_json() for c in self.changes],
         }
 
@@ -173,6 +178,9 @@ class Snapshot:
             base_version=str(base.get("version", "")),
             base_ref=str(base.get("ref", "")),
             base=str(base.get("commit", "")),
+            base_how=str(base.get("how", "")),
+            base_unknown=str(doc.get("base_unknown", "")),
+            left_date=str(doc.get("left_date", "")),
         )
 
 
