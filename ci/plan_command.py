@@ -19,18 +19,19 @@ from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.table import PLAN_HEADERS, change_label, counts, plan_table_rows
+from ci.upstream import scope
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     p = plan.build(st).select(targets=args.target, suites=args.suite, changes=args.change).only(args.rows)
-    parts = split(p, source.from_command(st, args)) if args.fork else None
+    parts = split(p, source.from_command(st, args)) if scope.wanted(st, args) else None
     shown = parts.runs if parts else p
     if args.estimate:
         return _estimate(st, shown, args)
     if args.not_run is not None:
         if parts is None:
-            raise UsageError("--not-run records the rows a fork lacks", hint="give --fork with it")
+            raise UsageError("--not-run records the rows a fork lacks", hint="give --fork with it (or configure one)")
         for path in parts.record(args.not_run):
             print(f"wrote {path}", file=sys.stderr)
     if args.format == "json":

@@ -35,10 +35,18 @@ _LONG = 100
 class AtTarget:
     target: str  # "cuda-sm90"
     short: str  # "H200"
-    state: str  # "ready", "fails", "not run", "waived", "no rows"
+    state: str  # "ready", "fails", "not run", "waived", "no rows", "not in this report"
     text: str  # what the state rests on, in words and numbers
     command: str = ""  # what runs the rows there, where the state is "not run" (or partly so)
     where: str = ""  # where the command must run ("on a GB10 host"), plain text
+
+
+def said(a: AtTarget) -> str:
+    """The state and what it rests on, as the first screen says it: "fails: …", "not in this report (filtered by
+    --target)"."""
+    if a.state == "ready":
+        return a.state
+    return f"{a.state} ({a.text})" if a.state == "not in this report" else f"{a.state}: {a.text}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +91,8 @@ def _verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
         if not mine:
             why = change.waived_targets.get(t.id)
             state, text = ("waived", why) if why else ("no rows", "none planned, though its tracking issue names it")
+            if by := report.left_out.get((change.id, t.id)):  # planned, but filtered out: never "none planned"
+                state, text = "not in this report", f"filtered by {by}"
             out.append(AtTarget(target=t.id, short=t.short, state=state, text=text))
             continue
         unrun = [r for r in mine if not r.cases]
@@ -195,7 +205,9 @@ def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:
     t = report.stack.targets[target]
     if t.runs_on == "image" and not lock_path(t).is_file():
         return f"python -m ci lock {t.id}", "on a host that reaches its package index, then its session"
-    return f"nox -s {t.sessions[0]}_{row.suite}", f"on {t.a_short} host"
+    fork = report.subject.options if report.subject else ()  # the fork judged, named as the user gave it
+    command = f"nox -s {t.sessions[0]}_{row.suite}" + (f" -- {shlex.join(fork)}" if fork else "")
+    return command, f"on {t.a_short} host"
 
 
 def _baseline_command(report: Report) -> str:

@@ -86,12 +86,13 @@ def find(co: Checkout, ref: str, head: str, where: Left | None) -> Base | Unknow
         commits = int(co.git("rev-list", "--count", f"{commit}..{point}").strip() or 0)
         days = _days(co.date(commit), co.date(point))
         if commits <= NEAR_COMMITS and days <= NEAR_DAYS:
-            how = f"{name}, the newest release tag in {ref}'s history, {commits} commits and {days} days before {at}"
+            far = f"{_n(commits, 'commit')} and {_n(days, 'day')}"
+            how = f"{name}, the newest release tag in {ref}'s history, {far} before {at}"
             return Base(version=version, ref=name, commit=commit, how=how)
         stale = (
-            f"the newest release tag in {ref}'s history, {name} ({co.date(commit)}), is {commits:,} commits and "
-            f"{days} days before {at}: too far to be its release (a tag is taken within {NEAR_COMMITS} commits and "
-            f"{NEAR_DAYS} days)"
+            f"the newest release tag in {ref}'s history, {name} ({co.date(commit)}), is {_n(commits, 'commit')} and "
+            f"{_n(days, 'day')} before {at}: too far to be its release (a tag is taken within {NEAR_COMMITS} "
+            f"commits and {NEAR_DAYS} days)"
         )
     if found := _version_file(co, ref, head):
         return found
@@ -190,3 +191,7 @@ def _tags_around(co: Checkout, date: str) -> str:
 
 def _days(a: str, b: str) -> int:
     return abs((dt.date.fromisoformat(b) - dt.date.fromisoformat(a)).days)
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}{'s' * (count != 1)}"

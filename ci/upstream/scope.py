@@ -88,6 +88,18 @@ def configured(st: Stack) -> bool:
     return st.fork is not None and checkout_path(st).exists()
 
 
+def wanted(st: Stack, args: object) -> bool:
+    """Whether a command judges the fork: one named (--fork, --without) or configured, unless --stock."""
+    named = bool(getattr(args, "fork", None) or getattr(args, "without", None))
+    if getattr(args, "stock", False):
+        if named:
+            raise UsageError(
+                "--stock judges the locked release, --fork and --without the fork", hint="give one of them"
+            )
+        return False
+    return named or configured(st)
+
+
 def checkout_path(st: Stack, override: Path | None = None) -> Path:
     """--fork (relative to the folder the user stands in), else $STACKGATE_FORK (so too), else fork.yaml's checkout
     (relative to the stack folder)."""

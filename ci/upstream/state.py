@@ -59,6 +59,7 @@ class ChangeState:
     # merged upstream; empty where it is absent, unknown, or converged through the base release)
     carried_by: tuple[str, ...] = ()
     merge: str = ""  # converged: upstream's merge commit, full, where the checkout holds it (an ablation reverts it)
+    follow_ups_missing: tuple[str, ...] = ()  # merged follow-ups (a fix of it) the fork lacks while holding it
 
     @property
     def held(self) -> bool:
@@ -87,6 +88,7 @@ class ChangeState:
             "fix": self.fix,
             "carried_by": list(self.carried_by),
             "merge": self.merge,
+            "follow_ups_missing": list(self.follow_ups_missing),
         }
 
     @classmethod
@@ -110,6 +112,7 @@ class ChangeState:
             fix=str(doc["fix"]),
             carried_by=tuple(map(str, doc.get("carried_by", ()))),
             merge=str(doc.get("merge", "")),
+            follow_ups_missing=tuple(map(str, doc.get("follow_ups_missing", ()))),
         )
 
 
@@ -134,6 +137,7 @@ class Snapshot:
     base_how: str = ""  # how the base was found ("" where it is not known)
     base_unknown: str = ""  # why it is not known, and what makes it known
     left_date: str = ""  # the date of merge_base: where the ref left upstream's main
+    options: tuple[str, ...] = ()  # the options that name this fork at this ref, as the user gave them
 
     def get(self, change: str) -> ChangeState:
         return next(c for c in self.changes if c.change == change)
@@ -155,6 +159,7 @@ class Snapshot:
             "base": {"version": self.base_version, "ref": self.base_ref, "commit": self.base, "how": self.base_how},
             "base_unknown": self.base_unknown,
             "left_date": self.left_date,
+            "options": list(self.options),
             "changes": [c.to_json() for c in self.changes],
         }
 
@@ -181,6 +186,7 @@ class Snapshot:
             base_how=str(base.get("how", "")),
             base_unknown=str(doc.get("base_unknown", "")),
             left_date=str(doc.get("left_date", "")),
+            options=tuple(map(str, doc.get("options", ()))),
         )
 
 
