@@ -52,6 +52,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "commits": list(c.carried_by),
                     "detail": c.detail,
                     "flags": list(c.flags),
+                    "follow_ups_missing": list(c.follow_ups_missing),
                     "fix": c.fix,
                 }
                 for c in changes

@@ -201,12 +201,17 @@ def _n(rows: int) -> str:
 def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:
     """What runs a target's unrun rows: its lock first where it has none (a session would stop there)."""
     from ci.images.build import lock_path
+    from ci.images.lock import locked_vllm
 
     t = report.stack.targets[target]
-    if t.runs_on == "image" and not lock_path(t).is_file():
-        return f"python -m ci lock {t.id}", "on a host that reaches its package index, then its session"
     fork = report.subject.options if report.subject else ()  # the fork judged, named as the user gave it
     command = f"nox -s {t.sessions[0]}_{row.suite}" + (f" -- {shlex.join(fork)}" if fork else "")
+    base = report.subject.base_version if report.subject else ""
+    if base and (locked := locked_vllm(t)) and locked != base:  # the session would stop there: re-lock first
+        said = f"(the fork is on vLLM {base}, the lock {locked}), then {command} on {t.a_short} host"
+        return f"python -m ci lock {t.id} --vllm {base}", said
+    if t.runs_on == "image" and not lock_path(t).is_file():
+        return f"python -m ci lock {t.id}", "on a host that reaches its package index, then its session"
     return command, f"on {t.a_short} host"
 
 

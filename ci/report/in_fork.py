@@ -39,7 +39,8 @@ def judged(report: Report) -> str:
         return said
     snap = report.subject
     if snap is not None:
-        base = f"vLLM {snap.base_version} ({snap.base_ref}, {snap.base_how})" if snap.base_version else "no known base"
+        how = snap.base_how if snap.base_how.startswith(snap.base_ref) else f"{snap.base_ref}, {snap.base_how}"
+        base = f"vLLM {snap.base_version} ({how})" if snap.base_version else "no known base release"
         return f"the fork {snap.name} {snap.ref} ({snap.head[:12]}) over {base}"
     versions = sorted({c.vllm_version for c in cases if c.vllm_version}) or _locked(report)
     return f"stock vLLM {', '.join(versions) or 'not recorded'} (no fork configured: set STACKGATE_FORK)"
@@ -85,7 +86,8 @@ def next_step(report: Report, verdict: Verdict) -> tuple[str, str] | None:
     if up.merge_commit:
         command = shlex.join(["git", "-C", snap.fork, "cherry-pick", "-x", up.merge_commit])
         return command, f"port it into the fork (upstream's merge of #{up.pr}); its rows then judge it"
-    return "", f"port {up.repo}#{up.pr} into the fork ({up.state} upstream); its rows then judge it"
+    was = "closed unmerged" if up.state == "closed" else up.state
+    return "", f"port {up.repo}#{up.pr} into the fork ({was} upstream); its rows then judge it"
 
 
 def to_json(report: Report, change: str) -> dict[str, object] | None:
