@@ -77,7 +77,10 @@ def test_a_clone_without_the_recent_tags_never_takes_the_stale_one(fork, stack_c
     assert "fetch upstream --tags" in doc["base_unknown"]["fix"]
 
     site = ["--base-site", str(tmp_path / "base-site"), "--site", str(tmp_path / "site")]
-    for verb in (["fork", "bundle", "--out", str(tmp_path / "b.tar.gz")], ["fork", "build", "--host", *site]):
+    needing = (["fork", "bundle", "--out", str(tmp_path / "b.tar.gz")], ["fork", "build", "--host", *site],
+               ["pipeline", "--one-agent", "--target", "cuda-sm90"], ["main", "--target", "cuda-sm90", "--out",
+               str(tmp_path / "out")])  # fmt: skip
+    for verb in needing:
         assert _ci(stack_copy, *verb, "--fork", str(f.path), "--ref", "mine") == 2, verb
         err = capsys.readouterr().err
         assert f"the base release of mine is not known: mine left upstream/main at {ids['P'][:12]} ({date})" in err
