@@ -55,7 +55,6 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
 
     named = bool(args.fork or args.without)
     fork = source.from_command(st, args)
-    base = fork.base  # a fork whose base release is not known stops here, saying what makes it known
     judged_on = planned.judged_on(st, p)
     over = []
     for target in targets:
@@ -63,6 +62,9 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
             print(f"{target.id} runs no imported change's rows: they run without the fork {fork.name}", flush=True)
             continue
         over.append(target)
+    if not over:
+        return Subject()
+    base = fork.base  # a fork whose base release is not known stops here, saying what makes it known
     here = [t for t in over if host.present(t)]
     if use_host and here:
         raise UsageError(

@@ -163,3 +163,15 @@ def test_upstream_is_set_once_by_the_environment_or_fork_yaml(fork, stack_copy, 
     assert _ci(stack_copy, "fork", "--format", "json") == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["upstream_ref"] == ids["S"] and doc["upstream_found"] == "stack/fork.yaml upstream"
+
+
+def test_the_cpu_self_test_runs_as_it_is_with_no_known_base(fork, stack_copy, tmp_path, monkeypatch, capsys):
+    """`nox -s main` on a laptop (the cpu self-test) with such a fork configured: the fork is not its subject."""
+    f, _ = fork
+    monkeypatch.setenv("STACKGATE_FORK", str(f.path))
+    monkeypatch.setenv("STACKGATE_FORK_REF", "mine")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    assert _ci(stack_copy, "main", "--target", "cpu", "--out", str(tmp_path / "out")) != 2
+    assert "cpu runs no imported change's rows: they run without the fork fork" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
+    assert doc["judged"]["subject"] == "stock"
