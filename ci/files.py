@@ -12,7 +12,7 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -66,6 +66,34 @@ def replace(path: Path, data: bytes | str, mode: int = 0o644) -> Path:
     with staged(path, mode) as fh:
         fh.write(data.encode() if isinstance(data, str) else data)
     return path
+
+
+def replace_together(written: Mapping[Path, str]) -> None:
+    """Each path holding its text (UTF-8), all replaced or none: every file is written beside its path first, then
+    each renamed over it; where a rename fails, those already renamed get their previous content back."""
+    temps: dict[Path, str] = {}
+    before: dict[Path, bytes | None] = {}
+    try:
+        for path, text in written.items():
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            temps[path] = tmp
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text.encode())
+            os.chmod(tmp, 0o644)
+        for path, tmp in temps.items():
+            before[path] = path.read_bytes() if path.exists() else None
+            os.replace(tmp, path)
+    except BaseException:
+        for path, old in before.items():
+            if old is None:
+                path.unlink(missing_ok=True)
+            elif path.exists() and path.read_bytes() != old:
+                replace(path, old)
+        raise
+    finally:
+        for tmp in temps.values():
+            if os.path.lexists(tmp):
+                os.unlink(tmp)
 
 
 def fresh(path: Path) -> BinaryIO:

@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ci import contract, engine, options
+from ci import contract, engine, options, subject
 from ci.errors import NOTHING_RAN, StackgateError, UsageError
 from ci.images import build, verify
 from ci.run import commands as run_commands
 from ci.run import execute, host, outcome, scheduled
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
-
-if TYPE_CHECKING:
-    from ci.fork.source import Fork
+from ci.upstream import port_check
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,13 +74,15 @@ def run_target(
     deadline_at: float | None = None,
     planned: plan.Plan | None = None,
     caches: Path | None = None,
+    judged: subject.Subject | None = None,
 ) -> int:
     """Build, verify and run one target's suites into out/<target>-<suite>-0/; the worst exit status. `schedule`: the
     rows of every suite together over the host's devices (`ci run --gpus ...`); `deadline_at` (time.monotonic()):
     when every JUnit must be written by; `planned`: the rows to run (default every planned row of the target);
-    `caches`: a bake artefact the host installs first (with `use_host`)."""
+    `caches`: a bake artefact the host installs first (with `use_host`); `judged`: the fork under test, repeated in
+    the command that runs the rows elsewhere."""
     # rows that cannot run here are not built for: an image takes minutes to hours, and `ci build` builds alone
-    blocked = None if host.present(target) else _no_device(target)
+    blocked = None if host.present(target) else _no_device(target, judged or subject.Subject())
     image = None
     if blocked is None and not use_host:
         prepared = prepare_image(st, target, fork)
@@ -134,14 +132,14 @@ def run_target(
     return worst
 
 
-def _no_device(target: Target) -> Blocked:
+def _no_device(target: Target, judged: subject.Subject) -> Blocked:
     """Why the target's rows cannot run on this host, and the command that runs them where they can (its lock first,
-    where the target has none: that host would stop there)."""
+    where the target has none or must be re-locked for the fork: that host would stop there)."""
     there = (
-        f"nox -s {target.sessions[0]}_<suite>   (on a host with {target.a_short}, "
+        f"{judged.session(target, '<suite>')}   (on a host with {target.a_short}, "
         f"e.g. an agent of Buildkite queue {target.queue})"
     )
-    if target.runs_on == "image" and not build.lock_path(target).is_file():
+    if target.runs_on == "image" and not build.lock_path(target).is_file() and target.id not in judged.relock:
         there = f"python -m ci lock {target.id}   (on a host that reaches its package index), then {there}"
     return Blocked(reason=f"this host has no {target.name} ({host.describe()})", fix=there)
 
@@ -166,9 +164,9 @@ def main(args: argparse.Namespace) -> int:
         if len(targets) != 1:
             raise UsageError("--compare-without times one target's rows", hint="give one --target")
         return ablation.main(st, args, targets[0], p, use_host)
-    fork = _fork(st, targets, args, use_host)
-    runs, set_apart = _fork_plan(p, fork, args)
-    bundles = {t.id: _fork_bundle(st, t, fork, args) for t in targets}  # every base checked before any build
+    judged = subject.resolve(st, targets, args, use_host, p)  # every base checked before any build
+    runs, set_apart = subject.runs(p, judged, args)
+    bundles = {t.id: subject.bundle(st, t, judged, args) for t in targets}
     deadline_at = time.monotonic() + args.deadline if args.deadline is not None else None
     codes: list[int] = []
     folders: list[Path] = []
@@ -188,6 +186,7 @@ def main(args: argparse.Namespace) -> int:
                 deadline_at=deadline_at,
                 planned=runs,
                 caches=args.caches,
+                judged=judged,
             )
         )
         folders += [args.out / contract.results_folder(target.id, s) for s in suites]
@@ -196,9 +195,11 @@ def main(args: argparse.Namespace) -> int:
 
     step(f"python -m ci report -> {args.out / 'report'}")
     # The report covers the rows asked for; `main` alone reports every planned row (what remains unproven).
+    fork = judged.fork
     rep = report.build(
-        args.stack, folders, None, targets=args.target, suites=args.suite, changes=args.change, loaded=(st, p)
-    )
+        args.stack, folders, None, targets=args.target, suites=args.suite, changes=args.change, loaded=(st, p),
+        subject=port_check.assess(st, fork.scope, fork.snap) if fork else None,  # what it lacks: whether it ports
+    )  # fmt: skip
     report.write(rep, args.out / "report")
     print(report.summary(rep, args.out / "report"))
     failing = [c for c in codes if c not in (0, NOTHING_RAN)]
@@ -215,51 +216,6 @@ def _narrowed(p: plan.Plan, args: argparse.Namespace, targets: list[Target]) -> 
     where = f"{','.join(t.id for t in targets)}/{','.join(args.suite) or '*'}"
     picked = {r.id for r in p.select(targets=[t.id for t in targets], suites=args.suite).pick(args.rows, where=where)}
     return plan.Plan(tuple(r for r in p.rows if r.id in picked), ())
-
-
-def _fork(st: Stack, targets: list[Target], args: argparse.Namespace, use_host: bool) -> Fork | None:
-    """--fork / --without: the fork under test, judged once for the plan and every target's bundle; its base release
-    checked against every target's lock before any work."""
-    if not (args.fork or args.without):
-        return None
-    if use_host:
-        raise UsageError(
-            "--fork builds the fork's vLLM into the target's image, and this run has no image: it runs on this "
-            "host's Python (--host, or no docker engine answers)",
-            hint="on a bare host: python -m ci fork build --host --base-site SITE --site DIR, then run "
-            "with PYTHONPATH=DIR:SITE (docs/upstream.md, 'A bare GPU host'); or start the docker engine",
-        )
-    from ci.fork import source
-    from ci.images import lock
-
-    fork = source.from_command(st, args)
-    for target in targets:
-        lock.require_base(target, f"{fork.name} {fork.ref}", fork.base.version, build.REPO_ROOT)
-    return fork
-
-
-def _fork_plan(p: plan.Plan, fork: Fork | None, args: argparse.Namespace) -> tuple[plan.Plan, list[Path]]:
-    """The rows the fork can run, and the folders recording those it cannot (its absent changes' rows, never
-    scheduled: the report lists them as not run, with the reason)."""
-    if fork is None:
-        return p, []
-    from ci.fork import planned
-
-    parts = planned.split(p, fork, args.without)
-    for (target, suite), n in Counter((r.target, r.suite) for r in parts.absent.rows).items():
-        print(f"not scheduled: {n} rows of {target}/{suite}, their change absent in the fork", flush=True)
-    return parts.runs, [f.parent for f in parts.record(args.out)]
-
-
-def _fork_bundle(st: Stack, target: Target, fork: Fork | None, args: argparse.Namespace) -> Path | None:
-    """The fork's bundle for the target's image; its base release checked against the target's lock first."""
-    if fork is None:
-        return None
-    from ci.images import commands as image_commands
-
-    step("python -m ci fork bundle" + (f" --without {args.without}" if args.without else ""))
-    name = "fork.tar.gz" if not args.without else f"without-{args.without}.tar.gz"
-    return image_commands.fork_bundle(st, target, fork, args.without, args.out / "fork" / target.id / name)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

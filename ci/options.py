@@ -103,7 +103,13 @@ def add_fork(p: argparse.ArgumentParser, *, switch: bool) -> None:
             nargs="?",
             const=THE_FORK,
             metavar="CHECKOUT",
-            help=f"the fork under test, not a stock vLLM release; {where}",
+            help=f"the fork under test (judged without this flag too, wherever one is configured); {where}",
+        )
+        p.add_argument(
+            "--stock",
+            action="store_true",
+            help="judge the target's locked vLLM release, not the fork configured ($STACKGATE_FORK, or "
+            "stack/fork.yaml whose checkout exists)",
         )
     else:
         p.add_argument("--fork", type=Path, metavar="CHECKOUT", help=where)
@@ -116,17 +122,20 @@ def add_fork(p: argparse.ArgumentParser, *, switch: bool) -> None:
     p.add_argument(
         "--upstream-ref",
         metavar="REF",
-        help="upstream's main in the checkout (default: <remote>/main of the remote whose URL is "
-        "github.com/vllm-project/vllm; none: the base release alone bounds the fork's own commits)",
+        help="upstream's main in the checkout: a ref, or a remote's name (default: $STACKGATE_UPSTREAM_REF, else "
+        "stack/fork.yaml's upstream, else <remote>/main of the remote whose URL ends in vllm-project/vllm)",
     )
     p.add_argument(
         "--base-ref",
         metavar="REF",
-        help="the release tree the fork is built on (default: stack/fork.yaml's base, else the newest "
-        "vX.Y.Z tag in REF's history)",
+        help="the release tree the fork is built on (default: stack/fork.yaml's base, else found from history: the "
+        "release line where REF left upstream's main)",
     )
     p.add_argument(
-        "--base-version", metavar="X.Y.Z", help="the vLLM release --base-ref holds, where its name is not vX.Y.Z"
+        "--base-version",
+        metavar="X.Y.Z",
+        help="the vLLM release --base-ref holds, where its name is not vX.Y.Z; alone: the release over where REF "
+        "left upstream's main",
     )
 
 

@@ -19,21 +19,21 @@ from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.table import PLAN_HEADERS, change_label, counts, plan_table_rows
-from ci.upstream import port_check, port_text
+from ci.upstream import port_check, port_text, scope
 from ci.upstream.readiness import Readiness
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     p = plan.build(st).select(targets=args.target, suites=args.suite, changes=args.change).only(args.rows)
-    fork = source.from_command(st, args) if args.fork else None
+    fork = source.from_command(st, args) if scope.wanted(st, args) else None
     parts = split(p, fork) if fork else None
     shown = parts.runs if parts else p
     if args.estimate:
         return _estimate(st, shown, args)
     if args.not_run is not None:
         if parts is None:
-            raise UsageError("--not-run records the rows a fork lacks", hint="give --fork with it")
+            raise UsageError("--not-run records the rows a fork lacks", hint="give --fork with it (or configure one)")
         for path in parts.record(args.not_run):
             print(f"wrote {path}", file=sys.stderr)
     if args.format == "json":

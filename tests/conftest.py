@@ -18,6 +18,13 @@ def _costs_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setenv("STACKGATE_COSTS", str(tmp_path_factory.mktemp("costs") / "costs.json"))
 
 
+@pytest.fixture(autouse=True)
+def _no_fork_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork a test judges is the one it names: never one the user's shell configured."""
+    for name in ("STACKGATE_FORK", "STACKGATE_FORK_REF", "STACKGATE_UPSTREAM_REF"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def stack_copy(tmp_path: Path) -> Path:
     """A private copy of the real stack/ that a test may edit."""

@@ -230,6 +230,12 @@ def test_main_with_a_fork_on_another_release_stops_before_any_build(world, tmp_p
     assert not (out / "fork").exists() and not (out / "fork-absent").exists()
 
 
+def _resolved(repo: Repo, head: str) -> str:
+    """The fork as the pipeline writes it into every step: as resolved where it was made, every ref a commit."""
+    up, base = repo.git("rev-parse", "upstream/main"), repo.git("rev-parse", "v0.26.0^{commit}")
+    return f"--fork {repo.path} --ref {head} --upstream-ref {up} --base-ref {base} --base-version 0.26.0"
+
+
 def test_the_pipeline_builds_the_forks_image_and_each_ablation(world, tmp_path):
     """`ci pipeline --fork --without 48407`: Buildkite's schema; its build steps build the fork's image (the ref
     resolved to a commit) and the fork without #48407; run steps only for rows the fork can run, the ablation's
@@ -248,7 +254,7 @@ def test_the_pipeline_builds_the_forks_image_and_each_ablation(world, tmp_path):
     check_schema(path)
     steps = [s for s in yaml.safe_load(done.stdout)["steps"] if "key" in s]
     by_key = {s["key"]: s for s in steps}
-    fork = f"--fork {repo.path} --ref {head}"
+    fork = _resolved(repo, head)
     build = by_key["build-cuda-sm90"]["commands"]
     assert f"nox -s build -- --stack {stack} cuda-sm90 {fork}" in build
     assert any(c.endswith(f"plan --stack {stack} {fork} --target cuda-sm90 --not-run results") for c in build)
@@ -284,5 +290,5 @@ def test_the_pipeline_runs_the_timing_protocol_on_one_agent_per_target(world, tm
     check_schema(path)
     step = next(s for s in yaml.safe_load(done.stdout)["steps"] if s.get("key") == "compare-46849-cuda-sm90")
     run = next(c for c in step["commands"] if " main " in c)
-    assert f"--fork {repo.path} --ref {head} --compare-without 46849 --runs 6 --aa --rows 46849.cuda-sm90." in run
+    assert f"{_resolved(repo, head)} --compare-without 46849 --runs 6 --aa --rows 46849.cuda-sm90." in run
     assert step["agents"]["queue"] == "gpu-h200"

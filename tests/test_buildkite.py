@@ -34,8 +34,9 @@ REGISTRY = "registry.test:5000/stackgate"  # what an org sets as $STACKGATE_REGI
 
 def pipeline(tmp_path: Path, *args: str, name: str = "pipeline.yml") -> tuple[Path, list[dict]]:
     env = {**os.environ, "STACKGATE_REGISTRY": REGISTRY}
-    done = subprocess.run([sys.executable, "-m", "ci", "pipeline", *args], cwd=REPO, capture_output=True, text=True,
-                          check=False, env=env)  # fmt: skip
+    stock = () if "--fork" in args else ("--stock",)  # the stock pipeline, wherever a fork is configured
+    done = subprocess.run([sys.executable, "-m", "ci", "pipeline", *stock, *args], cwd=REPO, capture_output=True,
+                          text=True, check=False, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr
     path = tmp_path / name
     path.write_text(done.stdout)

@@ -65,12 +65,13 @@ def _session_argv(name: str) -> list[str]:
 
 @pytest.mark.parametrize("engine_state", ["present", "absent"])
 @pytest.mark.parametrize("session", list(SESSIONS))
-def test_a_session_without_the_hardware_exits_6_with_a_report_and_the_fix(session, engine_state, tmp_path):
+def test_a_session_without_the_hardware_exits_6_with_a_report_and_the_fix(session, engine_state, tmp_path, stack_copy):
+    """A new user's first session: no fork configured (the stack's fork.yaml names a checkout they do not have)."""
     target, suite, fix = SESSIONS[session]
     t = loader.load().targets[target]
     if host.has(t.detect.nvidia_compute_capability, t.detect.amdgpu_gfx):
         pytest.skip(f"this host has the {t.short}")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "STACKGATE_STACK": str(stack_copy)}
     if engine_state == "absent":
         env["DOCKER_HOST"] = f"unix://{tmp_path}/no-engine.sock"
     elif engine.unreachable():

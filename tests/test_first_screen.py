@@ -20,19 +20,20 @@ def _outside(junit: Path) -> None:
     synthetic.write(junit / "other-tool.xml", "cpu", "selftest", foreign)
 
 
-def test_failing_tests_outside_the_plan_are_counted_in_the_first_three_lines(tmp_path, capsys) -> None:
+def test_failing_tests_outside_the_plan_are_counted_under_what_was_judged(tmp_path, capsys) -> None:
     junit = tmp_path / "junit"
     write_rows(junit, rows("selftest", target="cpu"))
     _outside(junit)
     assert main(["report", str(junit), "--out", str(tmp_path / "r")]) == 1
     md = (tmp_path / "r" / "report.md").read_text().splitlines()
-    assert any("2 of 4 testcases outside the plan failed or errored" in line for line in md[:3]), md[:3]
+    assert md[2].startswith("**Judged: stock vLLM ")  # what was judged, then the headline
+    assert "2 of 4 testcases outside the plan failed or errored" in md[4], md[:5]
     html = (tmp_path / "r" / "report.html").read_text()
     head = html[html.index("<header>") : html.index("</header>")]
     assert "2 of 4 testcases outside the plan failed or errored" in head and 'href="#outside"' in head
     assert 'id="outside"' in html
     assert main(["report", str(junit), "--out", str(tmp_path / "i"), "--outside-informational"]) == 0
-    lines = (tmp_path / "i" / "report.md").read_text().splitlines()[:3]
+    lines = (tmp_path / "i" / "report.md").read_text().splitlines()[:5]
     assert any("informational: 2 of 4 testcases outside the plan" in line for line in lines)
     capsys.readouterr()
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from ci import options
 from ci.buildkite import gate, render, steps
 from ci.errors import UsageError
 from ci.stack import loader, plan
 from ci.stack.model import Stack
+from ci.upstream import scope
 
 
 def positive(text: str) -> int:
@@ -46,10 +46,16 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     given_stack = args.stack if args.stack != options.default_stack() else None
     p = plan.build(st)
     fork_args: tuple[str, ...] = ()
-    if args.compare_without and not args.fork:
+    stock: frozenset[str] = frozenset()
+    judged = scope.wanted(st, args)  # the fork where one is configured or named, unless --stock
+    if args.compare_without and not judged:
         raise UsageError("--compare-without judges a change of the fork as ported", hint="add --fork [PATH]")
-    if args.fork or args.without:
+    if judged:
         p, fork_args = _fork(st, p, args)
+        if not (args.fork or args.without):  # configured, not named: the targets of imported changes judge it
+            from ci.fork import planned
+
+            stock = frozenset(st.targets) - planned.judged_on(st, p)
     chosen = p.select(targets=args.target, suites=args.suite, changes=args.change).rows
     if not chosen:
         raise UsageError(
@@ -66,6 +72,7 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         stack=given_stack,
         registry=_registry(args) if in_images else None,
         fork=fork_args,
+        stock=stock,
         without=tuple(args.without),
         compare_without=tuple(args.compare_without),
         runs=args.runs,
@@ -76,9 +83,10 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
 
 
 def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan, tuple[str, ...]]:
-    """The rows the fork can run, and the fork options every step repeats: the ref resolved to its commit, so every
-    agent builds and judges the same tree. Each --without names a change the fork holds."""
-    from ci.fork import planned, source
+    """The rows the fork can run, and the fork options every step repeats, exactly as resolved here: its checkout's
+    path, the ref as its commit, upstream's main and the base release as commits, so every agent builds and judges
+    the same tree whatever its environment. Each --without is refused as `ci fork bundle --without` refuses it."""
+    from ci.fork import ablate, planned, source
 
     fork = source.from_command(st, args)
     hosts = sorted({r.target for r in p.select(targets=args.target).rows if st.targets[r.target].runs_on == "host"})
@@ -88,21 +96,15 @@ def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan,
             hint="narrow the pipeline with --target to image targets; a bare host takes the fork with "
             "python -m ci fork build --host (docs/upstream.md)",
         )
-    for change in (*args.without, *args.compare_without):
-        state = fork.state(change)
-        if not state.held:
-            raise UsageError(
-                f"--without {change}: #{change} is {state.state} in {fork.name} {fork.ref}: there is no ablation "
-                "to compare",
-                hint=f"python -m ci fork --fork {fork.checkout.path} --ref {fork.ref} says what it holds",
-            )
-    given = ["--fork"] + ([str(args.fork)] if isinstance(args.fork, Path) else [])
-    for flag, value in (("--upstream-ref", args.upstream_ref), ("--base-ref", args.base_ref),
-                        ("--base-version", args.base_version)):  # fmt: skip
-        given += [flag, value] if value else []
-    for flag, value in zip(given[::2], given[1::2], strict=False):
+    for change in dict.fromkeys((*args.without, *args.compare_without)):
+        ablate.without(st, fork, change)  # the one decision: what cannot be dropped alone is refused here too
+    base, up = fork.base, fork.scope.upstream
+    given = ["--fork", str(fork.checkout.path), "--ref", fork.commit]
+    given += ["--upstream-ref", up] if up else []
+    given += ["--base-ref", base.commit, "--base-version", base.version]
+    for flag, value in zip(given[::2], given[1::2], strict=True):
         _plain(flag, value)
-    return planned.split(p, fork).runs, (*given, "--ref", fork.commit)
+    return planned.split(p, fork).runs, tuple(given)
 
 
 def _registry(args: argparse.Namespace) -> str | None:

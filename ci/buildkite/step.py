@@ -33,6 +33,7 @@ class Options:
     # `--fork PATH --ref COMMIT [...]`, the ref resolved when the pipeline was made: every build step builds this
     # fork's image, every agent judging the same commit
     fork: tuple[str, ...] = ()
+    stock: frozenset[str] = frozenset()  # targets that build the locked release (no imported change's rows there)
     without: tuple[str, ...] = ()  # each of these changes' rows also run on the fork without it, and are compared
     compare_without: tuple[str, ...] = ()  # each judged as ported by the timing protocol, on one agent (.timing)
     runs: int = 5  # runs of each arm of that protocol
@@ -42,6 +43,10 @@ class Options:
         for flag, values in (("--target", self.targets), ("--suite", self.suites), ("--change", self.changes)):
             out += [flag, ",".join(values)] if values else []
         return out
+
+    def fork_for(self, target: str) -> tuple[str, ...]:
+        """The fork options a target's build takes: none where it builds the locked release."""
+        return () if target in self.stock else self.fork
 
     def stack_args(self) -> list[str]:
         return ["--stack", str(self.stack)] if self.stack else []

@@ -99,8 +99,8 @@ def build_step(target: Target, opts: Options, without: str = "", *, record_absen
     `--fork`, the image holds the fork's vLLM; `without`: the fork without that change, under its own tag."""
     if target.runs_on == "host":
         return host_bake_step(target, opts)
-    fork = [*opts.fork, *(["--without", without, "--tag", ablation_tag(target, without)] if without else [])]
     image = ["--image", ablation_tag(target, without)] if without else []
+    fork = [*opts.fork_for(target.id), *(["--without", without, "--tag", image[1]] if without else [])]
     baked = ["--tag", f"{ablation_tag(target, without)}-baked"] if without else []
     commands = [
         nox("build", *opts.stack_args(), target.id, *fork),
@@ -124,7 +124,7 @@ def build_step(target: Target, opts: Options, without: str = "", *, record_absen
     what = f"{target.id} without #{without}" if without else target.id
     return Step(
         key=key("build", target.id, *(["without", without] if without else [])),
-        label=f":docker: build {what}" + (" (fork)" if opts.fork else ""),
+        label=f":docker: build {what}" + (" (fork)" if opts.fork_for(target.id) else ""),
         queue=target.queue,
         commands=tuple(commands),
         artifact_paths=recorded,
@@ -152,7 +152,7 @@ def image_commands(target: Target, opts: Options, without: str = "") -> tuple[tu
         if without:
             fork = [*opts.fork, "--without", without, "--tag", ablation_tag(target, without)]
             return (nox("build", *opts.stack_args(), target.id, *fork),), ["--image", ablation_tag(target, without)]
-        return (nox("build", *opts.stack_args(), target.id, *opts.fork),), []
+        return (nox("build", *opts.stack_args(), target.id, *opts.fork_for(target.id)),), []
     k = image_key(target, without)
     get = (
         f'ref="$(buildkite-agent meta-data get {k})" || {{ echo "the build step recorded no image for '

@@ -41,7 +41,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             "commit": fork.commit,
             "own": fork.snap.own,
             "upstream_ref": fork.snap.upstream_ref or None,
-            "base": {"version": base.version, "ref": base.ref, "commit": base.commit} if base else None,
+            "upstream_found": fork.scope.upstream_how or None,
+            "left_upstream": _left(fork),
+            "base": {"version": base.version, "ref": base.ref, "commit": base.commit, "how": base.how}
+            if base
+            else None,
+            "base_unknown": {"problem": fork.scope.base_problem, "fix": fork.scope.base_fix} if not base else None,
             "changes": [
                 {
                     "change": c.change,
@@ -49,6 +54,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     "commits": list(c.carried_by),
                     "detail": c.detail,
                     "flags": list(c.flags),
+                    "follow_ups_missing": list(c.follow_ups_missing),
                     "fix": c.fix,
                     "port": c.port.to_json() if c.port else None,
                     "follow_up_ports": [f.to_json() for f in c.follow_up_ports],
@@ -59,8 +65,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
         return 0
     print(fork.describe())
-    if fork.scope.base is None:
-        print(f"  base: not known ({fork.scope.base_problem}); a bundle needs --base-ref REF --base-version X.Y.Z")
+    for line in where(fork):
+        print(f"  {line}")
     print(f"  its own commits: {fork.snap.own} ({fork.snap.fork_commits})\n")
     rows = [
         [f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", c.detail, port_text.cell(c)]
@@ -74,6 +80,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     if ports:
         print("\nTo port:\n" + "\n".join(f"  {line}" for line in ports))
     return 0
+
+
+def where(fork: source.Fork) -> list[str]:
+    """How upstream and the base were found, or why the base is not known and what makes it known."""
+    sc = fork.scope
+    lines = [f"upstream: {sc.upstream_ref} ({sc.upstream_how})"] if sc.upstream_ref else []
+    if sc.left:
+        lines.append(f"left upstream's main at {sc.left.commit[:12]} ({sc.left.date})")
+    if sc.base:
+        lines.append(f"base: vLLM {sc.base.version}, found as {sc.base.how}")
+    else:
+        lines += [f"base: not known: {sc.base_problem}", f"  fix: {sc.base_fix}"]
+    return lines
+
+
+def _left(fork: source.Fork) -> dict[str, str] | None:
+    left = fork.scope.left
+    return {"commit": left.commit, "date": left.date, "upstream_ref": left.upstream_ref} if left else None
 
 
 def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) -> Path:

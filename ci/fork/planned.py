@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ci import contract
 from ci.fork.source import Fork
+from ci.stack.model import Stack
 from ci.stack.plan import Plan
 
 ABSENT = "fork-absent"  # the results folder (under --out) that holds their not-run.json, one per target and suite
@@ -34,6 +35,12 @@ class Split:
         return written
 
 
+def judged_on(st: Stack, p: Plan) -> frozenset[str]:
+    """The targets where a fork configured (not named) is judged: those running rows of a change imported from
+    upstream. The others (the cpu self-test) judge the harness, and build the locked release as they are."""
+    return frozenset(r.target for r in p.rows if st.changes[r.change].upstream is not None)
+
+
 def split(p: Plan, fork: Fork, without: str | None = None) -> Split:
     """The fork's plan: rows of the changes it lacks set apart. `without`: an ablation's change keeps its rows (they
     judge the fork without it)."""
@@ -46,6 +53,5 @@ def split(p: Plan, fork: Fork, without: str | None = None) -> Split:
         runs=Plan(tuple(r for r in p.rows if r.change not in lacking), p.excluded),
         absent=Plan(tuple(r for r in p.rows if r.change in lacking), ()),
         reason=reason,
-        fix=f"nothing to run until the fork carries the change: python -m ci fork --fork {fork.checkout.path} "
-        f"--ref {fork.ref} says what is looked for",
+        fix=f"nothing to run until the fork carries the change: {fork.scope.command('fork')} says what is looked for",
     )

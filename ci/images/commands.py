@@ -63,9 +63,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
         return 0
     if args.index_url:
         target = replace(target, package_indexes=(*target.package_indexes, *args.index_url))
-    if args.vllm:
-        print(f"wrote {lock.set_vllm(target, args.vllm).relative_to(build.REPO_ROOT)} (vllm=={args.vllm})")
-    print(f"wrote {lock.lock(target)}")
+    for path in lock.lock(target, vllm=args.vllm):  # the lock and the re-pinned requirements together, or neither
+        print(f"wrote {path.relative_to(build.REPO_ROOT)}" + (f" (vllm=={args.vllm})" if path.suffix == ".in" else ""))
     return 0
 
 

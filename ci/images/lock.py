@@ -11,10 +11,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ci import files
-from ci.errors import BuildError, NotHere, UsageError
+from ci.errors import NotHere, UsageError
 from ci.images.build import REPO_ROOT, lock_path
 from ci.stack.model import Target
 
@@ -45,32 +46,55 @@ def command(target: Target, *, root: Path = REPO_ROOT) -> list[str]:
     return [*argv, "-o", str(lock_path(target, root).relative_to(root))]
 
 
-def lock(target: Target, *, root: Path = REPO_ROOT) -> Path:
-    uv = shutil.which("uv")
-    argv = command(target, root=root)
-    if uv is None:
-        try:
-            import uv as uv_module  # the PyPI package ships the binary
+def uv_binary() -> str:
+    """uv, from PATH or the `uv` package; where there is none, a UsageError that says how to get it, raised before
+    the lock verb touches any file."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    try:
+        import uv as uv_module  # the PyPI package ships the binary (pip install -e '.[lock]')
 
-            uv = uv_module.find_uv_bin()
-        except ImportError:
-            raise BuildError("uv is not installed", hint=f"{sys.executable} -m pip install uv") from None
-    done = subprocess.run([uv, *argv[1:]], cwd=root, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = done.stderr.strip()[-1500:]
-        indexes = ", ".join(target.package_indexes) or "PyPI"
-        raise NotHere(
-            f"resolving the lock of {target.id} failed ({indexes}):\n{tail}",
-            hint=f"run `python -m ci lock {target.id}` on a host that reaches {indexes}",
+        return str(uv_module.find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        raise UsageError(
+            "ci lock resolves with uv, which this host lacks: no file was changed",
+            hint=f"{sys.executable} -m pip install uv   (or pip install -e '.[lock]'; nox -s lock installs it)",
+        ) from None
+
+
+def lock(target: Target, *, root: Path = REPO_ROOT, vllm: str | None = None) -> list[Path]:
+    """Resolve the target's lock, with its family's requirements re-pinned to `vllm` where given: both are made in a
+    scratch copy of containers/locks/ and replace the originals together, or neither does (uv missing, a failed
+    resolve, an interrupt). The files written."""
+    uv = uv_binary()
+    reqs, out = requirements(target, root), lock_path(target, root)
+    text = reqs.read_text(encoding="utf-8")
+    if vllm is not None:
+        text = pinned(reqs, text, vllm)
+    argv = command(target, root=root)
+    with tempfile.TemporaryDirectory(prefix="stackgate-lock-") as tmp:
+        scratch = Path(tmp)
+        locks = scratch / "containers" / "locks"
+        shutil.copytree(reqs.parent, locks, ignore=shutil.ignore_patterns("*.debs.txt"))
+        (locks / reqs.name).write_text(text, encoding="utf-8")  # relative paths as in the repository: its annotations
+        done = subprocess.run([uv, *argv[1:]], cwd=scratch, capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = done.stderr.strip()[-1500:]
+            indexes = ", ".join(target.package_indexes) or "PyPI"
+            raise NotHere(
+                f"resolving the lock of {target.id} failed ({indexes}); no file was changed:\n{tail}",
+                hint=f"run `python -m ci lock {target.id}` on a host that reaches {indexes}",
+            )
+        header = (
+            f"# Hashed lock for target {target.id} (python {target.python}, {target.platform}). Resolved on the host,"
+            " installed in the image with\n# pip install --no-index --require-hashes. Regenerate:\n"
+            f"#   python -m ci lock {target.id}   (runs: {' '.join(argv)})\n"
         )
-    out = lock_path(target, root)
-    header = (
-        f"# Hashed lock for target {target.id} (python {target.python}, {target.platform}). Resolved on the host,"
-        " installed in the image with\n# pip install --no-index --require-hashes. Regenerate:\n"
-        f"#   python -m ci lock {target.id}   (runs: {' '.join(argv)})\n"
-    )
-    files.replace(out, header + out.read_text())
-    return out
+        resolved = header + (scratch / out.relative_to(root)).read_text(encoding="utf-8")
+    written = {out: resolved, **({reqs: text} if vllm is not None else {})}
+    files.replace_together(written)
+    return list(written)
 
 
 def requirements(target: Target, root: Path = REPO_ROOT) -> Path:
@@ -107,16 +131,12 @@ def require_base(target: Target, fork: str, version: str, root: Path = REPO_ROOT
     )
 
 
-def set_vllm(target: Target, version: str, root: Path = REPO_ROOT) -> Path:
-    """Pin vllm==`version` in the target family's requirements; torch is then vLLM's own pin (each release pins its
+def pinned(path: Path, text: str, version: str) -> str:
+    """`text` (the family's requirements) with vllm==`version`; torch is then vLLM's own pin (each release pins its
     torch: 0.26.0 2.11, 0.27 to 0.30 2.13), not the old release's."""
-    path = requirements(target, root)
-    text = path.read_text(encoding="utf-8")
     if not _PIN.search(text):
         raise UsageError(f"{path}: no vllm== line to re-pin", hint="add vllm==X.Y.Z to it")
-    text = _PIN.sub(f"vllm=={version}", text)
-    files.replace(path, _TORCH.sub("torch", text))
-    return path
+    return _TORCH.sub("torch", _PIN.sub(f"vllm=={version}", text))
 
 
 def kernel_note(target: Target, version: str) -> str | None:

@@ -35,10 +35,18 @@ _LONG = 100
 class AtTarget:
     target: str  # "cuda-sm90"
     short: str  # "H200"
-    state: str  # "ready", "fails", "not run", "waived", "no rows"
+    state: str  # "ready", "fails", "not run", "waived", "no rows", "not in this report"
     text: str  # what the state rests on, in words and numbers
     command: str = ""  # what runs the rows there, where the state is "not run" (or partly so)
     where: str = ""  # where the command must run ("on a GB10 host"), plain text
+
+
+def said(a: AtTarget) -> str:
+    """The state and what it rests on, as the first screen says it: "fails: …", "not in this report (filtered by
+    --target)"."""
+    if a.state == "ready":
+        return a.state
+    return f"{a.state} ({a.text})" if a.state == "not in this report" else f"{a.state}: {a.text}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +91,8 @@ def _verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
         if not mine:
             why = change.waived_targets.get(t.id)
             state, text = ("waived", why) if why else ("no rows", "none planned, though its tracking issue names it")
+            if by := report.left_out.get((change.id, t.id)):  # planned, but filtered out: never "none planned"
+                state, text = "not in this report", f"filtered by {by}"
             out.append(AtTarget(target=t.id, short=t.short, state=state, text=text))
             continue
         unrun = [r for r in mine if not r.cases]
@@ -198,11 +208,18 @@ def _n(rows: int) -> str:
 def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:
     """What runs a target's unrun rows: its lock first where it has none (a session would stop there)."""
     from ci.images.build import lock_path
+    from ci.images.lock import locked_vllm
 
     t = report.stack.targets[target]
+    fork = report.subject.options if report.subject else ()  # the fork judged, named as the user gave it
+    command = f"nox -s {t.sessions[0]}_{row.suite}" + (f" -- {shlex.join(fork)}" if fork else "")
+    base = report.subject.base_version if report.subject else ""
+    if base and (locked := locked_vllm(t)) and locked != base:  # the session would stop there: re-lock first
+        said = f"(the fork is on vLLM {base}, the lock {locked}), then {command} on {t.a_short} host"
+        return f"python -m ci lock {t.id} --vllm {base}", said
     if t.runs_on == "image" and not lock_path(t).is_file():
         return f"python -m ci lock {t.id}", "on a host that reaches its package index, then its session"
-    return f"nox -s {t.sessions[0]}_{row.suite}", f"on {t.a_short} host"
+    return command, f"on {t.a_short} host"
 
 
 def _baseline_command(report: Report) -> str:

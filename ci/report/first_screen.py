@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ci import tables
-from ci.report import at_target, port_step, triage
+from ci.report import at_target, in_fork, port_step, triage
 from ci.report.view import FAILING, Report, Table, banner
 from ci.results.acceptance import Verdict
 from ci.tables import Markdown, md_cell
@@ -22,16 +22,18 @@ _LONG = 200  # characters of one cause shown on the first screen (the change's s
 
 
 def judged(report: Report) -> str:
-    """Which vLLM builds, which stack, which targets: the line above the verdicts."""
+    """What was judged (the fork, or the stock release), which vLLM builds ran, which stack, which targets: the
+    report's first line."""
     cases = [c for r in report.results.rows for c in r.cases]
     builds = sorted({c.vllm_version for c in cases if c.vllm_version})
     ran = Counter(r.target for r in report.results.rows if r.cases)
     planned = Counter(r.target for r in report.results.rows if r.planned is not None)
     where = ", ".join(f"{t} ({ran[t]} of {planned[t]} rows ran)" for t in planned if ran[t]) or "no target: no row ran"
-    vllm = "; ".join(builds) if builds else "not recorded"
+    vllm = f" vLLM builds run: {'; '.join(builds)}." if builds else ""
     days = sorted({s.timestamp[:10] for f in report.results.inputs for s in f.scopes if s.timestamp[:10]})
     when = f" Run {days[0]}" + (f" to {days[-1]}" if days[-1] != days[0] else "") + "." if days else ""
-    return f"Judged: vLLM {vllm}. Stack {report.stack.digest.removeprefix('sha256:')[:12]}. Targets: {where}.{when}"
+    stack = report.stack.digest.removeprefix("sha256:")[:12]
+    return f"Judged: {in_fork.judged(report)}.{vllm} Stack {stack}. Targets: {where}.{when}"
 
 
 def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
@@ -46,7 +48,8 @@ def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
     baseline); else nothing."""
     if verdict.ready:
         return "", "none: ready"
-    if port := port_step.step(report, verdict.change.id):  # a change the fork lacks: its port, not rows to run
+    # a change the fork lacks: its port (its verdict where the fork state carries one), not rows to run
+    if port := port_step.step(report, verdict.change.id) or in_fork.next_step(report, verdict):
         return port
     failing = [r for r in report.results.rows if r.change == verdict.change.id and r.status in FAILING]
     if failing:
@@ -73,6 +76,7 @@ class Entry:
     """One change on the first screen."""
 
     change: str  # "#48407"
+    fork: str  # the change in the fork judged ("converged", "absent in the fork; …"), "" where none was
     verdict: str  # "ready" or "not ready", in words (a mark beside it is the renderer's)
     ready: bool
     causes: tuple[tuple[str, int], ...]  # the first `_SHOWN` causes, shortened, with their row counts
@@ -96,6 +100,7 @@ def entries(report: Report) -> list[Entry]:
         out.append(
             Entry(
                 change=f"#{v.change.id}",
+                fork=in_fork.words(report, v.change.id),
                 verdict="ready" if v.ready else "not ready",
                 ready=v.ready,
                 causes=tuple((_short(text), n) for text, n in found[:_SHOWN]),
@@ -117,7 +122,7 @@ def baseline(first: list[Entry]) -> str:
 def where(e: Entry, text: Callable[[str], str]) -> str:
     """The change's verdict per target, and what it lacks as a whole, in a line of words (`text` writes them); the
     baseline's command is said once, below the table."""
-    parts = [text(f"{a.short} {a.state}" + (f": {a.text}" if a.state != "ready" else "")) for a in e.targets]
+    parts = [text(f"{a.short} {at_target.said(a)}") for a in e.targets]
     parts += [text(w.text) for w in e.lacks]
     return "; ".join(parts)
 
@@ -125,20 +130,24 @@ def where(e: Entry, text: Callable[[str], str]) -> str:
 def table(report: Report) -> Table:
     """The first screen as Markdown cells: commands in code spans, pasteable as the raw file reads."""
     rows = []
-    for e in entries(report):
+    first = entries(report)
+    forked = any(e.fork for e in first)
+    for e in first:
         said = "; ".join(f"{text} ({n} row{'s' * (n != 1)})" for text, n in e.causes)
         said += f"; and {e.more} more causes" if e.more else ""
         step = " ".join(x for x in (tables.code(e.command) if e.command else "", md_cell(e.note)) if x)
         rows.append(
             (
                 e.change,
+                *((e.fork or "—",) if forked else ()),
                 mark(e.ready) + " " + e.verdict,
                 Markdown(where(e, md_cell) or "—"),
                 said or "—",
                 Markdown(step),
             )
         )
-    return Table(headers=("Change", "Verdict", "Per target", "Causes (rows)", "Next step"), rows=tuple(rows))
+    fork = ("In the fork",) if forked else ()
+    return Table(headers=("Change", *fork, "Verdict", "Per target", "Causes (rows)", "Next step"), rows=tuple(rows))
 
 
 def mark(ready: bool) -> str:

@@ -98,6 +98,16 @@ def _matrix(target: str, t: Table) -> dict[str, object]:
     }
 
 
+STATE_CLASS = {
+    "ready": "pass",
+    "fails": "fail",
+    "not run": "notrun",
+    "no rows": "fail",
+    "waived": "pass",
+    "not in this report": "notrun",
+}
+
+
 def render(report: Report, tables: dict[str, Table] | None = None) -> str:
     """The page; `tables`: each target's status matrix where the caller made them (view.status_tables)."""
     verdicts = []
@@ -150,10 +160,12 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
         banner=first_screen.warnings(report),
         judged=first_screen.judged(report),
         first=first,
+        forked=any(e.fork for e in first),
         baseline=first_screen.baseline(first),
         shown_causes=SHOWN_CAUSES,
         mark=first_screen.mark,
-        state_class={"ready": "pass", "fails": "fail", "not run": "notrun", "no rows": "fail", "waived": "pass"},
+        said=at_target.said,
+        state_class=STATE_CLASS,
         matrices=matrices,
         extra=extra,
         status_class=_STATUS_CLASS,

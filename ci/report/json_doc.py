@@ -9,7 +9,7 @@ import orjson
 
 import ci
 from ci import revision
-from ci.report import at_target, comparison_json, rebase
+from ci.report import at_target, comparison_json, in_fork, rebase
 from ci.report.rerun import image_beside, rerun, rerun_test, rows_json_beside, shown
 from ci.report.view import FAILING, Report
 from ci.results import criteria
@@ -84,6 +84,7 @@ def _report(report: Report) -> dict[str, object]:
             "argv": list(report.made_with),
         },
         "stack": {"digest": report.stack.digest},
+        "judged": in_fork.document(report),
         "changes": [
             {
                 "id": v.change.id,
@@ -101,6 +102,7 @@ def _report(report: Report) -> dict[str, object]:
                 ],
                 "lacks": [{"text": w.text, "command": w.command or None} for w in at_target.whole(report, v)],
                 "upstream": _upstream(v.change.upstream),
+                "fork": in_fork.to_json(report, v.change.id),
                 **({"rebase": rebase.to_json(report, v.change.id)} if report.upstream else {}),
                 "criteria": [
                     {

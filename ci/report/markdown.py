@@ -85,7 +85,7 @@ def _table(t: Table) -> list[str]:
 def _head(report: Report) -> list[str]:
     """Everything before the status matrices."""
     res = report.results
-    out = ["# stackgate report", ""]
+    out = ["# stackgate report", "", f"**{md(first_screen.judged(report))}**", ""]
     ready = sum(v.ready for v in report.verdicts)
     out.append(
         f"**{ready} of {len(report.verdicts)} imported changes ready for default enablement.** "
@@ -98,7 +98,7 @@ def _head(report: Report) -> list[str]:
             else ""
         )
     )
-    out += ["", md(first_screen.judged(report)), "", "## Summary", "", *_table(first_screen.table(report)), ""]
+    out += ["", "## Summary", "", *_table(first_screen.table(report)), ""]
     if base := first_screen.baseline(first_screen.entries(report)):
         said = "The baseline line (a previous report of this fork, to judge allowed regression against):"
         out += [f"{said} {tables.code(base)}", ""]

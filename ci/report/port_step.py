@@ -1,10 +1,12 @@
 """The next step of a change the fork lacks, on the report's first screen: its port (the `ci fork port` command and
 its verdict: clean, by a three-way merge, or what conflicts and what it needs first), not rows to run; and of a
 change the fork holds without a follow-up upstream merged since (a fix), that follow-up's port. From the fork state
-the report was given (`--upstream`: `ci upstream --format json`, which carries each change's port readiness)."""
+the report judged (`ci main`'s fork, or `--upstream`: `ci upstream --format json`; each carries the changes' port
+readiness)."""
 
 from __future__ import annotations
 
+from ci.report import in_fork
 from ci.report.view import Report
 from ci.upstream import port_text
 from ci.upstream.readiness import PORTABLE, Readiness
@@ -12,8 +14,7 @@ from ci.upstream.readiness import PORTABLE, Readiness
 
 def step(report: Report, change: str) -> tuple[str, str] | None:
     """(command, note) for a change the fork lacks, or holds without a follow-up; None for any other."""
-    snap = report.upstream
-    state = next((c for c in snap.changes if c.change == change), None) if snap else None
+    state = in_fork.state(report, change)
     if state is None:
         return None
     if state.port is not None:

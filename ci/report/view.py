@@ -5,8 +5,8 @@ Both report.md and report.html are drawn from these tables, so the two never dis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci import tables
@@ -55,6 +55,9 @@ class Report:
     upstream_read: FileRead | None = None  # the --upstream file and whether it could be used
     out: Path | None = None  # the folder the report is written to: its links are relative to it
     made_with: tuple[str, ...] = ()  # the `python -m ci` arguments that made it, paths as given
+    subject: Snapshot | None = None  # the fork the rows were run to judge (ci main): each change's state in it
+    # (change, target) planned but left out of the report by a filter -> the filter ("--target")
+    left_out: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
 def banner(report: Report) -> list[str]:

@@ -53,13 +53,18 @@ def build(
     made_with: Sequence[str] = (),
     loaded: tuple[Stack, Plan] | None = None,
     begun: reading.Begun | None = None,
+    subject: upstream_state.Snapshot | None = None,
 ) -> Report:
     """The report over the planned rows the filters keep (all of them by default). With `compare_paths`, one results
     folder or JUnit file per further side, the report is side A's (`inputs`) with the comparison added. `begun`:
-    `inputs` as the caller started reading them (reading.begin), before this was imported."""
+    `inputs` as the caller started reading them (reading.begin), before this was imported. `subject`: the fork the
+    rows were run to judge (`ci main`), each change's state in it on the first screen."""
     forget()  # rows.json files looked up by an earlier report in this process may have changed
     st, whole = loaded or (loader.load(stack_dir), None)  # `loaded`: the stack and plan the caller already made
-    p = (whole or plan.build(st)).select(targets=targets, suites=suites, changes=changes).only(rows)
+    whole = whole or plan.build(st)
+    p = whole.select(targets=targets, suites=suites, changes=changes).only(rows)
+    kept = {(r.change, r.target) for r in p.rows}
+    left_out = {(r.change, r.target): _filter(r, targets, suites, changes) for r in whole.rows}
     res = merge.collect(begun or inputs, p)
     base, base_read = None, None
     if baseline_path is not None:
@@ -73,6 +78,9 @@ def build(
     in_scope = {r.change for r in p.rows} if (targets or suites or changes or rows) else set(st.changes)
     verdicts = compare.judge(st, res, base, in_scope)
     rebase: dict[str, Any] = {**_upstream(upstream_path), "out": out, "made_with": tuple(made_with)}
+    rebase.update(left_out={k: v for k, v in left_out.items() if k not in kept}, subject=subject)
+    if subject is not None and "upstream" not in rebase:
+        rebase["upstream"] = subject
     if not compare_paths:
         return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read, **rebase)
     names = compare.labels([inputs, *([c] for c in compare_paths)], labels)
@@ -95,6 +103,15 @@ def build(
         comparison=compared,
         **rebase,
     )
+
+
+def _filter(row: plan.Row, targets: Sequence[str], suites: Sequence[str], changes: Sequence[str]) -> str:
+    """The filter that leaves a planned row out of the report."""
+    if targets and row.target not in targets:
+        return "--target"
+    if changes and row.change not in changes:
+        return "--change"
+    return "--suite" if suites and row.suite not in suites else "--rows"
 
 
 def _upstream(path: Path | None) -> dict[str, Any]:

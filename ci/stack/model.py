@@ -237,10 +237,11 @@ class ForkSource:
     # the fork's public repository (https://github.com/OWNER/vllm): another clone whose remote is this URL, or whose
     # remote is `checkout` itself, is this fork too, and its records apply there
     url: str | None = None
-    # where left out, the newest release tag (vX.Y.Z) in ref's history
+    # where left out, found from history: the release line where ref left upstream's main (ci.upstream.release)
     base: ForkBase | None = None
-    # upstream's main in the checkout; where left out, the main branch of the remote whose URL is upstream's
-    upstream_ref: GitRef | None = None
+    # upstream's main in the checkout: a remote's name (its main) or a ref; where left out, $STACKGATE_UPSTREAM_REF,
+    # else the main branch of the remote whose URL ends in vllm-project/vllm
+    upstream: GitRef | None = None
     carries: dict[str, Carried] = field(default_factory=dict)
     notes: str = ""
 

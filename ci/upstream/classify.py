@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ci.stack.change import Change
 from ci.stack.model import Stack
-from ci.upstream import found, history
+from ci.upstream import follow_ups, found, history
 from ci.upstream.found import Facts
 from ci.upstream.judge import judge, with_bases
 from ci.upstream.scope import Scope
@@ -27,13 +27,14 @@ from ci.upstream.state import Snapshot, Upstreamed
 def survey(st: Stack, scope: Scope) -> Snapshot:
     co = scope.co
     changes = list(st.changes.values())
-    full = co.resolve(i for c in changes for i in found.ids(scope, c))
+    full = co.resolve([*(i for c in changes for i in found.ids(scope, c)), *follow_ups.ids(changes)])
     fork_ids = co.patch_ids(*scope.own)
     in_fork: dict[str, str] = {}
     for commit, patch_id in fork_ids.items():
         in_fork.setdefault(patch_id, commit)
     sources = sorted({c for ch in changes for i in found.sources(scope, ch) if (c := full.get(i))})
     upstreams = sorted({c for ch in changes for i in found.upstream_patches(ch) if (c := full.get(i))})
+    upstreams += sorted({c for i in follow_ups.ids(changes) if (c := full.get(i))} - set(upstreams))
     titled = {subject: commit for commit, subject in reversed(co.titles(*scope.own).items())}
     facts = Facts(
         scope=scope,
@@ -56,13 +57,17 @@ def survey(st: Stack, scope: Scope) -> Snapshot:
     by_id = {s.change: s for s in states}
     by_pr = {ch.upstream.pr: ch.id for ch in changes if ch.upstream}
     states = [with_bases(s, ch, by_pr, by_id) for s, ch in zip(states, changes, strict=True)]
+    states = [
+        follow_ups.flag(scope, ch, s, full, facts.source_ids, in_fork, tip_date)
+        for s, ch in zip(states, changes, strict=True)
+    ]
     base = scope.base
     return Snapshot(
         fork=str(co.path),
         head=scope.head,
         upstream_ref=scope.upstream_ref or "",
         upstream=scope.upstream or "",
-        merge_base=(co.merge_base(scope.head, scope.upstream) or "") if scope.upstream else "",
+        merge_base=scope.left.commit if scope.left else "",
         shallow=co.shallow,
         fork_commits=len(fork_ids),
         changes=tuple(states),
@@ -72,6 +77,10 @@ def survey(st: Stack, scope: Scope) -> Snapshot:
         base_version=base.version if base else "",
         base_ref=base.ref if base else "",
         base=base.commit if base else "",
+        base_how=base.how if base else "",
+        base_unknown="" if base else f"{scope.base_problem} (fix: {scope.base_fix})",
+        left_date=scope.left.date if scope.left else "",
+        options=scope.options,
     )
 
 

@@ -26,11 +26,13 @@ def rows(snap: Snapshot) -> list[list[str]]:
 
 def header(snap: Snapshot) -> str:
     shallow = ", a shallow clone" if snap.shallow else ""
-    over = [f"{snap.upstream_ref} ({snap.upstream[:12]}; merge base {snap.merge_base[:12]})"] if snap.upstream else []
+    left = f"; it left main at {snap.merge_base[:12]}, {snap.left_date}" if snap.left_date else ""
+    over = [f"{snap.upstream_ref} ({snap.upstream[:12]}{left})"] if snap.upstream else []
     over += [f"its base vLLM {snap.base_version} ({snap.base_ref} = {snap.base[:12]})"] if snap.base else []
+    base = f"; base found as {snap.base_how}" if snap.base_how else f"; base not known: {snap.base_unknown}"
     return (
         f"{snap.name or snap.fork} ({snap.fork}{shallow}): {snap.ref} = {snap.head[:12]}, {snap.fork_commits} own "
-        f"commits ({snap.own}) over {' and '.join(over)}"
+        f"commits ({snap.own}) over {' and '.join(over)}{base}"
     )
 
 

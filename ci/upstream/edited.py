@@ -20,6 +20,7 @@ class Edited:
     same: tuple[str, ...]  # files with the source's edit
     differ: tuple[str, ...]  # files it changes otherwise than the source
     dropped: tuple[str, ...]  # files of the source it leaves alone
+    partial: bool = False  # fewer than MIN_OVERLAP of the source's files: those with its edit are a part of it
 
     @property
     def code_as_is(self) -> bool:
@@ -29,6 +30,12 @@ class Edited:
         )
 
     def describe(self) -> str:
+        if self.partial:
+            rest = ", ".join((*self.differ, *self.dropped))
+            return (
+                f"{self.commit[:12]} carries {self.source}'s edit of {', '.join(self.same)} alone; "
+                f"not the edit of {rest}"
+            )
         parts = [f"{len(self.same)} of {len(self.same) + len(self.differ) + len(self.dropped)} files as in it"]
         if self.differ:
             parts.append(f"edited: {', '.join(self.differ)}")
@@ -44,22 +51,23 @@ def find(
 ) -> Edited | None:
     """The fork commit (of the range `revs`) that best carries one of `sources` (label -> {path: file patch-id})
     with edits, or None. A candidate changes at least MIN_OVERLAP of the source's files and either makes the same
-    edit to one of them or has the source's subject (`subjects`: label -> subject)."""
+    edit to one of them or has the source's subject (`subjects`: label -> subject); failing that, one that makes the
+    same edit to fewer of them carries a part of it (`partial`)."""
     files = sorted({p for ids in sources.values() for p in ids})
     if not files:
         return None
     candidates = [t.commit for t in co.touching(revs, files)]
     theirs = co.file_ids(candidates)
     titles = co.titles(*candidates, walk=False) if candidates else {}
-    best: tuple[tuple[int, int], Edited] | None = None
+    best: tuple[tuple[int, int, int], Edited] | None = None
     for label, ids in sources.items():
         for commit in candidates:
             mine = theirs.get(commit, {})
             shared = [p for p in ids if p in mine]
-            if len(shared) < MIN_OVERLAP * len(ids):
-                continue
             same = tuple(p for p in shared if mine[p] == ids[p])
-            if not same and titles.get(commit) != subjects.get(label):
+            partial = len(shared) < MIN_OVERLAP * len(ids)
+            # a part of it: a file or more with its very edit (absent means none of its files carries its edit)
+            if (partial and not same) or (not same and titles.get(commit) != subjects.get(label)):
                 continue
             found = Edited(
                 source=label,
@@ -67,8 +75,9 @@ def find(
                 same=same,
                 differ=tuple(p for p in shared if p not in same),
                 dropped=tuple(p for p in ids if p not in mine),
+                partial=partial,
             )
-            score = (len(same), len(shared))
+            score = (not partial, len(same), len(shared))
             if best is None or score > best[0]:
                 best = (score, found)
     return best[1] if best else None

@@ -4,7 +4,8 @@ merge commit the checkout lacks."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import os
+from dataclasses import dataclass, replace
 
 from ci.errors import UsageError
 from ci.stack.change import Change
@@ -13,32 +14,58 @@ from ci.upstream import where
 from ci.upstream.checkout import Checkout
 from ci.upstream.state import ChangeState
 
+ENV_UPSTREAM = "STACKGATE_UPSTREAM_REF"
 
-def upstream_tip(co: Checkout, st: Stack, ref: str | None) -> tuple[str | None, str | None]:
-    """The upstream ref and its commit: the one asked for, else the main branch of the remote whose URL is the
-    upstream repository the change files name (vllm-project/vllm); (None, None) where the checkout has no such
-    remote (the fork's base release then bounds its own commits). Never a guess: a fork's own origin/main would
-    make its own history "upstream" and every count wrong."""
-    if ref:
-        if tip := co.commit(ref):
-            return ref, tip
-        known = co.refs()
-        shown = ", ".join(known[:12]) + (", …" if len(known) > 12 else "") if known else "none"
-        raise UsageError(
-            f"--upstream-ref {ref!r} names no commit in {co.path}",
-            hint=f"fetch it ({add_remote(co, st)}), or pass a ref it has (branches here: {shown})",
-        )
+
+@dataclass(frozen=True, kw_only=True)
+class Upstream:
+    ref: str | None  # upstream's main as a ref of the checkout ("upstream/main"); None where none is known
+    commit: str | None
+    how: str  # how it was found, for the header
+
+
+def upstream_tip(co: Checkout, st: Stack, ref: str | None, recorded: str | None = None) -> Upstream:
+    """Upstream's main: --upstream-ref, else $STACKGATE_UPSTREAM_REF, else stack/fork.yaml's `upstream` (a remote's
+    name or a ref), else the main branch of the remote whose URL ends in the upstream repository the change files
+    name (vllm-project/vllm, on any host, .git or not); none where the checkout has no such remote (the fork's base
+    release then bounds its own commits). Never a guess: a fork's own origin/main would make its own history
+    "upstream" and every count wrong."""
+    env = os.environ.get(ENV_UPSTREAM) or None
+    for given, flag in ((ref, "--upstream-ref"), (env, f"${ENV_UPSTREAM}"), (recorded, "stack/fork.yaml upstream")):
+        if given:
+            return _named(co, st, given, flag)
     ours = [name for name, url in co.remotes().items() if _is_upstream(url, st)]
     for name in ours:
-        for branch in (f"{name}/main", f"{name}/HEAD"):
-            if tip := co.commit(branch):
-                return branch, tip
+        found = _of_remote(co, name)
+        if found:
+            return Upstream(ref=found[0], commit=found[1], how=f"remote {name} (its URL is {_repo(st)})")
     if ours:
         raise UsageError(
             f"remote {ours[0]!r} is {_repo(st)}, but none of its branches is fetched in {co.path}",
             hint=f"git -C {co.path} fetch {ours[0]}",
         )
-    return None, None
+    return Upstream(ref=None, commit=None, how="")
+
+
+def _named(co: Checkout, st: Stack, given: str, flag: str) -> Upstream:
+    """A ref, or the name of a remote (its main, else its HEAD)."""
+    if given in co.remotes() and (found := _of_remote(co, given)):
+        return Upstream(ref=found[0], commit=found[1], how=f"{flag} (remote {given})")
+    if tip := co.commit(given):
+        return Upstream(ref=given, commit=tip, how=flag)
+    known = co.refs()
+    shown = ", ".join(known[:12]) + (", …" if len(known) > 12 else "") if known else "none"
+    raise UsageError(
+        f"{flag} {given!r} names no commit or remote in {co.path}",
+        hint=f"fetch it ({add_remote(co, st)}), or name a ref it has (branches here: {shown}) or a remote",
+    )
+
+
+def _of_remote(co: Checkout, name: str) -> tuple[str, str] | None:
+    for branch in (f"{name}/main", f"{name}/HEAD"):
+        if tip := co.commit(branch):
+            return branch, tip
+    return None
 
 
 def add_remote(co: Checkout, st: Stack) -> str:
@@ -56,9 +83,11 @@ def _repo(st: Stack) -> str:
 
 
 def _is_upstream(url: str, st: Stack) -> bool:
-    """Whether a remote URL (https, ssh or scp-like) is a repository the change files name as upstream."""
-    path = url.strip().rstrip("/").removesuffix(".git").lower().replace(":", "/")
-    return any(path.endswith("/" + ch.upstream.repo.lower()) for ch in st.changes.values() if ch.upstream)
+    """Whether a remote URL (https, ssh, scp-like or a path, on any host, ending in .git or not) is the upstream
+    repository: vllm-project/vllm, or one the change files name."""
+    path = "/" + url.strip().rstrip("/").removesuffix(".git").lower().replace(":", "/")
+    repos = {"vllm-project/vllm", *(ch.upstream.repo.lower() for ch in st.changes.values() if ch.upstream)}
+    return any(path.endswith("/" + repo) for repo in repos)
 
 
 def require_vllm(co: Checkout, st: Stack, ref: str, head: str, up_ref: str | None, up: str | None) -> None:

@@ -92,6 +92,7 @@ def judge(
     elif found.edited:
         as_is = found.edited.code_as_is
         state = ("diverged" if touched else "ported") if as_is else "ported, edited"
+        state = "partially ported" if found.edited.partial else state
         detail, carried = found.edited.describe(), (found.edited.commit,)
     elif found.unchecked and not (found.from_pr and (up.patch_id or up.file_ids)):
         # (the PR's own commits alone missing, where upstream's merge patch and files were compared, tell nothing)

@@ -6,26 +6,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from ci.errors import UsageError
 from ci.stack.model import Stack
-from ci.upstream import history
 from ci.upstream.scope import Scope
 
 
 def fork_flags(st: Stack, scope: Scope) -> tuple[str, ...]:
-    """--fork and --ref always; --upstream-ref where the remote rule would not find it; --base-ref and
-    --base-version where the base was given so."""
-    flags = ["--fork", str(scope.co.path), "--ref", scope.ref]
-    if scope.upstream_ref:
-        try:
-            found = history.upstream_tip(scope.co, st, None)[0]
-        except UsageError:
-            found = None
-        if found != scope.upstream_ref:
-            flags += ["--upstream-ref", scope.upstream_ref]
-    if scope.base and scope.base.how == "--base-ref":
-        flags += ["--base-ref", scope.base.ref, "--base-version", scope.base.version]
-    return tuple(flags)
+    """--fork and --ref always, and the --upstream-ref/--base-ref/--base-version the user gave (the scope's own)."""
+    return scope.options
 
 
 def port(flags: Sequence[str], pr: int, *, with_prerequisites: bool = False) -> str:

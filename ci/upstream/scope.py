@@ -1,43 +1,34 @@
 """Which fork, at which ref, against which history: what every verb judges (`ci upstream`, `ci fork`, the plan, the
 build, the pipeline), resolved once and the same way everywhere.
 
-The checkout is `--fork`, else $STACKGATE_FORK, else stack/fork.yaml's. Where it is fork.yaml's checkout, that file's
-facts apply (its ref, base, upstream ref and `carries` records); any other checkout is another fork, judged from its
-history alone. The ref is `--ref`, else $STACKGATE_FORK_REF, else fork.yaml's (for its own checkout), else HEAD.
+The checkout is `--fork` (relative to where the user stands), else $STACKGATE_FORK, else stack/fork.yaml's (relative
+to the stack folder). Where it is fork.yaml's checkout, that file's facts apply (its ref, base, upstream and `carries`
+records); any other checkout is another fork, judged from its history alone. The ref is `--ref`, else
+$STACKGATE_FORK_REF, else fork.yaml's (for its own checkout), else HEAD.
 
-The fork's own commits are those of the ref that neither upstream's main (`--upstream-ref`, fork.yaml's, or the main
-branch of the remote whose URL is upstream's repository) nor the base release's tree reach. The base is `--base-ref`
-(with `--base-version` where its name is not vX.Y.Z), else fork.yaml's, else the newest release tag in the ref's
-history; a change that base release holds is converged through the base.
+The fork's own commits are those of the ref that neither upstream's main (ci.upstream.history) nor the base release's
+tree reach. The base is `--base-ref` (with `--base-version` where its name is not vX.Y.Z; `--base-version` alone: the
+release over where the ref left upstream's main), else fork.yaml's, else found from history (ci.upstream.release);
+a change that base release holds is converged through the base.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci.errors import UsageError
 from ci.stack.model import Carried, Stack
-from ci.upstream import history
+from ci.upstream import history, release
 from ci.upstream.checkout import Checkout
+from ci.upstream.release import Base, Left
 
 ENV_FORK = "STACKGATE_FORK"
 ENV_REF = "STACKGATE_FORK_REF"
-_TAG = re.compile(r"^v(\d+\.\d+\.\d+(?:\.post\d+)?)$")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Base:
-    """The upstream release the fork is built on: its wheel gives the compiled parts."""
-
-    version: str
-    ref: str
-    commit: str  # the full id `ref` names in the checkout
-    release_commit: str | None = None  # upstream's release commit, as the wheel's vllm/_version.py names it
-    how: str  # where it was found: "stack/fork.yaml", "--base-ref", "the newest release tag in main's history"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,10 +39,14 @@ class Scope:
     head: str  # the commit it names
     upstream_ref: str | None = None
     upstream: str | None = None  # the commit upstream_ref names
+    upstream_how: str = ""  # how upstream was found: "--upstream-ref", "remote upstream (its URL is …)", …
+    left: Left | None = None  # where the ref left upstream's main
     base: Base | None = None
-    base_problem: str = ""  # why no base was found, with what makes one known
+    base_problem: str = ""  # why no base was found
+    base_fix: str = ""  # what makes it known
     records: Mapping[str, Carried] = field(default_factory=dict)
     recorded: bool = False  # stack/fork.yaml describes this checkout: its facts apply, and --record writes there
+    given: tuple[str, ...] = ()  # the --upstream-ref/--base-ref/--base-version options the user gave, to repeat
 
     @property
     def own(self) -> tuple[str, ...]:
@@ -67,19 +62,49 @@ class Scope:
             return f"{left[0]}..{self.ref}"
         return " ".join([self.ref, *(f"^{r}" for r in left)])
 
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The options that name this fork at this ref again, as the user gave them: what a fix line repeats."""
+        return ("--fork", str(self.co.path), "--ref", self.ref, *self.given)
+
+    def command(self, verb: str, *more: str) -> str:
+        """`python -m ci VERB` on this fork, every option the user gave repeated."""
+        return shlex.join(["python", "-m", "ci", *verb.split(), *self.options, *more])
+
     def require_base(self) -> Base:
         if self.base is None:
             raise UsageError(
                 f"{self.co.path}: the base release of {self.ref} is not known: {self.base_problem}",
-                hint="pass --base-ref REF --base-version X.Y.Z (the release tree the fork is built on), "
-                "or fetch upstream's release tags (git fetch upstream --tags)",
+                hint=self.base_fix,
             )
         return self.base
 
 
+def configured(st: Stack) -> bool:
+    """Whether a fork is configured: $STACKGATE_FORK, or stack/fork.yaml whose checkout exists. Every entry point
+    then judges it, unless told --stock."""
+    if os.environ.get(ENV_FORK):
+        return True
+    return st.fork is not None and checkout_path(st).exists()
+
+
+def wanted(st: Stack, args: object) -> bool:
+    """Whether a command judges the fork: one named (--fork, --without) or configured, unless --stock."""
+    named = bool(getattr(args, "fork", None) or getattr(args, "without", None))
+    if getattr(args, "stock", False):
+        if named:
+            raise UsageError(
+                "--stock judges the locked release, --fork and --without the fork", hint="give one of them"
+            )
+        return False
+    return named or configured(st)
+
+
 def checkout_path(st: Stack, override: Path | None = None) -> Path:
-    """--fork, else $STACKGATE_FORK, else fork.yaml's checkout (relative to the stack folder)."""
-    chosen = override or os.environ.get(ENV_FORK) or (st.fork.checkout if st.fork else None)
+    """--fork (relative to the folder the user stands in), else $STACKGATE_FORK (so too), else fork.yaml's checkout
+    (relative to the stack folder)."""
+    given = override or os.environ.get(ENV_FORK)
+    chosen = given or (st.fork.checkout if st.fork else None)
     if chosen is None:
         raise UsageError(
             "no fork checkout: pass --fork PATH (or set $STACKGATE_FORK)",
@@ -91,7 +116,7 @@ def checkout_path(st: Stack, override: Path | None = None) -> Path:
             hint=f"git clone {chosen} DIR && export {ENV_FORK}=DIR",
         )
     path = Path(chosen).expanduser()
-    return path if path.is_absolute() else (st.root / path).resolve()
+    return path if path.is_absolute() else ((Path.cwd() if given else st.root) / path).resolve()
 
 
 def open_scope(
@@ -114,27 +139,33 @@ def open_scope(
     recorded = src is not None and _same_fork(st, co, path)
     named = ref or os.environ.get(ENV_REF) or (src.ref if recorded and src else None) or "HEAD"
     head = _commit(co, named, "--ref")
-    up_ref, up = history.upstream_tip(co, st, upstream_ref or (src.upstream_ref if recorded and src else None))
-    base, problem = _base(co, st, named, head, base_ref, base_version, recorded)
-    if up is None and base is None:
+    up = history.upstream_tip(co, st, upstream_ref, src.upstream if recorded and src else None)
+    where = release.left(co, head, up.ref, up.commit)
+    base, unknown = _base(co, st, named, head, where, base_ref, base_version, recorded)
+    if up.commit is None and base is None:
         raise UsageError(
             f"{path}: nothing says which commits of {named} are the fork's own: {history.no_remote(co, st)}, "
-            f"and {problem}",
-            hint=f"{history.add_remote(co, st)}; or pass --base-ref REF --base-version X.Y.Z (the release the fork "
-            "is built on), or --upstream-ref REF naming upstream's main",
+            f"and {unknown.problem}",
+            hint=f"{history.add_remote(co, st)}; or set upstream once (${history.ENV_UPSTREAM}=REF, or stack/fork.yaml "
+            "upstream: REMOTE); or pass --base-ref REF --base-version X.Y.Z (the release the fork is built on)",
         )
-    history.require_vllm(co, st, named, head, up_ref, up)
+    history.require_vllm(co, st, named, head, up.ref, up.commit)
+    given = [("--upstream-ref", upstream_ref), ("--base-ref", base_ref), ("--base-version", base_version)]
     return Scope(
         name=(src.name if recorded and src else _name(path)),
         co=co,
         ref=named,
         head=head,
-        upstream_ref=up_ref,
-        upstream=up,
+        upstream_ref=up.ref,
+        upstream=up.commit,
+        upstream_how=up.how,
+        left=where,
         base=base,
-        base_problem=problem,
+        base_problem=unknown.problem,
+        base_fix=unknown.fix,
         records=(src.carries if recorded and src else {}),
         recorded=recorded,
+        given=tuple(x for flag, value in given if value for x in (flag, value)),
     )
 
 
@@ -142,7 +173,7 @@ def _same_fork(st: Stack, co: Checkout, path: Path) -> bool:
     """Whether the checkout is the fork stack/fork.yaml records: its checkout, or a clone of it or of its `url`."""
     src = st.fork
     assert src is not None
-    home = checkout_path(st, Path(src.checkout)).resolve()
+    home = (st.root / Path(src.checkout).expanduser()).resolve()
     if path.resolve() == home:
         return True
     wanted = {_where(str(home))} | ({_where(src.url)} if src.url else set())
@@ -172,14 +203,31 @@ def _commit(co: Checkout, ref: str, flag: str) -> str:
     return found
 
 
+_KNOWN = release.Unknown(problem="", fix="")
+
+
 def _base(
-    co: Checkout, st: Stack, ref: str, head: str, base_ref: str | None, version: str | None, recorded: bool
-) -> tuple[Base | None, str]:
+    co: Checkout,
+    st: Stack,
+    ref: str,
+    head: str,
+    where: Left | None,
+    base_ref: str | None,
+    version: str | None,
+    recorded: bool,
+) -> tuple[Base | None, release.Unknown]:
     src = st.fork
     if base_ref is None and version is not None:
-        raise UsageError("--base-version names the release of --base-ref", hint="give --base-ref REF with it")
-    if base_ref is not None:
-        version = version or _version(base_ref)
+        if where is None:
+            raise UsageError(
+                f"--base-version {version} alone names the release over where {ref} left upstream's main, and "
+                "upstream's main is not known here",
+                hint="give --base-ref REF (the release tree the fork is built on) with it, or set upstream once",
+            )
+        how = f"--base-version, over where {ref} left {where.said()}"
+        base = Base(version=version, ref=where.commit[:12], commit=where.commit, how=how)
+    elif base_ref is not None:
+        version = version or release.version_of(base_ref)
         if version is None:
             raise UsageError(
                 f"--base-ref {base_ref!r} is not named like a release (vX.Y.Z)",
@@ -196,33 +244,16 @@ def _base(
             how="stack/fork.yaml",
         )
     else:
-        tag = _release_tag(co, head)
-        version = _version(tag) if tag else None
-        if tag is None or version is None:
-            return None, f"no release tag (vX.Y.Z) in the history of {ref}"
-        base = Base(
-            version=version, ref=tag, commit=_commit(co, tag, "tag"), how=f"the newest release tag in {ref}'s history"
-        )
+        found = release.find(co, ref, head, where)
+        if isinstance(found, release.Unknown):
+            return None, found
+        base = found
     if not co.is_ancestor(base.commit, head):
         raise UsageError(
             f"the base {base.ref} ({base.how}) is not in the history of {ref} ({co.path})",
             hint="the base names the release tree the fork's ref was built on: pass --base-ref REF",
         )
-    return base, ""
-
-
-def _release_tag(co: Checkout, commit: str) -> str | None:
-    """The newest release tag (vX.Y.Z, no rc or dev tag) in the history of `commit`, or None."""
-    out = co.git(
-        "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*.[0-9]*.[0-9]*", "--exclude", "*rc*", "--exclude",
-        "*dev*", commit, ok=(0, 128),
-    )  # fmt: skip
-    return out.strip() or None
-
-
-def _version(ref: str) -> str | None:
-    m = _TAG.match(ref.rsplit("/", 1)[-1])
-    return m.group(1) if m else None
+    return base, _KNOWN
 
 
 def _name(path: Path) -> str:

@@ -60,6 +60,7 @@ class ChangeState:
     # merged upstream; empty where it is absent, unknown, or converged through the base release)
     carried_by: tuple[str, ...] = ()
     merge: str = ""  # converged: upstream's merge commit, full, where the checkout holds it (an ablation reverts it)
+    follow_ups_missing: tuple[str, ...] = ()  # merged follow-ups (a fix of it) the fork lacks while holding it
     port: Readiness | None = None  # absent or partially ported: whether it ports today (ci.upstream.port_check)
     follow_up_ports: tuple[Readiness, ...] = ()  # held: each follow-up upstream merged, held or how it would port
 
@@ -90,6 +91,7 @@ class ChangeState:
             "fix": self.fix,
             "carried_by": list(self.carried_by),
             "merge": self.merge,
+            "follow_ups_missing": list(self.follow_ups_missing),
             **({"port": self.port.to_json()} if self.port else {}),
             **({"follow_up_ports": [f.to_json() for f in self.follow_up_ports]} if self.follow_up_ports else {}),
         }
@@ -115,6 +117,7 @@ class ChangeState:
             fix=str(doc["fix"]),
             carried_by=tuple(map(str, doc.get("carried_by", ()))),
             merge=str(doc.get("merge", "")),
+            follow_ups_missing=tuple(map(str, doc.get("follow_ups_missing", ()))),
             port=Readiness.from_json(doc["port"]) if doc.get("port") is not None else None,
             follow_up_ports=tuple(Readiness.from_json(f) for f in doc.get("follow_up_ports", ())),
         )
@@ -138,6 +141,10 @@ class Snapshot:
     base_version: str = ""  # the base release ("" where not known)
     base_ref: str = ""
     base: str = ""  # the commit base_ref names
+    base_how: str = ""  # how the base was found ("" where it is not known)
+    base_unknown: str = ""  # why it is not known, and what makes it known
+    left_date: str = ""  # the date of merge_base: where the ref left upstream's main
+    options: tuple[str, ...] = ()  # the options that name this fork at this ref, as the user gave them
 
     def get(self, change: str) -> ChangeState:
         return next(c for c in self.changes if c.change == change)
@@ -156,7 +163,10 @@ class Snapshot:
             "name": self.name,
             "ref": self.ref,
             "own": self.own,
-            "base": {"version": self.base_version, "ref": self.base_ref, "commit": self.base},
+            "base": {"version": self.base_version, "ref": self.base_ref, "commit": self.base, "how": self.base_how},
+            "base_unknown": self.base_unknown,
+            "left_date": self.left_date,
+            "options": list(self.options),
             "changes": [c.to_json() for c in self.changes],
         }
 
@@ -180,6 +190,10 @@ class Snapshot:
             base_version=str(base.get("version", "")),
             base_ref=str(base.get("ref", "")),
             base=str(base.get("commit", "")),
+            base_how=str(base.get("how", "")),
+            base_unknown=str(doc.get("base_unknown", "")),
+            left_date=str(doc.get("left_date", "")),
+            options=tuple(map(str, doc.get("options", ()))),
         )
 
 

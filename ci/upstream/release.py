@@ -1,0 +1,197 @@
+"""The release a fork is built on, found from its history and never guessed.
+
+Where the fork left upstream is the merge base of its ref with upstream's main. The release it is built on is the
+release line at that point: a release tag in the ref's history on that line (after the point, as a release branch's
+tags are) or near it, or the version file where the tree has one. A release branch (releases/v0.27.0) says which
+line the ref is on, never which release of it: its patch releases share it. A tag further
+than NEAR_COMMITS commits or NEAR_DAYS days before that point is stale (a clone that lacks upstream's recent tags
+still reaches its old ones through main): it is never taken, and the problem names the point, its date and what
+makes the base known. A fork on upstream's main between releases is said to be so: no release wheel holds its
+compiled parts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from ci.upstream.checkout import Checkout
+
+NEAR_COMMITS = 300  # upstream's main takes about this many commits in a week
+NEAR_DAYS = 14
+RELEASE = re.compile(r"^v(\d+\.\d+\.\d+(?:\.post\d+)?)$")
+_BRANCH = re.compile(r"(?:^|/)releases?/v?\d+\.\d+(?:\.\d+)?$")
+_VERSION_FILE = "vllm/_version.py"
+_VERSION = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"](\d+\.\d+\.\d+)['"]""", re.M)
+PICKED = "(cherry picked from commit "
+
+
+@dataclass(frozen=True, kw_only=True)
+class Base:
+    """The upstream release the fork is built on: its wheel gives the compiled parts."""
+
+    version: str
+    ref: str
+    commit: str  # the full id `ref` names in the checkout
+    release_commit: str | None = None  # upstream's release commit, as the wheel's vllm/_version.py names it
+    how: str  # how it was found: "stack/fork.yaml", "--base-ref", "v0.27.1, a release tag in …'s history, …"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Left:
+    """Where the fork's ref left upstream's main: their merge base."""
+
+    commit: str
+    date: str  # YYYY-MM-DD
+    upstream_ref: str
+
+    def said(self) -> str:
+        return f"{self.upstream_ref} at {self.commit[:12]} ({self.date})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unknown:
+    """Why no base was found, and what makes it known."""
+
+    problem: str
+    fix: str
+
+
+def version_of(ref: str) -> str | None:
+    """The release a ref's name says (v0.27.1, upstream/v0.27.1), or None."""
+    m = RELEASE.match(ref.rsplit("/", 1)[-1])
+    return m.group(1) if m else None
+
+
+def left(co: Checkout, head: str, upstream_ref: str | None, upstream: str | None) -> Left | None:
+    if not upstream or not upstream_ref:
+        return None
+    point = co.merge_base(head, upstream)
+    return Left(commit=point, date=co.date(point), upstream_ref=upstream_ref) if point else None
+
+
+def find(co: Checkout, ref: str, head: str, where: Left | None) -> Base | Unknown:
+    """The base release of `ref` (`head`), from history alone; else why it is not known."""
+    tag = _newest_tag(co, head)
+    stale = f"no release tag (vX.Y.Z) is in {ref}'s history"
+    if tag is not None:
+        name, commit = tag
+        version = version_of(name)
+        assert version is not None  # _newest_tag matches release names only
+        if where is not None and co.is_ancestor(where.commit, commit):
+            how = f"{name}, the newest release tag in {ref}'s history, on the line {ref} took from {where.said()}"
+            return Base(version=version, ref=name, commit=commit, how=how)
+        point, at = (where.commit, f"where {ref} left {where.said()}") if where else (head, ref)
+        commits = int(co.git("rev-list", "--count", f"{commit}..{point}").strip() or 0)
+        days = _days(co.date(commit), co.date(point))
+        if commits <= NEAR_COMMITS and days <= NEAR_DAYS:
+            far = f"{_n(commits, 'commit')} and {_n(days, 'day')}"
+            how = f"{name}, the newest release tag in {ref}'s history, {far} before {at}"
+            return Base(version=version, ref=name, commit=commit, how=how)
+        stale = (
+            f"the newest release tag in {ref}'s history, {name} ({co.date(commit)}), is {_n(commits, 'commit')} and "
+            f"{_n(days, 'day')} before {at}: too far to be its release (a tag is taken within {NEAR_COMMITS} "
+            f"commits and {NEAR_DAYS} days)"
+        )
+    if found := _version_file(co, ref, head):
+        return found
+    return _unknown(co, ref, head, where, stale)
+
+
+def _unknown(co: Checkout, ref: str, head: str, where: Left | None, stale: str) -> Unknown:
+    tags = f"git -C {co.path} fetch upstream --tags"
+    by_hand = "or name it: --base-version X.Y.Z (the release it is built on), or stack/fork.yaml's base"
+    if where is None:
+        return Unknown(
+            problem=f"{stale}; and without upstream's main nothing says where {ref} left upstream",
+            fix=f"set upstream once ($STACKGATE_UPSTREAM_REF, stack/fork.yaml's upstream, or a remote whose URL is "
+            f"vllm-project/vllm), then {tags}; {by_hand}",
+        )
+    branch, picked = _release_branch(co, head, where), _picked(co, where.commit, head)
+    if branch or picked:
+        line = f"the release line of {branch}" if branch else "a release line"
+        said = f"{picked} commit{'s' * (picked != 1)} after it cherry-picked" if picked else f"{branch} holds it"
+        return Unknown(
+            problem=f"{ref} left {where.said()} onto {line} ({said}), and nothing here names its release: {stale}, "
+            f"and the tree has no {_VERSION_FILE}",
+            fix=f"fetch upstream's release tags ({tags}); {by_hand}",
+        )
+    around = _tags_around(co, where.date)
+    if around:
+        return Unknown(
+            problem=f"{ref} sits on upstream's main between releases: it left {where.said()}, and no release tag or "
+            f"release branch holds that point ({around}); no release wheel holds its compiled parts",
+            fix="build it from source (python -m ci source-build TARGET CHECKOUT --build-command '...'), or rebase the "
+            f"fork onto a release and judge that; {by_hand}",
+        )
+    return Unknown(
+        problem=f"{ref} left {where.said()}; {stale}, and this checkout holds no release tag as new as that point",
+        fix=f"fetch upstream's release tags ({tags}); {by_hand}",
+    )
+
+
+def _newest_tag(co: Checkout, commit: str) -> tuple[str, str] | None:
+    """The newest release tag (vX.Y.Z, no rc or dev tag) in the history of `commit`, and its commit; or None."""
+    out = co.git(
+        "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*.[0-9]*.[0-9]*", "--exclude", "*rc*", "--exclude",
+        "*dev*", commit, ok=(0, 128),
+    )  # fmt: skip
+    name = out.strip()
+    if not name or version_of(name) is None:
+        return None
+    found = co.commit(name)
+    return (name, found) if found else None
+
+
+def _release_branch(co: Checkout, head: str, where: Left) -> str:
+    """A release branch (releases/vX.Y.Z, a remote's too) that holds where the ref left main and shares commits with
+    the ref after it: the line the ref is on ("" where none)."""
+    refs = co.git("for-each-ref", "--format=%(refname:short) %(objectname)", "refs/heads", "refs/remotes").split("\n")
+    for line in refs:
+        name, _, tip = line.partition(" ")
+        if not _BRANCH.search(name) or not tip:
+            continue
+        shared = co.merge_base(tip, head)
+        if shared and shared != where.commit and co.is_ancestor(where.commit, shared):
+            return name
+    return ""
+
+
+def _version_file(co: Checkout, ref: str, head: str) -> Base | None:
+    """vllm/_version.py in the ref's tree naming a release (a dev version names none), and the commit that wrote it."""
+    text = co.git("show", f"{head}:{_VERSION_FILE}", ok=(0, 128))
+    m = _VERSION.search(text)
+    if not m:
+        return None
+    wrote = co.git("log", "-1", "--format=%H", head, "--", _VERSION_FILE).strip()
+    if not wrote:
+        return None
+    how = f"{_VERSION_FILE} in {ref}'s tree says {m.group(1)} (written by {wrote[:12]})"
+    return Base(version=m.group(1), ref=wrote, commit=wrote, how=how)
+
+
+def _picked(co: Checkout, point: str, head: str) -> int:
+    """How many commits of point..head say they were cherry-picked (a release branch is made of them)."""
+    out = co.git("rev-list", "--count", "--fixed-strings", f"--grep={PICKED}", f"{point}..{head}")
+    return int(out.strip() or 0)
+
+
+def _tags_around(co: Checkout, date: str) -> str:
+    """The release tags the checkout holds just before and after `date` ("" where it holds none after it: then its
+    tags are not known to be upstream's recent ones)."""
+    out = co.git("for-each-ref", "--sort=creatordate", "--format=%(refname:short) %(creatordate:short)", "refs/tags")
+    tags = [(n, d) for n, _, d in (line.partition(" ") for line in out.splitlines()) if version_of(n)]
+    before = [f"{n} ({d})" for n, d in tags if d < date][-1:]
+    after = [f"{n} ({d})" for n, d in tags if d >= date][:1]
+    if not after:
+        return ""
+    return ", ".join([*(f"{t} before it" for t in before), *(f"{t} after it" for t in after)])
+
+
+def _days(a: str, b: str) -> int:
+    return abs((dt.date.fromisoformat(b) - dt.date.fromisoformat(a)).days)
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count:,} {what}{'s' * (count != 1)}"
