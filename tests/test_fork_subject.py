@@ -106,12 +106,14 @@ def test_the_report_first_screen_leads_with_the_fork_state_and_ports_what_it_lac
     assert "| partially ported |" in lines["#46514"]
     assert "| absent in the fork |" in lines["#46849"]
     # what it lacks: its port as the next step, with its verdict (ci.upstream.port_check), not rows to run
-    assert f"`python -m ci fork port 46849 --fork {world.path} --ref fork` absent in the fork; its port: clean" in (
-        lines["#46849"]
+    assert (
+        f"`python -m ci fork port 46849 --fork {world.path} --ref fork` absent in the fork; its port: clean"
+        in (lines["#46849"])
     )
     # held without its follow-up fix: that fix's port first, with the fork's options
-    assert f"`python -m ci fork port 52512 --fork {world.path} --ref fork` converged in the fork without its " in (
-        lines["#48407"]
+    assert (
+        f"`python -m ci fork port 52512 --fork {world.path} --ref fork` converged in the fork without its "
+        in (lines["#48407"])
     )
     # held in part: the rest of its port, its verdict said
     assert "partially ported in the fork; its port: clean by three-way merge" in lines["#46514"]

@@ -14,7 +14,6 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from ci.errors import UsageError
 from ci.upstream.checkout import Checkout
@@ -37,7 +36,7 @@ class Scratch:
         self._store = store(self.co)
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, *_: object) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
