@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import contract
+from ci import contract, options
 from ci.errors import NOTHING_RAN, UsageError
 from ci.run import execute, host
 from ci.stack import plan
@@ -55,11 +55,9 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     timed = rows.select(targets=[target.id], changes=[change])
     if not timed.rows:
         raise UsageError(f"no row of #{change} planned on {target.id}", hint=f"python -m ci plan --change {change}")
-    if args.runs < 1:
-        raise UsageError("--runs takes 1 or more", hint="5 or more runs a side let the test judge a 2% bound")
-    if args.aa_runs is not None and (not args.aa or args.aa_runs < 2):
+    if args.aa_runs is not None and not args.aa:
         raise UsageError(
-            "--aa-runs takes 2 or more, with --aa", hint="the floor is an interval over the A/A runs: 2 give one"
+            "--aa-runs is the A/A arm's count of runs", hint="add --aa (the floor: an interval over 2 or more runs)"
         )
     if args.cold and not use_host:
         raise UsageError(
@@ -267,12 +265,15 @@ def add_options(m: argparse.ArgumentParser) -> None:
         "interleaved, every run alone on its GPU; then the report over runs",
     )
     m.add_argument(
-        "--runs", type=int, default=5, help="runs of each arm, with --compare-without (default: %(default)s)"
+        "--runs",
+        type=options.whole(1, options.RUNS_MAX),
+        default=5,
+        help="runs of each arm, with --compare-without (default: %(default)s)",
     )
     m.add_argument("--aa", action="store_true", help="with --compare-without: an A/A arm, the fork again (the floor)")
     m.add_argument(
         "--aa-runs",
-        type=int,
+        type=options.whole(2, options.RUNS_MAX),
         metavar="K",
         help="with --aa: the A/A arm's runs, spread over the rounds (default: --runs; at least 2, the fewest that "
         "give the floor an interval)",

@@ -20,6 +20,8 @@ SHARED = {
     "ci.revision",
     "ci.signals",
     "ci.files",
+    "ci.untrusted",
+    "ci.escape",
     "ci.contract",
     "ci.forked",
     "ci.teardown",
