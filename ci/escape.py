@@ -20,7 +20,8 @@ def hidden(c: str) -> bool:
     return unicodedata.category(c) in _HIDDEN
 
 
-def _escaped(c: str) -> str:
+def escaped(c: str) -> str:
+    """The escape of one character, as Python and bash's $'...' write it."""
     if c in _SHORT:
         return _SHORT[c]
     n = ord(c)
@@ -32,7 +33,7 @@ def one_line(text: object) -> str:
     s = str(text)
     if s.isprintable() and s.isascii():  # the common case, at C speed
         return s
-    return "".join(_escaped(c) if hidden(c) else c for c in s)
+    return "".join(escaped(c) if hidden(c) else c for c in s)
 
 
 def lines(text: object) -> str:

@@ -23,7 +23,7 @@ from ci import forked
 from ci.errors import ReportError, UsageError
 from ci.report import first_screen, html, json_doc, markdown
 from ci.report.first_screen import outside
-from ci.report.rerun import forget
+from ci.report.rerun_hints import forget
 from ci.report.view import Report, counts, status_tables
 from ci.results import baseline, compare, merge, reading
 from ci.results.junit import FileRead

@@ -2,4 +2,16 @@
 this host), one isolated process per row, and the exact command that re-runs one row."""
 
 # The modules other stages and the commands on top may import; the rest are this stage's own (test_layers).
-__all__ = ["caches", "commands", "costs", "estimate", "execute", "host", "host_aot", "outcome", "repro", "scheduled"]
+__all__ = [
+    "caches",
+    "commands",
+    "costs",
+    "estimate",
+    "execute",
+    "host",
+    "host_aot",
+    "outcome",
+    "rerun_lines",
+    "rows_json_read",
+    "scheduled",
+]

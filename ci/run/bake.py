@@ -21,7 +21,7 @@ from ci import engine as container
 from ci.errors import StackgateError, UsageError
 from ci.images import bake as image_bake
 from ci.images import build
-from ci.run import caches, commands, execute, host_aot, resume
+from ci.run import artefact_read, caches, commands, execute, host_aot, resume
 from ci.run.scheduled import DeadlineReached
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack, Target
@@ -152,7 +152,7 @@ def _seed(target: Target, artefact: Path, env: dict[str, str]) -> dict[str, str]
     """The root seeded from an earlier bake's artefact (its key this host's but for the build's Python files): the
     files it put there, by path, with their sha256."""
     caches.install(target, artefact, env, seed=True)
-    return caches.listing(artefact)
+    return artefact_read.listing(artefact)
 
 
 def _keep_bake_log(target: Target, results: Path) -> None:
@@ -177,7 +177,7 @@ def _packed(
     partial: bool = False,
 ) -> int:
     artefact = caches.pack(target, out, kind, env)
-    made = caches.listing(artefact)
+    made = artefact_read.listing(artefact)
     what = "partial artefact" if partial else "artefact"
     print(
         f"{what} {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {len(made)} files, "
