@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ci import contract, options
 from ci.errors import NOTHING_RAN, UsageError
+from ci.escape import one_line
 from ci.run import execute, host
 from ci.stack import plan
 from ci.stack.model import Stack, Target
@@ -64,6 +65,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
             "--cold starts each run from an empty JIT caches root on this host",
             hint="add --host (an image carries the caches its build baked)",
         )
+    _fresh(args.out)
     if not host.present(target):
         raise UsageError(
             f"--compare-without times rows on {target.name}, and this host has none ({host.describe()})",
@@ -110,11 +112,11 @@ def _builds(
 ) -> dict[str, Arm]:
     """The fork and the fork without `change`: images, or (--host) site folders over --base-site; from the fork's
     checkout, or from the bundles --bundles holds (made where the checkout is: a bare GPU host need not hold it)."""
+    from ci.fork import bundle_pair, site
     from ci.fork import commands as fork_commands
-    from ci.fork import site
 
     out: dict[str, Arm] = {}
-    given = _paired(args.bundles, change) if use_host and fork is None else {}
+    given = bundle_pair.paired(args.bundles, change) if use_host and fork is None else {}
     for label, without in ((FORK, None), (change, change)):
         name = label if without is None else f"without-{change}"
         where = args.out / "builds" / name
@@ -144,59 +146,6 @@ def _builds(
             verify.main(st, target, built.image_id, root=build.REPO_ROOT)
             out[label] = Arm(label=label, image=build.image_for(target, built.image_id))
     return out
-
-
-def _paired(folder: Path, change: str) -> dict[str, Path]:
-    """The two bundles `ci fork bundle` made elsewhere, {name: path}: <folder>/fork.tar.gz holding `change` and
-    <folder>/without-<change>.tar.gz, each the build it says it is, both of one fork commit over one base (else the
-    comparison would hold every other difference between the two commits too)."""
-    made = {name: _given(folder, name, without) for name, without in (("fork", None), (f"without-{change}", change))}
-    (fork_path, fork), (without_path, without) = made.values()
-    if change not in fork.get("changes", []):
-        state = fork.get("held", {}).get(change, {}).get("state", "not found")
-        raise UsageError(
-            f"--bundles {folder}: {fork_path.name} does not hold #{change} ({state} in {_what(fork)})",
-            hint=f"make both bundles from a ref that carries #{change}: python -m ci fork --change {change} says which",
-        )
-    for key in ("fork", "base"):
-        if fork.get(key, {}).get("commit") != without.get(key, {}).get("commit"):
-            raise UsageError(
-                f"--bundles {folder}: {fork_path.name} is {_what(fork)} and {without_path.name} is {_what(without)}: "
-                f"their {key} commits differ, so the comparison would not be #{change} alone",
-                hint=f"make both from one ref: python -m ci fork bundle --ref REF --out {fork_path.name}, "
-                f"then the same with --without {change} --out {without_path.name}",
-            )
-    return {name: path for name, (path, _) in made.items()}
-
-
-def _what(manifest: dict) -> str:
-    fork, base = manifest.get("fork", {}), manifest.get("base", {})
-    return (
-        f"{fork.get('name')} {fork.get('ref')} ({str(fork.get('commit'))[:12]}) "
-        f"over vLLM {base.get('version')} ({str(base.get('commit'))[:12]})"
-    )
-
-
-def _given(folder: Path, name: str, without: str | None) -> tuple[Path, dict]:
-    """A bundle `ci fork bundle` made elsewhere: <folder>/<name>.tar.gz, the build it says it is; and its manifest."""
-    from ci.fork import site
-
-    path = folder / f"{name}.tar.gz"
-    try:
-        made = site.vllm_build().bundle_manifest(path)
-    except (OSError, ValueError, KeyError, EOFError) as exc:
-        raise UsageError(
-            f"--bundles {folder}: {path.name}: {exc}",
-            hint=f"make it where the fork is: python -m ci fork bundle --out {path.name}"
-            + (f" --without {without}" if without else ""),
-        ) from None
-    if made.get("without") != without:
-        raise UsageError(
-            f"--bundles {folder}: {path.name} is the fork without {made.get('without') or 'nothing'}, not "
-            f"{'without #' + without if without else 'the fork itself'}",
-            hint="name each bundle for what it holds: fork.tar.gz, without-<change>.tar.gz",
-        )
-    return path, made
 
 
 def _run(
@@ -250,6 +199,18 @@ def _environ(arm: Arm, *, allow_jit: bool = False) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _fresh(out: Path) -> None:
+    """An --out that holds an earlier protocol's runs is refused: its report reads every run below arms/, and would
+    pool that invocation's runs with this one's, unsaid."""
+    held = [p for p in (out / "arms", out / "warm-up") if p.is_dir() and any(p.iterdir())]
+    if held:
+        raise UsageError(
+            f"--out {one_line(out)} holds the runs of an earlier --compare-without ({one_line(held[0])}): this one's "
+            "report would pool them with its own",
+            hint=f"name a new --out, or remove {one_line(out / 'arms')} and {one_line(out / 'warm-up')} first",
+        )
 
 
 def _step(title: str) -> None:

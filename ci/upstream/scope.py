@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci.errors import UsageError
+from ci.stack import yaml_lines
 from ci.stack.model import Carried, Stack
 from ci.upstream import history
 from ci.upstream.checkout import Checkout
@@ -124,6 +125,8 @@ def open_scope(
             "is built on), or --upstream-ref REF naming upstream's main",
         )
     history.require_vllm(co, st, named, head, up_ref, up)
+    if recorded and src is not None:
+        _records_are_own(st, co, src.carries, base, up)
     return Scope(
         name=(src.name if recorded and src else _name(path)),
         co=co,
@@ -136,6 +139,31 @@ def open_scope(
         records=(src.carries if recorded and src else {}),
         recorded=recorded,
     )
+
+
+def _records_are_own(
+    st: Stack, co: Checkout, records: Mapping[str, Carried], base: Base | None, upstream: str | None
+) -> None:
+    """Every commit fork.yaml records carrying a change is one of the fork's own, where the checkout holds it: one
+    the base release or upstream's main reaches is not the fork's work (it would make the change "ported", schedule
+    its rows, and have --without revert a file of the base release). A record the checkout lacks stands: a rebase
+    may have dropped it, and its patch-id is compared instead."""
+    full = co.resolve(c for rec in records.values() for c in rec.commits)
+    bounds = [(f"its base {base.ref}", base.commit)] if base else []
+    bounds += [("upstream's main", upstream)] if upstream else []
+    for change, rec in records.items():
+        for i, commit in enumerate(rec.commits):
+            found = full.get(commit)
+            where = next((name for name, tip in bounds if found and co.is_ancestor(found, tip)), None)
+            if where is not None:
+                src = yaml_lines.load(st.root / "fork.yaml")
+                raise src.error(
+                    ("fork", "carries", change, "commits", i),
+                    f"commit {commit} is in the history of {where}, not one of the fork's own commits: no record of "
+                    f"the fork carrying #{change} can name it",
+                    hint="record the fork's commits that carry the change (python -m ci fork --record finds them), "
+                    "or drop the record where the base release holds the change",
+                )
 
 
 def _same_fork(st: Stack, co: Checkout, path: Path) -> bool:
