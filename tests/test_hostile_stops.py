@@ -93,3 +93,24 @@ def test_a_full_disk_while_packing_a_bake_is_exit_3_naming_it(warm_root: Path, t
         assert list((disk / "out").iterdir()) == []
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_lock_that_fails_to_resolve_leaves_the_previous_lock_whole(tmp_path: Path, monkeypatch) -> None:
+    """uv writes its answer beside the lock; the lock is replaced only once resolved (a resolver that writes half an
+    answer and fails, or a stop, leaves the previous one)."""
+    from ci.errors import StackgateError
+    from ci.images import build, lock
+    from ci.stack import loader
+
+    target = loader.load().targets["cuda-sm90"]
+    previous = build.lock_path(target, tmp_path)
+    previous.parent.mkdir(parents=True)
+    previous.write_text("# the previous lock\nvllm==0.26.0 --hash=sha256:00\n")
+    uv = tmp_path / "uv"
+    uv.write_text('#!/bin/sh\nfor a; do out="$a"; done\nprintf "half an answer" > "$out"\nexit 1\n')
+    uv.chmod(0o755)
+    monkeypatch.setattr(lock.shutil, "which", lambda name: str(uv))
+    with pytest.raises(StackgateError):
+        lock.lock(target, root=tmp_path)
+    assert previous.read_text() == "# the previous lock\nvllm==0.26.0 --hash=sha256:00\n"
+    assert sorted(p.name for p in previous.parent.iterdir()) == [previous.name]  # no temporary file left

@@ -7,10 +7,12 @@ target's `package_indexes`, e.g. TheRock's for gfx1151) and uv.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ci import files
@@ -55,7 +57,18 @@ def lock(target: Target, *, root: Path = REPO_ROOT) -> Path:
             uv = uv_module.find_uv_bin()
         except ImportError:
             raise BuildError("uv is not installed", hint=f"{sys.executable} -m pip install uv") from None
-    done = subprocess.run([uv, *argv[1:]], cwd=root, capture_output=True, text=True)
+    out = lock_path(target, root)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # uv writes beside the lock; the lock is replaced once resolved and headed, never truncated first
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        if out.is_file():  # the pins uv keeps where it can (it reads its output file's)
+            shutil.copyfile(out, tmp)
+        done = subprocess.run([uv, *argv[1:-1], tmp], cwd=root, capture_output=True, text=True)
+        resolved = Path(tmp).read_text() if done.returncode == 0 else ""
+    finally:
+        os.unlink(tmp)
     if done.returncode != 0:
         tail = done.stderr.strip()[-1500:]
         indexes = ", ".join(target.package_indexes) or "PyPI"
@@ -63,13 +76,12 @@ def lock(target: Target, *, root: Path = REPO_ROOT) -> Path:
             f"resolving the lock of {target.id} failed ({indexes}):\n{tail}",
             hint=f"run `python -m ci lock {target.id}` on a host that reaches {indexes}",
         )
-    out = lock_path(target, root)
     header = (
         f"# Hashed lock for target {target.id} (python {target.python}, {target.platform}). Resolved on the host,"
         " installed in the image with\n# pip install --no-index --require-hashes. Regenerate:\n"
         f"#   python -m ci lock {target.id}   (runs: {' '.join(argv)})\n"
     )
-    files.replace(out, header + out.read_text())
+    files.replace(out, header + resolved)
     return out
 
 
