@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,8 +37,9 @@ def log_file(case: Case) -> Path | None:
 def repro(row_id: str, rows_json: Path | None = None) -> str:
     """The command that prints a row's re-run lines. Row ids come from result files: quoted, so pasting it
     runs nothing but this command."""
-    where = f" --rows-json {shlex.quote(shown(rows_json))}" if rows_json else ""
-    return f"python -m ci repro {shlex.quote(row_id)}{where}"
+    from ci.run import rerun_lines  # the run stage makes every re-run line; the report shows them
+
+    return rerun_lines.repro_line(row_id, shown(rows_json) if rows_json else None)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -271,6 +271,11 @@ def _ansi_c(c: str) -> str:
     return escape.escaped(c) if escape.hidden(c) else c
 
 
+def repro_line(row: str, rows_json: str | None = None) -> str:
+    """The command that prints a row's re-run lines (a report's hint): quoted, so pasting it runs that alone."""
+    return join(["python", "-m", "ci", "repro", row, *(["--rows-json", rows_json] if rows_json else [])])
+
+
 def on_host_block(row_id: str, target: Target, builds: Sequence[str], report: Path, argv: Sequence[str]) -> str:
     """What `ci repro --report` prints for a row that ran on a host's Python: the line to paste on a host of its
     target, and what that runs there. `builds` are the report's words (the vLLM versions its runs recorded)."""
