@@ -23,8 +23,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import contract, paired_bundles
+from ci import contract, options
 from ci.errors import NOTHING_RAN, UsageError
+from ci.escape import one_line
 from ci.run import execute, host, rounds
 from ci.stack import plan
 from ci.stack.model import Stack, Target
@@ -56,12 +57,17 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     timed = rows.select(targets=[target.id], changes=[change])
     if not timed.rows:
         raise UsageError(f"no row of #{change} planned on {target.id}", hint=f"python -m ci plan --change {change}")
+    if args.aa_runs is not None and not args.aa:
+        raise UsageError(
+            "--aa-runs is the A/A arm's count of runs", hint="add --aa (the floor: an interval over 2 or more runs)"
+        )
     aa_rounds = rounds.aa_rounds(args.runs, args.aa_runs if args.aa else 0)
     if args.cold and not use_host:
         raise UsageError(
             "--cold starts each run from an empty JIT caches root on this host",
             hint="add --host (an image carries the caches its build baked)",
         )
+    _fresh(args.out)
     if not host.present(target):
         raise UsageError(
             f"--compare-without times rows on {target.name}, and this host has none ({host.describe()})",
@@ -111,11 +117,11 @@ def _builds(
 ) -> dict[str, Arm]:
     """The fork and the fork without `change`: images, or (--host) site folders over --base-site; from the fork's
     checkout, or from the bundles --bundles holds (made where the checkout is: a bare GPU host need not hold it)."""
+    from ci.fork import bundle_pair, site
     from ci.fork import commands as fork_commands
-    from ci.fork import site
 
     out: dict[str, Arm] = {}
-    given = paired_bundles.paired(args.bundles, change) if use_host and fork is None else {}
+    given = bundle_pair.paired(args.bundles, change) if use_host and fork is None else {}
     for label, without in ((FORK, None), (change, change)):
         name = label if without is None else f"without-{change}"
         where = args.out / "builds" / name
@@ -200,6 +206,18 @@ def _environ(arm: Arm, *, allow_jit: bool = False) -> Iterator[None]:
                 os.environ[k] = v
 
 
+def _fresh(out: Path) -> None:
+    """An --out that holds an earlier protocol's runs is refused: its report reads every run below arms/, and would
+    pool that invocation's runs with this one's, unsaid."""
+    held = [p for p in (out / "arms", out / "warm-up") if p.is_dir() and any(p.iterdir())]
+    if held:
+        raise UsageError(
+            f"--out {one_line(out)} holds the runs of an earlier --compare-without ({one_line(held[0])}): this one's "
+            "report would pool them with its own",
+            hint=f"name a new --out, or remove {one_line(out / 'arms')} and {one_line(out / 'warm-up')} first",
+        )
+
+
 def _step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
@@ -213,10 +231,18 @@ def add_options(m: argparse.ArgumentParser) -> None:
         "interleaved, every run alone on its GPU; then the report over runs",
     )
     m.add_argument(
-        "--runs", type=int, default=5, help="runs of each arm, with --compare-without (default: %(default)s)"
+        "--runs",
+        type=options.whole(1, options.RUNS_MAX),
+        default=5,
+        help="runs of each arm, with --compare-without (default: %(default)s)",
     )
     m.add_argument("--aa", action="store_true", help="with --compare-without: an A/A arm, the fork again (the floor)")
-    m.add_argument("--aa-runs", type=int, metavar="K", help="with --aa: its runs, in K rounds spread from the first")
+    m.add_argument(
+        "--aa-runs",
+        type=options.whole(2, options.RUNS_MAX),
+        metavar="K",
+        help="with --aa: the A/A arm's runs, in K of the rounds spread from the first (default: every round)",
+    )
     m.add_argument("--no-warm-up", action="store_true", help="with --compare-without: no untimed first run per build")
     m.add_argument(
         "--unbaked",

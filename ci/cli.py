@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ci
-from ci import options, teardown
+from ci import escape, options, teardown
 from ci.errors import EXIT_CODES, StackgateError, UsageError
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "ci.run.bake": ("bake",),
     "ci.images.kernels": ("kernels",),
     "ci.run.commands": ("run",),
-    "ci.run.reproduce": ("repro",),
+    "ci.run.repro_command": ("repro",),
     "ci.report.commands": ("report",),
     "ci.upstream.commands": ("upstream",),
     "ci.fork.commands": ("fork",),
@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_names(args)
         return args.func(args)
     except StackgateError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {escape.lines(exc)}", file=sys.stderr)  # a name it quotes from elsewhere drives no terminal
         return exc.exit_code
     except ModuleNotFoundError as exc:
         missing = needs()

@@ -29,19 +29,28 @@ _KINDS = {
 
 def read_regular(path: Path, limit: int) -> bytes:
     """The bytes of `path`; an OSError whose strerror says why not where it is no regular file or over `limit`."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once, without waiting for a writer
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = _KINDS.get(stat.S_IFMT(mode), "no regular file")
-            raise OSError(errno.EINVAL, f"{kind}, not a regular file", str(path))
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = fh.read(limit + 1)
-    finally:
-        os.close(fd)
+    with open_regular(path, limit) as fh:
+        data = fh.read(limit + 1)
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"over the {limit:,}-byte limit for this input", str(path))
     return data
+
+
+def open_regular(path: Path, limit: int | None = None) -> BinaryIO:
+    """`path` opened to read, where it is a regular file (of at most `limit` bytes); an OSError whose strerror says
+    why not otherwise. A FIFO is opened without waiting for a writer, and refused: a reader (tarfile among them)
+    would block on it forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(info.st_mode), "no regular file")
+            raise OSError(errno.EINVAL, f"{kind}, not a regular file", str(path))
+        if limit is not None and info.st_size > limit:
+            raise OSError(errno.EFBIG, f"over the {limit:,}-byte limit for this input", str(path))
+        return os.fdopen(os.dup(fd), "rb")
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -7,10 +7,9 @@ give commas (`--rows A --rows B` == `--rows A,B`).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +20,46 @@ ENV_STACK = "STACKGATE_STACK"
 DEFAULT_TIMEOUT_S = 900.0  # seconds per test item; rows.json carries it to the harness
 
 
+SECONDS_MAX = 7 * 86400.0  # a test item's timeout, a run's deadline: a week is past any run's length
+GIB_MAX = 4096.0  # one GPU's memory: past any device made
+GPUS_MAX = 1024  # GPUs a projection packs rows on: a cluster, not a host
+RUNS_MAX = 1000  # runs of an arm of the timing protocol
+
+
 def seconds(text: str) -> float:
-    """A positive, finite number of seconds (argparse type): 0, negatives, nan and inf are refused."""
-    return _positive(text, "seconds")
+    """A positive, finite number of seconds, at most a week (argparse type): 0, negatives, nan and inf are refused."""
+    return _positive(text, "seconds", SECONDS_MAX)
 
 
 def gib(text: str) -> float:
     """A positive, finite number of GiB (argparse type): a device of no memory packs nothing, nan packs anything."""
-    return _positive(text, "GiB")
+    return _positive(text, "GiB", GIB_MAX)
 
 
-def _positive(text: str, unit: str) -> float:
+def _positive(text: str, unit: str, most: float) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive, finite number of {unit}")
+    if not (0 < value <= most):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive, finite number of {unit}, at most {most:,g}")
     return value
+
+
+def whole(least: int, most: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from `least` to `most`; anything else exits 2 naming the bound (a count of
+    GPUs of 30,000,000 would have the projection build them all)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not least <= value <= most:
+            raise argparse.ArgumentTypeError(f"{value} is out of bounds: give {least} to {most:,}")
+        return value
+
+    return parse
 
 
 def default_stack() -> Path:

@@ -130,7 +130,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print, in place of the rows, the projected wall time of the bake and the run of each --target's "
         "rows on --gpus GPUs of --gpu-memory GiB, from the last measured costs (the host's store, or --costs)",
     )
-    p.add_argument("--gpus", type=int, default=1, metavar="N", help="with --estimate: GPUs (default: %(default)s)")
+    p.add_argument(
+        "--gpus",
+        type=options.whole(1, options.GPUS_MAX),
+        default=1,
+        metavar="N",
+        help=f"with --estimate: GPUs, 1 to {options.GPUS_MAX} (default: %(default)s)",
+    )
     p.add_argument("--gpu-memory", type=options.gib, metavar="GIB", help="with --estimate: each GPU's memory")
     p.add_argument(
         "--costs",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
@@ -32,8 +33,42 @@ def forwarding(to: Callable[[int], None]) -> Iterator[list[int]]:
             signal.signal(s, h)
 
 
+class Stopped(BaseException):
+    """A stop signal, raised where the program was (`raising`): a BaseException, as KeyboardInterrupt is, so that no
+    `except Exception` swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+@contextlib.contextmanager
+def raising() -> Iterator[None]:
+    """While the block runs, SIGTERM, SIGINT and SIGHUP raise `Stopped` where it is: its `finally` clauses run (a
+    temporary file is removed) and the caller says what was done, where SIGTERM's default would end the process
+    at once, leaving both undone."""
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        raise Stopped(signum)
+
+    old = {s: signal.signal(s, handler) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def die_with_parent() -> None:
-    """preexec_fn of the harness on this host: SIGTERM to it when `ci run` dies, however it dies."""
+    """preexec_fn of the harness on this host: SIGTERM to it when `ci run` dies, however it dies; and a process group
+    of its own, so that a terminal's Ctrl-C (SIGINT to the foreground group) reaches `ci run` alone, which passes it
+    on (`pass_on`): sent straight to a harness still starting, it printed the traceback of whatever it imported."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ci.escape import one_line
+
 # "&" first: the entities the others make must not be escaped again. Function names must not turn italic;
 # failure text must not make links or images. Chained str.replace: a translate table with string values
 # walks the text in Python-object steps, and was most of the time of writing a large report.md.
@@ -23,11 +25,14 @@ _MD_ESCAPES = (
 
 
 def md_cell(value: object) -> str:
-    """Escape text for a Markdown table cell: no pipes that split cells, no raw HTML, one line."""
+    """Escape text for a Markdown table cell: no pipes that split cells, no raw HTML, one line of visible characters
+    (`ci.escape`)."""
     text = str(value)
     for char, escaped in _MD_ESCAPES:
         if char in text:
             text = text.replace(char, escaped)
+    if not (text.isascii() and text.replace(_CUT, "").isprintable()):  # ESC, U+2028 and kin: written escaped
+        text = _CUT.join(one_line(part) for part in text.split(_CUT))
     return text
 
 
@@ -64,7 +69,7 @@ def markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def text(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(h) for h in headers]] + [[str(c).replace("\n", " ") for c in row] for row in rows]
+    cells = [[str(h) for h in headers]] + [[one_line(str(c).replace("\n", " ")) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     out = []
     for n, row in enumerate(cells):

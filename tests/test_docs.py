@@ -46,3 +46,17 @@ def test_the_evidence_index_lists_every_campaign() -> None:
         (REPO / "evidence" / c / "README.md").exists() or (REPO / "evidence" / c / "FINDINGS.md").exists()
         for c in campaigns
     )
+
+
+def test_the_report_page_gives_the_exit_codes_ci_report_has(capsys) -> None:
+    """docs/report.md says what `ci report` exits with, as its --help does: 1 when a planned row failed, and each
+    other code once (an earlier page also said "0 whenever the report was written")."""
+    from ci import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["report", "--help"])
+    codes = re.findall(r"^  (\d+)  ", capsys.readouterr().out.split("exit codes:")[1], flags=re.M)
+    page = (REPO / "docs" / "report.md").read_text()
+    said = page[page.index("Exit codes") :].split("\n\n")[0]
+    assert codes == ["0", "1", "2", "5", "7"] and all(f"**{c}**" in said for c in codes)
+    assert "0 whenever" not in page and "exits 1 when a planned row failed" in page

@@ -324,8 +324,7 @@ def test_bundles_of_two_fork_commits_are_refused_before_anything_is_built(
 ) -> None:
     """`ci main --compare-without X --bundles DIR` compares X alone: the fork's bundle and the one without X must come
     from one fork commit over one base, and the fork's must hold X; else each differing commit would be timed too."""
-    from ci import paired_bundles
-    from ci.fork import commands
+    from ci.fork import bundle_pair, commands
 
     repo, ids = fork_repo
     repo.git("branch", "older", ids["46514"])
@@ -341,14 +340,14 @@ def test_bundles_of_two_fork_commits_are_refused_before_anything_is_built(
     st = loader.load(_stack(stack_copy, repo, ids, ref="before"))
     commands.make_bundle(st, source.open_fork(st), lacking / "fork.tar.gz", None)
 
-    assert paired_bundles.paired(same, "46849") == {
+    assert bundle_pair.paired(same, "46849") == {
         "fork": same / "fork.tar.gz",
         "without-46849": same / "without-46849.tar.gz",
     }
     with pytest.raises(UsageError) as err:
-        paired_bundles.paired(mixed, "46849")
+        bundle_pair.paired(mixed, "46849")
     assert f"main ({ids['52512'][:12]})" in str(err.value) and f"older ({ids['46514'][:12]})" in str(err.value)
     assert "their fork commits differ, so the comparison would not be #46849 alone" in str(err.value)
     with pytest.raises(UsageError) as err:
-        paired_bundles.paired(lacking, "46849")
+        bundle_pair.paired(lacking, "46849")
     assert f"fork.tar.gz does not hold #46849 (absent in test-fork before ({ids['48407'][:12]})" in str(err.value)

@@ -187,22 +187,22 @@ def _tar(members: dict[str, bytes]) -> bytes:
     return gzip.compress(raw.getvalue())
 
 
-MANIFEST = {"schema": 1, "fork": {"name": "f"}, "base": {"version": "0.26.0"}, "changes": [], "without": None,
-            "deleted": [], "files": {"vllm/spec.py": "0" * 64}}  # fmt: skip
+MANIFEST = {"schema": 1, "fork": {"name": "f", "ref": "main"}, "base": {"version": "0.26.0"}, "changes": [],
+            "without": None, "deleted": [], "files": {"vllm/spec.py": "0" * 64}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("made", "said"),
     [
-        (lambda good: b"not a bundle at all", "stackgate-fork.json: not a fork bundle"),
-        (lambda good: good[: len(good) // 2], "not a fork bundle, or a damaged one"),
+        (lambda good: b"not a bundle at all", "not a fork bundle (ci fork bundle), or a damaged one"),
+        (lambda good: good[: len(good) // 2], "a damaged fork bundle"),
         (lambda good: _tar({"overlay/vllm/spec.py": b"x"}), "no stackgate-fork.json"),
         (lambda good: _tar({"stackgate-fork.json": json.dumps({**MANIFEST, "files": []}).encode()}),
-         "not a bundle manifest: files"),
+         "stackgate-fork.json: files: should be an object, not a list"),
         (lambda good: _tar({"stackgate-fork.json": json.dumps(MANIFEST).encode(), "overlay/vllm/spec.py": b"x"}),
          "overlay/vllm/spec.py does not match the bundle's manifest"),
         (lambda good: _tar({"stackgate-fork.json": json.dumps(MANIFEST).encode()}),
-         "lists files it does not hold: vllm/spec.py"),
+         "vllm/spec.py is in the bundle or its manifest but not both"),
     ],
     ids=["not-gzip", "cut-short", "no-manifest", "manifest-shape", "member-differs", "member-missing"],
 )  # fmt: skip

@@ -201,13 +201,13 @@ def test_an_artefact_that_is_not_what_its_manifest_says_is_refused_and_nothing_i
 @pytest.mark.parametrize(
     ("verb", "doc", "said"),
     [
-        ("gate", {"changes": [1, 2]}, "changes[0] is a int, not an object"),
-        ("gate", {"changes": "all"}, "changes is a str, not a list"),
+        ("gate", {"changes": [1, 2]}, "changes[0]: should be an object, not a number"),
+        ("gate", {"changes": "all"}, "changes: should be a list, not a string"),
         ("repro", {"suite": "selftest", "target": "cpu", "timeout_s": 1, "rows": [{"id": "x.cpu.m.00000000"}]},
-         "target is a str"),
-        ("repro", {"suite": "selftest", "target": {"env": [1]}, "timeout_s": 1, "rows": [{"id": "x.cpu.m.00000000"}]},
-         "target.env is a list"),
-        ("repro", [], "a list, not an object"),
+         "target: should be an object, not a string"),
+        ("repro", {"suite": "selftest", "target": {"id": "cpu", "env": [1]}, "timeout_s": 1,
+                   "rows": [{"id": "x.cpu.m.00000000"}]}, "target.env: should be an object, not a list"),
+        ("repro", [], "(the document): should be an object, not a list"),
     ],
     ids=["gate-changes-not-objects", "gate-changes-not-a-list", "repro-target", "repro-env", "repro-list"],
 )  # fmt: skip

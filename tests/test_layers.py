@@ -20,6 +20,8 @@ SHARED = {
     "ci.revision",
     "ci.signals",
     "ci.files",
+    "ci.untrusted",
+    "ci.escape",
     "ci.contract",
     "ci.forked",
     "ci.teardown",
@@ -28,7 +30,7 @@ SHARED = {
 }
 ON_TOP = {
     "ci.flow", "ci.ablation", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite", "ci.evidence", "ci.plan_command",
-    "ci.subject", "ci.paired_bundles",
+    "ci.subject",
 }  # fmt: skip
 # What a module on top may import beyond the shared ones, where it is held to less than every stage: the
 # pipeline is made from the plan and gates on the report's verdicts; it never builds, runs or reads JUnit.
@@ -175,3 +177,22 @@ def test_no_module_imports_another_stages_private_modules() -> None:
             if parts[2] not in (_exports(stage) or set()):
                 wrong.append(f"{module} -> {t}")
     assert wrong == []
+
+
+def _one_letter_apart(a: str, b: str) -> bool:
+    if len(a) < len(b):
+        a, b = b, a
+    if len(a) - len(b) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    return any(a[:i] + a[i + 1 :] == b for i in range(len(a)))
+
+
+@pytest.mark.parametrize("package", [CI, *sorted(p for p in CI.iterdir() if (p / "__init__.py").is_file())],
+                         ids=lambda p: str(p.relative_to(CI.parent)))  # fmt: skip
+def test_no_two_module_names_in_a_package_differ_by_one_letter(package: Path) -> None:
+    """A newcomer chooses a module by its name: `command` beside `commands`, `step` beside `steps` were a guess."""
+    names = sorted(p.stem if p.is_file() else p.name for p in package.iterdir()
+                   if (p.suffix == ".py" or (p / "__init__.py").is_file()) and not p.name.startswith("__"))  # fmt: skip
+    assert [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if _one_letter_apart(a, b)] == []

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci import cli
-from ci.run import host, reproduce
+from ci.run import host, report_read
 
 REPO = Path(__file__).resolve().parent.parent
 # serves every cpu self-test row; fails the two whose context is over 4096
@@ -152,9 +152,12 @@ def test_bad_report_input_exits_2(host_report: Path, tmp_path: Path, capsys) -> 
 def test_node_ids_come_from_the_failing_runs() -> None:
     entry = {"runs": [{"test": "sel.test_a::test_x[r1]", "status": "pass"},
                       {"test": "sel.test_a.TestK::test_y[r1]", "status": "failure"}]}  # fmt: skip
-    assert reproduce.node_ids(entry, "sel") == ("sel/test_a.py::TestK::test_y[r1]",)
+    assert report_read.node_ids(report_read.RowEntry.model_validate({"id": "r1", **entry}), "sel") == (
+        "sel/test_a.py::TestK::test_y[r1]",
+    )
     # the harness's "no test serves this row" case names no test module: the suite's folder is run
-    assert reproduce.node_ids({"runs": [{"test": "sel::r1", "status": "error"}]}, "sel") == ()
+    entry = report_read.RowEntry.model_validate({"id": "r1", "runs": [{"test": "sel::r1", "status": "error"}]})
+    assert report_read.node_ids(entry, "sel") == ()
 
 
 def test_without_a_report_here_it_says_where_it_looked(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from ci import cli
 from ci.run import scheduled
-from ci.run.schedule import (
+from ci.run.packing import (
     BESIDE_KV_GIB,
     DUMMY_KV_GIB,
     DUMMY_ROW_GIB,
@@ -143,7 +143,7 @@ DRIVER = textwrap.dedent("""
     from dataclasses import replace
     from pathlib import Path
     from ci.run import scheduled
-    from ci.run.schedule import Device
+    from ci.run.packing import Device
     from ci.stack import loader, plan
     out, spec = Path(sys.argv[1]), json.loads(sys.argv[2])
     st = loader.load(Path(spec["stack"]))

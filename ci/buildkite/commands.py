@@ -10,6 +10,7 @@ import sys
 from ci import options
 from ci.buildkite import gate, render, steps
 from ci.errors import UsageError
+from ci.escape import first_hidden, one_line
 from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.upstream import scope
@@ -26,15 +27,16 @@ def positive(text: str) -> int:
 
 
 def _plain(flag: str, value: object) -> None:
-    """A value the pipeline writes into its YAML and commands: no control character (a newline would become YAML of
-    its own, an `env:` with LD_PRELOAD say)."""
+    """A value the pipeline writes into its YAML and commands: no control or line-break character (a newline, or
+    U+0085, U+2028 or U+2029, which YAML reads as one, would become YAML of its own, an `env:` with LD_PRELOAD say)."""
     text = str(value)
-    bad = next((c for c in text if ord(c) < 32 or ord(c) == 127), None)
+    bad = first_hidden(text)
     if bad is not None:
         shown = options.without_secret(text) if flag == "--registry" else text  # a registry URL may carry a password
         raise UsageError(
-            f"{flag} {shown!r} holds the control character {bad!r}",
-            hint="name the path without control characters",
+            f"{flag} '{one_line(shown)}' holds the control character U+{ord(bad):04X} (YAML and terminals may break "
+            "a line there)",
+            hint="name it without control or line-break characters",
         )
 
 
@@ -176,7 +178,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "and the fork without it, --runs each, interleaved, every run alone on its GPU, an A/A arm), one step per "
         "target on one agent (repeatable, or comma-separated)",
     )
-    p.add_argument("--runs", type=positive, default=5, help="with --compare-without: runs of each arm (default: 5)")
+    p.add_argument(
+        "--runs",
+        type=options.whole(1, options.RUNS_MAX),
+        default=5,
+        help="with --compare-without: runs of each arm (default: 5)",
+    )
     p.add_argument(
         "--one-agent",
         action="store_true",

@@ -10,12 +10,11 @@ annotation style the verdicts call for instead.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from ci import files, options
+from ci import files, options, untrusted
 from ci.errors import GATE_CLOSED, UsageError
 
 Style = Literal["success", "warning", "error"]
@@ -29,46 +28,36 @@ class ChangeState:
     verdict: str
 
 
+class _Change(untrusted.Record):
+    id: str
+    ready: bool
+    gating: bool
+    verdict: str
+
+
+class _Stack(untrusted.Record):
+    digest: str | None = None
+
+
+class _Report(untrusted.Record):
+    changes: list[_Change]
+    stack: _Stack | None = None
+
+
+REPORT = untrusted.Kind(
+    what="a report.json written by ci report",
+    limit=files.REPORT_JSON_MAX,
+    fix="point it at the report.json of a report folder (python -m ci report RESULTS --out DIR writes DIR/report.json)",
+    depth=32,
+)
+
+
 def read(report: Path) -> tuple[tuple[ChangeState, ...], str | None]:
-    """Each change's verdict as report.json states it, and the digest of the stack that judged them; a usage error
-    names what the file lacks."""
-    try:
-        doc = json.loads(files.read_regular(report, files.REPORT_JSON_MAX).decode("utf-8"))
-        changes = doc["changes"]
-    except FileNotFoundError:
-        raise UsageError(
-            f"{report} not found", hint="python -m ci report RESULTS --out DIR writes DIR/report.json"
-        ) from None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(
-            f"{report}: not a report.json written by ci report ({type(exc).__name__}: {exc})",
-            hint="point it at the report.json of a report folder",
-        ) from None
-    if not isinstance(changes, list):
-        raise UsageError(
-            f"{report}: changes is a {type(changes).__name__}, not a list",
-            hint="point it at the report.json of a report folder",
-        )
-    out = []
-    for i, c in enumerate(changes):
-        if not isinstance(c, dict):
-            raise UsageError(
-                f"{report}: changes[{i}] is a {type(c).__name__}, not an object",
-                hint="point it at the report.json of a report folder",
-            )
-        missing = [k for k in ("id", "ready", "gating", "verdict") if k not in c]
-        if missing:
-            raise UsageError(
-                f"{report}: changes[{i}] has no {', '.join(missing)}",
-                hint="write the report again with this version: python -m ci report RESULTS --out DIR",
-            )
-        out.append(
-            ChangeState(
-                id=str(c["id"]), ready=c["ready"] is True, gating=c["gating"] is True, verdict=str(c["verdict"])
-            )
-        )
-    stack = doc.get("stack")
-    return tuple(out), str(stack["digest"]) if isinstance(stack, dict) and stack.get("digest") else None
+    """Each change's verdict as report.json states it, and the digest of the stack that judged them; read as data
+    from elsewhere (`ci.untrusted`): a usage error names the file, the field and what was wrong."""
+    doc = untrusted.read(report, _Report, REPORT)
+    changes = tuple(ChangeState(id=c.id, ready=c.ready, gating=c.gating, verdict=c.verdict) for c in doc.changes)
+    return changes, doc.stack.digest if doc.stack and doc.stack.digest else None
 
 
 def style(changes: tuple[ChangeState, ...]) -> Style:

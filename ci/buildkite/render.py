@@ -16,6 +16,7 @@ import yaml
 
 from ci.buildkite.steps import TOOLS, Options, Step, Wait, key, nox
 from ci.errors import UsageError
+from ci.escape import one_line
 
 MAX_JOBS = 500  # per upload: Buildkite rejects more ("exceeds your organization limit of 500")
 
@@ -65,7 +66,7 @@ def render(steps: Sequence[Step | Wait], opts: Options, part: int, queue: str, *
         chosen.append(uploader(opts, part + 1, len(cut), queue))
     jobs = sum(isinstance(s, Step) for s in chosen)
     lines = [
-        f"# Generated from the stack by: python -m ci pipeline {shlex.join(opts.argv())}"
+        comment(f"Generated from the stack by: python -m ci pipeline {shlex.join(opts.argv())}")
         + (f" --part {part}" if part > 1 else ""),
         f"# Part {part} of {len(cut)}: {jobs} jobs (Buildkite takes at most {max_jobs} per upload).",
         f"# Each step starts with `{TOOLS}` (the pinned nox and uv); every $ is written $$ so that the step's",
@@ -74,12 +75,20 @@ def render(steps: Sequence[Step | Wait], opts: Options, part: int, queue: str, *
     ]
     for step in chosen:
         if isinstance(step, Step) and step.soft_fail:
-            lines.append(f"  # soft_fail: the upstream PR of these rows' change is still open ({step.soft_fail}):")
+            lines.append(
+                "  " + comment(f"soft_fail: the upstream PR of these rows' change is still open ({step.soft_fail}):")
+            )
             lines.append("  # their test failures (exit 1) are reported without failing the build")
         if isinstance(step, Wait):
             lines.append("  # the report runs whatever failed above: failing rows are what it reports")
         lines += _item(escape(step.to_yaml()))
     return "\n".join(lines) + "\n"
+
+
+def comment(text: str) -> str:
+    """A YAML comment of one line, whatever `text` holds: YAML ends a comment at U+0085, U+2028 and U+2029 as at a
+    newline, and what follows would be a key of the pipeline (an `env:` with LD_PRELOAD, say)."""
+    return "# " + one_line(text)
 
 
 def _item(data: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ from ci import contract, options
 
 # the parts, here too: ci.buildkite.render and the tests name them through this module
 from ci.buildkite import timing
-from ci.buildkite.step import (  # noqa: F401
+from ci.buildkite.pipeline_model import (  # noqa: F401
     AGENT_LOST,
     BUILD_MIN,
     GATE_MIN,

@@ -6,7 +6,7 @@ another machine's noise."""
 
 from __future__ import annotations
 
-from ci.buildkite.step import BUILD_MIN, REPORT, Options, Step, ci, key
+from ci.buildkite.pipeline_model import BUILD_MIN, REPORT, Options, Step, ci, key
 from ci.stack.model import Target
 from ci.stack.plan import Plan
 

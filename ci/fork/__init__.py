@@ -2,4 +2,4 @@
 base release (`bundle`), the fork without one change (`ablate`), and that bundle installed on a bare host (`site`)."""
 
 # The modules other stages and the commands on top may import; the rest are this stage's own (test_layers).
-__all__ = ["ablate", "commands", "planned", "site", "source"]
+__all__ = ["ablate", "bundle_pair", "commands", "planned", "site", "source"]

@@ -24,12 +24,12 @@ from pathlib import Path, PurePosixPath
 
 from ci import files
 from ci.errors import UsageError
+from ci.escape import one_line
 from ci.fork.ablate import Dropped
+from ci.fork.bundle_read import MANIFEST, OVERLAY  # the names harness.vllm_build reads
 from ci.fork.source import Fork
 from ci.upstream.checkout import GIT, git_env
 
-MANIFEST = "stackgate-fork.json"  # the same names as harness.vllm_build (a test holds them together)
-OVERLAY = "overlay/"
 PACKAGE = "vllm/"
 COMPILED_DIRS = ("csrc/", "cmake/")
 COMPILED_FILES = ("CMakeLists.txt", "setup.py")
@@ -79,7 +79,7 @@ def overlay(fork: Fork, commit: str) -> Overlay:
         )
     bad = compiled(touched)
     if bad:
-        shown = ", ".join(bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+        shown = ", ".join(map(one_line, bad[:8])) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
         raise CompiledSources(
             f"the fork's diff against its base {base.version} ({base.commit[:12]}..{commit[:12]}) "
             f"changes compiled sources: {shown}; a Python overlay over the base wheel would run the base's binaries",
@@ -112,7 +112,7 @@ def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:
             entries[os.fsdecode(name)] = (mode.decode(), oid.decode())
     wanted = {p: entries.get(p) for p in paths}
     odd = [
-        f"{p} ({_KINDS.get(e[0], e[0]) if e else 'not in the tree'})"
+        f"{one_line(p)} ({_KINDS.get(e[0], e[0]) if e else 'not in the tree'})"
         for p, e in wanted.items()
         if not e or e[0] not in _FILES
     ]
@@ -128,7 +128,7 @@ def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:
         got_oid, _kind, size = out[at:header_end].split()
         if got_oid.decode() != oid:
             raise UsageError(
-                f"git cat-file answered {got_oid.decode()} for {path} ({oid})", hint=f"git -C {where} fsck"
+                f"git cat-file answered {got_oid.decode()} for {one_line(path)} ({oid})", hint=f"git -C {where} fsck"
             )
         found[path] = out[header_end + 1 : header_end + 1 + int(size)]
         at = header_end + 1 + int(size) + 1

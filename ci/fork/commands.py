@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ci import options, tables
 from ci.errors import UsageError
+from ci.escape import one_line
 from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
@@ -64,19 +65,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2))
         return 0
-    print(fork.describe())
+    print(one_line(fork.describe()))  # every name a fork supplies (its refs, paths, subjects) printed escaped
     for line in where(fork):
-        print(f"  {line}")
-    print(f"  its own commits: {fork.snap.own} ({fork.snap.fork_commits})\n")
+        print(one_line(f"  {line}"))
+    print(one_line(f"  its own commits: {fork.snap.own} ({fork.snap.fork_commits})") + "\n")
     rows = [
-        [f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", c.detail, port_text.cell(c)]
+        [f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", one_line(c.detail), port_text.cell(c)]
         for c in changes
     ]
     print(tables.text(HEADERS, rows), end="")
     for c in changes:
         for line in (*c.flags, *([f"fix: {c.fix}"] if c.fix else [])):
-            print(f"  #{c.change}: {line}")
-    ports = [line for c in changes for line in port_text.lines(c)]
+            print(one_line(f"  #{c.change}: {line}"))
+    ports = [one_line(line) for c in changes for line in port_text.lines(c)]
     if ports:
         print("\nTo port:\n" + "\n".join(f"  {line}" for line in ports))
     return 0
@@ -108,8 +109,10 @@ def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) ->
     what = f"{fork.ref} without #{without} ({dropped.how} reverted)" if dropped else fork.ref
     held = ", ".join(f"#{c} {fork.state(c).state}" for c in fork.present if c != without) or "none"
     print(
-        f"bundle {path}: {fork.name} {what} ({commit[:12]}) over vLLM {fork.base.version}: {len(ov.changed)} files "
-        f"changed, {len(ov.deleted)} deleted; holds {held}"
+        one_line(
+            f"bundle {path}: {fork.name} {what} ({commit[:12]}) over vLLM {fork.base.version}: {len(ov.changed)} "
+            f"files changed, {len(ov.deleted)} deleted; holds {held}"
+        )
     )
     return path
 
@@ -134,8 +137,16 @@ def cmd_build(args: argparse.Namespace) -> int:
     elif args.without:
         raise UsageError("--without makes a bundle; --bundle takes one already made", hint="give one of them")
     built = site.build(args.bundle, args.base_site, args.site)
-    print(f"site {args.site}: vllm_build {built['vllm_build']} (changes: {', '.join(built['changes']) or 'none'})")
-    print(f"run with: PYTHONPATH={args.site}:{args.base_site}:$PYTHONPATH python -m ci run TARGET SUITE --host ...")
+    print(
+        one_line(
+            f"site {args.site}: vllm_build {built['vllm_build']} (changes: {', '.join(built['changes']) or 'none'})"
+        )
+    )
+    print(
+        one_line(
+            f"run with: PYTHONPATH={args.site}:{args.base_site}:$PYTHONPATH python -m ci run TARGET SUITE --host ..."
+        )
+    )
     return 0
 
 

@@ -18,6 +18,8 @@ from types import ModuleType
 
 from ci import options
 from ci.errors import UsageError
+from ci.escape import one_line
+from ci.fork import bundle_read
 
 VLLM_BUILD = options.REPO / "suites" / "harness" / "vllm_build.py"
 
@@ -51,45 +53,70 @@ def require_base(base_site: Path, fork: str, version: str) -> None:
 
 
 def build(bundle: Path, base_site: Path, out: Path) -> dict:
-    """`out`/vllm = base_site/vllm + the bundle; returns the build manifest (with its `vllm_build`)."""
+    """`out`/vllm = base_site/vllm + the bundle; returns the build manifest (with its `vllm_build`). The new site is
+    built beside `out` and swapped in only once the bundle laid whole: a bundle refused, or a stop, leaves the
+    previous site as it was."""
     vb = vllm_build()
     if not (base_site / "vllm").is_dir():
         raise UsageError(
-            f"--base-site {base_site}: no vllm package there",
+            f"--base-site {one_line(base_site)}: no vllm package there",
             hint="the site folder the base vLLM wheel is installed in (pip install --target DIR)",
         )
     infos = sorted(base_site.glob("vllm-*.dist-info"))
     if len(infos) != 1:
         raise UsageError(
-            f"--base-site {base_site}: {len(infos)} vllm dist-info folders, expected one",
+            f"--base-site {one_line(base_site)}: {len(infos)} vllm dist-info folders, expected one",
             hint="install exactly one vLLM release there",
         )
-    try:
-        made = vb.bundle_manifest(bundle)
-    except (ValueError, OSError, KeyError, EOFError) as exc:
-        raise UsageError(
-            f"--bundle {bundle}: {exc}", hint="make one with python -m ci fork bundle --out FILE"
-        ) from None
-    fork = made.get("fork", {})
-    what = f"the bundle's fork {fork.get('name')} {fork.get('ref')}"
-    require_base(base_site, what, str(made["base"].get("version")))
-    if out.exists():
-        if any(out.iterdir()) and not (out / vb.MANIFEST).is_file():
-            raise UsageError(
-                f"--site {out} exists and is not a fork build: refusing to replace it", hint="name a new folder"
-            )
-        shutil.rmtree(out)
+    _replaceable(out, vb.MANIFEST)
+    made = bundle_read.read(bundle, "make one with python -m ci fork bundle --out FILE")  # checked before any work
+    require_base(base_site, f"the bundle's fork {made.fork.name} {made.fork.ref}", made.base.version)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".building"))  # never a planted name
-    shutil.copytree(base_site / "vllm", tmp / "vllm", copy_function=_link, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(infos[0], tmp / infos[0].name)
     try:
+        shutil.copytree(
+            base_site / "vllm", tmp / "vllm", copy_function=_link, ignore=shutil.ignore_patterns("__pycache__")
+        )
+        shutil.copytree(infos[0], tmp / infos[0].name)
         built = vb.apply(bundle, tmp)
+        _swap(tmp, out)
     except (ValueError, OSError, KeyError) as exc:
+        raise UsageError(
+            f"--site {one_line(out)} not built ({one_line(exc)}); the previous site, if any, is as it was",
+            hint="a bundle made for this base: python -m ci fork bundle --out FILE",
+        ) from None
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise UsageError(str(exc), hint="a bundle made for this base: python -m ci fork bundle --out FILE") from None
-    os.replace(tmp, out)
     return built
+
+
+def _replaceable(out: Path, manifest: str) -> None:
+    """`out` names a folder a fork build may replace: none yet, an empty one, or an earlier fork build; never a file,
+    a symlink (its target would be replaced) or a folder of something else."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        what = "a symlink" if out.is_symlink() else "a file"
+        raise UsageError(f"--site {one_line(out)} is {what}, not a folder", hint="name a folder (a new one, or a site)")
+    if out.is_dir() and any(out.iterdir()) and not (out / manifest).is_file():
+        raise UsageError(
+            f"--site {one_line(out)} exists and is not a fork build: refusing to replace it", hint="name a new folder"
+        )
+
+
+def _swap(new: Path, out: Path) -> None:
+    """`new` in place of `out`: the old site moved aside, the new one renamed in, then the old one removed; where the
+    rename fails, the old site goes back."""
+    if not out.exists():
+        os.rename(new, out)
+        return
+    old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".previous"))
+    os.rename(out, old / "site")
+    try:
+        os.rename(new, out)
+    except OSError:
+        os.rename(old / "site", out)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _link(src: str, dst: str) -> None:

@@ -7,17 +7,15 @@ with neither (written before either existed) is matched by its row id alone, whi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ci import contract
 from ci.results.merge import Results
+from ci.run import rows_json_read
 from ci.stack import meaning, rows_json
 from ci.stack.model import Stack
-
-_ROWS_JSON_MAX = 64 << 20  # bytes: a rows.json beside a result is data from elsewhere, read within a bound
 
 
 def lines(st: Stack, results: Results) -> list[str]:
@@ -68,14 +66,5 @@ def lines(st: Stack, results: Results) -> list[str]:
 
 def _rows(path: Path) -> Mapping[str, dict[str, Any]] | None:
     """The row documents of a rows.json, by id; None where there is none or it is not one (then nothing is said
-    from it: the row id still matched)."""
-    try:
-        if not path.is_file() or path.stat().st_size > _ROWS_JSON_MAX:
-            return None
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    rows = doc.get("rows") if isinstance(doc, dict) else None
-    if not isinstance(rows, list):
-        return None
-    return {str(r["id"]): r for r in rows if isinstance(r, dict) and isinstance(r.get("id"), str)}
+    from it: the row id still matched). Read as data from elsewhere (`ci.run.rows_json_read`)."""
+    return rows_json_read.rows_by_id(path) if path.is_file() else None

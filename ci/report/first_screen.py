@@ -5,14 +5,13 @@ report.md, report.html and the Buildkite annotation open with it."""
 from __future__ import annotations
 
 import re
-import shlex
 import weakref
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ci import tables
-from ci.report import at_target, in_fork, port_step, triage
+from ci.report import at_target, in_fork, port_step, rerun_hints, triage
 from ci.report.view import FAILING, Report, Table, banner
 from ci.results.acceptance import Verdict
 from ci.tables import Markdown, md_cell
@@ -56,7 +55,7 @@ def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
         keys = {r.id: triage.row_causes(r).keys() for r in failing}
         top = Counter(k for r in failing for k in keys[r.id]).most_common(1)
         says = (r for r in failing if top and top[0][0] in keys[r.id])
-        return f"python -m ci repro {shlex.quote(next(says, failing[0]).id)}", ""
+        return rerun_hints.repro(next(says, failing[0]).id), ""
     for a in at_target.verdicts(report, verdict):
         if a.command:
             return a.command, a.where

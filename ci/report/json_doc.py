@@ -10,7 +10,7 @@ import orjson
 import ci
 from ci import revision
 from ci.report import at_target, comparison_json, in_fork, rebase
-from ci.report.rerun import image_beside, rerun, rerun_test, rows_json_beside, shown
+from ci.report.rerun_hints import image_beside, rerun, rerun_test, rows_json_beside, shown
 from ci.report.view import FAILING, Report
 from ci.results import criteria
 from ci.results.merge import RowResult
@@ -49,9 +49,9 @@ def _run_document(r: RowResult) -> dict[str, object] | None:
     path = rows_json_beside(case.file) if case else None
     if path is None:
         return None
-    from ci.run import repro  # the run stage reads its own file; the report only carries it
+    from ci.run import rows_json_read  # the run stage reads its own file; the report only carries it
 
-    doc = repro.row_document(path, r.id)
+    doc = rows_json_read.row_document(path, r.id)
     if doc and doc.get("suites_dir"):  # relative to the folder the report was made in, as every path it writes
         doc["suites_dir"] = shown(Path(doc["suites_dir"]))
     return doc

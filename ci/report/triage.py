@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from ci.report.rerun import Rerun, log_file, rerun, shown
+from ci.report.rerun_hints import Rerun, log_file, rerun, shown
 from ci.report.view import FAILING, Report
 from ci.results.acceptance import Verdict
 from ci.results.junit import Metric

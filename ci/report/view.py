@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ci import tables
 from ci.report import defined
-from ci.report.rerun import hint, rerun_test
+from ci.report.rerun_hints import hint, rerun_test
 from ci.results import ported
 from ci.results.acceptance import Verdict
 from ci.results.compare import Comparison

@@ -1,9 +1,8 @@
 """`python -m ci report`: every target's JUnit -> report.md, report.html and report.json.
 
 All three are rendered in memory first and then swapped in with os.replace, so a run that fails
-anywhere leaves the previous report as it was. The exit code is 0 whenever a report was written,
-even if rows failed or inputs were broken: the report carries the verdict, and a CI step that should
-fail on it reads report.json. Only a run that cannot produce a report exits 2 or 5.
+anywhere leaves the previous report as it was. The exit code (`ci report`) says whether planned rows failed
+(1), an input was broken under --strict (7), or no report could be produced (2, 5); docs/report.md.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from ci import forked
 from ci.errors import ReportError, UsageError
 from ci.report import first_screen, html, json_doc, markdown
 from ci.report.first_screen import outside
-from ci.report.rerun import forget
+from ci.report.rerun_hints import forget
 from ci.report.view import Report, counts, status_tables
 from ci.results import baseline, compare, merge, reading
 from ci.results.junit import FileRead

@@ -10,7 +10,6 @@ test (`pooled`): each row's one run against its own baseline run, pairs of indep
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -19,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-from ci import files
+from ci import files, untrusted
 from ci.errors import ReportError
 from ci.results.metrics import metric_from_json
 from ci.results.runs import MIN_RUNS, pct
@@ -120,11 +119,19 @@ def _sign_only(delta: float) -> float:
     return 0.0 if delta == 0 else math.copysign(math.inf, delta)
 
 
+_KIND = untrusted.Kind(
+    what="a stackgate report.json",
+    limit=files.REPORT_JSON_MAX,
+    fix="pass the report.json written by an earlier `python -m ci report`",
+    depth=32,
+)
+
+
 def load(path: Path) -> Baseline:
     """Each row's runs of each metric from a report.json this tool wrote (`rows[].run_values`, else the one run
     `rows[].metrics` holds); anything else is a ReportError."""
     try:
-        doc = json.loads(files.read_regular(path, files.REPORT_JSON_MAX).decode("utf-8"))
+        doc = untrusted.json_value(files.read_regular(path, files.REPORT_JSON_MAX), _KIND, str(path))
         rows = {}
         for row in doc["rows"]:
             runs = {name: (metric_from_json(name, m).value,) for name, m in row["metrics"].items()}
@@ -133,6 +140,8 @@ def load(path: Path) -> Baseline:
             rows[str(row["id"])] = MappingProxyType({k: v for k, v in runs.items() if v})
     except OSError as exc:
         raise ReportError(f"{path}: baseline cannot be read: {exc.strerror or exc}") from None
+    except untrusted.BadInput as exc:
+        raise ReportError(exc.message, hint=exc.hint) from None
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ReportError(
             f"{path}: not a stackgate report.json ({type(exc).__name__}: {exc})",

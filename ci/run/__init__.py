@@ -11,7 +11,8 @@ __all__ = [
     "host",
     "host_aot",
     "outcome",
-    "repro",
+    "rerun_lines",
     "rounds",
+    "rows_json_read",
     "scheduled",
 ]

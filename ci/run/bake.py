@@ -10,18 +10,20 @@ configuration built once: the host bake is scheduled as `ci run` is (shared proc
 from __future__ import annotations
 
 import argparse
+import errno
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from lxml import etree
 
-from ci import contract, files, options, revision
+from ci import contract, files, options, revision, signals
 from ci import engine as container
-from ci.errors import StackgateError, UsageError
+from ci.errors import BuildError, StackgateError, UsageError
 from ci.images import bake as image_bake
 from ci.images import build
-from ci.run import caches, commands, execute, host_aot, resume
+from ci.run import artefact_read, caches, commands, execute, host_aot, resume
 from ci.run.scheduled import DeadlineReached
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack, Target
@@ -113,8 +115,7 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
     try:
         code = execute.run_scheduled(st, specs, host=True, session_env=env, phase="bake")
     except DeadlineReached as exc:
-        _keep_bake_log(target, results)
-        _packed(target, out, "warm", env, start, seeded, partial=True)
+        _packed(target, out, "warm", env, start, seeded, results=results, partial=True)
         raise DeadlineReached(
             f"{exc.message}; the configurations finished are in the artefact above",
             hint=f"go on: the same command with --resume (on another host, add --from that artefact). {exc.hint}",
@@ -126,8 +127,7 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
             f"{(unwarmed or ['none'])[0]}; exit {code}): no artefact written",
             hint=f"each row's session log is under {results}/*/logs; go on with --resume",
         )
-    _keep_bake_log(target, results)
-    return _packed(target, out, "warm", env, start, seeded)
+    return _packed(target, out, "warm", env, start, seeded, results=results)
 
 
 def _unwarmed(specs: list[execute.RunSpec]) -> list[str]:
@@ -152,7 +152,7 @@ def _seed(target: Target, artefact: Path, env: dict[str, str]) -> dict[str, str]
     """The root seeded from an earlier bake's artefact (its key this host's but for the build's Python files): the
     files it put there, by path, with their sha256."""
     caches.install(target, artefact, env, seed=True)
-    return caches.listing(artefact)
+    return artefact_read.listing(artefact)
 
 
 def _keep_bake_log(target: Target, results: Path) -> None:
@@ -174,10 +174,31 @@ def _packed(
     start: float,
     seeded: dict[str, str],
     *,
+    results: Path | None = None,
     partial: bool = False,
 ) -> int:
-    artefact = caches.pack(target, out, kind, env)
-    made = caches.listing(artefact)
+    """The root packed as one artefact in `out` (after the bake's compiles are kept in the root, from `results`). A
+    stop or a full disk while packing leaves no artefact and no temporary file, and says so: the rows ran, and the
+    same command with --resume packs their caches without running them again."""
+    again = (
+        f"the warmed caches stay in {caches.root(target)}: the same command with --resume packs them, no row run again"
+    )
+    try:
+        with signals.raising():
+            if results is not None:
+                _keep_bake_log(target, results)
+            artefact = caches.pack(target, out, kind, env)
+    except signals.Stopped as stop:
+        print(f"stopped by {stop.name} while packing the artefact into {out}: every row had run; no artefact was "
+              f"written and no temporary file is left; {again}", file=sys.stderr, flush=True)  # fmt: skip
+        return 128 + stop.signum
+    except OSError as exc:
+        raise BuildError(
+            f"the artefact could not be written into {out}: {exc.strerror or exc} "
+            f"({errno.errorcode.get(exc.errno or 0, 'no errno')}); no artefact was written, no temporary file is left",
+            hint=f"free space there or pass another --out; {again}",
+        ) from None
+    made = artefact_read.listing(artefact)
     what = "partial artefact" if partial else "artefact"
     print(
         f"{what} {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {len(made)} files, "

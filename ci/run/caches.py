@@ -26,12 +26,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ci import untrusted
 from ci.errors import UsageError
+from ci.escape import one_line
 from ci.files import staged
-from ci.run import host
+from ci.run import artefact_read, host
 from ci.stack.model import Target
 
-MANIFEST = "stackgate-caches.json"
+MANIFEST = artefact_read.MANIFEST
 # each cache's environment variable and its folder under the root
 CACHE_ENV = {
     "TRITON_CACHE_DIR": "triton",
@@ -189,18 +191,19 @@ def install(
     staging = Path(tempfile.mkdtemp(prefix=f".{top.name}.install-", dir=top.parent))
     try:
         try:
-            with tarfile.open(artefact, "r:gz") as tar:
-                listed = _manifest(tar, target, rows_env, artefact, seed)
-                members = [m for m in tar.getmembers() if m.name != MANIFEST]
-                _against(listed, members, artefact)
+            with artefact_read.opened(artefact, fix) as (tar, members, made):
+                listed = _for_here(made, target, rows_env, artefact, seed)
+                artefact_read.check_members(listed, members, artefact)
                 for m in members:
                     m.name = m.name.removeprefix("root/")
                 tar.extractall(staging, members=members, filter="data")
                 assert tar.fileobj is not None
                 while tar.fileobj.read(1 << 20):  # to the gzip trailer: its length and CRC are checked there
                     pass
-        except (OSError, EOFError, tarfile.TarError, KeyError, ValueError, TypeError, AttributeError) as exc:
-            raise UsageError(f"{artefact}: not a caches artefact ({type(exc).__name__}: {exc})", hint=fix) from None
+        except (*untrusted.DAMAGED, KeyError, ValueError) as exc:
+            raise UsageError(
+                f"{one_line(artefact)}: not a caches artefact ({type(exc).__name__}: {one_line(exc)})", hint=fix
+            ) from None
         for rel, (size, digest) in listed.items():
             got = staging / rel
             if got.stat().st_size != size or _sha256(got) != digest:
@@ -217,52 +220,21 @@ def install(
     return env(target), f"artefact:{artefact.name}" + (f" + {beside} files found in the root" if beside else "")
 
 
-def _manifest(
-    tar: tarfile.TarFile, target: Target, rows_env: Mapping[str, str] | None, artefact: Path, seed: bool = False
+def _for_here(
+    made: artefact_read.Manifest, target: Target, rows_env: Mapping[str, str] | None, artefact: Path, seed: bool
 ) -> dict[str, tuple[int, str]]:
     """The artefact's files by path: (bytes, sha256), after its key is found to be this host's."""
-    member = tar.extractfile(MANIFEST)
-    if member is None:
-        raise KeyError(MANIFEST)
-    doc = json.loads(member.read(16 << 20))
-    if not isinstance(doc, dict) or not isinstance(doc.get("key"), dict) or not isinstance(doc.get("files"), list):
-        raise TypeError(f"{MANIFEST} is not an object with key (an object) and files (a list)")
-    here = key(target, doc["key"].get("kind", "warm"), rows_env)
-    if seed and doc["key"].get("vllm_native") == here["vllm_native"]:
-        here = {**here, **{k: doc["key"].get(k) for k in SEEDABLE}}
-    mismatch = _differences(doc["key"], here)
+    kind = made.key.get("kind", "warm")
+    here = key(target, kind if isinstance(kind, str) else "warm", rows_env)
+    if seed and made.key.get("vllm_native") == here["vllm_native"]:
+        here = {**here, **{k: made.key.get(k) for k in SEEDABLE}}
+    mismatch = _differences(made.key, here)
     if mismatch:
         raise UsageError(
-            f"{artefact}: made for another host: {'; '.join(mismatch)}",
+            f"{one_line(artefact)}: made for another host: {one_line('; '.join(mismatch))}",
             hint=f"bake one here: python -m ci bake {target.id} --host --out DIR",
         )
-    return {str(f["path"]): (int(f["bytes"]), str(f["sha256"])) for f in doc["files"]}
-
-
-def listing(artefact: Path) -> dict[str, str]:
-    """An artefact's files by path: their sha256, as its manifest lists them (nothing unpacked)."""
-    try:
-        with tarfile.open(artefact, "r:gz") as tar:
-            member = tar.extractfile(MANIFEST)
-            doc = json.loads(member.read(16 << 20)) if member is not None else None
-        return {str(f["path"]): str(f["sha256"]) for f in doc["files"]}  # type: ignore[index]
-    except (OSError, EOFError, tarfile.TarError, KeyError, ValueError, TypeError) as exc:
-        raise UsageError(f"{artefact}: not a caches artefact ({type(exc).__name__}: {exc})") from None
-
-
-def _against(listed: Mapping[str, tuple[int, str]], members: list[tarfile.TarInfo], artefact: Path) -> None:
-    """Every member a regular file the manifest lists, of the size it says (from the headers, before a byte is
-    unpacked: a huge member not in the manifest is never written), and every listed file present."""
-    seen = set()
-    for m in members:
-        rel = m.name.removeprefix("root/")
-        if not m.name.startswith("root/") or not m.isfile() or rel not in listed:
-            raise ValueError(f"member {m.name} is not in its manifest")
-        if m.size != listed[rel][0]:
-            raise ValueError(f"member {m.name} holds {m.size} bytes, its manifest says {listed[rel][0]}")
-        seen.add(rel)
-    if missing := sorted(set(listed) - seen):
-        raise ValueError(f"{len(missing)} file(s) of its manifest are missing, e.g. {missing[0]}")
+    return made.listed
 
 
 def unbaked(target: Target, *, keep: bool = False) -> str:

@@ -88,7 +88,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=options.DEFAULT_TIMEOUT_S,
         help="seconds per test item (default: %(default)s)",
     )
-    p.add_argument("--shard", type=int, default=0, help="shard index, part of the JUnit file and suite name")
+    p.add_argument(
+        "--shard", type=options.whole(0, 9999), default=0, help="shard index, part of the JUnit file and suite name"
+    )
     p.add_argument(
         "--caches",
         type=Path,

@@ -22,7 +22,7 @@ from typing import Any
 
 from lxml import etree
 
-from ci import contract, files
+from ci import contract, files, untrusted
 from ci.errors import UsageError
 from ci.run import resume
 from ci.stack.plan import Row
@@ -32,6 +32,7 @@ FILE = "costs.json"
 PHASES = ("bake", "run")
 ENV_STORE = "STACKGATE_COSTS"
 _LIMIT = 32 << 20  # a store of every configuration of every target is a few hundred KB
+_SKEW_S = 86400.0  # a measurement dated later than a day from now is no measurement (clocks drift, not by a day)
 
 # what a row's engine is built from, less its target: the same configuration on another target (costs.config)
 _NOT_CONFIG = (*contract.WORKLOAD, "target", "track", "gpus")
@@ -142,10 +143,8 @@ def load(paths: Iterable[Path]) -> list[Measured]:
 
 def _read(path: Path) -> list[Measured]:
     fix = f"remove {path} (it is rewritten by the next scheduled run), or pass another --costs"
-    try:
-        doc = json.loads(files.read_regular(path, _LIMIT))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: not a costs file ({exc})", hint=fix) from None
+    kind = untrusted.Kind(what="a costs file", limit=_LIMIT, fix=fix, depth=8)
+    doc = untrusted.json_value(untrusted.read_bytes(path, kind), kind, str(path))
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("measured"), list):
         raise UsageError(f"{path}: not a costs file of schema {SCHEMA} (an object with a list 'measured')", hint=fix)
     out = []
@@ -199,13 +198,16 @@ def _entry(e: Any) -> Measured:
 def _epoch(v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
         raise ValueError(f"when is not a time (seconds since the epoch): {v!r}")
+    if v > time.time() + _SKEW_S:  # it would outlive every measurement after it: the newest wins
+        raise ValueError(f"when is {v:.0f} (seconds since the epoch), after tomorrow: no measurement is dated so")
     return float(v)
 
 
 def write(path: Path, measured: Sequence[Measured], *, keep: Sequence[Measured] = ()) -> Path:
-    """`measured` with what `keep` holds of other configurations (the newest measurement of each wins)."""
+    """`measured` with what `keep` holds of other configurations (the newest measurement of each wins, and one made
+    now is newer than any kept)."""
     newest: dict[tuple[str, str, str], Measured] = {}
-    for m in sorted([*keep, *measured], key=lambda m: m.when):
+    for m in [*sorted(keep, key=lambda m: m.when), *measured]:  # what was measured now replaces what was kept
         newest[(m.phase, m.target, m.config)] = m
     doc = {"schema": SCHEMA, "measured": [m.to_json() for m in newest.values()]}
     return files.replace(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")

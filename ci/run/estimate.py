@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci.errors import UsageError
+from ci.escape import one_line
 from ci.run.costs import Measured, config, load, store
-from ci.run.schedule import Device, Packing, jobs, next_jobs
+from ci.run.packing import Device, Packing, jobs, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
 
@@ -175,7 +176,7 @@ def project(st: Stack, rows: Sequence[Row], devices: Sequence[Device], known: Co
 def describe(p: Projection, memory_gib: float, hosts: Sequence[str]) -> list[str]:
     """The projection in a few lines, saying what it is made of."""
     how = ", ".join(f"{n} {k}" for k, n in sorted(p.found.items(), key=lambda kv: -kv[1]))
-    where = "; ".join(sorted(set(hosts))) or "unknown hosts"
+    where = "; ".join(sorted({one_line(h) for h in hosts})) or "unknown hosts"  # a costs file's own words
     lines = [
         f"{p.phase}: {clock(p.wall_s)} wall projected on {p.devices} GPU(s) of {memory_gib:g} GiB for "
         f"{p.rows - len(p.unplaceable) - len(p.hub_unmeasured)} rows in {p.jobs} processes "

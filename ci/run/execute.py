@@ -21,10 +21,10 @@ from ci import contract, revision, signals
 from ci import engine as container
 from ci.errors import RunError
 from ci.images import build as images
-from ci.run import caches, gpus, guard, host_aot
+from ci.run import caches, gpus, guard, harness_command, host_aot
 
-# made in ci.run.command; other modules and the tests name them through this one too
-from ci.run.command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, make_container_spec, model_cache, pytest_command
+# made in ci.run.harness_command; other modules and the tests name them through this one too
+from ci.run.harness_command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, model_cache, pytest_command
 from ci.run.outcome import verdict
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
@@ -78,7 +78,7 @@ def container_spec(spec: RunSpec, image: str, available: list[str] | None = None
     cap = spec.target.detect.nvidia_compute_capability
     if available is None:
         available = gpus.nvidia_uuids(cap) if cap else []
-    return make_container_spec(
+    return harness_command.make_container_spec(
         image=image,
         devices=asdict(spec.target.devices),
         target_env=spec.target.env,
@@ -281,7 +281,7 @@ def _plan(spec: RunSpec, env: dict[str, str] | None, image: str) -> Any:
             visible = {"CUDA_VISIBLE_DEVICES": ",".join(ids)} if any(ids) else {}
             row_env = {**env, **visible, "STACKGATE_JIT_LOG": str(spec.out / jit_log)}
             return host_command(spec, *one, junit=path), row_env, spec.suites_dir or DEFAULT_SUITES
-        c = make_container_spec(
+        c = harness_command.make_container_spec(
             image=image,
             devices=asdict(spec.target.devices),
             target_env=spec.target.env,

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from ci.errors import UsageError
-from ci.run.schedule import Device
+from ci.run.packing import Device
 from ci.stack.model import Target
 
 

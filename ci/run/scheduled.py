@@ -23,8 +23,8 @@ from ci import contract, files, signals
 from ci.errors import NOTHING_RAN, StackgateError
 from ci.run import costs, estimate, guard, host, tenancy
 from ci.run.outcome import NOT_RUN, record_not_run
+from ci.run.packing import Device, Job, Packing, jobs, measured_peaks, next_jobs
 from ci.run.resume import lost_case, outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
-from ci.run.schedule import Device, Job, Packing, jobs, measured_peaks, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
 
@@ -73,7 +73,7 @@ def run(
 ) -> int:
     """Run every row, as many at once as the devices hold; the exit status of `ci run`. `plans`: per suite, how its
     rows start and where their results go (several suites share the devices: one schedule for the host). `share`:
-    the rows of a group run in one process each (`schedule.jobs`), one JUnit per job. `contents`: each row's content
+    the rows of a group run in one process each (`packing.jobs`), one JUnit per job. `contents`: each row's content
     digest in the rows.json just written, which a result must have been made with to count for `resume`. `alone`: each
     session has its GPUs to itself (timed runs); else which sessions shared a GPU is recorded in their JUnit. `phase`:
     what the jobs' measured costs are recorded as ("run", or "bake": ci.run.costs), which the next schedule reads for

@@ -17,6 +17,12 @@ from ci.upstream.git_streams import GIT, PATCH, REC, Touch, file_ids_of, last, t
 from ci.upstream.git_streams import env as git_env
 
 
+def git_lines(out: str) -> list[str]:
+    """git's answer, line by line: split at newlines alone. `str.splitlines` also splits at U+0085, U+2028 and
+    others, which a path or a commit subject may hold: the error would name a path that does not exist."""
+    return out.split("\n")[:-1] if out.endswith("\n") else out.split("\n") if out else []
+
+
 @dataclass(frozen=True)
 class Checkout:
     path: Path
@@ -39,13 +45,18 @@ class Checkout:
         if probe.returncode != 0:
             why = "" if "not a git repository" in probe.stderr else f" ({last(probe.stderr)})"
             raise UsageError(f"{path} is not a git repository{why}", hint=fix)
-        bare, git_dir = probe.stdout.splitlines()[:2]
+        bare, git_dir = git_lines(probe.stdout)[:2]
         if bare == "true":
             top = [git_dir]
         else:
-            top = subprocess.run(
-                [*GIT, "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True, env=git_env()
-            ).stdout.splitlines()
+            top = git_lines(
+                subprocess.run(
+                    [*GIT, "-C", str(path), "rev-parse", "--show-toplevel"],
+                    capture_output=True,
+                    text=True,
+                    env=git_env(),
+                ).stdout
+            )
         if top and Path(top[0]).resolve() != path.resolve():
             raise UsageError(
                 f"{path} is not a git repository: it is a folder inside the repository {top[0]}",
@@ -128,7 +139,7 @@ class Checkout:
         """Each remote's name -> its fetch URL."""
         out = self.git("config", "--get-regexp", r"^remote\..*\.url$", ok=(0, 1))
         found = {}
-        for line in out.splitlines():
+        for line in git_lines(out):
             key, _, url = line.partition(" ")
             found[key.removeprefix("remote.").removesuffix(".url")] = url
         return found
@@ -167,7 +178,7 @@ class Checkout:
             "cat-file", "--batch-check=%(objectname) %(objecttype)", stdin="".join(f"{i}^{{commit}}\n" for i in wanted)
         )
         found: dict[str, str | None] = {}
-        for want, line in zip(wanted, out.splitlines(), strict=True):
+        for want, line in zip(wanted, git_lines(out), strict=True):
             name, _, kind = line.rpartition(" ")
             if kind == "ambiguous":
                 raise UsageError(
@@ -209,7 +220,7 @@ class Checkout:
                     hint=f"check the checkout: git -C {self.path} fsck",
                 )
         out: dict[str, str] = {}
-        for line in ids.stdout.splitlines():
+        for line in git_lines(ids.stdout):
             patch_id, _, commit = line.partition(" ")
             out[commit] = patch_id
         return out
@@ -273,7 +284,7 @@ class Checkout:
             return {}
         how = ["--no-merges"] if walk else ["--no-walk=unsorted"]
         out = self.git("log", *how, f"--format=%H{REC}%s", *revs, "--")
-        return dict(line.split(REC, 1) for line in out.splitlines() if REC in line)
+        return dict(line.split(REC, 1) for line in git_lines(out) if REC in line)
 
     def subjects(self, tip: str, patterns: Sequence[str]) -> list[tuple[str, str]]:
         """(commit, subject) of the commits reachable from `tip` whose message matches any of the fixed strings
@@ -282,4 +293,4 @@ class Checkout:
             return []
         greps = [f"--grep={p}" for p in patterns]
         out = self.git("log", "--fixed-strings", f"--format=%H{REC}%s", *greps, tip, "--")
-        return [(c, s) for c, _, s in (line.partition(REC) for line in out.splitlines())]
+        return [(c, s) for c, _, s in (line.partition(REC) for line in git_lines(out))]

@@ -6,13 +6,13 @@ Converged, absent and unknown changes need no record. Entries that do not change
 
 from __future__ import annotations
 
-import os
-import tempfile
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
 
+from ci import files
 from ci.errors import StackError, UsageError
 from ci.stack import loader
 from ci.stack.model import Carried, Stack
@@ -67,7 +67,8 @@ def _write(st: Stack, scope: Scope, path: Path, old: Mapping[str, Carried], new:
         }
         _replace(path, yaml.safe_dump({"fork": fork}, sort_keys=False) + _block("  ", {}, new))
     else:
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        text = path.read_text(encoding="utf-8")
+        lines = [line for line in re.split(r"(?<=\n)", text) if line]  # at newlines alone, not at U+2028
         start, end, kept = _carries(lines)
         entries = {c: kept[c] for c in old if c in new and old[c] == new[c] and c in kept}
         block = _block("  ", entries, new)
@@ -121,9 +122,9 @@ def _carries(lines: list[str]) -> tuple[int, int, dict[str, str]]:
 
 
 def _replace(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    if path.exists():
-        os.chmod(tmp, path.stat().st_mode & 0o777)
-    os.replace(tmp, path)
+    """`path` holding `text`, written whole beside the file it names: a stack/fork.yaml that is a symlink (a shared
+    file) gets the record, never a private copy in the link's place."""
+    path = path.resolve()
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    with files.staged(path, mode) as fh:
+        fh.write(text.encode("utf-8"))

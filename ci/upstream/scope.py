@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ci.errors import UsageError
 from ci.stack.model import Carried, Stack
-from ci.upstream import history, release
+from ci.upstream import carries_check, history, release
 from ci.upstream.checkout import Checkout
 from ci.upstream.release import Base, Left
 
@@ -150,6 +150,8 @@ def open_scope(
             "upstream: REMOTE); or pass --base-ref REF --base-version X.Y.Z (the release the fork is built on)",
         )
     history.require_vllm(co, st, named, head, up.ref, up.commit)
+    if recorded and src is not None:
+        carries_check.own_commits(st, co, src.carries, base, up.commit)
     given = [("--upstream-ref", upstream_ref), ("--base-ref", base_ref), ("--base-version", base_version)]
     return Scope(
         name=(src.name if recorded and src else _name(path)),

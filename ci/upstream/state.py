@@ -16,13 +16,13 @@ States, one per change:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ci import files
+from ci import untrusted
 from ci.errors import UsageError
+from ci.escape import one_line
 from ci.upstream.readiness import Readiness
 
 State = Literal[
@@ -200,14 +200,18 @@ class Snapshot:
 _MAKE = "python -m ci upstream --fork CHECKOUT --ref REF --format json > upstream.json"
 
 
+UPSTREAM_JSON = untrusted.Kind(what="an upstream.json written by python -m ci upstream", limit=64 << 20, fix=_MAKE)
+
+
 def read(path: Path) -> Snapshot:
-    """upstream.json as `ci upstream --format json` wrote it; anything else is a UsageError naming the file."""
+    """upstream.json as `ci upstream --format json` wrote it, read as data from elsewhere (`ci.untrusted`); anything
+    else is a UsageError naming the file."""
+    doc = untrusted.json_value(untrusted.read_bytes(Path(path), UPSTREAM_JSON), UPSTREAM_JSON, str(path))
     try:
-        return Snapshot.from_json(json.loads(files.read_regular(Path(path), 64 << 20).decode("utf-8")))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}", hint=_MAKE) from None
+        return Snapshot.from_json(doc)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
         raise UsageError(
-            f"{path}: not an upstream.json written by python -m ci upstream ({problem})", hint=_MAKE
+            f"{one_line(path)}: not an upstream.json written by python -m ci upstream ({one_line(problem)})",
+            hint=_MAKE,
         ) from None

@@ -9,10 +9,11 @@ as it goes) it adds nothing, so the id does not move as caches are written; wher
 manifest then names another tree. Standard library only: the image and a bare GPU host run it before vLLM is
 imported, and `ci fork` loads this same file to name the trees it builds.
 
-A fork build applies a bundle (`ci fork bundle`: the fork's `vllm/` files that differ from its base, the
-paths it deletes, and a manifest) over the base wheel's installed tree: `apply` here, in the image's build
-and on a bare host alike. It leaves `stackgate-vllm-build.json` beside the package: the fork, ref and
-commit it came from, its base release and the imported changes it holds (`stackgate.fork_changes`).
+A fork build applies a bundle (`ci fork bundle`: the fork's `vllm/` files that differ from its base, the paths it
+deletes, and a manifest) over the base wheel's installed tree: `apply` here, in the image's build and on a bare host
+alike, reading it within bounds (a regular file, members counted and sized from their headers, strict JSON). It
+leaves `stackgate-vllm-build.json` beside the package: the fork, ref and commit it came from, its base release and
+the imported changes it holds (`stackgate.fork_changes`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import importlib.util
 import json
 import marshal
 import os
+import stat
 import sys
 import tarfile
 import tempfile
@@ -144,8 +146,7 @@ def describe(package_dir: Path) -> dict:
     out: dict = {"vllm_build": built}
     if doc is None:
         return out
-    out["fork"] = doc.get("fork", {})
-    out["base"] = doc.get("base", {})
+    out["fork"], out["base"] = doc.get("fork", {}), doc.get("base", {})
     out["fork_changes"] = list(doc.get("changes", []))
     if isinstance(doc.get("held"), dict):
         out["fork_held"] = {str(c): str(h.get("state", "")) for c, h in doc["held"].items() if isinstance(h, dict)}
@@ -161,6 +162,14 @@ def describe(package_dir: Path) -> dict:
 
 BUNDLE_MANIFEST = "stackgate-fork.json"  # the bundle's own manifest, first member
 OVERLAY = "overlay/"  # the bundle's files, under their path in the package's site folder (overlay/vllm/...)
+MEMBERS_MAX, MEMBER_BYTES_MAX = 100_000, 64 << 20  # an overlay of vllm/'s Python: no source file is near 1 MB
+
+
+def _opened(bundle: Path) -> tarfile.TarFile:
+    """The bundle open, where it is a regular file: tarfile would wait forever on a FIFO, and never end a device."""
+    if not stat.S_ISREG(os.stat(bundle).st_mode):
+        raise ValueError(f"{bundle}: not a regular file (a FIFO, a device?): not a fork bundle")
+    return tarfile.open(bundle, "r:gz")
 
 
 def _safe(name: str) -> PurePosixPath:
@@ -174,7 +183,7 @@ def bundle_manifest(bundle: Path) -> dict:
     """A bundle's own manifest (its first member): the fork, its base release, what it holds; a ValueError naming the
     member where the bundle is not one."""
     try:
-        with tarfile.open(bundle, "r:gz") as tar:
+        with _opened(bundle) as tar:
             return _bundle_manifest(bundle, tar)
     except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise ValueError(f"{bundle}: {BUNDLE_MANIFEST}: not a fork bundle, or a damaged one ({exc})") from None
@@ -188,7 +197,7 @@ def apply(bundle: Path, site: Path) -> dict:
     ValueError naming the member."""
     member = BUNDLE_MANIFEST
     try:
-        with tarfile.open(bundle, "r:gz") as tar:
+        with _opened(bundle) as tar:
             doc = _bundle_manifest(bundle, tar)
             want = doc["base"]["version"]
             have = sorted(p.name[len("vllm-") : -len(".dist-info")] for p in site.glob("vllm-*.dist-info"))
@@ -201,8 +210,12 @@ def apply(bundle: Path, site: Path) -> dict:
                 if target.is_file() or target.is_symlink():
                     target.unlink()
             laid = set()
-            for info in tar.getmembers():
+            for n, info in enumerate(tar, 1):
                 member = info.name
+                if n > MEMBERS_MAX or info.size > MEMBER_BYTES_MAX:  # from the header, before a byte is read
+                    raise ValueError(
+                        f"{bundle}: {member!r}: over {MEMBERS_MAX:,} members or {MEMBER_BYTES_MAX:,} bytes"
+                    )
                 if not member.startswith(OVERLAY):
                     continue
                 rel = _safe(member[len(OVERLAY) :])
@@ -217,8 +230,7 @@ def apply(bundle: Path, site: Path) -> dict:
         raise ValueError(
             f"{bundle}: {member}: not a fork bundle, or a damaged one ({type(exc).__name__}: {exc})"
         ) from None
-    missing = sorted(set(doc["files"]) - laid)
-    if missing:
+    if missing := sorted(set(doc["files"]) - laid):
         raise ValueError(f"{bundle}: its manifest lists files it does not hold: {', '.join(missing[:5])}")
     built = {
         "schema": SCHEMA,
@@ -237,27 +249,30 @@ _SHAPE = {"base": dict, "deleted": list, "files": dict, "fork": dict, "changes":
 
 
 def _bundle_manifest(bundle: Path, tar: tarfile.TarFile) -> dict:
-    try:
-        head = tar.extractfile(BUNDLE_MANIFEST)
-    except KeyError:
-        head = None
+    first = tar.next()  # the manifest is the first member: no further header is read to find it
+    head = tar.extractfile(first) if first is not None and first.name == BUNDLE_MANIFEST else None
     if head is None:
         raise ValueError(f"{bundle}: no {BUNDLE_MANIFEST}: not a fork bundle (make one with `ci fork bundle`)")
-    try:
-        doc = json.loads(head.read())
-    except ValueError as exc:
-        raise ValueError(f"{bundle}: {BUNDLE_MANIFEST} is not JSON ({exc})") from None
+    try:  # bounded in size; no NaN or Infinity; a nesting too deep for the parser is no manifest
+        doc = json.loads(head.read(MEMBER_BYTES_MAX), parse_constant=_not_a_number)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"{bundle}: {BUNDLE_MANIFEST} is not JSON ({type(exc).__name__})") from None
     wrong = [k for k, kind in _SHAPE.items() if not isinstance(doc, dict) or not isinstance(doc.get(k), kind)]
     if not wrong and not isinstance(doc["base"].get("version"), str):
         wrong = ["base.version"]
     if not wrong and not all(isinstance(v, str) for v in (*doc["deleted"], *doc["files"].values())):
         wrong = ["deleted or files (not all strings)"]
+    held = doc.get("held", {}) if not wrong else {}
+    if not isinstance(held, dict) or not all(isinstance(h, dict) for h in held.values()):
+        wrong = ["held (an object of objects)"]
     if wrong:
-        raise ValueError(
-            f"{bundle}: {BUNDLE_MANIFEST} is not a bundle manifest: {', '.join(wrong)} missing or malformed"
-        )
+        raise ValueError(f"{bundle}: {BUNDLE_MANIFEST} is no bundle manifest: {', '.join(wrong)} missing or malformed")
     doc.setdefault("without", None)
     return doc
+
+
+def _not_a_number(name: str) -> float:
+    raise ValueError(f"{name} is no number JSON has")
 
 
 def _replace(target: Path, data: bytes) -> None:

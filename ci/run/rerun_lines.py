@@ -1,27 +1,29 @@
-"""The exact command that re-runs one row or one test: the one module that makes it, for `ci repro` (which runs it)
-and for the report (which prints it).
+"""The lines that re-run one row or one test, and the block printed around them: the one module that makes them, for
+`ci repro` (which prints them, and runs the docker line) and for the report (which prints them).
 
-It is made from a `Rerun`, every field of which is checked data: the target is the stack's (its platform, devices
+They are made from a `Rerun`, every field of which is checked data: the target is the stack's (its platform, devices
 and env: never what a rows.json or a report says they were), the image is named by content (`sha256:…` or
 `repo@sha256:…`), the suite a suite's name, the tests pytest node ids inside that suite, the row a row id. A report or
-a rows.json from elsewhere chooses none of the flags, mounts or devices; the lines are `shlex`-quoted argv, never
-text of theirs.
+a rows.json from elsewhere chooses none of the flags, mounts or devices; the lines are quoted argv, never text of
+theirs, and a block's comments print what they name through `ci.escape`: pasted into a shell, a block runs its
+commands and nothing else, and a terminal shows it as it is.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci import contract, engine, files, options
+from ci import contract, engine, escape, options
 from ci.errors import UsageError
-from ci.run.command import DEFAULT_SUITES, STARTUP, make_container_spec, pytest_command
+from ci.escape import first_hidden, one_line
+from ci.run import rows_json_read
+from ci.run.harness_command import DEFAULT_SUITES, STARTUP, make_container_spec, pytest_command
 from ci.stack.model import Stack, Target
 
 _TEST_MODULE = re.compile(r"^(test_.*|.*_test)\Z")  # pytest's default python_files
@@ -36,6 +38,10 @@ class Repro:
     row: str
     docker: str  # one line: docker run ... the row's image, devices, mounts and pytest
     host: str  # one line: the same pytest on this host's Python, from a checkout's suites/
+
+    def block(self) -> str:
+        """What `ci repro --rows-json` prints: both lines, each under its comment."""
+        return f"{comment('docker')}\n{self.docker}\n{comment('host (--host equivalent)')}\n{self.host}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,24 +197,25 @@ def from_rows_json(
     rows_json = rows_json.resolve()
     if "::" not in wanted:
         check_row_id(wanted)  # before the file is read: a name that is no row id is the first thing wrong
-    doc = document(rows_json)
-    target, given = doc["target"], doc.get("suites_dir")
+    doc, _ = rows_json_read.read(rows_json)
+    given = doc.suites_dir
     common = {
-        "target": str(target.get("id")),
-        "suite": doc["suite"],
-        "image": image_of(doc.get("image")),
-        "timeout_s": doc["timeout_s"],
-        "suites_dir": Path(given).resolve() if isinstance(given, str) and given.startswith("/") else None,
-        "refuse_jit": (target.get("env") or {}).get(REFUSE_JIT),
+        "target": doc.target.id,
+        "suite": doc.suite,
+        "image": image_of(doc.image.model_dump() if doc.image else None),
+        "timeout_s": doc.timeout_s,
+        "suites_dir": Path(given).resolve() if given and given.startswith("/") else None,
+        "refuse_jit": doc.target.env.get(REFUSE_JIT),
     }
     if "::" in wanted:
         r = rerun(st, test=wanted, **common)
         default = default_out(f"test-{r.name}")
     else:
-        known = {x["id"] for x in doc["rows"]}
+        known = {x.id for x in doc.rows}
         if wanted not in known:
             raise UsageError(
-                f"row {wanted!r} is not in {rows_json}", hint=f"rows there: {', '.join(sorted(known)) or 'none'}"
+                f"row {wanted!r} is not in {rows_json}",
+                hint=f"rows there: {one_line(', '.join(sorted(known))) or 'none'}",
             )
         r = rerun(st, row=wanted, **common)
         default = default_out(wanted)
@@ -230,70 +237,60 @@ def node_id(test: str, suite: str) -> str | None:
 
 
 def join(argv: list[str], base: Path | None = None) -> str:
-    """`shlex.join`, except that every path below `base` is written `"$PWD"/<relative>`: the line then works from
-    that folder (a checkout, a build's downloaded artifacts) on any machine, and names none of the machine that
-    made it. Each piece around a path is quoted on its own, so the shell reads the same argument back."""
+    """The argv as one shell line, each argument `quote`d, except that every path below `base` is written
+    `"$PWD"/<relative>`: the line then works from that folder (a checkout, a build's downloaded artifacts) on any
+    machine, and names none of the machine that made it. Each piece around a path is quoted on its own, so the shell
+    reads the same argument back."""
     if base is None:
-        return shlex.join(argv)
+        return " ".join(quote(a) for a in argv)
     prefix = str(base.resolve()).rstrip("/") + "/"
     return " ".join(_portable(arg, prefix) for arg in argv)
 
 
 def _portable(arg: str, prefix: str) -> str:
     if prefix not in arg:
-        return shlex.quote(arg)
+        return quote(arg)
     pieces = arg.split(prefix)
-    return '"$PWD"/'.join(shlex.quote(p) if p else "" for p in pieces)
+    return '"$PWD"/'.join(quote(p) if p else "" for p in pieces)
 
 
-def row_document(rows_json: Path, row_id: str) -> dict[str, Any] | None:
-    """The rows.json of a run narrowed to one row (what the report carries of the run, to read), or None where that
-    rows.json is unusable or lacks the row."""
-    try:
-        doc = document(rows_json.resolve())
-    except UsageError:
-        return None
-    rows = [r for r in doc["rows"] if r.get("id") == row_id]
-    if not rows:
-        return None
-    return {**{k: v for k, v in doc.items() if k != "rows"}, "rows": rows}
+def quote(arg: str) -> str:
+    """`shlex.quote`, except that an argument holding a control or line-break character is written in bash's
+    $'...' form, its characters escaped: the line stays one line of visible characters, and bash reads the same
+    argument back."""
+    if first_hidden(arg) is None:
+        return shlex.quote(arg)
+    return "$'" + "".join(_ansi_c(c) for c in arg) + "'"
 
 
-# rows.json's fields that the re-run lines are read from, with the JSON type each must have
-_SHAPE = {"suite": str, "target": dict, "timeout_s": (int, float), "rows": list}
+def _ansi_c(c: str) -> str:
+    if c in "\\'":
+        return "\\" + c
+    if "\udc80" <= c <= "\udcff":  # a byte a file name held that is no UTF-8 (os.fsdecode): the byte again
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return escape.escaped(c) if escape.hidden(c) else c
 
 
-def document(rows_json: Path) -> dict[str, Any]:
-    """A rows.json written by `ci run`, its shape checked (the fields a re-run reads, their JSON types)."""
-    try:
-        return _shaped(_read(rows_json))
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
-        raise UsageError(
-            f"{rows_json}: not a rows.json written by ci run ({type(exc).__name__}: {exc})",
-            hint="point --rows-json at the rows.json in a results folder",
-        ) from None
+def repro_line(row: str, rows_json: str | None = None) -> str:
+    """The command that prints a row's re-run lines (a report's hint): quoted, so pasting it runs that alone."""
+    return join(["python", "-m", "ci", "repro", row, *(["--rows-json", rows_json] if rows_json else [])])
 
 
-def _shaped(doc: Any) -> dict[str, Any]:
-    """`doc`, where it has the fields and JSON types the re-run lines are made from; else a KeyError or TypeError."""
-    if not isinstance(doc, dict):
-        raise TypeError(f"a {type(doc).__name__}, not an object")
-    missing = [k for k in _SHAPE if k not in doc]
-    if missing or not all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in doc["rows"]):
-        raise KeyError(", ".join(missing) or "rows[].id")
-    wrong = [f"{k} is a {type(doc[k]).__name__}" for k, t in _SHAPE.items() if not isinstance(doc[k], t)]
-    target = doc["target"]
-    wrong += [
-        f"target.{k} is a {type(target[k]).__name__}"
-        for k, t in (("env", dict), ("id", str))
-        if isinstance(target, dict) and target.get(k) is not None and not isinstance(target[k], t)
-    ]
-    if wrong:
-        raise TypeError("; ".join(wrong))
-    return doc
+def on_host_block(row_id: str, target: Target, builds: Sequence[str], report: Path, argv: Sequence[str]) -> str:
+    """What `ci repro --report` prints for a row that ran on a host's Python: the line to paste on a host of its
+    target, and what that runs there. `builds` are the report's words (the vLLM versions its runs recorded)."""
+    built = f" on vLLM {', '.join(builds)}" if builds else ""
+    here = Path.cwd()
+    said = f"{row_id} ran on a host's Python{built}: re-run it on {target.a_short} host ({target.id}) whose Python"
+    return "\n".join(
+        [
+            comment(f"{said} holds that build, from a checkout:"),
+            join(["python", "-m", "ci", "repro", row_id, "--report", str(report)], here),
+            comment(f"which runs, there: {join(['python', *argv[1:]], here)}"),
+        ]
+    )
 
 
-@functools.lru_cache(maxsize=16)
-def _read(path: Path) -> Any:
-    """One parse per rows.json: the report asks for every failing row of a run."""
-    return json.loads(files.read_regular(path, 64 << 20).decode("utf-8"))  # a rows.json of thousands of rows: a few MB
+def comment(text: str) -> str:
+    """A comment line of a printed block: one line, whatever `text` quotes from a report or a rows.json."""
+    return "# " + one_line(text)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,8 +37,9 @@ def log_file(case: Case) -> Path | None:
 def repro(row_id: str, rows_json: Path | None = None) -> str:
     """The command that prints a row's re-run lines. Row ids come from result files: quoted, so pasting it
     runs nothing but this command."""
-    where = f" --rows-json {shlex.quote(shown(rows_json))}" if rows_json else ""
-    return f"python -m ci repro {shlex.quote(row_id)}{where}"
+    from ci.run import rerun_lines  # the run stage makes every re-run line; the report shows them
+
+    return rerun_lines.repro_line(row_id, shown(rows_json) if rows_json else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +75,7 @@ def _rerun(st: Stack, row_id: str, file: str, in_image: bool, cwd: str) -> Rerun
     if rows_json is None:
         return Rerun(hint=repro(row_id), command="", why_not=f"no rows.json beside {file}")
     from ci.errors import UsageError
-    from ci.run import repro as repro_cmd  # the run stage makes the line; the report only shows it
+    from ci.run import rerun_lines as repro_cmd  # the run stage makes the line; the report only shows it
 
     try:
         lines = repro_cmd.from_rows_json(st, rows_json, row_id, base=Path(cwd))
@@ -103,7 +103,7 @@ def rerun_test(case: Case, st: Stack) -> str:
     if case.status not in ("failure", "error") or rows_json is None:
         return ""
     from ci.errors import UsageError
-    from ci.run import repro as repro_cmd
+    from ci.run import rerun_lines as repro_cmd
 
     try:
         lines = repro_cmd.from_rows_json(st, rows_json, f"{case.classname}::{case.name}", base=Path.cwd())
@@ -118,12 +118,14 @@ def image_beside(case: Case) -> str | None:
     if rows_json is None:
         return None
     from ci.errors import UsageError
-    from ci.run import repro as repro_cmd
+    from ci.run import rerun_lines as repro_cmd
+    from ci.run import rows_json_read
 
     try:
-        return repro_cmd.image_of(repro_cmd.document(rows_json).get("image")) or None
+        image = rows_json_read.read(rows_json.resolve())[0].image
     except UsageError:
         return None
+    return repro_cmd.image_of(image.model_dump() if image else None) or None
 
 
 def _in_image(case: Case) -> bool:
