@@ -220,14 +220,23 @@ def test_a_fork_on_another_release_is_refused_before_any_build(world):
 
 
 def test_main_with_a_fork_on_another_release_stops_before_any_build(world, tmp_path, docker_client):
-    """`ci main --fork` (an engine answers: the images route) likewise, before its plan, bundles or builds."""
+    """`ci main --fork` (an engine answers: the images route), where the target's rows cannot run here: nothing is
+    planned into a bundle or built, and the command that runs them re-locks for the fork's release first, then judges
+    the same fork (exit 6: nothing could run here, the report written). Where they can run, `ci build` refuses as
+    above (`test_a_fork_on_another_release_is_refused_before_any_build`)."""
     repo, _, stack = world
     repo.git("tag", "v0.27.1")
     out = tmp_path / "out"
-    _refused_for_another_release(
-        stack, ["main", "--target", "cuda-sm90", "--fork", str(repo.path), "--ref", "fork", "--out", str(out)]
-    )
-    assert not (out / "fork").exists() and not (out / "fork-absent").exists()
+    argv = ["main", "--target", "cuda-sm90", "--fork", str(repo.path), "--ref", "fork", "--out", str(out)]
+    done = _ci(stack, *argv)
+    assert done.returncode == 6, (done.stdout, done.stderr)
+    assert "python -m ci build" not in done.stdout and "fork bundle" not in done.stdout
+    assert not (out / "fork").exists()
+    doc = json.loads((out / "report" / "report.json").read_text())
+    steps = {t["command"] for c in doc["changes"] for t in c["targets"] if t["target"] == "cuda-sm90"}
+    assert steps == {"python -m ci lock cuda-sm90 --vllm 0.27.1"}  # the report's next step: the lock first
+    said = f"python -m ci lock cuda-sm90 --vllm 0.27.1, then nox -s sm90_spec_decode -- --fork {repo.path} --ref fork"
+    assert said in done.stdout  # then the session, judging the same fork
 
 
 def _resolved(repo: Repo, head: str) -> str:
