@@ -49,9 +49,14 @@ def _ok(argv: list[str]) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-@cache
 def find() -> DockerCli:
-    forced = os.environ.get(ENV_CLIENT)
+    """The docker client that builds here, found once per engine address and client override: which engine answers
+    depends on $DOCKER_HOST (and the client on $STACKGATE_DOCKER), so a process that changes either asks again."""
+    return _find(os.environ.get("DOCKER_HOST"), os.environ.get(ENV_CLIENT))
+
+
+@cache
+def _find(docker_host: str | None, forced: str | None) -> DockerCli:
     if forced:
         if not shutil.which(forced):
             raise BuildError(f"${ENV_CLIENT}={forced} is not an executable", hint="point it at a docker client")

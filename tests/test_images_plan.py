@@ -111,16 +111,13 @@ def test_every_target_names_existing_kernel_lists(st):
 def test_no_engine_is_named_as_such_not_blamed_on_the_client(monkeypatch):
     from ci.errors import BuildError
 
-    docker_cli.find.cache_clear()
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.delenv(docker_cli.ENV_CLIENT, raising=False)
     if not any(shutil.which(c) for c in docker_cli._CANDIDATES):
         pytest.skip("no docker client installed")
-    try:
-        with pytest.raises(BuildError, match="no docker engine answers"):
-            docker_cli.find()
-    finally:
-        docker_cli.find.cache_clear()
+    # asked again for this engine address, whatever an earlier caller in this process found for another
+    with pytest.raises(BuildError, match="no docker engine answers"):
+        docker_cli.find()
 
 
 def test_sass_that_runs_on_the_target_is_accepted_by_cudas_compatibility_rules() -> None:
