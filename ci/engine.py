@@ -65,7 +65,7 @@ def _find(docker_host: str | None, forced: str | None) -> DockerCli:
     if paths and not any(_ok([p, "info", "--format", "{{.ServerVersion}}"]) for p in paths):
         # without an engine every client check below fails too, and would blame the client
         raise BuildError(
-            f"no docker engine answers ({paths[0]} info failed; DOCKER_HOST={os.environ.get('DOCKER_HOST', 'unset')})",
+            f"no docker engine answers ({paths[0]} info failed; DOCKER_HOST={docker_host or 'unset'})",
             hint="start it (as .ci/run does: dockerd --iptables=false --ip-masq=false &), or set DOCKER_HOST",
         )
     for path in paths:
