@@ -120,5 +120,6 @@ def test_a_target_names_the_card_its_rows_ran_on(tmp_path, capsys) -> None:
     assert "ran on" not in at["cuda-sm121a"]["text"]  # nothing ran there: no card is claimed
     (row,) = [r for r in doc["rows"] if r["id"] == picked[0].id]
     assert [run["card"] for run in row["runs"]] == [card]
-    assert f"ran on {card}" in (tmp_path / "r" / "report.md").read_text()
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert f"ran on {card}" in md and "H100 not run: " in md and "H200 not run" not in md
     capsys.readouterr()

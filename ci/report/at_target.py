@@ -110,14 +110,19 @@ def _verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
             out.append(AtTarget(target=t.id, short=t.short, state="not run", text=text, command=command, where=where))
         else:
             out.append(AtTarget(target=t.id, short=t.short, state="ready", text=f"all {len(mine)} rows hold"))
-    return [_ran_on(a, rows) for a in out]
+    return [_ran_on(a, rows, report.stack.targets[a.target].hardware) for a in out]
 
 
-def _ran_on(at: AtTarget, rows: list[RowResult]) -> AtTarget:
-    """The cards the target's rows ran on, said after what the state rests on: a target's label ("H200") names the
-    hardware planned for, not the card that ran (an H100 runs cuda-sm90 rows too)."""
+def _ran_on(at: AtTarget, rows: list[RowResult], hardware: tuple[str, ...]) -> AtTarget:
+    """The cards the target's rows ran on, said after what the state rests on. A target's label ("H200") names the
+    hardware planned for, not the card that ran: where every card is one of the target's other hardware names (an
+    H100 runs cuda-sm90 rows too) and none is the label's, the label becomes that name ("H100 fails")."""
     cards = sorted({c.card for r in rows if r.target == at.target for c in r.ran if c.card})
-    return replace(at, text=f"{at.text}; ran on {' and '.join(cards)}") if cards else at
+    if not cards:
+        return at
+    named = {h for h in hardware for c in cards if h.lower() in c.lower()}
+    short = next(iter(named)) if len(named) == 1 and not any(at.short.lower() in c.lower() for c in cards) else at.short
+    return replace(at, short=short, text=f"{at.text}; ran on {' and '.join(cards)}")
 
 
 def whole(report: Report, verdict: Verdict) -> list[Whole]:
