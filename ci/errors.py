@@ -84,6 +84,15 @@ class ReportError(StackgateError):
     exit_code = 5
 
 
+class StoppedError(StackgateError):
+    """A stop signal (SIGTERM, SIGINT, SIGHUP) ended the command where it left nothing half-done: exit 128 + its
+    number, as a process the signal ended, with what is kept said."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
+
+
 class NotHere(StackgateError):
     """This host cannot do it (no lock, no emulation, no base, no hardware); the hint names the command that can."""
 

@@ -3,6 +3,7 @@ their target and renamed over it."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -98,3 +99,67 @@ FIXED_TEMPORARY = re.compile(
 )
 def test_no_module_writes_through_a_temporary_name_fixed_in_advance(path: Path) -> None:
     assert not FIXED_TEMPORARY.findall(path.read_text())
+
+
+STOP_MID_WRITE = """
+import os, signal, sys
+from ci import cli, files
+real = os.replace
+def replace(src, dst):  # the stop comes once the bundle's temporary file is written, before it is renamed
+    if str(dst).endswith(".tar.gz"):
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real(src, dst)
+files.os.replace = replace
+sys.exit(cli.main(["fork", "bundle", "--stack", sys.argv[1], "--out", sys.argv[2]]))
+"""
+
+
+def test_a_stop_while_writing_a_fork_bundle_keeps_the_previous_and_leaves_no_temporary_file(
+    stack_copy: Path,
+    fork_repo,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """SIGTERM's default would end the process between the temporary file and its rename: the half-made bundle's
+    `.fork.tar.gz.*.tmp` stayed beside the previous bundle, unsaid."""
+    import subprocess
+    import sys
+
+    repo, ids = fork_repo
+    path = _stack(stack_copy, repo, ids)
+    out = tmp_path / "out" / "fork.tar.gz"
+    out.parent.mkdir()
+    out.write_bytes(b"the previous bundle")
+    done = subprocess.run([sys.executable, "-c", STOP_MID_WRITE, str(path), str(out)], cwd=REPO, text=True,
+                          capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)  # fmt: skip
+    assert done.returncode == 143, done.stderr
+    assert "stopped by SIGTERM while writing the bundle" in done.stderr and "holds what it held before" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert out.read_bytes() == b"the previous bundle"
+    assert [p.name for p in out.parent.iterdir()] == [out.name]  # no temporary file
+
+
+def test_a_full_disk_while_writing_a_fork_bundle_is_exit_3_naming_it(
+    stack_copy: Path,
+    fork_repo,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch,
+    capsys,
+) -> None:
+    import errno
+    import io
+
+    repo, ids = fork_repo
+    path = _stack(stack_copy, repo, ids)
+    out = tmp_path / "out" / "fork.tar.gz"
+
+    class Full(io.FileIO):  # the disk fills while the bundle's bytes are written
+        def write(self, data) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    real = os.fdopen
+    monkeypatch.setattr(files.os, "fdopen", lambda fd, mode, *a: Full(fd, "w") if "w" in mode else real(fd, mode, *a))
+    assert cli.main(["fork", "bundle", "--stack", str(path), "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert "the bundle could not be written to" in err and "(ENOSPC)" in err and "no file was written" in err
+    assert "fix: free space there or pass another --out" in err
+    assert list(out.parent.iterdir()) == []

@@ -10,11 +10,12 @@ ci fork port X [--with-prerequisites]     X ported onto a new branch (stackgate/
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 from pathlib import Path
 
-from ci import options, tables
-from ci.errors import UsageError
+from ci import options, signals, tables
+from ci.errors import BuildError, StoppedError, UsageError
 from ci.escape import one_line
 from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
@@ -105,7 +106,7 @@ def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) ->
     dropped = ablate.without(st, fork, without) if without else None
     commit = dropped.commit if dropped else fork.commit
     ov = bundle.overlay(fork, commit)
-    path = bundle.write(fork, ov, out, dropped=dropped)
+    path = _write(fork, ov, out, dropped)
     what = f"{fork.ref} without #{without} ({dropped.how} reverted)" if dropped else fork.ref
     held = ", ".join(f"#{c} {fork.state(c).state}" for c in fork.present if c != without) or "none"
     print(
@@ -115,6 +116,25 @@ def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) ->
         )
     )
     return path
+
+
+def _write(fork: source.Fork, ov: bundle.Overlay, out: Path, dropped: ablate.Dropped | None) -> Path:
+    """The bundle written whole over `out`, or not at all: a stop (SIGTERM, SIGINT, SIGHUP) or a full disk meanwhile
+    leaves what `out` held before and no temporary file beside it, and says so."""
+    kept = f"{out} holds what it held before" if out.exists() else f"no file was written at {out}"
+    try:
+        with signals.raising():
+            return bundle.write(fork, ov, out, dropped=dropped)
+    except signals.Stopped as stop:
+        raise StoppedError(
+            stop.signum, f"stopped by {stop.name} while writing the bundle: {kept}; no temporary file is left"
+        ) from None
+    except OSError as exc:
+        raise BuildError(
+            f"the bundle could not be written to {out}: {exc.strerror or exc} "
+            f"({errno.errorcode.get(exc.errno or 0, 'no errno')}); {kept}; no temporary file is left",
+            hint="free space there or pass another --out",
+        ) from None
 
 
 def cmd_bundle(args: argparse.Namespace) -> int:
