@@ -23,7 +23,7 @@ SHARED = {
     "ci.untrusted",
     "ci.escape",
     "ci.contract",
-    "ci.forked",
+    "ci.second_cpu",
     "ci.teardown",
     "ci.owned",
     "ci",
@@ -189,10 +189,35 @@ def _one_letter_apart(a: str, b: str) -> bool:
     return any(a[:i] + a[i + 1 :] == b for i in range(len(a)))
 
 
+def _one_word_apart(a: str, b: str) -> bool:
+    """Two forms of one word: a stem of 4 letters or more that both share, cut inside a word (not at `_`), each going
+    on by at most 4 letters (`criterion`/`criteria`, `repro`/`reproduce`, `fork`/`forked`, `build`/`buildable`)."""
+    n = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    stem, tails = a[:n], (a[n:], b[n:])
+    if len(stem) < 4 or stem.endswith("_") or any(t.startswith("_") for t in tails):
+        return False
+    return all(len(t) <= 4 and "_" not in t for t in tails)
+
+
+def _alike(a: str, b: str) -> bool:
+    return _one_letter_apart(a, b) or _one_word_apart(a, b)
+
+
+@pytest.mark.parametrize(("a", "b", "alike"), [
+    ("command", "commands", True), ("step", "steps", True), ("repro", "reproduce", True),
+    ("criterion", "criteria", True), ("fork", "forked", True), ("build", "buildable", True),
+    ("bundle", "bundle_read", False), ("port_why", "port_make", False), ("comparison", "comparison_json", False),
+    ("run", "runs", True), ("plan", "planned", True), ("state", "stats", True), ("merge", "metrics", False),
+])  # fmt: skip
+def test_names_alike_are_the_ones_a_newcomer_would_mix_up(a: str, b: str, alike: bool) -> None:
+    assert _alike(a, b) is alike
+
+
 @pytest.mark.parametrize("package", [CI, *sorted(p for p in CI.iterdir() if (p / "__init__.py").is_file())],
                          ids=lambda p: str(p.relative_to(CI.parent)))  # fmt: skip
-def test_no_two_module_names_in_a_package_differ_by_one_letter(package: Path) -> None:
-    """A newcomer chooses a module by its name: `command` beside `commands`, `step` beside `steps` were a guess."""
+def test_no_two_module_names_in_a_package_differ_by_one_letter_or_one_word_form(package: Path) -> None:
+    """A newcomer chooses a module by its name: `command` beside `commands`, `step` beside `steps`, `criterion` beside
+    `criteria`, the package `fork` beside the module `forked` were a guess."""
     names = sorted(p.stem if p.is_file() else p.name for p in package.iterdir()
                    if (p.suffix == ".py" or (p / "__init__.py").is_file()) and not p.name.startswith("__"))  # fmt: skip
-    assert [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if _one_letter_apart(a, b)] == []
+    assert [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if _alike(a, b)] == []

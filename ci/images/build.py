@@ -27,7 +27,7 @@ from ci.errors import BuildError, NotHere
 from ci.images import bootstrap, fork_layer, normalize, wheels
 
 # what other modules and tests name through this one
-from ci.images.buildable import BINFMT, check_buildable, ensure_base, host_platform, lock_path  # noqa: F401
+from ci.images.build_host import BINFMT, check_buildable, ensure_base, host_platform, lock_path  # noqa: F401
 from ci.stack import loader as stack
 from ci.stack.model import Target
 

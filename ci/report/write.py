@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from ci import forked
+from ci import second_cpu
 from ci.errors import ReportError, UsageError
 from ci.report import first_screen, html, json_doc, markdown
 from ci.report.first_screen import outside
@@ -139,7 +139,7 @@ def render(report: Report) -> dict[str, bytes]:
 
 def write(report: Report, out: Path) -> None:
     """Render `report` and write it to `out` as `write_atomic` does. A large report is rendered by two processes
-    (ci.forked): the status matrices, for the HTML and the Markdown, and what both halves read of every row are made
+    (ci.second_cpu): the status matrices, for the HTML and the Markdown, and what both halves read of every row are made
     first (`_settle`); then a forked child renders report.json, writes it to its temporary file, and renders the
     Markdown around the matrices, while this process renders the HTML and puts report.md together (cut to
     Buildkite's limit). The two halves then take about as long, and the 15 MB of a 10,000-testcase report.json never
@@ -171,7 +171,7 @@ def _settle(report: Report) -> None:
 def _start(report: Report, fn: Callable[[], T]) -> Callable[[], T]:
     """`fn` in a forked child where the report is large enough for the fork to pay; else here, when asked."""
     large = len(report.results.rows) + sum(len(r.cases) for r in report.results.rows) >= _FORK_CASES
-    return forked.start(fn) if large else fn
+    return second_cpu.start(fn) if large else fn
 
 
 def _json_and_around(report: Report) -> tuple[bytes, tuple[list[str], list[str]]]:

@@ -9,8 +9,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from ci.results.junit import Case
+from ci.results.merge import RowResult, paid_once
+from ci.results.node_ids import matcher
+from ci.results.regression import regression as _regression
+
 # the parts, also named through this module (ci.results.acceptance, ci.report.json_doc, the tests)
-from ci.results.criterion import (
+from ci.results.rule import (
     COLD_WARM,
     GRAPH,
     MATRIX,
@@ -27,10 +32,6 @@ from ci.results.criterion import (
     listed,
     ran_rows,
 )
-from ci.results.junit import Case
-from ci.results.merge import RowResult, paid_once
-from ci.results.node_ids import matcher
-from ci.results.regression import regression as _regression
 from ci.stack.change import Change
 
 

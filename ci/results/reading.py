@@ -20,7 +20,7 @@ from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
 from lxml import etree
 
-from ci import files, forked
+from ci import files, second_cpu
 from ci.contract import NOT_RUN
 from ci.results.junit import Case, FileRead, FileStatus, Scope
 from ci.results.testcase import PREFIX, props_of, read_case, row_from_name, scope_of
@@ -85,15 +85,15 @@ def expand(paths: Iterable[Path]) -> list[Path | FileRead]:
 
 def _start(paths: Iterable[Path]) -> Callable[[], list[FileRead]]:
     """Start reading `paths`; the callable returned finishes and gives every file's FileRead, in order. Once lxml
-    has parsed, reading is CPU-bound Python: where the files are large, a forked reader (`ci.forked.share`) starts
+    has parsed, reading is CPU-bound Python: where the files are large, a forked reader (`ci.second_cpu.share`) starts
     on them now, and this process takes its part of them when it calls the callable, so a caller that has other
     work first (imports, loading the stack) does it while the files are being read."""
     todo = list(paths)
-    if sum(map(_size, todo)) < _FORK_BYTES or not forked.possible():
+    if sum(map(_size, todo)) < _FORK_BYTES or not second_cpu.possible():
         rest = lambda: list(_read_here(todo))  # noqa: E731
     else:
         with uncollected():  # the child is forked with the collector off, as this process reads
-            rest = forked.share(lambda i: read(todo[i]), len(todo))
+            rest = second_cpu.share(lambda i: read(todo[i]), len(todo))
 
     def finish() -> list[FileRead]:
         with uncollected():

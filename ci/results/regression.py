@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ci.results import baseline, runs
 from ci.results.baseline import compare
-from ci.results.criterion import REGRESSION, Criterion, Evidence, Status, listed, ran_rows
+from ci.results.rule import REGRESSION, Criterion, Evidence, Status, listed, ran_rows
 
 
 def regression(ev: Evidence) -> Criterion:

@@ -1,4 +1,4 @@
-"""The report's second CPU (ci.forked): a forked reader and renderer give what this process alone gives, and a
+"""The report's second CPU (ci.second_cpu): a forked reader and renderer give what this process alone gives, and a
 child that dies or raises costs time, never a result."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from report_helpers import PLAN, STACK, rows, write_rows
 
-from ci import forked
+from ci import second_cpu
 from ci.report import write
 from ci.results import reading
 
@@ -34,7 +34,7 @@ def junit_files(tmp_path: Path) -> list[Path]:
 
 
 def _needs_fork() -> None:
-    if not forked.possible():
+    if not second_cpu.possible():
         pytest.skip("no second CPU or no fork here")
 
 
@@ -66,7 +66,7 @@ def test_both_processes_take_items_as_they_get_free() -> None:
         time.sleep(0.05)
         return i, os.getpid()
 
-    rest = forked.share(item, 8)
+    rest = second_cpu.share(item, 8)
     time.sleep(0.12)  # this process's own work first: the child has taken two or three items meanwhile
     got = rest()
     assert [i for i, _ in got] == list(range(8))
@@ -101,7 +101,7 @@ def test_an_error_is_raised_here_as_it_would_be_without_a_fork() -> None:
         raise ValueError("bad input")
 
     with pytest.raises(ValueError, match="bad input"):
-        forked.start(broken)()
+        second_cpu.start(broken)()
 
 
 def test_no_fork_while_another_thread_runs() -> None:
@@ -109,8 +109,8 @@ def test_no_fork_while_another_thread_runs() -> None:
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        assert not forked.possible()
-        assert forked.start(os.getpid)() == os.getpid()  # run here, not in a child
+        assert not second_cpu.possible()
+        assert second_cpu.start(os.getpid)() == os.getpid()  # run here, not in a child
     finally:
         stop.set()
         t.join()
