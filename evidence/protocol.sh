@@ -14,7 +14,8 @@
 # CHANGE: the change timed as ported (default 49903); ROWS_FILE: its rows, one per line; RUNS (default 4, the fewest
 # the allowed-regression criterion can judge) runs a side; the A/A arm too, unless AA=0, in AA_RUNS of the rounds
 # (default: every one); MODE: --cold (default: every run from an empty caches root, JIT allowed, as a user without a
-# bake meets it) or --unbaked (each build warmed once, untimed; its runs start from what that compiled).
+# bake meets it) or --unbaked (each build warmed once, untimed; its runs start from what that compiled); BUNDLES:
+# the folder holding the two bundles (default .gpu-bundles).
 set -u
 change=${CHANGE:-49903}
 work=/root/work-$change
@@ -34,7 +35,7 @@ case "${1:-}" in
     # shellcheck disable=SC2016
     setsid nohup bash -c 'bash evidence/h200-env.sh python3 -m ci "$@"; echo "exit $?"' ci main --host \
       --target cuda-sm90 --rows "$rows" --compare-without "$change" --runs "${RUNS:-4}" "${aa[@]}" "${MODE:---cold}" \
-      --bundles .gpu-bundles --base-site /root/stage/site --timeout 600 --out "$work/p$change" \
+      --bundles "${BUNDLES:-.gpu-bundles}" --base-site /root/stage/site --timeout 600 --out "$work/p$change" \
       > "$log" 2>&1 < /dev/null &
     echo "started (pid $!): ci main --rows $rows --compare-without $change --runs ${RUNS:-4} ${aa[*]} ${MODE:---cold}" ;;
   wait)
