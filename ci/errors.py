@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 # Every exit code of `python -m ci`, as README.md and each verb's --help list them.
@@ -24,6 +25,11 @@ EXIT_CODES = {
 NOTHING_RAN = 6
 STRICT_INPUTS = 7
 GATE_CLOSED = 8
+
+
+def os_said(exc: OSError) -> str:
+    """An OSError in words, with its errno's name: "No space left on device (ENOSPC)"."""
+    return f"{exc.strerror or exc} ({errno.errorcode.get(exc.errno or 0, 'no errno')})"
 
 
 class StackgateError(Exception):

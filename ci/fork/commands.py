@@ -10,12 +10,11 @@ ci fork port X [--with-prerequisites]     X ported onto a new branch (stackgate/
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 from pathlib import Path
 
 from ci import options, signals, tables
-from ci.errors import BuildError, StoppedError, UsageError
+from ci.errors import BuildError, StoppedError, UsageError, os_said
 from ci.escape import one_line
 from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
@@ -131,8 +130,7 @@ def _write(fork: source.Fork, ov: bundle.Overlay, out: Path, dropped: ablate.Dro
         ) from None
     except OSError as exc:
         raise BuildError(
-            f"the bundle could not be written to {out}: {exc.strerror or exc} "
-            f"({errno.errorcode.get(exc.errno or 0, 'no errno')}); {kept}; no temporary file is left",
+            f"the bundle could not be written to {out}: {os_said(exc)}; {kept}; no temporary file is left",
             hint="free space there or pass another --out",
         ) from None
 

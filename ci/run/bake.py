@@ -10,7 +10,6 @@ configuration built once: the host bake is scheduled as `ci run` is (shared proc
 from __future__ import annotations
 
 import argparse
-import errno
 import sys
 import tempfile
 import time
@@ -20,7 +19,7 @@ from lxml import etree
 
 from ci import contract, files, options, revision, signals
 from ci import engine as container
-from ci.errors import BuildError, StackgateError, UsageError
+from ci.errors import BuildError, StackgateError, UsageError, os_said
 from ci.images import bake as image_bake
 from ci.images import build
 from ci.run import artefact_read, caches, commands, execute, host_aot, resume
@@ -194,8 +193,8 @@ def _packed(
         return 128 + stop.signum
     except OSError as exc:
         raise BuildError(
-            f"the artefact could not be written into {out}: {exc.strerror or exc} "
-            f"({errno.errorcode.get(exc.errno or 0, 'no errno')}); no artefact was written, no temporary file is left",
+            f"the artefact could not be written into {out}: {os_said(exc)}; no artefact was written, no temporary "
+            "file is left",
             hint=f"free space there or pass another --out; {again}",
         ) from None
     made = artefact_read.listing(artefact)
