@@ -8,7 +8,9 @@
 # .gpu-bundles and .pydeps in the call that starts it:
 #   protocol.sh start      copies the tree to /root/sg-CHANGE (a later call's copy of the tree never touches a run
 #                          going) and starts the one ci main command detached (setsid)
-#   protocol.sh wait S     waits up to S seconds for it to end, printing each step as it comes
+#   protocol.sh wait S     waits up to S seconds for it to end, printing each step as it comes, then packs what is
+#                          done so far as collect does (a machine given back between calls comes back bare: wait
+#                          then says so at once, exit 3)
 #   protocol.sh collect    packs what it wrote (no caches) into $OUT/pCHANGE.tar.xz beside protocol.log; partial runs
 #                          too, so the report can be rendered from the JUnit that came back
 # CHANGE: the change timed as ported (default 49903); ROWS_FILE: its rows, one per line; RUNS (default 4, the fewest
@@ -21,6 +23,14 @@ change=${CHANGE:-49903}
 work=/root/work-$change
 tree=/root/sg-$change
 log=$work/protocol.log
+# what the protocol wrote so far (no caches), packed under $OUT: every wait ends with it, so a machine given back
+# between calls (its idle release is short) loses at most the runs since the last call
+pack() {
+  cp "$log" "$work/nvidia-smi.csv" "$OUT/" 2>/dev/null
+  [ -d "$work/p$change" ] || { echo "nothing written under $work/p$change yet"; return 0; }
+  (cd "$work" && tar -cJf "$OUT/p$change.tar.xz" --exclude='caches' --exclude='builds/*/site' "p$change") &&
+    echo "packed what is done so far into \$OUT/p$change.tar.xz"
+}
 steps() { grep -E "^== |\] (pass|failure|error|skipped|missing) |^site |wrote report|error:|^exit |runs done" "$log" | tail -"${1:-40}"; }
 case "${1:-}" in
   start)
@@ -39,6 +49,8 @@ case "${1:-}" in
       > "$log" 2>&1 < /dev/null &
     echo "started (pid $!): ci main --rows $rows --compare-without $change --runs ${RUNS:-4} ${aa[*]} ${MODE:---cold}" ;;
   wait)
+    # a machine given back between calls comes back bare: say so at once rather than wait on a log never written
+    [ -f "$log" ] || { echo "no $log: nothing was started on this machine (a fresh one after the last was given back?)"; exit 3; }
     end=$((SECONDS + ${2:-540})); seen=0
     while [ $SECONDS -lt $end ]; do
       n=$(steps 1000 | wc -l)
@@ -46,10 +58,10 @@ case "${1:-}" in
       grep -q "^exit " "$log" && break
       sleep 5
     done
-    grep -q "^exit " "$log" && echo FINISHED || echo "RUNNING (waited ${2:-540} s)" ;;
+    grep -q "^exit " "$log" && echo FINISHED || echo "RUNNING (waited ${2:-540} s)"
+    if [ -n "${OUT:-}" ]; then pack; fi ;;
   collect)
-    cp "$log" "$work/nvidia-smi.csv" "$OUT/" 2>/dev/null
-    (cd "$work" && tar -cJf "$OUT/p$change.tar.xz" --exclude='caches' --exclude='builds/*/site' "p$change")
+    pack
     steps 60 ;;
   *) echo "usage: [CHANGE=N ROWS_FILE=F RUNS=n AA=0|1 AA_RUNS=k MODE=--cold|--unbaked] protocol.sh start | wait S | collect"
      exit 2 ;;
