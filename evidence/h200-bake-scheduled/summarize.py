@@ -4,6 +4,7 @@ and their outcomes, GPU-seconds a row (wall x GPUs / rows), the compiles each ro
 
     python3 evidence/h200-bake-scheduled/summarize.py bake-results 205 [run 98]
     python3 evidence/h200-bake-scheduled/summarize.py --baked bake-results
+    python3 evidence/h200-bake-scheduled/summarize.py --names isolate folder 120   (the phases' names, in order)
 """
 
 from __future__ import annotations
@@ -81,5 +82,8 @@ if __name__ == "__main__":
         print(",".join(baked(Path(sys.argv[2]))))
         sys.exit(0)
     args = sys.argv[1:]
-    for name, folder, wall in zip(("bake", "run"), args[0::2], args[1::2], strict=False):
+    names = ("bake", "run")
+    if args[0] == "--names":
+        names, args = tuple(args[1].split(",")), args[2:]
+    for name, folder, wall in zip(names, args[0::2], args[1::2], strict=False):
         summary(name, Path(folder), float(wall))
