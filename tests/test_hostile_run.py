@@ -196,3 +196,17 @@ def test_a_disk_that_fills_while_a_row_writes_its_log_keeps_the_rows_before_and_
     for name in ("test_b_fills_the_disk", "test_c_after"):
         assert "ENOSPC" in cases[name].find("error").get("message"), name
     assert cases["test_c_after"].find("error").get("message").startswith("not run")
+
+
+def test_a_host_bake_whose_rows_all_skip_says_so_with_a_reason(tmp_path: Path) -> None:
+    """The case seen: `ci bake cpu --host` on a host without triton ran every row, each skipped its baked-kernel
+    check, and the bake said "did not run every row (0 without a result, e.g. none; exit 6)"."""
+    broken = tmp_path / "broken"
+    (broken / "triton").mkdir(parents=True)
+    (broken / "triton" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'triton'\")\n")
+    env = {"PYTHONPATH": f"{broken}:{REPO}", "STACKGATE_RUNTIME_CACHES": str(tmp_path / "caches")}
+    code, said = _finish(_ci("bake", "cpu", "--host", "--out", str(tmp_path / "art"), env=env))
+    assert code == 3, said
+    assert "warmed nothing: every row was skipped" in said and "nothing was baked" in said, said
+    assert "0 without a result" not in said
+    assert not list((tmp_path / "art").glob("caches-*.tar.gz"))

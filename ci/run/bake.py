@@ -19,7 +19,7 @@ from lxml import etree
 
 from ci import contract, files, options, revision, signals
 from ci import engine as container
-from ci.errors import BuildError, StackgateError, UsageError, os_said
+from ci.errors import NOTHING_RAN, BuildError, StackgateError, UsageError, os_said
 from ci.images import bake as image_bake
 from ci.images import build
 from ci.run import artefact_read, caches, commands, execute, host_aot, resume
@@ -120,8 +120,14 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
             hint=f"go on: the same command with --resume (on another host, add --from that artefact). {exc.hint}",
         ) from None
     unwarmed = _unwarmed(specs)
+    if not unwarmed and code == NOTHING_RAN:
+        raise BuildError(
+            f"the bake of {target.id} warmed nothing: every row was skipped (e.g. {_skipped(specs)}): no artefact "
+            "written",
+            hint=f"each row's reason is in its JUnit under {results}; fix what it names, then bake again",
+        )
     if unwarmed or code not in (0, 1):  # 1: some rows' verdicts failed, which is not the bake's concern
-        raise StackgateError(
+        raise BuildError(
             f"the bake of {target.id} did not run every row ({len(unwarmed)} without a result, e.g. "
             f"{(unwarmed or ['none'])[0]}; exit {code}): no artefact written",
             hint=f"each row's session log is under {results}/*/logs; go on with --resume",
@@ -139,6 +145,16 @@ def _unwarmed(specs: list[execute.RunSpec]) -> list[str]:
                 if (lost := resume.lost_row(tc)) is not None:  # the scheduler's record of a session that died
                     said[lost] = "missing"
     return [r.id for spec in specs for r in spec.rows if said.get(r.id, "missing") in ("missing", "interrupted")]
+
+
+def _skipped(specs: list[execute.RunSpec]) -> str:
+    """The first skipped row and its reason, from the bake's JUnit."""
+    for spec in specs:
+        for junit in sorted(spec.out.glob("junit-*.xml")):
+            for tc in etree.parse(str(junit)).getroot().iter("testcase"):
+                for skip in tc.iter("skipped"):
+                    return f"{tc.get('name')}: {skip.get('message') or 'no reason given'}"
+    return "no reason in the JUnit"
 
 
 def _bake_env(target: Target) -> dict[str, str]:
