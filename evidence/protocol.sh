@@ -36,7 +36,7 @@ case "${1:-}" in
   start)
     [ -n "${ROWS_FILE:-}" ] || { echo "ROWS_FILE: the rows to time, one per line"; exit 2; }
     rows=$(paste -sd, "$ROWS_FILE")
-    cd "$(dirname "$0")/.."
+    cd "$(dirname "$0")/.." || exit 1
     rm -rf "$tree" && mkdir -p "$work" && cp -a . "$tree" && cd "$tree" || exit 1
     aa=(--aa); [ "${AA:-1}" = 0 ] && aa=(); [ -n "${AA_RUNS:-}" ] && aa+=(--aa-runs "$AA_RUNS")
     # inductor compiles on as many threads as torch gives it by default, as a user's cold start does

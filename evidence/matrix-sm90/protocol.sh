@@ -47,7 +47,8 @@ phase() {
 wall() { sed -n "s/^phase $1 exit .* wall \([0-9]*\) s$/\1/p" "$log" | tail -1 | grep . || echo 0; }
 phases() {
   local here=evidence/matrix-sm90 summarize=evidence/h200-bake-scheduled/summarize.py target=${TARGET:-cuda-sm90}
-  local e=(${E-bash evidence/h200-env.sh}) rows art baked first
+  local e rows art baked first
+  read -ra e <<< "${E-bash evidence/h200-env.sh}"
   rows=$(paste -sd, "${ROWS_FILE:-$here/rows.txt}")
   export STACKGATE_RUNTIME_CACHES=$work/rt STACKGATE_COSTS=$work/costs.json PYTHONUNBUFFERED=1
   if [[ ,${PHASES:-bake,run,isolate}, == *,bake,* ]]; then
