@@ -4,6 +4,7 @@ shared its GPU is never judged, and a timed schedule gives each run its GPU alon
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import pairwise
@@ -91,6 +92,21 @@ def test_an_aa_floor_wider_than_the_bound_is_inconclusive_and_printed(tmp_path: 
     floor = runs.floor_pct([3.00, 3.40, 3.10, 3.60, 3.20], [3.50, 3.05, 3.70, 3.15, 3.30])
     assert floor is not None and floor > 2 and f"A/A floor ±{floor:.1f}%" in text
     assert "past the A/A noise floor" in text
+    # what would make it judgeable, said as a projection from this floor at 5 runs a side
+    needed = math.ceil(5 * (floor / 2) ** 2)
+    assert f"at 5 runs a side, narrowing as 1/sqrt(runs), would pass under the 2% bound at about {needed} runs" in text
+    assert f"10 runs a side could judge a bound of about {floor * math.sqrt(5 / 10):.0f}%" in text
+    assert "a projection from this floor, not a measurement" in text
+
+
+def test_the_floor_projection_is_said_only_where_the_floor_is_as_wide_as_the_bound() -> None:
+    from ci.results.baseline import compare
+
+    wide = compare([3.0] * 4, [3.0] * 4, "lower", 2.0, floor_pct=8.0, aa=True, floor_runs=4)
+    assert "at about 64 runs a side" in wide.narrowing and "a bound of about 5%" in wide.narrowing
+    assert compare([3.0] * 4, [3.0] * 4, "lower", 2.0, floor_pct=1.5, aa=True, floor_runs=4).narrowing == ""
+    assert compare([3.0] * 4, [3.0] * 4, "lower", 2.0, floor_pct=8.0, aa=True).narrowing == ""  # runs unknown
+    assert compare([3.0] * 4, [3.0] * 4, "lower", 2.0, floor_pct=math.inf, aa=True, floor_runs=4).narrowing == ""
 
 
 def test_a_run_that_shared_its_gpu_is_never_judged(tmp_path: Path) -> None:

@@ -32,6 +32,8 @@ class Baseline:
     # row id -> metric name -> the noise floor (%) an A/A arm measured on the host, where one ran
     floors: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
     aa: str = ""  # the A/A side's label, where one gave the floors
+    # row id -> metric name -> the runs a side the floor was measured on (the fewer of the A/A pair's)
+    floor_runs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def runs(self, row: str, name: str) -> tuple[float, ...] | None:
         return self.rows.get(row, {}).get(name)
@@ -39,7 +41,11 @@ class Baseline:
     def floor(self, row: str, name: str) -> float | None:
         return self.floors.get(row, {}).get(name)
 
+    def floor_n(self, row: str, name: str) -> int:
+        return self.floor_runs.get(row, {}).get(name, 0)
 
+
+PROJECTED_RUNS = 10  # the runs a side a projection of the floor names a judgeable bound at
 ALPHA = 0.05  # one-sided: a regression is claimed only when chance explains it less than 1 time in 20
 
 
@@ -54,6 +60,7 @@ class Comparison:
     floor_pct: float | None = None  # the A/A noise floor (%), where measured
     aa: bool = False  # an A/A arm ran: without a floor from it, its runs were too few for one
     interval: Shift | None = None  # after - before over runs, where each side has a run
+    floor_runs: int = 0  # the runs a side the floor was measured on
 
     @property
     def judged(self) -> bool:
@@ -63,6 +70,23 @@ class Comparison:
     def inconclusive(self) -> bool:
         """The floor is as wide as the bound: no difference within the bound can be told from noise on this host."""
         return self.floor_pct is not None and self.floor_pct >= self.max_pct
+
+    @property
+    def narrowing(self) -> str:
+        """Where the floor is as wide as the bound: how many runs a side would narrow it under the bound, were it to
+        narrow as an interval over runs does (as 1/sqrt(n)), and the bound 10 runs a side could judge; a projection
+        from one floor, said as one."""
+        if not self.inconclusive or not self.floor_runs or self.floor_pct is None or math.isinf(self.floor_pct):
+            return ""
+        n = self.floor_runs
+        needed = math.ceil(n * (self.floor_pct / self.max_pct) ** 2)
+        at_ten = self.floor_pct * math.sqrt(n / PROJECTED_RUNS)
+        runs = f"{n} run{'' if n == 1 else 's'}"
+        return (
+            f"a floor of {pct(self.floor_pct)} at {runs} a side, narrowing as 1/sqrt(runs), would pass under "
+            f"the {self.max_pct:g}% bound at about {needed} runs a side; {PROJECTED_RUNS} runs a side could judge "
+            f"a bound of about {at_ten:.0f}% (a projection from this floor, not a measurement)"
+        )
 
     @property
     def flagged(self) -> bool:
@@ -92,6 +116,7 @@ def compare(
     unit: str = "",
     floor_pct: float | None = None,
     aa: bool = False,
+    floor_runs: int = 0,
 ) -> Comparison:
     """`after`'s runs against `before`'s, each a sequence of run medians."""
     b_mid, a_mid = statistics.median(before), statistics.median(after)
@@ -111,6 +136,7 @@ def compare(
         floor_pct=floor_pct,
         aa=aa,
         interval=shift(before, after),
+        floor_runs=floor_runs,
     )
 
 

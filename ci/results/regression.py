@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ci.results import baseline, runs
-from ci.results.baseline import compare
+from ci.results.baseline import Comparison, compare
 from ci.results.rule import REGRESSION, Criterion, Evidence, Status, listed, ran_rows
 
 
@@ -43,6 +43,7 @@ def regression(ev: Evidence) -> Criterion:
             unit=unit,
             floor_pct=base.floor(r.id, reg.metric),
             aa=bool(base.aa),
+            floor_runs=base.floor_n(r.id, reg.metric),
         )
         if cmp.judged:
             judged.append((r.id, cmp))
@@ -61,14 +62,19 @@ def regression(ev: Evidence) -> Criterion:
         return verdict("missing", f"no row ran ({len(rows)} planned)")
     if shared:
         return verdict("missing", f"not judged from runs that shared their GPU with other engines: {listed(shared)}")
-    wide = [f"{rid}: {c.text}" for rid, c in judged if c.inconclusive]
+    wide = [_with_narrowing(rid, c) for rid, c in judged if c.inconclusive]
     if wide:
         return verdict("missing", f"inconclusive at this floor, as wide as the bound: {listed(wide)}")
     if absent:
         return verdict("missing", f"{covered}; without the metric here or in the baseline: {listed(absent)}")
     if few or (single and pool is None):
-        short = [f"{rid}: {c.text}" for rid, c in [*few, *single]]
+        short = [_with_narrowing(rid, c) for rid, c in [*few, *single]]
         return verdict("missing", f"needs {runs.MIN_RUNS} runs a side: {listed(short)}")
     shown = [f"{rid}: {c.text}" for rid, c in judged]
     pooled_text = f"; {pool.text}" if pool is not None else ""
     return verdict("pass", f"{covered}, none worse past the bound beyond chance: {listed(shown)}{pooled_text}")
+
+
+def _with_narrowing(row: str, c: Comparison) -> str:
+    """A row's comparison, and where its floor is as wide as the bound, the runs a side that would narrow it."""
+    return f"{row}: {c.text}; {c.narrowing}" if c.narrowing else f"{row}: {c.text}"
