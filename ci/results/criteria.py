@@ -242,7 +242,7 @@ def _threshold(rows: list[RowResult], metric: str, ok: Callable[[float], bool]) 
         return "fail", f"violated on {listed(bad)}"
     if absent:
         return "missing", f"{metric} absent on {listed(absent)}"
-    return "pass", f"held on {len(ran)} rows (observed {min(values):g} to {max(values):g})"
+    return "pass", f"held on {len(ran)} row{'' if len(ran) == 1 else 's'} (observed {min(values):g} to {max(values):g})"
 
 
 def _tolerance_rule(change: Change) -> str:
