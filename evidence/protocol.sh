@@ -23,8 +23,7 @@ change=${CHANGE:-49903}
 work=/root/work-$change
 tree=/root/sg-$change
 log=$work/protocol.log
-# what the protocol wrote so far (no caches), packed under $OUT: every wait ends with it, so a machine given back
-# between calls (its idle release is short) loses at most the runs since the last call
+# what the protocol wrote so far (no caches), packed under $OUT: every wait ends with it (detached.sh)
 pack() {
   cp "$log" "$work/nvidia-smi.csv" "$OUT/" 2>/dev/null
   [ -d "$work/p$change" ] || { echo "nothing written under $work/p$change yet"; return 0; }
@@ -32,6 +31,8 @@ pack() {
     echo "packed what is done so far into \$OUT/p$change.tar.xz"
 }
 steps() { grep -E "^== |\] (pass|failure|error|skipped|missing) |^site |wrote report|error:|^exit |runs done" "$log" | tail -"${1:-40}"; }
+# shellcheck source=evidence/detached.sh
+source "$(dirname "$0")/detached.sh"
 case "${1:-}" in
   start)
     [ -n "${ROWS_FILE:-}" ] || { echo "ROWS_FILE: the rows to time, one per line"; exit 2; }
@@ -49,17 +50,7 @@ case "${1:-}" in
       > "$log" 2>&1 < /dev/null &
     echo "started (pid $!): ci main --rows $rows --compare-without $change --runs ${RUNS:-4} ${aa[*]} ${MODE:---cold}" ;;
   wait)
-    # a machine given back between calls comes back bare: say so at once rather than wait on a log never written
-    [ -f "$log" ] || { echo "no $log: nothing was started on this machine (a fresh one after the last was given back?)"; exit 3; }
-    end=$((SECONDS + ${2:-540})); seen=0
-    while [ $SECONDS -lt $end ]; do
-      n=$(steps 1000 | wc -l)
-      [ "$n" -gt "$seen" ] && { steps 1000 | tail -n +$((seen + 1)) | sed "s/^/[${SECONDS}s] /"; seen=$n; }
-      grep -q "^exit " "$log" && break
-      sleep 5
-    done
-    grep -q "^exit " "$log" && echo FINISHED || echo "RUNNING (waited ${2:-540} s)"
-    if [ -n "${OUT:-}" ]; then pack; fi ;;
+    wait_steps "${2:-540}" ;;
   collect)
     pack
     steps 60 ;;

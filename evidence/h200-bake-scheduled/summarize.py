@@ -1,15 +1,20 @@
-"""The figures of a bake and the run from its artefact, from their results folders: per phase, the wall time, the rows
+"""The figures of a bake and the runs from its artefact, from their results folders: per phase, the wall time, the rows
 and their outcomes, GPU-seconds a row (wall x GPUs / rows), the compiles each row saw (after ready: the run's must be
-0), and per model and change what its one process took; with --baked, the ids of the rows the bake has a result of.
+0), and per model and change what its one process took; with --baked, the ids of the rows the bake has a result of;
+with --pick, rows to run again one process each, a model and change after another; with --compare, each row's
+status and cause in an isolated run beside a shared run of the same rows (identical expected).
 
     python3 evidence/h200-bake-scheduled/summarize.py bake-results 205 [run 98]
     python3 evidence/h200-bake-scheduled/summarize.py --baked bake-results
     python3 evidence/h200-bake-scheduled/summarize.py --names isolate folder 120   (the phases' names, in order)
+    python3 evidence/h200-bake-scheduled/summarize.py --pick N ROW,ROW,...
+    python3 evidence/h200-bake-scheduled/summarize.py --compare RUN_RESULTS ISOLATE_RESULTS
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -25,7 +30,7 @@ def cases(folder: Path) -> list[dict[str, str]]:
         for tc in etree.parse(str(junit)).getroot().iter("testcase"):
             props = {p.get("name"): p.get("value") or "" for p in tc.iter("property")}
             status = next((c.tag for c in tc if c.tag in ("error", "failure", "skipped")), "pass")
-            message = next((c.get("message") or "" for c in tc if c.tag in ("error", "failure")), "")
+            message = next((c.get("message") or "" for c in tc if c.tag in ("error", "failure", "skipped")), "")
             if message.startswith("interrupted by "):
                 status = "interrupted"
             found.append({**props, "status": status, "time": tc.get("time") or "0", "message": message,
@@ -77,9 +82,53 @@ def baked(folder: Path) -> list[str]:
                    and not c["message"].startswith("the row's harness session ended")})  # fmt: skip
 
 
+def pick(n: int, rows: list[str]) -> list[str]:
+    """`n` of `rows`, taken a group (change and model: one shared process) after another, so the isolated rows cover
+    as many of the shared run's processes as `n` allows."""
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        parts = r.split(".")  # change.target.model.hash, the model's name may hold dots
+        groups.setdefault(f"{parts[0]}/{'.'.join(parts[2:-1])}", []).append(r)
+    chosen: list[str] = []
+    while len(chosen) < n and any(groups.values()):
+        for left in groups.values():
+            if left and len(chosen) < n:
+                chosen.append(left.pop(0))
+    return chosen
+
+
+# what makes two runs' messages differ without a different cause: times, sizes, addresses, paths of the run
+_NOISE = re.compile(r"\d+(\.\d+)?\s*(ms|s|GiB|MiB)\b|0x[0-9a-f]+|/\S+")
+
+
+def _said(outcome: tuple[str, str]) -> tuple[str, str]:
+    return outcome[0], _NOISE.sub("", outcome[1])
+
+
+def compare(run: Path, isolate: Path) -> None:
+    """A line per row whose status or cause differs between the two runs, then the count that agree."""
+    shared, alone = ({c[P + "row"]: (c["status"], c["message"][:200]) for c in cases(f) if c.get(P + "row")}
+                     for f in (run, isolate))  # fmt: skip
+    both = sorted(set(shared) & set(alone))
+    differ = [r for r in both if _said(shared[r]) != _said(alone[r])]
+    for r in differ:
+        print(f"{r}: shared {shared[r][0]} ({shared[r][1][:100]}) / isolated {alone[r][0]} ({alone[r][1][:100]})")
+    only = sorted(set(alone) - set(shared))
+    for r in only:
+        print(f"{r}: isolated {alone[r][0]}, no result in the shared run")
+    print(f"{len(both) - len(differ)} of {len(both)} rows the same status and cause in both; {len(differ)} differ; "
+          f"{len(only)} isolated rows without a shared result")  # fmt: skip
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--baked":
         print(",".join(baked(Path(sys.argv[2]))))
+        sys.exit(0)
+    if sys.argv[1] == "--pick":
+        print(",".join(pick(int(sys.argv[2]), [r for r in sys.argv[3].split(",") if r])))
+        sys.exit(0)
+    if sys.argv[1] == "--compare":
+        compare(Path(sys.argv[2]), Path(sys.argv[3]))
         sys.exit(0)
     args = sys.argv[1:]
     names = ("bake", "run")

@@ -2,7 +2,7 @@
 # The whole random-weight matrix of a target on a bare GPU host (no docker), detached, so that a lease's calls only
 # start, watch and collect it: the host bake of every row (rows.txt) from empty caches, the run of every row the bake
 # finished from its artefact alone on a fresh caches root with JIT refused, then ISOLATE_N of those rows (one
-# model and change after another: compare.py --pick) again from the same artefact, each row a process of its own
+# model and change after another: summarize.py --pick) again from the same artefact, each row a process of its own
 # (--isolate). Where the fork's checkout is, make the
 # rows and the fork's bundle first (no checkout on the host):
 #   python -m ci fork bundle --out .gpu-bundles/fork.tar.gz
@@ -77,15 +77,17 @@ phases() {
     python3 $summarize --names run "$work/results/run" "$(wall run)" > "$work/run.summary.txt" 2>&1
   fi
   if [[ ,${PHASES:-bake,run,isolate}, == *,isolate,* ]]; then
-    first=$(python3 $here/compare.py --pick "${ISOLATE_N:-20}" "$baked")
+    first=$(python3 $summarize --pick "${ISOLATE_N:-20}" "$baked")
     rm -rf "$STACKGATE_RUNTIME_CACHES"
     phase isolate env STACKGATE_REFUSE_JIT=1 "${e[@]}" python3 -m ci main --host --target "$target" --rows "$first" \
       --caches "$art" --isolate --timeout 600 --deadline "${ISO_S:-600}" --out "$work/results/isolate"
     { python3 $summarize --names isolate "$work/results/isolate" "$(wall isolate)"
-      python3 $here/compare.py "$work/results/run" "$work/results/isolate"; } > "$work/isolate.summary.txt" 2>&1
+      python3 $summarize --compare "$work/results/run" "$work/results/isolate"; } > "$work/isolate.summary.txt" 2>&1
   fi
   ls -la "$art"
 }
+# shellcheck source=evidence/detached.sh
+source "$(dirname "$0")/../detached.sh"
 case "${1:-}" in
   start)
     cd "$(dirname "$0")/../.." || exit 1
@@ -103,16 +105,7 @@ case "${1:-}" in
     setsid nohup bash -c 'phases; echo "exit $?"' >> "$log" 2>&1 < /dev/null &
     echo "started (pid $!): phases ${PHASES:-bake,run,isolate} of $(wc -l < "${ROWS_FILE:-evidence/matrix-sm90/rows.txt}") rows" ;;
   wait)
-    [ -f "$log" ] || { echo "no $log: nothing was started on this machine (a fresh one after the last was given back?)"; exit 3; }
-    end=$((SECONDS + ${2:-540})); seen=0
-    while [ $SECONDS -lt $end ]; do
-      n=$(steps 100000 | wc -l)
-      [ "$n" -gt "$seen" ] && { steps 100000 | tail -n +$((seen + 1)) | sed "s/^/[${SECONDS}s] /"; seen=$n; }
-      grep -q "^exit " "$log" && break
-      sleep 5
-    done
-    grep -q "^exit " "$log" && echo FINISHED || echo "RUNNING (waited ${2:-540} s)"
-    if [ -n "${OUT:-}" ]; then pack; fi ;;
+    wait_steps "${2:-540}" ;;
   collect)
     pack
     steps 60 ;;
