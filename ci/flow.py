@@ -19,8 +19,8 @@ from pathlib import Path
 from ci import contract, engine, options, subject
 from ci.errors import NOTHING_RAN, StackgateError, UsageError
 from ci.images import build, verify
+from ci.run import baked_rows, execute, host, outcome, scheduled
 from ci.run import commands as run_commands
-from ci.run import execute, host, outcome, scheduled
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
 from ci.upstream import port_check
@@ -209,12 +209,15 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _narrowed(p: plan.Plan, args: argparse.Namespace, targets: list[Target]) -> plan.Plan:
-    """The plan `--change` and `--rows` narrow `ci main` to (a campaign's rows): an unknown row id is an error."""
+    """The plan `--change`, `--rows` and `--rows-baked` narrow `ci main` to (a campaign's rows): an unknown row id
+    is an error."""
     p = p.select(changes=args.change)
-    if not args.rows:
+    baked = run_commands.rows_baked(args)
+    if not args.rows and not baked:
         return p
     where = f"{','.join(t.id for t in targets)}/{','.join(args.suite) or '*'}"
-    picked = {r.id for r in p.select(targets=[t.id for t in targets], suites=args.suite).pick(args.rows, where=where)}
+    chosen = p.select(targets=[t.id for t in targets], suites=args.suite).pick(args.rows, where=where)
+    picked = {r.id for r in (baked_rows.only_baked(chosen, args.caches) if baked else chosen)}
     return plan.Plan(tuple(r for r in p.rows if r.id in picked), ())
 
 
@@ -233,11 +236,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="results (<target>-<suite>-0/) and the report (report/) (default: %(default)s)",
     )
     m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
-    m.add_argument(
-        "--caches",
-        type=Path,
-        metavar="ARTEFACT",
-        help="with --host: install a bake artefact (ci bake TARGET --host --out DIR) before the rows run",
+    run_commands.add_caches_options(
+        m, "with --host: install a bake artefact (ci bake TARGET --host --out DIR) before the rows run"
     )
     options.add_fork(m, switch=True)
     m.add_argument("--without", metavar="CHANGE", help="the fork without this imported change (implies --fork)")

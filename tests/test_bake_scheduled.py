@@ -179,7 +179,29 @@ def test_the_deadline_packs_every_finished_configuration_and_a_fresh_host_goes_o
     baked = _kernels(partial)
     assert 1 <= len(baked) < 3, said
     assert "the configurations finished are in the artefact above" in said and "--resume" in said
+    from ci.run import scheduled
+
+    results = bench["tmp"] / "art" / "bake-results" / "cpu-selftest-0"
+    finished = {r: o for f in results.glob("junit-*.xml") for r, o in scheduled.row_outcomes(f).items()
+                if o == "pass"}  # fmt: skip
+    recorded = json.loads(_manifest(partial))["rows"]
+    assert recorded == finished and 4 <= len(recorded) < 12, (recorded, said)  # the rows it finished, no other
+    assert f"{len(recorded)} rows baked" in said
+    assert {r.split(".")[0] for r in recorded} <= baked  # every row it records has its configuration's kernel
     import shutil
+
+    # a fresh host runs from the partial artefact, JIT refused: told which rows its bake did not reach, and with
+    # --rows-baked it runs only the others, every one from its caches
+    shutil.rmtree(bench["tmp"] / "rt")
+    run = ["run", "cpu", "selftest", "--host", "--suites-dir", str(bench["suites"]), "--gpus", "a",
+           "--gpu-memory", "30", "--caches", str(partial)]  # fmt: skip
+    code, said = _ci(bench, *run, "--rows-baked", "--out", str(bench["tmp"] / "baked"))
+    assert code == 0 and f"{len(recorded)} rows: {len(recorded)} pass" in said, said
+    assert f"--rows-baked: {len(recorded)} of the 12 rows chosen" in said and f"{12 - len(recorded)} left out" in said
+    shutil.rmtree(bench["tmp"] / "rt")
+    code, said = _ci(bench, *run, "--out", str(bench["tmp"] / "all"))
+    assert code == 1 and f"the artefact's bake did not reach {12 - len(recorded)} of these 12 rows" in said, said
+    assert "JIT refused" in said or " error" in said
 
     shutil.rmtree(bench["tmp"] / "rt")  # another host: only the partial artefact travels
     code, said = _bake(bench, "art", "--resume", "--from", str(partial), gpus="a")
@@ -187,6 +209,20 @@ def test_the_deadline_packs_every_finished_configuration_and_a_fresh_host_goes_o
     final = _artefact(said)
     assert _kernels(final) == set(CHANGES)
     assert "re-used from --from:" in said and "were the seed's, unchanged" in said
+    assert len(json.loads(_manifest(final))["rows"]) == 12 and "12 rows baked" in said
+
+
+def test_rows_baked_wants_an_artefact_that_records_its_rows(bench: dict) -> None:
+    """--rows-baked without --caches, or from an artefact of the AOT bake alone (it warms no row), is refused."""
+    code, said = _ci(bench, "run", "cpu", "selftest", "--host", "--rows-baked", "--out", str(bench["tmp"] / "r"))
+    assert code == 2 and "--rows-baked chooses the rows a --caches artefact baked" in said, said
+    code, said = _ci(bench, "bake", "cpu", "--host", "--aot-only", "--out", str(bench["tmp"] / "aot"))
+    if code != 0:  # a host whose triton cannot bake the cpu target's kernel lists: the refusal is asked of main
+        pytest.skip(said.splitlines()[-1])
+    aot = _artefact(said)
+    code, said = _ci(bench, "main", "--host", "--target", "cpu", "--caches", str(aot), "--rows-baked", "--out",
+                     str(bench["tmp"] / "m"))  # fmt: skip
+    assert code == 2 and "records no rows (an AOT bake warms no row)" in said, said
 
 
 def _manifest(artefact: Path) -> bytes:

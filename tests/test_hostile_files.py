@@ -139,8 +139,11 @@ def test_estimate_prints_a_costs_files_host_escaped(tmp_path: Path, capsys) -> N
         (b'{"key": {}, "files": [{"path": "a", "sha256": "' + b"0" * 64 + b'", "bytes": 1e400}]}', "not JSON"),
         (b'{"key": {}, "files": [{"path": "a", "sha256": "x", "bytes": 1}]}', "files[0].sha256"),
         (b'{"key": {}, "files": [{"path": "a", "sha256": "' + b"0" * 64 + b'", "bytes": 1.5}]}', "files[0].bytes"),
+        (b'{"key": {}, "files": [], "rows": {"x; rm -rf ~": "pass"}}', "rows.x; rm -rf ~.[key]"),
+        (b'{"key": {}, "files": [], "rows": {"s.cpu.m.0123abcd": "fine"}}', "rows.s.cpu.m.0123abcd"),
+        (b'{"key": {}, "files": [], "rows": ["s.cpu.m.0123abcd"]}', "rows: should be an object"),
     ],
-    ids=["deep", "infinity", "overflow", "sha256", "bytes-not-whole"],
+    ids=["deep", "infinity", "overflow", "sha256", "bytes-not-whole", "row-id", "row-outcome", "rows-a-list"],
 )
 @pytest.mark.parametrize("verb", ["run --caches", "bake --from"])
 def test_a_caches_artefact_with_a_bad_manifest_is_refused_naming_the_field(

@@ -1,7 +1,7 @@
 """A caches artefact from elsewhere (`ci run --host --caches`, `ci bake --host --from`), read as data: a regular file
 (a FIFO would block tarfile forever), its members counted and sized from their headers before a byte of them is read,
 its manifest strict JSON of bounded depth with every field of its type (a size is a whole number of bytes, a digest
-64 hex digits), and every member one the manifest lists, of the size it says."""
+64 hex digits, a row's outcome one a bake records), and every member one the manifest lists, of the size it says."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import contextlib
 import tarfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
-from ci import untrusted
+from ci import contract, untrusted
 from ci.escape import one_line
 
 MANIFEST = "stackgate-caches.json"
@@ -30,9 +31,14 @@ class Entry(untrusted.Record):
     bytes: int = Field(ge=0, le=BOUNDS.member)
 
 
+RowId = Annotated[str, StringConstraints(pattern=rf"^{contract.ROW_ID.pattern}$", max_length=300)]
+Baked = Literal["pass", "failure", "error", "skipped"]  # a row the bake ran to a result (resume.row_outcomes)
+
+
 class Manifest(untrusted.Record):
     key: dict[str, str | dict[str, str]]
     files: list[Entry]
+    rows: dict[RowId, Baked] | None = None  # a warm bake's rows and their outcome there; None: not recorded (aot)
 
     @property
     def listed(self) -> dict[str, tuple[int, str]]:
@@ -56,14 +62,19 @@ def opened(artefact: Path, fix: str) -> Iterator[tuple[tarfile.TarFile, list[tar
         )
 
 
-def listing(artefact: Path) -> dict[str, str]:
-    """An artefact's files by path: their sha256, as its manifest lists them (nothing unpacked)."""
+def manifest(artefact: Path) -> Manifest:
+    """An artefact's manifest, its members' headers checked (nothing unpacked)."""
     fix = "pass an artefact ci bake --host --out DIR made"
     try:
         with opened(artefact, fix) as (_, _, made):
-            return {f.path: f.sha256 for f in made.files}
+            return made
     except untrusted.DAMAGED as exc:
         raise untrusted.BadInput(f"{one_line(artefact)}: a damaged caches artefact ({exc})", hint=fix) from None
+
+
+def listing(artefact: Path) -> dict[str, str]:
+    """An artefact's files by path: their sha256, as its manifest lists them (nothing unpacked)."""
+    return {f.path: f.sha256 for f in manifest(artefact).files}
 
 
 def check_members(listed: Mapping[str, tuple[int, str]], members: list[tarfile.TarInfo], artefact: Path) -> None:

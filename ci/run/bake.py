@@ -81,7 +81,7 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
     out = args.out.resolve()
     results = out / "bake-results"
     env = _bake_env(target)
-    seeded = _seed(target, args.seed, env) if args.seed is not None else {}
+    seeded, carried = _seed(target, args.seed, env) if args.seed is not None else ({}, {})
     baked = host_aot.bake(target, env, execute.DEFAULT_SUITES)
     env.update(baked)
     if args.aot_only:
@@ -91,7 +91,7 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
                 f"the AOT bake of {target.id} wrote nothing: no artefact written",
                 hint=f"{where} names what to bake; the bake's error is above",
             )
-        return _packed(target, out, "aot", env, start, seeded)
+        return _packed(target, out, "aot", env, start, seeded, rows=None)
     env["STACKGATE_CACHES_FROM"] = "the bake (JIT allowed)"
     schedule = execute.Schedule(
         gpus=tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip()),
@@ -114,12 +114,14 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
     try:
         code = execute.run_scheduled(st, specs, host=True, session_env=env, phase="bake")
     except DeadlineReached as exc:
-        _packed(target, out, "warm", env, start, seeded, results=results, partial=True)
+        finished = {**carried, **_ran(specs)}
+        _packed(target, out, "warm", env, start, seeded, rows=finished, results=results, partial=True)
         raise DeadlineReached(
             f"{exc.message}; the configurations finished are in the artefact above",
             hint=f"go on: the same command with --resume (on another host, add --from that artefact). {exc.hint}",
         ) from None
-    unwarmed = _unwarmed(specs)
+    outcomes = _outcomes(specs)
+    unwarmed = [row for row, said in outcomes.items() if said in _UNFINISHED]
     if not unwarmed and code == NOTHING_RAN:
         raise BuildError(
             f"the bake of {target.id} warmed nothing: every row was skipped (e.g. {_skipped(specs)}): no artefact "
@@ -132,11 +134,14 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
             f"{(unwarmed or ['none'])[0]}; exit {code}): no artefact written",
             hint=f"each row's session log is under {results}/*/logs; go on with --resume",
         )
-    return _packed(target, out, "warm", env, start, seeded, results=results)
+    return _packed(target, out, "warm", env, start, seeded, rows={**carried, **_ran(specs)}, results=results)
 
 
-def _unwarmed(specs: list[execute.RunSpec]) -> list[str]:
-    """The rows the bake has no result of: never reached, stopped in flight, or their session died without one."""
+_UNFINISHED = ("missing", "interrupted")  # a row never reached, stopped in flight, or whose session died
+
+
+def _outcomes(specs: list[execute.RunSpec]) -> dict[str, str]:
+    """Every row of the bake and what its JUnit says: pass, failure, error, skipped, or unfinished (_UNFINISHED)."""
     said: dict[str, str] = {}
     for spec in specs:
         for junit in spec.out.glob("junit-*.xml"):
@@ -144,7 +149,12 @@ def _unwarmed(specs: list[execute.RunSpec]) -> list[str]:
             for tc in etree.parse(str(junit)).getroot().iter("testcase"):
                 if (lost := resume.lost_row(tc)) is not None:  # the scheduler's record of a session that died
                     said[lost] = "missing"
-    return [r.id for spec in specs for r in spec.rows if said.get(r.id, "missing") in ("missing", "interrupted")]
+    return {r.id: said.get(r.id, "missing") for spec in specs for r in spec.rows}
+
+
+def _ran(specs: list[execute.RunSpec]) -> dict[str, str]:
+    """The rows the bake ran to a result, and their outcome: what the artefact records."""
+    return {row: said for row, said in _outcomes(specs).items() if said not in _UNFINISHED}
 
 
 def _skipped(specs: list[execute.RunSpec]) -> str:
@@ -163,11 +173,13 @@ def _bake_env(target: Target) -> dict[str, str]:
     return container.without_jit_refusal({**execute.host_env(spec), "STACKGATE_REFUSE_JIT": "0"})
 
 
-def _seed(target: Target, artefact: Path, env: dict[str, str]) -> dict[str, str]:
+def _seed(target: Target, artefact: Path, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """The root seeded from an earlier bake's artefact (its key this host's but for the build's Python files): the
-    files it put there, by path, with their sha256."""
-    caches.install(target, artefact, env, seed=True)
-    return artefact_read.listing(artefact)
+    files it put there, by path, with their sha256; and the rows it had baked, with their outcome, where it was made
+    from this very build (a seed of another build's Python warmed its rows for that build: they are baked again)."""
+    seed = caches.install(target, artefact, env, seed=True)
+    same_build = seed.key.get("vllm_build") == caches.key(target, "aot")["vllm_build"]
+    return artefact_read.listing(artefact), dict(seed.rows or {}) if same_build else {}
 
 
 def _keep_bake_log(target: Target, results: Path) -> None:
@@ -189,6 +201,7 @@ def _packed(
     start: float,
     seeded: dict[str, str],
     *,
+    rows: dict[str, str] | None,
     results: Path | None = None,
     partial: bool = False,
 ) -> int:
@@ -202,7 +215,7 @@ def _packed(
         with signals.raising():
             if results is not None:
                 _keep_bake_log(target, results)
-            artefact = caches.pack(target, out, kind, env)
+            artefact = caches.pack(target, out, kind, env, rows)
     except signals.Stopped as stop:
         print(f"stopped by {stop.name} while packing the artefact into {out}: every row had run; no artefact was "
               f"written and no temporary file is left; {again}", file=sys.stderr, flush=True)  # fmt: skip
@@ -215,8 +228,9 @@ def _packed(
         ) from None
     made = artefact_read.listing(artefact)
     what = "partial artefact" if partial else "artefact"
+    holds = f", {len(rows)} rows baked" if rows is not None else ""
     print(
-        f"{what} {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {len(made)} files, "
+        f"{what} {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {len(made)} files{holds}, "
         f"{time.monotonic() - start:.1f} s)",
         flush=True,
     )

@@ -22,6 +22,7 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -153,15 +154,24 @@ def key(target: Target, kind: str = "warm", rows_env: Mapping[str, str] | None =
     return {**common, "driver": _driver(), "gpu": host.describe(), "compile_env": switches}
 
 
-def pack(target: Target, out: Path, kind: str = "warm", rows_env: Mapping[str, str] | None = None) -> Path:
+def pack(
+    target: Target,
+    out: Path,
+    kind: str = "warm",
+    rows_env: Mapping[str, str] | None = None,
+    rows: Mapping[str, str] | None = None,
+) -> Path:
     """The root as one tarball (for "aot", only what the AOT bake wrote); its name carries the kind, the
-    key's hash and the content's. `rows_env` is the one the warm-up ran with."""
+    key's hash and the content's. `rows_env` is the one the warm-up ran with; `rows`, the rows it ran to a result
+    and their outcome there (what a run from it can expect to find warm: `ci run --rows-baked`)."""
     top = root(target)
     files = sorted(p for p in top.rglob("*") if p.is_file())
     if kind == "aot":
         files = [p for p in files if p.relative_to(top).parts[0] in AOT_FILES]
     entries = [{"path": str(p.relative_to(top)), "sha256": _sha256(p), "bytes": p.stat().st_size} for p in files]
-    doc = {"schema": 1, "key": key(target, kind, rows_env), "files": entries}
+    doc: dict[str, Any] = {"schema": 1, "key": key(target, kind, rows_env), "files": entries}
+    if rows is not None:
+        doc["rows"] = dict(sorted(rows.items()))
     blob = json.dumps(doc, indent=1, sort_keys=True).encode()
     key_hash = hashlib.sha256(json.dumps(doc["key"], sort_keys=True).encode()).hexdigest()[:12]
     content_hash = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:12]
@@ -176,12 +186,20 @@ def pack(target: Target, out: Path, kind: str = "warm", rows_env: Mapping[str, s
     return path
 
 
+@dataclass(frozen=True)
+class Installed:
+    env: dict[str, str]  # what points every JIT cache into the root
+    came: str  # the rows' caches condition: the artefact, and how many files the root held beside it
+    rows: Mapping[str, str] | None  # the rows its bake ran to a result, and their outcome (None: not recorded)
+    key: Mapping[str, Any]  # the key it was made under
+
+
 def install(
     target: Target, artefact: Path, rows_env: Mapping[str, str] | None = None, *, seed: bool = False
-) -> tuple[dict[str, str], str]:
+) -> Installed:
     """Unpack an artefact into the target's root, refusing one made for another host or with other switches
-    than the rows' env (`rows_env`); the env to run with, and the rows' caches condition: the artefact, and how many
-    files the root held beside it (what earlier runs there compiled: the rows start from both). Every member is
+    than the rows' env (`rows_env`); what it installed (the rows start from it and from what earlier runs there
+    compiled). Every member is
     checked against the manifest (name, size, sha256) in a folder beside the root before anything moves into it: a
     member the manifest does not list, one that differs, or an archive cut short is refused, and the root is left
     as it was. `seed`: the artefact seeds a bake (`ci bake --host --from`): its key may differ in SEEDABLE fields."""
@@ -193,6 +211,7 @@ def install(
         try:
             with artefact_read.opened(artefact, fix) as (tar, members, made):
                 listed = _for_here(made, target, rows_env, artefact, seed)
+                rows, made_key = made.rows, made.key
                 artefact_read.check_members(listed, members, artefact)
                 for m in members:
                     m.name = m.name.removeprefix("root/")
@@ -217,7 +236,8 @@ def install(
     beside = sum(1 for p in top.rglob("*") if p.is_file() and str(p.relative_to(top)) not in listed)
     found = f", beside {beside} files earlier runs left there" if beside else ""
     print(f"caches: installed {artefact} ({len(listed)} files, checked against its manifest) into {top}{found}")
-    return env(target), f"artefact:{artefact.name}" + (f" + {beside} files found in the root" if beside else "")
+    came = f"artefact:{artefact.name}" + (f" + {beside} files found in the root" if beside else "")
+    return Installed(env(target), came, rows, made_key)
 
 
 def _for_here(

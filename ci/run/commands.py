@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ci import options
 from ci.errors import UsageError
-from ci.run import execute, host
+from ci.run import baked_rows, execute, host
 from ci.stack import loader as stack
 from ci.stack.model import Target
 
@@ -18,10 +18,13 @@ def main(args: argparse.Namespace) -> int:
     if not (suites_root / args.suite).is_dir():
         raise UsageError(f"no suite {args.suite!r} in {suites_root}", hint="name a folder of the suites tree")
     target = st.targets[args.target]
+    rows = execute.select_rows(st, args.target, args.suite, args.rows)
+    if rows_baked(args):
+        rows = baked_rows.only_baked(rows, args.caches)
     spec = execute.RunSpec(
         target=target,
         suite=args.suite,
-        rows=execute.select_rows(st, args.target, args.suite, args.rows),
+        rows=rows,
         out=args.out.resolve(),
         suites_dir=args.suites_dir.resolve() if args.suites_dir else None,
         timeout_s=args.timeout,
@@ -39,6 +42,24 @@ def main(args: argparse.Namespace) -> int:
     if args.keep_caches and not args.unbaked:
         raise UsageError("--keep-caches is about an --unbaked run's caches", hint="add --unbaked --host")
     return execute.run_rows(st, spec, host=args.host, image=args.image)
+
+
+def rows_baked(args: argparse.Namespace) -> bool:
+    """Whether `--rows-baked` narrows the rows to those the `--caches` artefact's bake ran (refused without one)."""
+    if args.rows_baked and args.caches is None:
+        raise UsageError("--rows-baked chooses the rows a --caches artefact baked", hint="add --caches ARTEFACT --host")
+    return bool(args.rows_baked)
+
+
+def add_caches_options(p: argparse.ArgumentParser, caches_help: str) -> None:
+    """--caches and --rows-baked, on `ci run` and `ci main`."""
+    p.add_argument("--caches", type=Path, metavar="ARTEFACT", help=caches_help)
+    p.add_argument(
+        "--rows-baked",
+        action="store_true",
+        help="with --caches: only the chosen rows its bake ran to a result (a bake stopped at its --deadline "
+        "records those it finished); the rest are named, not run",
+    )
 
 
 def schedule(args: argparse.Namespace, target: Target) -> execute.Schedule | None:
@@ -91,12 +112,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--shard", type=options.whole(0, 9999), default=0, help="shard index, part of the JUnit file and suite name"
     )
-    p.add_argument(
-        "--caches",
-        type=Path,
-        metavar="ARTEFACT",
-        help="with --host: install a bake artefact (ci bake TARGET --host --out DIR) first; refused "
-        "where it was made for another host",
+    add_caches_options(
+        p,
+        "with --host: install a bake artefact (ci bake TARGET --host --out DIR) first; refused where it was made "
+        "for another host",
     )
     p.add_argument(
         "--unbaked",

@@ -21,7 +21,7 @@ from ci import contract, revision, signals
 from ci import engine as container
 from ci.errors import RunError
 from ci.images import build as images
-from ci.run import caches, gpus, guard, harness_command, host_aot
+from ci.run import baked_rows, caches, gpus, guard, harness_command, host_aot
 
 # made in ci.run.harness_command; other modules and the tests name them through this one too
 from ci.run.harness_command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, model_cache, pytest_command
@@ -111,15 +111,21 @@ def host_env(spec: RunSpec) -> dict[str, str]:
     return env
 
 
-def host_session(spec: RunSpec) -> dict[str, str]:
+def host_session(spec: RunSpec, rows: Sequence[plan.Row] | None = None) -> dict[str, str]:
     """The environment of the harness on this host, its JIT caches made ready first (the artefact installed, or
-    the AOT bake run): once per `ci run`, however many sessions run its rows."""
+    the AOT bake run): once per `ci run`, however many sessions run its rows (`rows`: all of them, where the run
+    holds more specs than `spec`)."""
     env = host_env(spec)
     if spec.unbaked:
         env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target, keep=spec.keep_caches)
     else:
-        installed, came = caches.install(spec.target, spec.caches, env) if spec.caches is not None else ({}, "")
-        env.update(installed)
+        came = ""
+        if spec.caches is not None:
+            installed = caches.install(spec.target, spec.caches, env)
+            env.update(installed.env)
+            came = installed.came
+            if note := baked_rows.unreached(spec.rows if rows is None else rows, installed.rows):
+                print(note, flush=True)
         baked = host_aot.bake(spec.target, env, DEFAULT_SUITES)
         env.update(baked)
         # no artefact: "aot" only where the bake gave the rows a cache; else the root holds what earlier runs left
@@ -198,7 +204,8 @@ def run_scheduled(
         for spec in specs:
             held.enter_context(guard.exclusive(spec.out))
         # the JIT caches made ready once for the run (what can refuse it does so before --out is touched)
-        shared_env = session_env if session_env is not None else host_session(specs[0]) if host else None
+        every_row = [r for s in specs for r in s.rows]
+        shared_env = session_env if session_env is not None else host_session(specs[0], every_row) if host else None
         prepared = []
         for spec in specs:
             env = {**shared_env, **_rows_env(spec)} if shared_env is not None else None

@@ -1,6 +1,6 @@
 """The figures of a bake and the runs from its artefact, from their results folders: per phase, the wall time, the rows
 and their outcomes, GPU-seconds a row (wall x GPUs / rows), the compiles each row saw (after ready: the run's must be
-0), and per model and change what its one process took; with --baked, the ids of the rows the bake has a result of;
+0), and per model and change what its one process took; with --baked, the ids of the rows a bake or run ran to a result;
 with --pick, rows to run again one process each, a model and change after another; with --compare, each row's
 status and cause in an isolated run beside a shared run of the same rows (identical expected).
 

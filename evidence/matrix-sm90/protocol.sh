@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole random-weight matrix of a target on a bare GPU host (no docker), detached, so that a lease's calls only
 # start, watch and collect it: the host bake of every row (rows.txt) from empty caches, the run of every row the bake
-# finished from its artefact alone on a fresh caches root with JIT refused, then ISOLATE_N of those rows (one
-# model and change after another: summarize.py --pick) again from the same artefact, each row a process of its own
-# (--isolate). Where the fork's checkout is, make the
+# finished (the artefact records them: --rows-baked) from its artefact alone on a fresh caches root with JIT refused,
+# then ISOLATE_N of the rows that run ran to a result (one model and change after another: summarize.py --pick) again
+# from the same artefact, each row a process of its own (--isolate). Where the fork's checkout is, make the
 # rows and the fork's bundle first (no checkout on the host):
 #   python -m ci fork bundle --out .gpu-bundles/fork.tar.gz
 #   (rows.txt: evidence/matrix-sm90/README.md says how it was made)
@@ -17,7 +17,7 @@
 #   protocol.sh split      the artefact in parts of 15 MiB; give K then puts parts 4K..4K+3 under $OUT, so that a lease
 #                          too short for bake and run brings the artefact back; the next lease carries the parts
 #                          (ignored folder, under 60 MiB a call) and starts PHASES=run,isolate with ART_PARTS=that
-#                          folder and BAKED_FILE=the rows the bake finished (summarize.py --baked over its results)
+#                          folder (the artefact records the rows its bake finished)
 #                          The artefact names its caches root ($WORK/rt): keep the same WORK (the default) on both.
 # PHASES: bake,run,isolate (default: all three, in that order); BAKE_S, RUN_S, ISO_S: each phase's --deadline (exit 9
 # with every JUnit written and a partial artefact packed; --resume goes on); ISOLATE_N (default 20); TARGET (default
@@ -47,7 +47,7 @@ phase() {
 wall() { sed -n "s/^phase $1 exit .* wall \([0-9]*\) s$/\1/p" "$log" | tail -1 | grep . || echo 0; }
 phases() {
   local here=evidence/matrix-sm90 summarize=evidence/h200-bake-scheduled/summarize.py target=${TARGET:-cuda-sm90}
-  local e rows art baked first
+  local e rows art first
   read -ra e <<< "${E-bash evidence/h200-env.sh}"
   rows=$(paste -sd, "${ROWS_FILE:-$here/rows.txt}")
   export STACKGATE_RUNTIME_CACHES=$work/rt STACKGATE_COSTS=$work/costs.json PYTHONUNBUFFERED=1
@@ -64,20 +64,17 @@ phases() {
   fi
   art=$(ls -t "$work"/results/art/caches-"$target"-warm-*.tar.gz 2>/dev/null | head -1)
   [ -n "$art" ] || { echo "error: no artefact under $work/results/art: nothing to run from"; return; }
-  if [ -n "${BAKED_FILE:-}" ]; then
-    baked=$(paste -sd, "$BAKED_FILE")  # the rows that earlier lease's bake finished
-  else
-    baked=$(python3 $summarize --baked "$work/results/art/bake-results")
+  if [ -d "$work/results/art/bake-results" ]; then
     python3 $summarize "$work/results/art/bake-results" "$(wall bake)" > "$work/bake.summary.txt" 2>&1
   fi
   if [[ ,${PHASES:-bake,run,isolate}, == *,run,* ]]; then
     rm -rf "$STACKGATE_RUNTIME_CACHES"  # a fresh root: the artefact alone serves the run
-    phase run env STACKGATE_REFUSE_JIT=1 "${e[@]}" python3 -m ci main --host --target "$target" --rows "$baked" \
-      --caches "$art" --timeout 600 --deadline "${RUN_S:-600}" --out "$work/results/run"
+    phase run env STACKGATE_REFUSE_JIT=1 "${e[@]}" python3 -m ci main --host --target "$target" --rows "$rows" \
+      --caches "$art" --rows-baked --timeout 600 --deadline "${RUN_S:-600}" --out "$work/results/run"
     python3 $summarize --names run "$work/results/run" "$(wall run)" > "$work/run.summary.txt" 2>&1
   fi
   if [[ ,${PHASES:-bake,run,isolate}, == *,isolate,* ]]; then
-    first=$(python3 $summarize --pick "${ISOLATE_N:-20}" "$baked")
+    first=$(python3 $summarize --pick "${ISOLATE_N:-20}" "$(python3 $summarize --baked "$work/results/run")")
     rm -rf "$STACKGATE_RUNTIME_CACHES"
     phase isolate env STACKGATE_REFUSE_JIT=1 "${e[@]}" python3 -m ci main --host --target "$target" --rows "$first" \
       --caches "$art" --isolate --timeout 600 --deadline "${ISO_S:-600}" --out "$work/results/isolate"
@@ -117,7 +114,7 @@ case "${1:-}" in
   give)  # parts 4K to 4K+3 of the split artefact, with its name and sha256, into $OUT (8 files of 16 MiB come back)
     cd "$work/art-parts" && cp name.txt sha256.txt "$OUT/" && ls part.* | sed -n "$((4 * ${2:-0} + 1)),$((4 * ${2:-0} + 4))p" |
       xargs -r cp -t "$OUT/" && ls "$OUT" ;;
-  *) echo "usage: [PHASES=bake,run,isolate BAKE_S= RUN_S= ISO_S= ISOLATE_N= TARGET= BUNDLE= E= ART_PARTS= BAKED_FILE=]"
+  *) echo "usage: [PHASES=bake,run,isolate BAKE_S= RUN_S= ISO_S= ISOLATE_N= TARGET= BUNDLE= E= ART_PARTS=]"
      echo "       protocol.sh start | wait S | collect | split | give K"
      exit 2 ;;
 esac
