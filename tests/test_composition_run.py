@@ -15,7 +15,7 @@ from junitparser.xunit2 import JUnitXml
 
 from ci import cli
 from ci import engine as container
-from ci.run import execute, gpus
+from ci.run import execute, gpus, harness_env
 from ci.stack import loader as stack
 from ci.stack import plan
 
@@ -48,19 +48,19 @@ def test_the_multicast_switches_are_one_set_on_both_sides_of_the_boundary():
 
 def test_host_and_container_rows_get_multicast_off(tmp_path: Path):
     spec = _spec(tmp_path, (_two_gpu_row(),))
-    assert NVLS.items() <= execute.host_env(spec).items()
+    assert NVLS.items() <= harness_env.host_env(spec).items()
     assert NVLS.items() <= dict(execute.container_spec(spec, "img", available=[]).env).items()
 
 
 def test_a_host_run_that_allows_jit_turns_the_jit_failing_switches_off(tmp_path: Path, monkeypatch):
     spec = _spec(tmp_path, (_two_gpu_row(),))
     monkeypatch.delenv("STACKGATE_REFUSE_JIT", raising=False)
-    assert execute.host_env(spec)["FLASHINFER_DISABLE_JIT"] == "1"  # the target's env: JIT fails loudly
+    assert harness_env.host_env(spec)["FLASHINFER_DISABLE_JIT"] == "1"  # the target's env: JIT fails loudly
     monkeypatch.setenv("STACKGATE_REFUSE_JIT", "1")
-    assert execute.host_env(spec)["CUDA_DISABLE_PTX_JIT"] == "1"
+    assert harness_env.host_env(spec)["CUDA_DISABLE_PTX_JIT"] == "1"
     monkeypatch.setenv("STACKGATE_REFUSE_JIT", "0")  # JIT allowed: nothing may fail for want of a prebuilt module
     monkeypatch.setenv("FLASHINFER_DISABLE_JIT", "0")  # FlashInfer refuses for any value: the switch must go
-    env = execute.host_env(spec)
+    env = harness_env.host_env(spec)
     assert "FLASHINFER_DISABLE_JIT" not in env and "CUDA_DISABLE_PTX_JIT" not in env
     assert NVLS.items() <= env.items()
 

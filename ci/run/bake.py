@@ -22,7 +22,7 @@ from ci import engine as container
 from ci.errors import NOTHING_RAN, BuildError, StackgateError, UsageError, os_said
 from ci.images import bake as image_bake
 from ci.images import build
-from ci.run import artefact_read, caches, commands, execute, host_aot, resume
+from ci.run import artefact_read, caches, commands, execute, harness_env, host_aot, resume
 from ci.run.scheduled import DeadlineReached
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack, Target
@@ -170,7 +170,7 @@ def _skipped(specs: list[execute.RunSpec]) -> str:
 def _bake_env(target: Target) -> dict[str, str]:
     """The harness session's environment for the bake: every cache in the target's root, JIT allowed."""
     spec = execute.RunSpec(target=target, suite="*", rows=(), out=Path("."), suites_dir=None, timeout_s=0)
-    return container.without_jit_refusal({**execute.host_env(spec), "STACKGATE_REFUSE_JIT": "0"})
+    return container.without_jit_refusal({**harness_env.host_env(spec), "STACKGATE_REFUSE_JIT": "0"})
 
 
 def _seed(target: Target, artefact: Path, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:

@@ -9,7 +9,6 @@ exit code of a process that vLLM or NCCL can os._exit(0) proves nothing.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -21,10 +20,10 @@ from ci import contract, revision, signals
 from ci import engine as container
 from ci.errors import RunError
 from ci.images import build as images
-from ci.run import baked_rows, caches, gpus, guard, harness_command, host_aot
+from ci.run import gpus, guard, harness_command, harness_env
 
 # made in ci.run.harness_command; other modules and the tests name them through this one too
-from ci.run.harness_command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, model_cache, pytest_command
+from ci.run.harness_command import DEFAULT_SUITES, pytest_command
 from ci.run.outcome import verdict
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack, Target
@@ -93,46 +92,6 @@ def container_spec(spec: RunSpec, image: str, available: list[str] | None = None
     )
 
 
-def _rows_env(spec: RunSpec) -> dict[str, str]:
-    """What differs between the suites of one run in the harness's environment: its rows.json and JIT log."""
-    return {"STACKGATE_ROWS": str(spec.rows_json), "STACKGATE_JIT_LOG": str(spec.out / "jit-events.jsonl")}
-
-
-def host_env(spec: RunSpec) -> dict[str, str]:
-    env = container.without_jit_refusal({**os.environ, **spec.target.env})
-    env.update(container.GPU_ENV)
-    env.update(caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
-    path = [str(STARTUP), str(DEFAULT_SUITES), env.get("PYTHONPATH", "")]
-    env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
-    env.update(_rows_env(spec))
-    cache = model_cache()
-    if cache is not None:
-        env[ENV_MODEL_CACHE] = str(cache)
-    return env
-
-
-def host_session(spec: RunSpec, rows: Sequence[plan.Row] | None = None) -> dict[str, str]:
-    """The environment of the harness on this host, its JIT caches made ready first (the artefact installed, or
-    the AOT bake run): once per `ci run`, however many sessions run its rows (`rows`: all of them, where the run
-    holds more specs than `spec`)."""
-    env = host_env(spec)
-    if spec.unbaked:
-        env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target, keep=spec.keep_caches)
-    else:
-        came = ""
-        if spec.caches is not None:
-            installed = caches.install(spec.target, spec.caches, env)
-            env.update(installed.env)
-            came = installed.came
-            if note := baked_rows.unreached(spec.rows if rows is None else rows, installed.rows):
-                print(note, flush=True)
-        baked = host_aot.bake(spec.target, env, DEFAULT_SUITES)
-        env.update(baked)
-        # no artefact: "aot" only where the bake gave the rows a cache; else the root holds what earlier runs left
-        env["STACKGATE_CACHES_FROM"] = came or ("aot" if baked else "as found (no AOT bake)")
-    return env
-
-
 def host_command(spec: RunSpec, *extra: str, junit: Path | None = None) -> list[str]:
     suites_root = str(spec.suites_dir or DEFAULT_SUITES)
     junit_path = str(junit or spec.junit)
@@ -140,7 +99,7 @@ def host_command(spec: RunSpec, *extra: str, junit: Path | None = None) -> list[
 
 
 def run_host(spec: RunSpec, env: dict[str, str] | None = None) -> int:
-    cmd, env = host_command(spec), env if env is not None else host_session(spec)
+    cmd, env = host_command(spec), env if env is not None else harness_env.host_session(spec)
     proc = subprocess.Popen(cmd, env=env, cwd=spec.suites_dir or DEFAULT_SUITES, preexec_fn=signals.die_with_parent)
     with signals.forwarding(lambda signum: signals.pass_on(proc, signum)) as received:
         code = proc.wait()
@@ -178,7 +137,7 @@ def run_rows(
         return run_scheduled(st, [spec], host=host, image=image)
     guard.usable_folder(spec.out)
     with guard.exclusive(spec.out):
-        env = host_session(spec) if host else None
+        env = harness_env.host_session(spec) if host else None
         ref, _ = _prepare(st, spec, env=env, image=image)
         status = run_host(spec, env) if env is not None else run_docker(spec, ref)
         return verdict(spec.junit, status, spec.rows)
@@ -205,10 +164,12 @@ def run_scheduled(
             held.enter_context(guard.exclusive(spec.out))
         # the JIT caches made ready once for the run (what can refuse it does so before --out is touched)
         every_row = [r for s in specs for r in s.rows]
-        shared_env = session_env if session_env is not None else host_session(specs[0], every_row) if host else None
+        shared_env = (
+            session_env if session_env is not None else harness_env.host_session(specs[0], every_row) if host else None
+        )
         prepared = []
         for spec in specs:
-            env = {**shared_env, **_rows_env(spec)} if shared_env is not None else None
+            env = {**shared_env, **harness_env.rows_env(spec)} if shared_env is not None else None
             prepared.append((spec, env, _prepare(st, spec, env=env, image=image)))
         return _scheduled(st, prepared, phase)
 
