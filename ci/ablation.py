@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ci import contract, options
 from ci.errors import NOTHING_RAN, UsageError
 from ci.escape import one_line
-from ci.run import execute, host, rounds
+from ci.run import execute, host, rounds, run_spec
 from ci.stack import plan
 from ci.stack.model import Stack, Target
 
@@ -76,7 +76,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     builds = _builds(st, args, target, fork, change, use_host)
     arms = [builds[FORK], builds[change]] + ([replace(builds[FORK], label=AA)] if args.aa else [])
     labels = [FORK if a.label == FORK else AA if a.label == AA else f"without-{change}" for a in arms]
-    schedule = execute.Schedule(
+    schedule = run_spec.Schedule(
         gpus=tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip()),
         gpu_memory_gib=args.gpu_memory,
         alone=True,
@@ -159,12 +159,12 @@ def _run(
     rows: plan.Plan,
     out: Path,
     arm: Arm,
-    schedule: execute.Schedule,
+    schedule: run_spec.Schedule,
     args: argparse.Namespace,
     use_host: bool,
 ) -> int:
     specs = [
-        execute.RunSpec(
+        run_spec.RunSpec(
             target=target,
             suite=suite,
             rows=rows.select(suites=[suite]).rows,

@@ -19,8 +19,8 @@ from pathlib import Path
 from ci import contract, engine, options, subject
 from ci.errors import NOTHING_RAN, StackgateError, UsageError
 from ci.images import build, verify
-from ci.run import baked_rows, execute, host, outcome, scheduled
 from ci.run import commands as run_commands
+from ci.run import execute, host, outcome, run_spec, scheduled
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
 from ci.upstream import port_check
@@ -70,7 +70,7 @@ def run_target(
     use_host: bool,
     timeout_s: float,
     fork: Path | None = None,
-    schedule: execute.Schedule | None = None,
+    schedule: run_spec.Schedule | None = None,
     deadline_at: float | None = None,
     planned: plan.Plan | None = None,
     caches: Path | None = None,
@@ -98,7 +98,7 @@ def run_target(
             continue
         if schedule is not None and not schedule.resume:
             (folder / outcome.NOT_RUN).unlink(missing_ok=True)
-        spec = execute.RunSpec(
+        spec = run_spec.RunSpec(
             target=target,
             suite=suite,
             rows=rows,
@@ -212,12 +212,11 @@ def _narrowed(p: plan.Plan, args: argparse.Namespace, targets: list[Target]) -> 
     """The plan `--change`, `--rows` and `--rows-baked` narrow `ci main` to (a campaign's rows): an unknown row id
     is an error."""
     p = p.select(changes=args.change)
-    baked = run_commands.rows_baked(args)
-    if not args.rows and not baked:
+    if not args.rows and not args.rows_baked:
         return p
     where = f"{','.join(t.id for t in targets)}/{','.join(args.suite) or '*'}"
     chosen = p.select(targets=[t.id for t in targets], suites=args.suite).pick(args.rows, where=where)
-    picked = {r.id for r in (baked_rows.only_baked(chosen, args.caches) if baked else chosen)}
+    picked = {r.id for r in run_commands.baked_only(chosen, args)}
     return plan.Plan(tuple(r for r in p.rows if r.id in picked), ())
 
 

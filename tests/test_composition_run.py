@@ -15,7 +15,7 @@ from junitparser.xunit2 import JUnitXml
 
 from ci import cli
 from ci import engine as container
-from ci.run import execute, gpus, harness_env
+from ci.run import execute, gpus, harness_env, run_spec
 from ci.stack import loader as stack
 from ci.stack import plan
 
@@ -36,9 +36,9 @@ def _two_gpu_row() -> plan.Row:
     return next(r for r in rows if r.model == "tiny-llama-eagle" and r.tp == 2 and r.backend == "FLASH_ATTN")
 
 
-def _spec(tmp_path: Path, rows: tuple[plan.Row, ...]) -> execute.RunSpec:
+def _spec(tmp_path: Path, rows: tuple[plan.Row, ...]) -> run_spec.RunSpec:
     st = stack.load()
-    return execute.RunSpec(target=st.targets["cuda-sm90"], suite="composition", rows=rows, out=tmp_path,
+    return run_spec.RunSpec(target=st.targets["cuda-sm90"], suite="composition", rows=rows, out=tmp_path,
                            suites_dir=None, timeout_s=240)  # fmt: skip
 
 

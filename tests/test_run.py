@@ -14,7 +14,7 @@ from ci import cli
 from ci import engine as container
 from ci.errors import UsageError
 from ci.run import execute as run
-from ci.run import rerun_lines
+from ci.run import rerun_lines, run_spec
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json
 
@@ -24,9 +24,9 @@ def st():
     return stack.load()
 
 
-def _spec(st, target: str, suite: str, out: Path) -> run.RunSpec:
+def _spec(st, target: str, suite: str, out: Path) -> run_spec.RunSpec:
     rows = run.select_rows(st, target, suite, [])
-    return run.RunSpec(target=st.targets[target], suite=suite, rows=rows, out=out, suites_dir=None, timeout_s=60)
+    return run_spec.RunSpec(target=st.targets[target], suite=suite, rows=rows, out=out, suites_dir=None, timeout_s=60)
 
 
 def test_unknown_row_ids_are_a_usage_error(st, tmp_path: Path) -> None:

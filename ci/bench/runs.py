@@ -19,7 +19,7 @@ from pathlib import Path
 from ci import options, tables
 from ci.errors import StackgateError
 from ci.images import build as images
-from ci.run import execute
+from ci.run import execute, run_spec
 from ci.stack import loader as stack
 from ci.stack.model import Stack
 from ci.stack.plan import Row
@@ -49,7 +49,7 @@ def _quiet() -> Iterator[None]:
             os.close(saved)
 
 
-def _once(st: Stack, spec: execute.RunSpec, image: str | None) -> float:
+def _once(st: Stack, spec: run_spec.RunSpec, image: str | None) -> float:
     start = time.perf_counter()
     with _quiet():  # the harness's progress lines (ours and the child pytest's) would drown the table
         rc = execute.run_rows(st, spec, host=image is None, image=image)
@@ -77,8 +77,8 @@ def main(stack_dir: Path, repeats: int, image: str | None) -> int:
         modes: list[tuple[str, str | None]] = [("--host", None)] + ([("docker", image)] if image else [])
         for label, ref in modes:
 
-            def spec(chosen: tuple[Row, ...]) -> execute.RunSpec:
-                return execute.RunSpec(
+            def spec(chosen: tuple[Row, ...]) -> run_spec.RunSpec:
+                return run_spec.RunSpec(
                     target=cpu,
                     suite="selftest",
                     rows=chosen,

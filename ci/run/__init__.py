@@ -14,5 +14,6 @@ __all__ = [
     "rerun_lines",
     "rounds",
     "rows_json_read",
+    "run_spec",
     "scheduled",
 ]

@@ -22,7 +22,7 @@ from ci import engine as container
 from ci.errors import NOTHING_RAN, BuildError, StackgateError, UsageError, os_said
 from ci.images import bake as image_bake
 from ci.images import build
-from ci.run import artefact_read, caches, commands, execute, harness_env, host_aot, resume
+from ci.run import artefact_read, caches, commands, execute, harness_env, host_aot, resume, run_spec
 from ci.run.scheduled import DeadlineReached
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack, Target
@@ -93,14 +93,14 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
             )
         return _packed(target, out, "aot", env, start, seeded, rows=None)
     env["STACKGATE_CACHES_FROM"] = "the bake (JIT allowed)"
-    schedule = execute.Schedule(
+    schedule = run_spec.Schedule(
         gpus=tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip()),
         gpu_memory_gib=args.gpu_memory,
         resume=args.resume,
         deadline_s=args.deadline,
     )
     specs = [
-        execute.RunSpec(
+        run_spec.RunSpec(
             target=target,
             suite=suite,
             rows=tuple(r for r in rows if r.suite == suite),
@@ -140,7 +140,7 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
 _UNFINISHED = ("missing", "interrupted")  # a row never reached, stopped in flight, or whose session died
 
 
-def _outcomes(specs: list[execute.RunSpec]) -> dict[str, str]:
+def _outcomes(specs: list[run_spec.RunSpec]) -> dict[str, str]:
     """Every row of the bake and what its JUnit says: pass, failure, error, skipped, or unfinished (_UNFINISHED)."""
     said: dict[str, str] = {}
     for spec in specs:
@@ -152,12 +152,12 @@ def _outcomes(specs: list[execute.RunSpec]) -> dict[str, str]:
     return {r.id: said.get(r.id, "missing") for spec in specs for r in spec.rows}
 
 
-def _ran(specs: list[execute.RunSpec]) -> dict[str, str]:
+def _ran(specs: list[run_spec.RunSpec]) -> dict[str, str]:
     """The rows the bake ran to a result, and their outcome: what the artefact records."""
     return {row: said for row, said in _outcomes(specs).items() if said not in _UNFINISHED}
 
 
-def _skipped(specs: list[execute.RunSpec]) -> str:
+def _skipped(specs: list[run_spec.RunSpec]) -> str:
     """The first skipped row and its reason, from the bake's JUnit."""
     for spec in specs:
         for junit in sorted(spec.out.glob("junit-*.xml")):
@@ -169,7 +169,7 @@ def _skipped(specs: list[execute.RunSpec]) -> str:
 
 def _bake_env(target: Target) -> dict[str, str]:
     """The harness session's environment for the bake: every cache in the target's root, JIT allowed."""
-    spec = execute.RunSpec(target=target, suite="*", rows=(), out=Path("."), suites_dir=None, timeout_s=0)
+    spec = run_spec.RunSpec(target=target, suite="*", rows=(), out=Path("."), suites_dir=None, timeout_s=0)
     return container.without_jit_refusal({**harness_env.host_env(spec), "STACKGATE_REFUSE_JIT": "0"})
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from ci import options
 from ci.errors import UsageError
-from ci.run import baked_rows, execute, host
+from ci.run import baked_rows, execute, host, run_spec
 from ci.stack import loader as stack
+from ci.stack import plan
 from ci.stack.model import Target
 
 
@@ -18,10 +19,8 @@ def main(args: argparse.Namespace) -> int:
     if not (suites_root / args.suite).is_dir():
         raise UsageError(f"no suite {args.suite!r} in {suites_root}", hint="name a folder of the suites tree")
     target = st.targets[args.target]
-    rows = execute.select_rows(st, args.target, args.suite, args.rows)
-    if rows_baked(args):
-        rows = baked_rows.only_baked(rows, args.caches)
-    spec = execute.RunSpec(
+    rows = baked_only(execute.select_rows(st, args.target, args.suite, args.rows), args)
+    spec = run_spec.RunSpec(
         target=target,
         suite=args.suite,
         rows=rows,
@@ -44,11 +43,13 @@ def main(args: argparse.Namespace) -> int:
     return execute.run_rows(st, spec, host=args.host, image=args.image)
 
 
-def rows_baked(args: argparse.Namespace) -> bool:
-    """Whether `--rows-baked` narrows the rows to those the `--caches` artefact's bake ran (refused without one)."""
-    if args.rows_baked and args.caches is None:
+def baked_only(rows: tuple[plan.Row, ...], args: argparse.Namespace) -> tuple[plan.Row, ...]:
+    """`rows`, narrowed by `--rows-baked` to those the `--caches` artefact's bake ran (refused without one)."""
+    if not args.rows_baked:
+        return rows
+    if args.caches is None:
         raise UsageError("--rows-baked chooses the rows a --caches artefact baked", hint="add --caches ARTEFACT --host")
-    return bool(args.rows_baked)
+    return baked_rows.only_baked(rows, args.caches)
 
 
 def add_caches_options(p: argparse.ArgumentParser, caches_help: str) -> None:
@@ -62,7 +63,7 @@ def add_caches_options(p: argparse.ArgumentParser, caches_help: str) -> None:
     )
 
 
-def schedule(args: argparse.Namespace, target: Target) -> execute.Schedule | None:
+def schedule(args: argparse.Namespace, target: Target) -> run_spec.Schedule | None:
     """Rows are scheduled over the host's devices (each its own session) where this host has the target's GPUs, or
     where an option of the schedule is given; otherwise they run in one session, one after another."""
     chosen = tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip())
@@ -80,7 +81,7 @@ def schedule(args: argparse.Namespace, target: Target) -> execute.Schedule | Non
     gpu_target = bool(target.detect.nvidia_compute_capability or target.detect.amdgpu_gfx)
     if not asked and not (gpu_target and host.present(target)):
         return None  # one session: the cpu target, or a host without the target's GPUs (its rows say so, skipped)
-    return execute.Schedule(
+    return run_spec.Schedule(
         gpus=chosen,
         gpu_memory_gib=args.gpu_memory,
         resume=args.resume,

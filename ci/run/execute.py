@@ -12,7 +12,7 @@ import contextlib
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,43 +25,9 @@ from ci.run import gpus, guard, harness_command, harness_env
 # made in ci.run.harness_command; other modules and the tests name them through this one too
 from ci.run.harness_command import DEFAULT_SUITES, pytest_command
 from ci.run.outcome import verdict
+from ci.run.run_spec import RunSpec
 from ci.stack import plan, rows_json
-from ci.stack.model import Stack, Target
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunSpec:
-    target: Target
-    suite: str
-    rows: tuple[plan.Row, ...]
-    out: Path
-    suites_dir: Path | None  # None: the image's suites (docker) or this checkout's (host)
-    timeout_s: float
-    shard: int = 0
-    caches: Path | None = None  # a bake artefact to install first (--host only)
-    unbaked: bool = False  # --host only: no AOT bake, the rows start from empty JIT caches
-    keep_caches: bool = False  # with unbaked: what earlier unbaked runs here compiled is reused ("as found")
-    schedule: Schedule | None = None  # None: one harness session runs every row, one after another
-
-    @property
-    def junit(self) -> Path:
-        return contract.ResultsDir(self.out, self.target.id, self.suite, self.shard).junit()
-
-    @property
-    def rows_json(self) -> Path:
-        return self.out / "rows.json"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Schedule:
-    """`ci run` over the host's devices (ci.run.scheduled): each row its own session, packed by memory."""
-
-    gpus: tuple[str, ...] = ()  # --gpus: these devices (default every GPU of the target on this host)
-    gpu_memory_gib: float | None = None  # --gpu-memory: each device's, in place of what it reports
-    resume: bool = False
-    deadline_s: float | None = None
-    isolate: bool = False  # --isolate: every row a process of its own (the control of shared processes)
-    alone: bool = False  # --alone: each process has its GPUs to itself (timed runs: ci.run.tenancy)
+from ci.stack.model import Stack
 
 
 def select_rows(st: Stack, target: str, suite: str, ids: list[str]) -> tuple[plan.Row, ...]:

@@ -14,7 +14,7 @@ from ci.run.harness_command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, mod
 from ci.stack import plan
 
 if TYPE_CHECKING:
-    from ci.run.execute import RunSpec
+    from ci.run.run_spec import RunSpec
 
 
 def rows_env(spec: RunSpec) -> dict[str, str]:
