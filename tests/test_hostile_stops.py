@@ -42,7 +42,7 @@ from ci.run import bake
 from ci.stack import loader
 target = loader.load().targets["cpu"]
 print("packing", flush=True)
-sys.exit(bake._packed(target, Path(sys.argv[1]), "warm", {}, time.monotonic(), {}))
+sys.exit(bake._packed(target, Path(sys.argv[1]), "warm", {}, time.monotonic(), {}, rows={}))
 """
 
 
@@ -87,7 +87,7 @@ def test_a_full_disk_while_packing_a_bake_is_exit_3_naming_it(warm_root: Path, t
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     try:
         with pytest.raises(BuildError) as err:
-            bake._packed(loader.load().targets["cpu"], disk / "out", "warm", {}, time.monotonic(), {})
+            bake._packed(loader.load().targets["cpu"], disk / "out", "warm", {}, time.monotonic(), {}, rows={})
         assert "No space left on device (ENOSPC)" in err.value.message and err.value.exit_code == 3
         assert "--resume" in err.value.hint
         assert list((disk / "out").iterdir()) == []
