@@ -24,6 +24,7 @@ from ci.run import gpus, guard, harness_command, harness_env
 
 # made in ci.run.harness_command; other modules and the tests name them through this one too
 from ci.run.harness_command import DEFAULT_SUITES, pytest_command
+from ci.run.harness_command import ENV_MODEL_CACHE as ENV_MODEL_CACHE  # read by ci.evidence
 from ci.run.outcome import verdict
 from ci.run.run_spec import RunSpec
 from ci.stack import plan, rows_json
