@@ -114,7 +114,7 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
     try:
         code = execute.run_scheduled(st, specs, host=True, session_env=env, phase="bake")
     except DeadlineReached as exc:
-        finished = {**carried, **_ran(specs)}
+        finished = {**carried, **_ran(_outcomes(specs))}
         _packed(target, out, "warm", env, start, seeded, rows=finished, results=results, partial=True)
         raise DeadlineReached(
             f"{exc.message}; the configurations finished are in the artefact above",
@@ -134,7 +134,7 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
             f"{(unwarmed or ['none'])[0]}; exit {code}): no artefact written",
             hint=f"each row's session log is under {results}/*/logs; go on with --resume",
         )
-    return _packed(target, out, "warm", env, start, seeded, rows={**carried, **_ran(specs)}, results=results)
+    return _packed(target, out, "warm", env, start, seeded, rows={**carried, **_ran(outcomes)}, results=results)
 
 
 _UNFINISHED = ("missing", "interrupted")  # a row never reached, stopped in flight, or whose session died
@@ -152,9 +152,9 @@ def _outcomes(specs: list[run_spec.RunSpec]) -> dict[str, str]:
     return {r.id: said.get(r.id, "missing") for spec in specs for r in spec.rows}
 
 
-def _ran(specs: list[run_spec.RunSpec]) -> dict[str, str]:
-    """The rows the bake ran to a result, and their outcome: what the artefact records."""
-    return {row: said for row, said in _outcomes(specs).items() if said not in _UNFINISHED}
+def _ran(outcomes: dict[str, str]) -> dict[str, str]:
+    """The rows the bake ran to a result (of `_outcomes`), and their outcome: what the artefact records."""
+    return {row: said for row, said in outcomes.items() if said not in _UNFINISHED}
 
 
 def _skipped(specs: list[run_spec.RunSpec]) -> str:
@@ -178,8 +178,7 @@ def _seed(target: Target, artefact: Path, env: dict[str, str]) -> tuple[dict[str
     files it put there, by path, with their sha256; and the rows it had baked, with their outcome, where it was made
     from this very build (a seed of another build's Python warmed its rows for that build: they are baked again)."""
     seed = caches.install(target, artefact, env, seed=True)
-    same_build = seed.key.get("vllm_build") == caches.key(target, "aot")["vllm_build"]
-    return artefact_read.listing(artefact), dict(seed.rows or {}) if same_build else {}
+    return dict(seed.files), dict(seed.rows or {}) if seed.same_build else {}
 
 
 def _keep_bake_log(target: Target, results: Path) -> None:

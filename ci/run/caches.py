@@ -191,7 +191,8 @@ class Installed:
     env: dict[str, str]  # what points every JIT cache into the root
     came: str  # the rows' caches condition: the artefact, and how many files the root held beside it
     rows: Mapping[str, str] | None  # the rows its bake ran to a result, and their outcome (None: not recorded)
-    key: Mapping[str, Any]  # the key it was made under
+    files: Mapping[str, str]  # the files it put into the root, by path: their sha256
+    same_build: bool  # made from the very vLLM build this host imports (a seed may differ in SEEDABLE fields)
 
 
 def install(
@@ -210,8 +211,8 @@ def install(
     try:
         try:
             with artefact_read.opened(artefact, fix) as (tar, members, made):
-                listed = _for_here(made, target, rows_env, artefact, seed)
-                rows, made_key = made.rows, made.key
+                listed, same_build = _for_here(made, target, rows_env, artefact, seed)
+                rows = made.rows
                 artefact_read.check_members(listed, members, artefact)
                 for m in members:
                     m.name = m.name.removeprefix("root/")
@@ -237,15 +238,18 @@ def install(
     found = f", beside {beside} files earlier runs left there" if beside else ""
     print(f"caches: installed {artefact} ({len(listed)} files, checked against its manifest) into {top}{found}")
     came = f"artefact:{artefact.name}" + (f" + {beside} files found in the root" if beside else "")
-    return Installed(env(target), came, rows, made_key)
+    files = {rel: digest for rel, (_, digest) in listed.items()}
+    return Installed(env(target), came, rows, files, same_build)
 
 
 def _for_here(
     made: artefact_read.Manifest, target: Target, rows_env: Mapping[str, str] | None, artefact: Path, seed: bool
-) -> dict[str, tuple[int, str]]:
-    """The artefact's files by path: (bytes, sha256), after its key is found to be this host's."""
+) -> tuple[dict[str, tuple[int, str]], bool]:
+    """The artefact's files by path: (bytes, sha256), after its key is found to be this host's; and whether it was
+    made from this host's very build (a seed's SEEDABLE fields may differ)."""
     kind = made.key.get("kind", "warm")
     here = key(target, kind if isinstance(kind, str) else "warm", rows_env)
+    same_build = all(made.key.get(k) == here[k] for k in SEEDABLE)
     if seed and made.key.get("vllm_native") == here["vllm_native"]:
         here = {**here, **{k: made.key.get(k) for k in SEEDABLE}}
     mismatch = _differences(made.key, here)
@@ -254,7 +258,7 @@ def _for_here(
             f"{one_line(artefact)}: made for another host: {one_line('; '.join(mismatch))}",
             hint=f"bake one here: python -m ci bake {target.id} --host --out DIR",
         )
-    return made.listed
+    return made.listed, same_build
 
 
 def unbaked(target: Target, *, keep: bool = False) -> str:
