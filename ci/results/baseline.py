@@ -26,23 +26,29 @@ from ci.results.stats import Shift, mann_whitney_greater, shift, sign_test_great
 
 
 @dataclass(frozen=True)
+class Floor:
+    """The noise floor an A/A arm measured on the host for one row and metric."""
+
+    pct: float | None  # None where its runs were too few for one, or shared their GPU
+    runs: int  # the runs a side it was measured on (the fewer of the A/A pair's)
+
+
+NO_FLOOR = Floor(pct=None, runs=0)  # no A/A arm ran
+
+
+@dataclass(frozen=True)
 class Baseline:
     path: str
     rows: Mapping[str, Mapping[str, tuple[float, ...]]]  # row id -> metric name -> each run's median
-    # row id -> metric name -> the noise floor (%) an A/A arm measured on the host, where one ran
-    floors: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
+    # row id -> metric name -> the noise floor an A/A arm measured on the host, where one ran
+    floors: Mapping[str, Mapping[str, Floor]] = field(default_factory=dict)
     aa: str = ""  # the A/A side's label, where one gave the floors
-    # row id -> metric name -> the runs a side the floor was measured on (the fewer of the A/A pair's)
-    floor_runs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def runs(self, row: str, name: str) -> tuple[float, ...] | None:
         return self.rows.get(row, {}).get(name)
 
-    def floor(self, row: str, name: str) -> float | None:
-        return self.floors.get(row, {}).get(name)
-
-    def floor_n(self, row: str, name: str) -> int:
-        return self.floor_runs.get(row, {}).get(name, 0)
+    def floor(self, row: str, name: str) -> Floor:
+        return self.floors.get(row, {}).get(name, NO_FLOOR)
 
 
 PROJECTED_RUNS = 10  # the runs a side a projection of the floor names a judgeable bound at

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ci.results import acceptance, runs
 from ci.results.acceptance import Verdict
-from ci.results.baseline import Baseline
+from ci.results.baseline import Baseline, Floor
 from ci.results.junit import Case
 from ci.results.merge import Results, RowResult
 from ci.stack.change import Change
@@ -104,20 +104,17 @@ def _baseline(change: Change, fork: SideOf, without: SideOf, aa: SideOf | None, 
     name = change.acceptance.allowed_regression.metric
     before: dict[str, MappingProxyType] = {}
     floors: dict[str, MappingProxyType] = {}
-    floor_runs: dict[str, MappingProxyType] = {}
     for r in rows:
         theirs = runs.of_cases(without.rows[r].ran, name)
         before[r] = MappingProxyType({name: theirs.values} if theirs and theirs.runs and not theirs.shared else {})
         if aa is not None:
             a, a2 = runs.of_cases(fork.rows[r].ran, name), runs.of_cases(aa.rows[r].ran, name)
             floor = runs.floor_pct(a.values, a2.values) if a and a2 and not (a.shared or a2.shared) else None
-            floors[r] = MappingProxyType({name: floor})
-            floor_runs[r] = MappingProxyType({name: min(len(a.values), len(a2.values)) if a and a2 else 0})
+            floors[r] = MappingProxyType({name: Floor(floor, min(len(a.values), len(a2.values)) if a and a2 else 0)})
     return Baseline(
         path=f"side {without.label!r} (the fork without #{change.id})",
         rows=MappingProxyType(before),
         floors=MappingProxyType(floors),
-        floor_runs=MappingProxyType(floor_runs),
         aa=aa.label if aa is not None else "",
     )
 

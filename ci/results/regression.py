@@ -35,15 +35,16 @@ def regression(ev: Evidence) -> Criterion:
             absent.append(r.id)
             continue
         unit = next((m.unit for c in r.ran if (m := c.metric(reg.metric))), "")
+        floor = base.floor(r.id, reg.metric)
         cmp = compare(
             before,
             now.values,
             reg.better,
             reg.max_pct,
             unit=unit,
-            floor_pct=base.floor(r.id, reg.metric),
+            floor_pct=floor.pct,
             aa=bool(base.aa),
-            floor_runs=base.floor_n(r.id, reg.metric),
+            floor_runs=floor.runs,
         )
         if cmp.judged:
             judged.append((r.id, cmp))
