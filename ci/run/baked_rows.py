@@ -10,19 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
 
 from ci.errors import UsageError
 from ci.escape import one_line
 from ci.run import artefact_read
-
-
-class _Row(Protocol):
-    @property
-    def id(self) -> str: ...
-
-
-R = TypeVar("R", bound=_Row)
+from ci.stack import plan
 
 
 def recorded(artefact: Path) -> Mapping[str, str]:
@@ -38,7 +30,7 @@ def recorded(artefact: Path) -> Mapping[str, str]:
     return made.rows
 
 
-def only_baked(rows: Sequence[R], artefact: Path) -> tuple[R, ...]:
+def only_baked(rows: Sequence[plan.Row], artefact: Path) -> tuple[plan.Row, ...]:
     """`--rows-baked`: the rows of `rows` the artefact's bake ran to a result, and a line saying what was left out."""
     baked = recorded(artefact)
     kept = tuple(r for r in rows if r.id in baked)
@@ -57,7 +49,7 @@ def only_baked(rows: Sequence[R], artefact: Path) -> tuple[R, ...]:
     return kept
 
 
-def unreached(rows: Sequence[_Row], baked: Mapping[str, str] | None) -> str | None:
+def unreached(rows: Sequence[plan.Row], baked: Mapping[str, str] | None) -> str | None:
     """A line for a run from an artefact whose bake did not reach some of its rows (None where it reached all, or
     records none)."""
     if baked is None:

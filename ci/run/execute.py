@@ -130,10 +130,9 @@ def run_scheduled(
         for spec in specs:
             held.enter_context(guard.exclusive(spec.out))
         # the JIT caches made ready once for the run (what can refuse it does so before --out is touched)
-        every_row = [r for s in specs for r in s.rows]
-        shared_env = (
-            session_env if session_env is not None else harness_env.host_session(specs[0], every_row) if host else None
-        )
+        shared_env = session_env
+        if shared_env is None and host:
+            shared_env = harness_env.host_session(specs[0], [r for s in specs for r in s.rows])
         prepared = []
         for spec in specs:
             env = {**shared_env, **harness_env.rows_env(spec)} if shared_env is not None else None
