@@ -70,8 +70,9 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
         raise UsageError(
             "the fork is built into the target's image, and this run has no image: it runs on this host's Python "
             "(--host, or no docker engine answers)",
-            hint="on a bare host: python -m ci fork build --host --base-site SITE --site DIR, then run with "
-            "PYTHONPATH=DIR:SITE (docs/upstream.md, 'A bare GPU host'); or start the docker engine; or --stock",
+            hint=f"on a bare host: {fork.scope.command('fork build', '--host', '--base-site', 'SITE', '--site', 'DIR')}"
+            ", then run with PYTHONPATH=DIR:SITE (docs/upstream.md, 'A bare GPU host'); or start the docker engine; "
+            "or --stock",
         )
     relock = {}
     for target in over:

@@ -163,3 +163,13 @@ def test_fix_lines_repeat_the_options_given(world, tmp_path, capsys) -> None:
     assert recorded
     fix = json.loads(recorded[0].read_text())["fix"]
     assert f"python -m ci fork --fork {world.path} --ref fork {' '.join(given)} says what is looked for" in fix
+
+
+def test_the_bare_host_fix_line_builds_the_same_fork(world, capsys) -> None:
+    """`ci main --host` with a fork names `ci fork build --host` for that fork, every option the user gave repeated."""
+    given = ["--upstream-ref", "upstream/main", "--base-ref", "v0.26.0", "--base-version", "0.26.0"]
+    argv = ["main", "--host", "--target", "cpu", "--fork", str(world.path), "--ref", "fork", *given]
+    assert main(["--stack", str(world.stack), *argv]) == 2
+    fix = capsys.readouterr().err
+    assert "this run has no image" in fix
+    assert f"python -m ci fork build --fork {world.path} --ref fork {' '.join(given)} --host --base-site SITE" in fix
