@@ -70,7 +70,7 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
         raise UsageError(
             "the fork is built into the target's image, and this run has no image: it runs on this host's Python "
             "(--host, or no docker engine answers)",
-            hint=f"on a bare host: {fork.scope.command('fork build', '--host', '--base-site', 'SITE', '--site', 'DIR')}"
+            hint=f"on a bare host: {fork.scope.command('fork build --host', '--base-site', 'SITE', '--site', 'DIR')}"
             ", then run with PYTHONPATH=DIR:SITE (docs/upstream.md, 'A bare GPU host'); or start the docker engine; "
             "or --stock",
         )

@@ -172,4 +172,4 @@ def test_the_bare_host_fix_line_builds_the_same_fork(world, capsys) -> None:
     assert main(["--stack", str(world.stack), *argv]) == 2
     fix = capsys.readouterr().err
     assert "this run has no image" in fix
-    assert f"python -m ci fork build --fork {world.path} --ref fork {' '.join(given)} --host --base-site SITE" in fix
+    assert f"python -m ci fork build --host --fork {world.path} --ref fork {' '.join(given)} --base-site SITE" in fix
