@@ -149,6 +149,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C before anything was started that passes it on (a run's harness does, and ends with 130 itself)
         print("stopped by SIGINT before anything ran", file=sys.stderr)
         return 130
+    except RuntimeError as exc:
+        if not ctrl_c(exc):
+            raise
+        print("stopped by SIGINT before anything ran", file=sys.stderr)
+        return 130
+
+
+def ctrl_c(exc: BaseException) -> bool:
+    """Whether `exc` is a Ctrl-C: Python 3.11 wraps one that lands in a class body's __set_name__ (pydantic defining
+    its models while a verb's modules import) in a RuntimeError, its cause."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 # Each runtime dependency (pyproject.toml) -> the module it installs. A bare GPU host (the lent H200) has torch and

@@ -108,6 +108,30 @@ def test_ctrl_c_before_anything_ran_is_exit_130_without_a_traceback(monkeypatch,
     assert "stopped by SIGINT" in capsys.readouterr().err
 
 
+def test_ctrl_c_wrapped_by_a_class_body_while_modules_import_is_exit_130_and_other_errors_are_not(
+    monkeypatch, capsys
+) -> None:
+    """Python 3.11 wraps a KeyboardInterrupt landing in __set_name__ (pydantic defining a model) in a RuntimeError."""
+    from ci.stack import loader
+
+    def wrapped(*_a, **_k):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as stop:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'validators'") from stop
+
+    monkeypatch.setattr(loader, "load", wrapped)
+    assert cli.main(["plan"]) == 130
+    assert "stopped by SIGINT" in capsys.readouterr().err
+
+    def broken(*_a, **_k):
+        raise RuntimeError("a real fault")
+
+    monkeypatch.setattr(loader, "load", broken)
+    with pytest.raises(RuntimeError, match="a real fault"):
+        cli.main(["plan"])
+
+
 def test_a_matrix_past_the_bound_is_refused_naming_the_change_and_its_count(stack_copy: Path, edit, capsys) -> None:
     change = stack_copy / "changes" / "46849.yaml"
     contexts = ", ".join(str(1024 + n) for n in range(50))
