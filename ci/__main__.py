@@ -1,11 +1,7 @@
-import sys
+from ci.startup import Held
 
-try:
-    from ci.cli import run
-except (KeyboardInterrupt, RuntimeError) as exc:  # Ctrl-C while the command line's modules import: said as cli.main
-    if not isinstance(exc, KeyboardInterrupt) and not isinstance(exc.__cause__, KeyboardInterrupt):
-        raise  # (3.11 wraps one landing in a class body's __set_name__ in a RuntimeError, its cause)
-    print("stopped by SIGINT before anything ran", file=sys.stderr)
-    sys.exit(130)
+held = Held()  # a Ctrl-C while the command line's modules import: taken up by cli.main once they have
 
-run()
+from ci.cli import run  # noqa: E402
+
+run(held)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ci
-from ci import escape, options, teardown
+from ci import escape, options, startup, teardown
 from ci.errors import EXIT_CODES, StackgateError, UsageError
 
 if TYPE_CHECKING:
@@ -109,10 +109,17 @@ def _listed(value: object) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else [str(value)]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, held: startup.Held | None = None) -> int:
+    """The command line; `held`: a Ctrl-C held since before its modules imported (`python -m ci`), else held here."""
     teardown.forget()
+    held = held or startup.Held()
     try:
-        ap = parser(_verb(sys.argv[1:] if argv is None else argv))  # imports the verb's modules: Ctrl-C may land here
+        try:
+            ap = parser(_verb(sys.argv[1:] if argv is None else argv))  # imports the verb's modules
+        finally:
+            stopped = held.release()
+        if stopped:
+            raise KeyboardInterrupt
         if "_ARGCOMPLETE" in os.environ:  # the shell's completion hook is asking (argcomplete's protocol)
             try:
                 import argcomplete  # optional: shell completion where the user installed it
@@ -149,22 +156,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C before anything was started that passes it on (a run's harness does, and ends with 130 itself)
         print("stopped by SIGINT before anything ran", file=sys.stderr)
         return 130
-    except RuntimeError as exc:
-        if not ctrl_c(exc):
-            raise
-        print("stopped by SIGINT before anything ran", file=sys.stderr)
-        return 130
-
-
-def ctrl_c(exc: BaseException) -> bool:
-    """Whether `exc` is a Ctrl-C: Python 3.11 wraps one that lands in a class body's __set_name__ (pydantic defining
-    its models while a verb's modules import) in a RuntimeError, its cause."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, KeyboardInterrupt):
-            return True
-        seen = seen.__cause__
-    return False
 
 
 # Each runtime dependency (pyproject.toml) -> the module it installs. A bare GPU host (the lent H200) has torch and
@@ -187,6 +178,6 @@ def needs() -> list[str]:
     return [dist for dist, module in RUNTIME.items() if absent(module)]
 
 
-def run() -> None:
-    """The `stackgate` console script (and `python -m ci`)."""
-    teardown.end(main())
+def run(held: startup.Held | None = None) -> None:
+    """The `stackgate` console script (and `python -m ci`, which holds a Ctrl-C from its first line: `held`)."""
+    teardown.end(main(held=held))
