@@ -19,6 +19,7 @@ SHARED = {
     "ci.tables",
     "ci.revision",
     "ci.signals",
+    "ci.startup",
     "ci.files",
     "ci.untrusted",
     "ci.escape",
