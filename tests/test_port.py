@@ -208,10 +208,11 @@ def test_a_conflicting_port_exits_2_naming_why_and_leaves_the_checkout_as_it_was
         steps.append(line.strip())
         if line.strip().startswith("git status --short"):
             break
-    work = tmp_path / "here"
-    work.mkdir()
+    work = tmp_path / "elsewhere" / "deeper"  # a shell anywhere but beside the fork: the worktree's path is absolute
+    work.mkdir(parents=True)
     shown = subprocess.run(["bash", "-c", "\n".join(steps)], cwd=work, capture_output=True, text=True, env=ENV)
     assert "UU vllm/pre.py" in shown.stdout, shown.stdout + shown.stderr
+    assert (repo.path.parent / f"port-{repo.git('rev-parse', 'fork')[:12]}" / "vllm" / "pre.py").is_file()
 
     first = _ci(stack, "fork", "port", "49903", "--with-prerequisites", *_fork(repo))
     assert first.returncode == 0, first.stdout + first.stderr

@@ -6,6 +6,7 @@ user's own and finish the port by hand. Nothing was made: no branch, no worktree
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from ci.fork.source import Fork
 from ci.upstream import port_text
@@ -47,9 +48,10 @@ def notice(fork: Fork, r: Readiness, done: Stopped, branch: str, with_prerequisi
 
 def reproduce(fork: Fork, applied: list[Unit], stopped: Unit | None, branch: str) -> list[str]:
     """The commands, each quoted for a POSIX shell: a detached worktree of the fork's ref, the commits that apply
-    committed as the port commits them, the conflicting one applied three ways for the conflicts to be resolved."""
-    where = f"../port-{fork.commit[:12]}"
+    committed as the port commits them, the conflicting one applied three ways for the conflicts to be resolved. The
+    worktree lies beside the checkout, named by an absolute path: the user's shell may be anywhere."""
     fork_path = shlex.quote(str(fork.checkout.path))
+    where = shlex.quote(str(Path(fork.checkout.path).resolve().parent / f"port-{fork.commit[:12]}"))
     out = [f"  git -C {fork_path} worktree add --detach {where} {fork.commit}", f"  cd {where}"]
     for unit in applied:
         out += _apply(unit) + _commit(unit)
