@@ -92,6 +92,21 @@ def test_a_clone_without_the_recent_tags_never_takes_the_stale_one(fork, stack_c
     assert snap["base"]["commit"] == "" and "v0.9.0" not in snap["own"]
 
 
+def test_the_fetch_line_for_the_tags_names_the_remote_that_is_upstream_else_its_url(fork, stack_copy, capsys) -> None:
+    """Upstream found on a remote named otherwise, or given as a commit: the fix fetches from where tags can come."""
+    f, ids = fork
+    f.git("remote", "rename", "upstream", "vllm")  # its main is now vllm/main
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "mine", "--format", "json") == 0
+    fix = json.loads(capsys.readouterr().out)["base_unknown"]["fix"]
+    assert f"git -C {f.path} fetch vllm --tags" in fix and "fetch upstream --tags" not in fix
+
+    f.git("remote", "remove", "vllm")
+    given = ["--upstream-ref", ids["S"], "--format", "json"]
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "mine", *given) == 0
+    fix = json.loads(capsys.readouterr().out)["base_unknown"]["fix"]
+    assert f"git -C {f.path} fetch https://github.com/vllm-project/vllm.git --tags" in fix, fix
+
+
 def test_with_the_tags_fetched_the_base_is_the_release_line_and_says_how(fork, upstream, stack_copy, capsys) -> None:
     f, ids = fork
     f.git("fetch", "-q", "origin", "--tags")

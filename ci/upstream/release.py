@@ -27,6 +27,9 @@ _VERSION = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"](\d+\.\d+\.\
 PICKED = "(cherry picked from commit "
 
 
+UPSTREAM_URL = "https://github.com/vllm-project/vllm.git"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Base:
     """The upstream release the fork is built on: its wheel gives the compiled parts."""
@@ -99,8 +102,16 @@ def find(co: Checkout, ref: str, head: str, where: Left | None) -> Base | Unknow
     return _unknown(co, ref, head, where, stale)
 
 
+def _fetch_tags(co: Checkout, where: Left | None) -> str:
+    """The command that brings upstream's release tags: from the remote upstream's main was found on (where it was
+    given as a commit, or not found at all, no remote may be upstream: from upstream's URL)."""
+    remote = where.upstream_ref.split("/", 1)[0] if where else ""
+    source = remote if remote in co.remotes() else UPSTREAM_URL
+    return f"git -C {co.path} fetch {source} --tags"
+
+
 def _unknown(co: Checkout, ref: str, head: str, where: Left | None, stale: str) -> Unknown:
-    tags = f"git -C {co.path} fetch upstream --tags"
+    tags = _fetch_tags(co, where)
     by_hand = "or name it: --base-version X.Y.Z (the release it is built on), or stack/fork.yaml's base"
     if where is None:
         return Unknown(
