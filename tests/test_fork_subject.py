@@ -53,13 +53,17 @@ def _session_call(target: str, suite: str, posargs: list[str]) -> list[str]:
     return list(call[3:])
 
 
-def test_the_generated_session_judges_the_configured_fork_and_stock_judges_the_release(world, monkeypatch, tmp_path):
+def test_the_generated_session_judges_the_configured_fork_and_stock_judges_the_release(
+    world, monkeypatch, tmp_path, capsys
+):
     monkeypatch.setenv("STACKGATE_FORK", str(world.path))
     monkeypatch.setenv("STACKGATE_FORK_REF", "fork")
     out = tmp_path / "out"
     argv = _session_call("cuda-sm121a", "spec_decode", ["--stack", str(world.stack), "--out", str(out)])
     assert argv[:5] == ["main", "--target", "cuda-sm121a", "--suite", "spec_decode"] and "--fork" not in argv
     assert main(argv) == 6  # nothing runs on this host: the rows are reported as not run
+    set_apart = [line for line in capsys.readouterr().out.splitlines() if line.startswith("not scheduled:")]
+    assert len(set_apart) == 1 and " rows of cuda-sm121a/spec_decode, " in set_apart[0]  # the session's, no other's
     doc = json.loads((out / "report" / "report.json").read_text())
     assert doc["judged"]["subject"] == "fork" and doc["judged"]["fork"]["commit"] == world.ids["head"]
     assert doc["judged"]["said"].startswith(f"the fork vllm-fork fork ({world.ids['head'][:12]}) over vLLM 0.26.0")
