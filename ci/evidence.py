@@ -20,6 +20,7 @@ from ci import options
 from ci.report import commands as report_commands
 from ci.report.write import OUTPUTS, render, write_atomic
 from ci.run import execute
+from ci.tables import counted
 
 EVIDENCE = options.REPO / "evidence"
 
@@ -108,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         found = differences(folder, fresh)
         if found and args.write:
             write_atomic(folder, fresh)
-            print(f"{folder}: re-rendered ({len(found)} file(s) changed)")
+            print(f"{folder}: re-rendered ({counted(len(found), 'file')} changed)")
         elif found:
             failed += 1
             print(f"{folder}: differs from today's rendering of its JUnit:\n" + "\n".join(found), file=sys.stderr)
@@ -116,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{folder}: as today's code renders it")
     if failed and not args.write:
         print(
-            f"{failed} report(s) differ or cannot be re-rendered: python -m ci.evidence --write re-renders them",
+            f"{counted(failed, 'report')} differ or cannot be re-rendered: "
+            "python -m ci.evidence --write re-renders them",
             file=sys.stderr,
         )
     return 1 if failed else 0

@@ -1,4 +1,5 @@
-"""Plain tables for terminals and Markdown. Cell text is untrusted: Markdown cells are escaped."""
+"""Plain tables for terminals and Markdown, and the counts and lists in their lines. Cell text is untrusted: Markdown
+cells are escaped."""
 
 from __future__ import annotations
 
@@ -87,3 +88,8 @@ def folded(items: Sequence[str]) -> str:
     if len(items) <= SHOWN + 1:
         return ", ".join(items)
     return f"{', '.join(items[:SHOWN])} and {len(items) - SHOWN} more (all in --format json)"
+
+
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """ "1 row", "2 rows", "1,024 rows" (`plural` where adding an s is not it)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -16,6 +16,7 @@ from typing import Literal
 
 from ci import files, options, untrusted
 from ci.errors import GATE_CLOSED, UsageError
+from ci.tables import counted
 
 Style = Literal["success", "warning", "error"]
 
@@ -106,12 +107,12 @@ def main(args: argparse.Namespace) -> int:
     closed = [c.id for c in gating if not c.ready]
     if missing:
         print(
-            f"gate closed: {len(missing)} gating change(s) without a verdict in {args.report}: report them "
+            f"gate closed: {counted(len(missing), 'gating change')} without a verdict in {args.report}: report them "
             "(python -m ci report RESULTS --out DIR, without a --change filter leaving them out)"
         )
         return GATE_CLOSED
     if closed:
-        print(f"gate closed: {len(closed)} gating change(s) not ready: {', '.join(closed)}")
+        print(f"gate closed: {counted(len(closed), 'gating change')} not ready: {', '.join(closed)}")
         return GATE_CLOSED
     return 0
 

@@ -17,6 +17,7 @@ import yaml
 from ci.buildkite.steps import TOOLS, Options, Step, Wait, key, nox
 from ci.errors import UsageError
 from ci.escape import one_line
+from ci.tables import counted
 
 MAX_JOBS = 500  # per upload: Buildkite rejects more ("exceeds your organization limit of 500")
 
@@ -60,7 +61,7 @@ def render(steps: Sequence[Step | Wait], opts: Options, part: int, queue: str, *
     soft-fails."""
     cut = parts(steps, max_jobs)
     if not 1 <= part <= len(cut):
-        raise UsageError(f"--part {part}: this pipeline has {len(cut)} part(s)", hint="give --part 1 to 1")
+        raise UsageError(f"--part {part}: this pipeline has {counted(len(cut), 'part')}", hint="give --part 1 to 1")
     chosen: list[Step | Wait] = list(cut[part - 1])
     if part < len(cut):
         chosen.append(uploader(opts, part + 1, len(cut), queue))

@@ -19,6 +19,7 @@ from pathlib import Path
 from ci.errors import UsageError
 from ci.fork.source import Fork
 from ci.stack.model import Stack
+from ci.tables import counted
 
 _FAILED = re.compile(r"^error: (?:patch failed: (.+?):\d+|(.+?): patch does not apply)$", re.M)
 
@@ -68,7 +69,7 @@ def without(st: Stack, fork: Fork, change: str) -> Dropped:
         order = co.git("rev-list", *fork.scope.own).split()
         carried = set(state.carried_by)
         reverted = tuple(c for c in order if c in carried) + tuple(c for c in state.carried_by if c not in order)
-        how = f"{len(reverted)} fork commit{'s' if len(reverted) != 1 else ''}"
+        how = counted(len(reverted), "fork commit")
     with tempfile.TemporaryDirectory(prefix="stackgate-ablate-") as tmp:
         index = Path(tmp) / "index"
         co.with_index(index, "read-tree", tip)

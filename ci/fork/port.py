@@ -17,6 +17,7 @@ from ci.errors import UsageError
 from ci.fork import port_notice, source
 from ci.stack import loader
 from ci.stack.model import Stack
+from ci.tables import counted
 from ci.upstream import classify, port_check, port_make, port_text
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_make import Made
@@ -75,7 +76,7 @@ def cmd_port(args: argparse.Namespace) -> int:
         return 2
     if not made.commits:
         raise UsageError(f"{r.label}: every commit of it is already in {fork.ref}", hint="nothing to port")
-    print(f"{branch}: {r.label} ported onto {fork.ref} ({fork.commit[:12]}) in {len(made.commits)} commit(s):")
+    print(f"{branch}: {r.label} ported onto {fork.ref} ({fork.commit[:12]}) in {counted(len(made.commits), 'commit')}:")
     for commit, unit in made.commits:
         print(f"  {commit[:12]} {port_text.plain(unit.subject)} (cherry picked from commit {unit.commit[:12]})")
     print(judged(st, fork, made, r))

@@ -18,6 +18,7 @@ from ci.results.acceptance import Verdict
 from ci.results.criteria import CRITERIA, MATRIX, REGRESSION, TIED, baked, compiled_in
 from ci.results.merge import RowResult
 from ci.stack.change import Change
+from ci.tables import counted
 
 # the criterion in the words the first screen uses (its full title is in the change's section)
 SHORT = {
@@ -102,8 +103,8 @@ def _verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
             text = "; ".join(fails) + (f"; {len(unrun)} not run" if unrun else "")
             out.append(AtTarget(target=t.id, short=t.short, state="fails", text=text, command=command, where=where))
         elif len(unrun) == len(mine):
-            out.append(AtTarget(target=t.id, short=t.short, state="not run", text=_n(len(mine)), command=command,
-                                where=where))  # fmt: skip
+            text = counted(len(mine), "row")
+            out.append(AtTarget(target=t.id, short=t.short, state="not run", text=text, command=command, where=where))
         elif unrun:
             ran = len(mine) - len(unrun)
             text = f"{len(unrun)} of {len(mine)} rows not run" + (f"; the {ran} that ran hold" if ran else "")
@@ -164,7 +165,7 @@ def _fails(verdict: Verdict, target: str, rows: list[RowResult]) -> list[str]:
     out = []
     failing = [r for r in rows if r.status in ("failure", "error", "conflict")]
     if failing:
-        out.append(f"{len(failing)} of {_n(len(rows))}")
+        out.append(f"{len(failing)} of {counted(len(rows), 'row')}")
     judged = {c.name: dict(c.by_target) for c in verdict.criteria}
     for rule in CRITERIA:
         if rule.per_target is None or rule.name == MATRIX:
@@ -185,7 +186,7 @@ def _said(change: Change, name: str, rows: list[RowResult]) -> str:
     if name == "cold and warm measurements reported separately" and acc.measurements.max_cold_warm_ratio:
         bound = acc.measurements.max_cold_warm_ratio
         over = [runs[0][0] for r in ran if (runs := r.cold_warm_runs) and runs[0][0] > bound]
-        return f"{max(over):.2f}x > {bound:g}x on {_n(len(over))}" if over else ""
+        return f"{max(over):.2f}x > {bound:g}x on {counted(len(over), 'row')}" if over else ""
     if name in ("numerical tolerance against the named reference backend", "graph-replay assertion"):
         metric = acc.tolerance.metric if name.startswith("numerical") else acc.graph_replay.metric
         holds = (lambda v: v <= acc.tolerance.max) if name.startswith("numerical") else acc.graph_replay.holds
@@ -195,19 +196,15 @@ def _said(change: Change, name: str, rows: list[RowResult]) -> str:
         )
         worst = max(bad, key=abs) if bad else None
         rows_bad = sum(any((m := c.metric(metric)) and not holds(m.value) for c in r.ran) for r in ran)
-        return f"{metric} {worst:g}, wants {want.strip()}, on {_n(rows_bad)}" if bad else ""
+        return f"{metric} {worst:g}, wants {want.strip()}, on {counted(rows_bad, 'row')}" if bad else ""
     if name == "no runtime JIT fallback where AOT/warm-up is expected":
         after_bake = [r for r in ran if any(baked(c) and compiled_in(c) for c in r.ran)]
         late = [r for r in ran if r not in after_bake and any(compiled_in(c) for c in r.ran)]
         return "; ".join(
-            [f"compiles after the bake on {_n(len(after_bake))}"] * bool(after_bake)
-            + [f"compiles after ready on {_n(len(late))} (no bake: JIT allowed)"] * bool(late)
+            [f"compiles after the bake on {counted(len(after_bake), 'row')}"] * bool(after_bake)
+            + [f"compiles after ready on {counted(len(late), 'row')} (no bake: JIT allowed)"] * bool(late)
         )
     return ""
-
-
-def _n(rows: int) -> str:
-    return f"{rows} row{'s' * (rows != 1)}"
 
 
 def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:

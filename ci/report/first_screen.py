@@ -14,7 +14,7 @@ from ci import tables
 from ci.report import at_target, in_fork, port_step, rerun_hints, triage
 from ci.report.view import FAILING, Report, Table, banner
 from ci.results.acceptance import Verdict
-from ci.tables import Markdown, md_cell
+from ci.tables import Markdown, counted, md_cell
 
 _SHOWN = 6  # causes named in one cell; the rest are counted
 _LONG = 200  # characters of one cause shown on the first screen (the change's section gives it whole)
@@ -132,7 +132,7 @@ def table(report: Report) -> Table:
     first = entries(report)
     forked = any(e.fork for e in first)
     for e in first:
-        said = "; ".join(f"{text} ({n} row{'s' * (n != 1)})" for text, n in e.causes)
+        said = "; ".join(f"{text} ({counted(n, 'row')})" for text, n in e.causes)
         said += f"; and {e.more} more causes" if e.more else ""
         step = " ".join(x for x in (tables.code(e.command) if e.command else "", md_cell(e.note)) if x)
         rows.append(
@@ -194,4 +194,4 @@ def outside_line(report: Report) -> str:
     if not bad:
         return ""
     said = "informational: " if "--outside-informational" in report.made_with else ""
-    return f"{said}{bad} of {n} testcase{'s' * (n != 1)} outside the plan failed or errored"
+    return f"{said}{bad} of {counted(n, 'testcase')} outside the plan failed or errored"

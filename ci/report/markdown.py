@@ -104,7 +104,7 @@ def _head(report: Report) -> list[str]:
         out += [f"{said} {tables.code(base)}", ""]
     warnings = first_screen.warnings(report)  # plain Markdown: Buildkite's renderer has no GitHub alerts
     if warnings:
-        kinds = f"{len(warnings)} kind{'s' * (len(warnings) != 1)}"
+        kinds = tables.counted(len(warnings), "kind")
         out += [f"**Warnings** ({kinds})", "", *(f"- {md(w)}" for w in warnings), ""]
     out += ["## Verdicts", "", *([md(rebase.where(report)), ""] if report.upstream else [])]
     out += [*_table(_verdicts(report)), ""]

@@ -5,6 +5,7 @@ A change the document does not list says so; nothing is shown where no document 
 from __future__ import annotations
 
 from ci.report.view import Report
+from ci.tables import counted
 from ci.upstream.state import ChangeState
 
 NOT_LISTED = "not in the upstream state given"
@@ -27,7 +28,7 @@ def cell(report: Report, change: str) -> str:
         return _unread(report) or NOT_LISTED
     extra = {"diverged": ", ".join(s.diverged_files), "partially ported": "missing " + ", ".join(s.missing)}
     text = f"{s.state} ({extra[s.state]})" if s.state in extra else s.state
-    return text + (f"; {len(s.flags)} flag{'s' if len(s.flags) > 1 else ''}" if s.flags else "")
+    return text + (f"; {counted(len(s.flags), 'flag')}" if s.flags else "")
 
 
 def line(report: Report, change: str) -> str:

@@ -29,6 +29,7 @@ from ci.results.junit import FileRead
 from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
+from ci.tables import counted
 from ci.upstream import state as upstream_state
 
 OUTPUTS = ("report.md", "report.html", "report.json")
@@ -257,7 +258,7 @@ def summary(report: Report, out: Path, *, outside_informational: bool = False) -
     n_out, bad_out = outside(report)
     told = (
         (
-            f", {n_out} testcase{'s' * (n_out != 1)} outside the plan ({bad_out} failed or errored"
+            f", {counted(n_out, 'testcase')} outside the plan ({bad_out} failed or errored"
             f"{'; informational' if outside_informational else ''})"
         )
         if n_out

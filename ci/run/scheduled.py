@@ -27,6 +27,7 @@ from ci.run.packing import Device, Job, Packing, jobs, measured_peaks, next_jobs
 from ci.run.resume import lost_case, outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
 from ci.stack.model import Stack
 from ci.stack.plan import Row
+from ci.tables import counted
 
 DEADLINE_EXIT = 9
 UNREACHED = "not run"  # a row of a shared job that a stop ended before it began: --resume runs it
@@ -270,7 +271,7 @@ def _eta(
 
 def _configs(rows: Sequence[Row]) -> str:
     n = len({costs.config(r) for r in rows})
-    return f"{n} engine configuration{'s' if n != 1 else ''}"
+    return counted(n, "engine configuration")
 
 
 def _alone(row: Row) -> Job:

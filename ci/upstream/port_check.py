@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from ci.stack.change import Change, FollowUp
 from ci.stack.model import Stack
+from ci.tables import counted
 from ci.upstream import port_apply, port_command, port_source, port_why, stability
 from ci.upstream.port_source import Source, Unit
 from ci.upstream.port_why import Sides
@@ -156,7 +157,7 @@ def _tried(
     if done.verdict == "in the fork":
         return replace(shell, verdict="in the fork", detail=f"its vllm/ diff is already in {scope.ref} (it reverses)")
     n = len(done.files)
-    what = f"upstream's vllm/ diff of {', '.join(c[:12] for c in patch)} ({n} file{'s' * (n != 1)})"
+    what = f"upstream's vllm/ diff of {', '.join(c[:12] for c in patch)} ({counted(n, 'file')})"
     if done.verdict in PORTABLE:
         how = "as it is" if done.verdict == "clean" else f"by a three-way merge of {', '.join(done.three_way)}"
         needs = port_why.needs(ctx.sides, (), on, earlier)
@@ -169,8 +170,8 @@ def _tried(
     hunks = sum(len(c.hunks) for c in found)
     clean = len(done.files) - len(found)
     detail = (
-        f"{what}: a three-way merge onto {scope.ref} conflicts in {', '.join(c.file for c in found)} ({hunks} "
-        f"hunk{'s' * (hunks != 1)}); {clean} other file{'s' * (clean != 1)} merge cleanly"
+        f"{what}: a three-way merge onto {scope.ref} conflicts in {', '.join(c.file for c in found)} "
+        f"({counted(hunks, 'hunk')}); {counted(clean, 'other file')} merge cleanly"
     )
     after = _after(ctx, needs, source.units) if needs else ""
     command = port_command.port(ctx.flags, source.pr, with_prerequisites=after in PORTABLE)

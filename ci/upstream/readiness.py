@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from ci.tables import counted
+
 Verdict = Literal["clean", "clean by three-way merge", "conflicts", "in the fork", "unknown"]
 VERDICTS: tuple[str, ...] = get_args(Verdict)
 PORTABLE: tuple[str, ...] = ("clean", "clean by three-way merge")
@@ -169,7 +171,7 @@ class Readiness:
             return self.verdict
         hunks = sum(len(c.hunks) for c in self.conflicts)
         names = ", ".join(c.file.rsplit("/", 1)[-1] for c in self.conflicts)
-        return f"conflicts: {names} ({hunks} hunk{'s' * (hunks != 1)})"
+        return f"conflicts: {names} ({counted(hunks, 'hunk')})"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -16,6 +16,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from ci.tables import counted
 from ci.upstream.checkout import Checkout
 
 NEAR_COMMITS = 300  # upstream's main takes about this many commits in a week
@@ -88,14 +89,13 @@ def find(co: Checkout, ref: str, head: str, where: Left | None) -> Base | Unknow
         point, at = (where.commit, f"where {ref} left {where.said()}") if where else (head, ref)
         commits = int(co.git("rev-list", "--count", f"{commit}..{point}").strip() or 0)
         days = _days(co.date(commit), co.date(point))
+        far = f"{counted(commits, 'commit')} and {counted(days, 'day')}"
         if commits <= NEAR_COMMITS and days <= NEAR_DAYS:
-            far = f"{_n(commits, 'commit')} and {_n(days, 'day')}"
             how = f"{name}, the newest release tag in {ref}'s history, {far} before {at}"
             return Base(version=version, ref=name, commit=commit, how=how)
         stale = (
-            f"the newest release tag in {ref}'s history, {name} ({co.date(commit)}), is {_n(commits, 'commit')} and "
-            f"{_n(days, 'day')} before {at}: too far to be its release (a tag is taken within {NEAR_COMMITS} "
-            f"commits and {NEAR_DAYS} days)"
+            f"the newest release tag in {ref}'s history, {name} ({co.date(commit)}), is {far} before {at}: too far to "
+            f"be its release (a tag is taken within {NEAR_COMMITS} commits and {NEAR_DAYS} days)"
         )
     if found := _version_file(co, ref, head):
         return found
@@ -122,7 +122,7 @@ def _unknown(co: Checkout, ref: str, head: str, where: Left | None, stale: str) 
     branch, picked = _release_branch(co, head, where), _picked(co, where.commit, head)
     if branch or picked:
         line = f"the release line of {branch}" if branch else "a release line"
-        said = f"{picked} commit{'s' * (picked != 1)} after it cherry-picked" if picked else f"{branch} holds it"
+        said = f"{counted(picked, 'commit')} after it cherry-picked" if picked else f"{branch} holds it"
         return Unknown(
             problem=f"{ref} left {where.said()} onto {line} ({said}), and nothing here names its release: {stale}, "
             f"and the tree has no {_VERSION_FILE}",
@@ -202,7 +202,3 @@ def _tags_around(co: Checkout, date: str) -> str:
 
 def _days(a: str, b: str) -> int:
     return abs((dt.date.fromisoformat(b) - dt.date.fromisoformat(a)).days)
-
-
-def _n(count: int, what: str) -> str:
-    return f"{count:,} {what}{'s' * (count != 1)}"
