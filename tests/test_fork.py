@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -181,7 +182,7 @@ def test_ablation_refuses_a_change_another_is_stacked_on(stack_copy: Path, fork_
         ablate.without(st, source.open_fork(st), "46849")
 
 
-def test_compiled_sources_refuse_the_overlay_naming_the_files(stack_copy: Path, fork_repo) -> None:
+def test_compiled_sources_refuse_the_overlay_naming_the_files(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
     repo, ids = fork_repo
     repo.commit("a kernel of our own", {"csrc/kernel.cu": "// fork kernel\n", "CMakeLists.txt": "project(x)\n"})
     st = loader.load(_stack(stack_copy, repo, ids))
@@ -189,6 +190,12 @@ def test_compiled_sources_refuse_the_overlay_naming_the_files(stack_copy: Path, 
     with pytest.raises(bundle.CompiledSources) as err:
         bundle.overlay(fork, fork.commit)
     assert "CMakeLists.txt, csrc/kernel.cu" in str(err.value) and "source-build" in str(err.value)
+    # the fix line's first command makes the work tree its source build compiles, from wherever the user stands
+    fix = err.value.hint.split("build those from source: ", 1)[1]
+    worktree, build = fix.split(", then ", 1)
+    subprocess.run(shlex.split(worktree), cwd=tmp_path, check=True, capture_output=True)
+    tree = repo.path.resolve().parent / f"build-{fork.commit[:12]}"
+    assert (tree / "csrc" / "kernel.cu").is_file() and build.startswith(f"python -m ci source-build TARGET {tree} ")
 
 
 def test_a_bundle_for_another_base_release_is_refused(stack_copy: Path, fork_repo, tmp_path: Path) -> None:

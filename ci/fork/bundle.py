@@ -29,6 +29,7 @@ from ci.fork.ablate import Dropped
 from ci.fork.bundle_read import MANIFEST, OVERLAY  # the names harness.vllm_build reads
 from ci.fork.source import Fork
 from ci.upstream.checkout import GIT, git_env
+from ci.upstream.release import source_build
 
 PACKAGE = "vllm/"
 COMPILED_DIRS = ("csrc/", "cmake/")
@@ -83,8 +84,8 @@ def overlay(fork: Fork, commit: str) -> Overlay:
         raise CompiledSources(
             f"the fork's diff against its base {base.version} ({base.commit[:12]}..{commit[:12]}) "
             f"changes compiled sources: {shown}; a Python overlay over the base wheel would run the base's binaries",
-            hint="build those from source: python -m ci source-build TARGET CHECKOUT --build-command '...' "
-            "(containers/source/Dockerfile, TORCH_CUDA_ARCH_LIST from the target), or drop the compiled change",
+            hint=f"build those from source: {source_build(co, commit)} (containers/source/Dockerfile, "
+            "TORCH_CUDA_ARCH_LIST from the target); or drop the compiled change",
         )
     in_pkg = [p for p in touched if p.startswith(PACKAGE)]
     kept = [p for p in in_pkg if status[p] != "D"]

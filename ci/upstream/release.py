@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from ci.tables import counted
 from ci.upstream.checkout import Checkout
@@ -102,6 +104,17 @@ def find(co: Checkout, ref: str, head: str, where: Left | None) -> Base | Unknow
     return _unknown(co, ref, head, where, stale)
 
 
+def source_build(co: Checkout, commit: str) -> str:
+    """The source-build route for a fork's `commit`: a work tree of it beside the checkout, its CUDA extensions
+    compiled for a target (TARGET: the user's) by vLLM's own build command."""
+    tree = shlex.quote(str(Path(co.path).resolve().parent / f"build-{commit[:12]}"))
+    checkout = shlex.quote(str(co.path))
+    return (
+        f"git -C {checkout} worktree add --detach {tree} {commit[:12]}, then python -m ci source-build TARGET {tree} "
+        "--build-command 'pip wheel --no-build-isolation .'"
+    )
+
+
 def _fetch_tags(co: Checkout, where: Left | None) -> str:
     """The command that brings upstream's release tags: from the remote upstream's main was found on (where it was
     given as a commit, or not found at all, no remote may be upstream: from upstream's URL)."""
@@ -133,8 +146,8 @@ def _unknown(co: Checkout, ref: str, head: str, where: Left | None, stale: str) 
         return Unknown(
             problem=f"{ref} sits on upstream's main between releases: it left {where.said()}, and no release tag or "
             f"release branch holds that point ({around}); no release wheel holds its compiled parts",
-            fix="build it from source (python -m ci source-build TARGET CHECKOUT --build-command '...'), or rebase the "
-            f"fork onto a release and judge that; {by_hand}",
+            fix=f"build it from source ({source_build(co, head)}), or rebase the fork onto a release and judge that; "
+            f"{by_hand}",
         )
     return Unknown(
         problem=f"{ref} left {where.said()}; {stale}, and this checkout holds no release tag as new as that point",
