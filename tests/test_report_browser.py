@@ -106,6 +106,23 @@ def test_the_printed_rerun_line_reproduces_the_failure(failing_run: Path) -> Non
 
 
 FIFTH_RUN = REPO / "evidence" / "h200-shrunk" / "fifth-run" / "report" / "report.html"
+NO_CAUSES = REPO / "evidence" / "fork-port" / "report" / "report.html"  # every change: not run, or absent
+
+
+def test_with_no_cause_to_name_the_next_step_takes_the_causes_column(failing_run: Path) -> None:
+    """A report where no row failed has no Causes column: its width goes to the next step, the line a user copies."""
+    sync_playwright = _need_browser()
+    with sync_playwright() as p:
+        widths = {}
+        for name, html in (("causes", failing_run / "report" / "report.html"), ("none", NO_CAUSES)):
+            browser, page = _open(p, html, 1366, 900)
+            headers = page.locator("#summary thead th").all_inner_texts()
+            assert ("Causes (rows)" in headers) == (name == "causes"), headers
+            box = page.locator("#summary thead th", has_text="Next step").bounding_box()
+            assert box is not None
+            widths[name] = box["width"]
+            browser.close()
+    assert widths["none"] > 1.5 * widths["causes"], widths
 
 
 FORK = REPO / "evidence" / "h200-fork" / "report" / "report.html"

@@ -14,7 +14,7 @@ from functools import cache
 import jinja2
 import jinja2.bccache
 
-from ci import options, owned
+from ci import options, owned, tables
 from ci.report import at_target, comparison, composition, first_screen, models, plot, rebase, triage
 from ci.report.view import (
     FAILING,
@@ -54,6 +54,7 @@ def template() -> jinja2.Template:
         undefined=jinja2.StrictUndefined,
         bytecode_cache=_compiled_cache(),
     )
+    env.globals["counted"] = tables.counted
     return env.get_template("report.html.j2")
 
 
