@@ -23,6 +23,7 @@ from ci.run import commands as run_commands
 from ci.run import execute, host, outcome, run_spec, scheduled
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
+from ci.tables import counted
 from ci.upstream import port_check
 
 
@@ -58,7 +59,7 @@ def record_not_run(folder: Path, target: Target, suite: str, rows: list[str], wh
     for stale in folder.glob("junit-*.xml"):
         stale.unlink()
     outcome.record_not_run(folder, target.id, suite, rows, why.reason, why.fix)
-    print(f"not run: {len(rows)} rows of {target.id}/{suite}: {why.reason}\n  fix: {why.fix}", flush=True)
+    print(f"not run: {counted(len(rows), 'row')} of {target.id}/{suite}: {why.reason}\n  fix: {why.fix}", flush=True)
 
 
 def run_target(

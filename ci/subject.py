@@ -22,6 +22,7 @@ from ci.images import build, lock
 from ci.run import host
 from ci.stack import plan
 from ci.stack.model import Stack, Target
+from ci.tables import counted
 from ci.upstream import scope
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def runs(p: plan.Plan, subject: Subject, args: argparse.Namespace) -> tuple[plan
     parts = planned.split(p, subject.fork, args.without)
     asked = parts.absent.select(targets=args.target or (), suites=args.suite or ())  # what the report covers
     for (target, suite), n in Counter((r.target, r.suite) for r in asked.rows).items():
-        print(f"not scheduled: {n} rows of {target}/{suite}, their change absent in the fork", flush=True)
+        print(f"not scheduled: {counted(n, 'row')} of {target}/{suite}, their change absent in the fork", flush=True)
     return parts.runs, [f.parent for f in parts.record(args.out)]
 
 

@@ -161,7 +161,7 @@ def test_a_sigterm_keeps_the_finished_groups_and_resume_bakes_the_rest(bench: di
     assert not list((bench["tmp"] / "art").glob("caches-*.tar.gz"))  # a stop packs nothing
     code, said = _bake(bench, "art", "--resume", gpus="a")
     assert code == 0, said
-    kept = int(re.search(r"--resume: (\d+) rows have a result", said).group(1))  # type: ignore[union-attr]
+    kept = int(re.search(r"--resume: (\d+) rows? (?:has|have) a result", said).group(1))  # type: ignore[union-attr]
     assert 4 <= kept < 12 and f"[{12 - kept}/{12 - kept}]" in said, said  # the rest, the row stopped in flight too
     assert _kernels(_artefact(said)) == set(CHANGES)
 
@@ -186,7 +186,7 @@ def test_the_deadline_packs_every_finished_configuration_and_a_fresh_host_goes_o
                 if o == "pass"}  # fmt: skip
     recorded = json.loads(_manifest(partial))["rows"]
     assert recorded == finished and 4 <= len(recorded) < 12, (recorded, said)  # the rows it finished, no other
-    assert f"{len(recorded)} rows baked" in said
+    assert f"{len(recorded)} rows baked" in said  # 4 or more
     assert {r.split(".")[0] for r in recorded} <= baked  # every row it records has its configuration's kernel
     import shutil
 

@@ -145,7 +145,7 @@ def test_the_projection_packs_as_the_scheduler_does_and_leaves_out_what_it_canno
     p = estimate.project(STACK, [*rows, hub, wide], [Device("0", size)], known, "bake")
     assert p.hub_unmeasured == (hub,) and p.unplaceable == (wide,) and p.wall_s == one.wall_s
     lines = estimate.describe(p, size, ["NVIDIA H200"])
-    assert f"projected on 1 GPU(s) of {size:g} GiB" in lines[0] and "1 rows with hub weights" in "\n".join(lines)
+    assert f"projected on 1 GPU of {size:g} GiB" in lines[0] and "1 row with hub weights" in "\n".join(lines)
 
 
 def test_ci_plan_estimate_prints_a_projection_from_a_costs_file(tmp_path: Path, capsys) -> None:
@@ -157,7 +157,7 @@ def test_ci_plan_estimate_prints_a_projection_from_a_costs_file(tmp_path: Path, 
     assert cli.main(argv) == 0
     said = capsys.readouterr().out
     assert "a projection from measured costs, not a measurement" in said
-    assert "bake: " in said and "run: " in said and "projected on 1 GPU(s) of 119 GiB" in said
+    assert "bake: " in said and "run: " in said and "projected on 1 GPU of 119 GiB" in said
     assert cli.main(argv[:-2]) == 2  # the host's store (empty in a test): nothing to project from
     assert "no measured costs in" in capsys.readouterr().err
     assert cli.main(["plan", "--estimate", "--target", "cpu", "--costs", str(path)]) == 2

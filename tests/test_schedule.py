@@ -261,7 +261,7 @@ def test_a_sigterm_keeps_what_finished_and_resume_runs_the_rest_and_the_interrup
     proc = _drive(tmp_path, rows=[["r", 1]] * 4, memory=DUMMY_ROW_GIB, devices=["0"], resume=True)
     said, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, said
-    assert "--resume: 1 rows have a result" in said and "[3/3]" in said
+    assert "--resume: 1 row has a result" in said and "[3/3]" in said
     assert sorted(scheduled.outcome(f) for f in tmp_path.glob("junit-*.xml")) == ["pass"] * 4
 
 

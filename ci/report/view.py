@@ -78,7 +78,7 @@ def banner(report: Report) -> list[str]:
     for r in res.rows:
         if r.status == "not run" and r.note:
             why_not[r.note] = why_not.get(r.note, 0) + 1
-    lines += [f"{n} rows not run: {note}" for note, n in why_not.items()]
+    lines += [f"{tables.counted(n, 'row')} not run: {note}" for note, n in why_not.items()]
     if not why_not and not any(r.cases for r in res.rows) and not res.unkeyed:
         lines.append("no testcase was read from the inputs: every row is reported as not run")
     return lines

@@ -33,6 +33,7 @@ from ci.results.rule import (
     ran_rows,
 )
 from ci.stack.change import Change
+from ci.tables import counted
 
 
 def _tied(ev: Evidence) -> Criterion:
@@ -97,7 +98,8 @@ def _cold_warm(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
         why += [f"the cold/warm bound not judged from runs that shared their GPU: {listed(shared)}"] if shared else []
         return "missing", "; ".join(why)
     bound = f", cold within {want.max_cold_warm_ratio:g}x warm" if want.max_cold_warm_ratio is not None else ""
-    return "pass", f"{len(ran)} rows carry cold ({', '.join(want.cold)}) and warm ({', '.join(want.warm)}){bound}"
+    carry = f"{counted(len(ran), 'row')} {'carries' if len(ran) == 1 else 'carry'}"
+    return "pass", f"{carry} cold ({', '.join(want.cold)}) and warm ({', '.join(want.warm)}){bound}"
 
 
 def _no_jit(change: Change, rows: list[RowResult], warmers: Mapping[str, tuple[str, ...]]) -> tuple[Status, str]:
@@ -135,7 +137,8 @@ def _no_jit(change: Change, rows: list[RowResult], warmers: Mapping[str, tuple[s
             f"0 compiles after ready, but ran without an ahead-of-time cache (stackgate.aot; {before} compiles before "
             f"ready, JIT allowed): {listed(unbaked)}"
         )
-    return "pass", f"0 compiles and no new cache files on all {len(ran)} rows that measured, each with a baked cache"
+    every = f"{'the' if len(ran) == 1 else 'all'} {counted(len(ran), 'row')}"
+    return "pass", f"0 compiles and no new cache files on {every} that measured, each with a baked cache"
 
 
 _SECONDS = re.compile(r" \((\d+(?:\.\d+)?) s\)")  # a trace's time in a run's account ("frame (0.43 s)")

@@ -26,6 +26,7 @@ from ci.run import artefact_read, caches, commands, execute, harness_env, host_a
 from ci.run.scheduled import DeadlineReached
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack, Target
+from ci.tables import counted
 
 BAKE_TIMEOUT_S = 1800.0  # the warm-up starts every row's engine once: far longer than one test item
 
@@ -227,7 +228,7 @@ def _packed(
         ) from None
     made = artefact_read.listing(artefact)
     what = "partial artefact" if partial else "artefact"
-    holds = f", {len(rows)} rows baked" if rows is not None else ""
+    holds = f", {counted(len(rows), 'row')} baked" if rows is not None else ""
     print(
         f"{what} {artefact} ({artefact.stat().st_size / 1e6:.1f} MB, {len(made)} files{holds}, "
         f"{time.monotonic() - start:.1f} s)",

@@ -21,6 +21,7 @@ from ci.run.costs import Measured, config, load, store
 from ci.run.packing import Device, Packing, jobs, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
+from ci.tables import counted
 
 
 class Costs:
@@ -178,17 +179,20 @@ def describe(p: Projection, memory_gib: float, hosts: Sequence[str]) -> list[str
     how = ", ".join(f"{n} {k}" for k, n in sorted(p.found.items(), key=lambda kv: -kv[1]))
     where = "; ".join(sorted({one_line(h) for h in hosts})) or "unknown hosts"  # a costs file's own words
     lines = [
-        f"{p.phase}: {clock(p.wall_s)} wall projected on {p.devices} GPU(s) of {memory_gib:g} GiB for "
-        f"{p.rows - len(p.unplaceable) - len(p.hub_unmeasured)} rows in {p.jobs} processes "
+        f"{p.phase}: {clock(p.wall_s)} wall projected on {counted(p.devices, 'GPU')} of {memory_gib:g} GiB for "
+        f"{counted(p.rows - len(p.unplaceable) - len(p.hub_unmeasured), 'row')} in "
+        f"{counted(p.jobs, 'process', 'processes')} "
         f"({p.gpu_s_per_row:.1f} GPU-seconds a row)",
         f"  engine configurations' costs: {how} (measured on {where})",
     ]
     if p.hub_unmeasured:
         lines.append(
-            f"  {len(p.hub_unmeasured)} rows with hub weights: no cost of theirs measured, not in the projection"
+            f"  {counted(len(p.hub_unmeasured), 'row')} with hub weights: no cost of theirs measured, not in the "
+            "projection"
         )
     if p.unplaceable:
-        lines.append(f"  {len(p.unplaceable)} rows need more GPUs than {p.devices}: not in the projection")
+        need = f"{counted(len(p.unplaceable), 'row')} {'needs' if len(p.unplaceable) == 1 else 'need'}"
+        lines.append(f"  {need} more GPUs than {p.devices}: not in the projection")
     return lines
 
 

@@ -29,6 +29,7 @@ from ci.run.outcome import verdict
 from ci.run.run_spec import RunSpec
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack
+from ci.tables import counted
 
 
 def select_rows(st: Stack, target: str, suite: str, ids: list[str]) -> tuple[plan.Row, ...]:
@@ -168,7 +169,7 @@ def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str
         rows_json.write(spec.rows_json, doc)
     except OSError as exc:  # a full or read-only filesystem: said plainly, before any row starts
         raise RunError(f"{spec.rows_json}: {exc.strerror or exc}", hint="free space in --out") from None
-    print(f"{len(spec.rows)} rows of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
+    print(f"{counted(len(spec.rows), 'row')} of {spec.target.id}/{spec.suite} -> {spec.rows_json}", flush=True)
     return str(image_doc["ref"]), {r["id"]: r[contract.ROW_CONTENT] for r in doc["rows"]}
 
 
@@ -183,7 +184,7 @@ def _scheduled(
     plans = {spec.suite: _plan(spec, env, made[0]) for spec, env, made in prepared}
     contents = {row: digest for _, _, made in prepared for row, digest in made[1].items()}
     rows = [r for spec, _, _ in prepared for r in spec.rows]
-    what = " and ".join(f"{len(spec.rows)} rows of {spec.suite}" for spec, _, _ in prepared)
+    what = " and ".join(f"{counted(len(spec.rows), 'row')} of {spec.suite}" for spec, _, _ in prepared)
     print(f"scheduling {what} on {len(devices)} device(s): {gpus.described(devices)}", flush=True)
     return scheduled.run(
         st,

@@ -19,6 +19,7 @@ from lxml import etree
 
 from ci import contract, files
 from ci.errors import UsageError
+from ci.tables import counted
 
 _WORST = ("skipped", "pass", "failure", "error", "interrupted")  # a row of several testcases says its worst
 
@@ -115,7 +116,8 @@ def resume_from(folders: Sequence[Path], rows: Sequence[Any], contents: Mapping[
     for folder in folders:  # as a row's own file is written anew
         _forget(folder, {r.id for r in rows if r.id not in done})
     where = ", ".join(map(str, folders))
-    print(f"--resume: {len(done)} rows have a result in {where}, {len(rows) - len(done)} to run", flush=True)
+    have = f"{counted(len(done), 'row')} {'has' if len(done) == 1 else 'have'}"
+    print(f"--resume: {have} a result in {where}, {len(rows) - len(done)} to run", flush=True)
     if stale:
         print(f"--resume: {len(stale)} of them ran as another row (its parameters, acceptance numbers, target or "
               f"image have changed since): run again: {', '.join(stale[:5])}{' …' if len(stale) > 5 else ''}",
