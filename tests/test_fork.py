@@ -198,6 +198,18 @@ def test_compiled_sources_refuse_the_overlay_naming_the_files(stack_copy: Path, 
     assert (tree / "csrc" / "kernel.cu").is_file() and build.startswith(f"python -m ci source-build TARGET {tree} ")
 
 
+def test_a_pipeline_for_a_fork_with_compiled_sources_is_refused_at_upload(stack_copy: Path, fork_repo, capsys) -> None:
+    """Each build step would refuse its bundle: the pipeline is refused where it is made, not on every agent."""
+    repo, ids = fork_repo
+    stack = _stack(stack_copy, repo, ids)
+    argv = ["--stack", str(stack), "pipeline", "--one-agent", "--target", "cuda-sm90", "--fork"]
+    assert cli.main(argv) == 0 and "build-cuda-sm90" in capsys.readouterr().out
+    repo.commit("a kernel of our own", {"csrc/kernel.cu": "// fork kernel\n"})
+    assert cli.main(argv) == 2
+    said = capsys.readouterr()
+    assert "changes compiled sources: csrc/kernel.cu" in said.err and said.out == "", said
+
+
 def test_a_bundle_for_another_base_release_is_refused(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
     repo, ids = fork_repo
     st = loader.load(_stack(stack_copy, repo, ids))

@@ -89,6 +89,7 @@ def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan,
     path, the ref as its commit, upstream's main and the base release as commits, so every agent builds and judges
     the same tree whatever its environment. Each --without is refused as `ci fork bundle --without` refuses it."""
     from ci.fork import ablate, planned, source
+    from ci.fork import commands as fork_commands
 
     fork = source.from_command(st, args)
     hosts = sorted({r.target for r in p.select(targets=args.target).rows if st.targets[r.target].runs_on == "host"})
@@ -100,6 +101,7 @@ def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan,
         )
     for change in dict.fromkeys((*args.without, *args.compare_without)):
         ablate.without(st, fork, change)  # the one decision: what cannot be dropped alone is refused here too
+    fork_commands.check_bundle(fork)  # what each build step's bundle would refuse (compiled sources): refused here
     base, up = fork.base, fork.scope.upstream
     given = ["--fork", str(fork.checkout.path), "--ref", fork.commit]
     given += ["--upstream-ref", up] if up else []

@@ -66,6 +66,21 @@ def compiled(paths: list[str]) -> list[str]:
 
 
 def overlay(fork: Fork, commit: str) -> Overlay:
+    status = touched(fork, commit)
+    in_pkg = [p for p in status if p.startswith(PACKAGE)]
+    kept = [p for p in in_pkg if status[p] != "D"]
+    return Overlay(
+        commit=commit,
+        files=_blobs(fork, commit, kept),
+        deleted=tuple(p for p in in_pkg if status[p] == "D"),
+        outside=tuple(p for p in status if not p.startswith(PACKAGE)),
+    )
+
+
+def touched(fork: Fork, commit: str) -> dict[str, str]:
+    """Each path the fork's diff against its base touches -> git's status letter, in path order; refused where a path
+    is not UTF-8 or a compiled source (the overlay cannot carry it). One `git diff`, no file read: `ci pipeline`
+    checks a fork with it before any agent builds."""
     co, base = fork.checkout, fork.base
     out = co.git("diff", "--no-renames", "--name-status", "-z", base.commit, commit, "--")
     parts = out.split("\0")
@@ -87,14 +102,7 @@ def overlay(fork: Fork, commit: str) -> Overlay:
             hint=f"build those from source: {source_build(co, commit)} (containers/source/Dockerfile, "
             "TORCH_CUDA_ARCH_LIST from the target); or drop the compiled change",
         )
-    in_pkg = [p for p in touched if p.startswith(PACKAGE)]
-    kept = [p for p in in_pkg if status[p] != "D"]
-    return Overlay(
-        commit=commit,
-        files=_blobs(fork, commit, kept),
-        deleted=tuple(p for p in in_pkg if status[p] == "D"),
-        outside=tuple(p for p in touched if not p.startswith(PACKAGE)),
-    )
+    return {p: status[p] for p in touched}
 
 
 def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:

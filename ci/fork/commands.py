@@ -101,6 +101,12 @@ def _left(fork: source.Fork) -> dict[str, str] | None:
     return {"commit": left.commit, "date": left.date, "upstream_ref": left.upstream_ref} if left else None
 
 
+def check_bundle(fork: source.Fork) -> None:
+    """Refuse, before any build, the fork `make_bundle` would refuse for what its diff touches (compiled sources, a
+    path that is not UTF-8): one `git diff`, no file read (`ci pipeline`, at upload rather than in each build step)."""
+    bundle.touched(fork, fork.commit)
+
+
 def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) -> Path:
     dropped = ablate.without(st, fork, without) if without else None
     commit = dropped.commit if dropped else fork.commit
