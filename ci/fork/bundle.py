@@ -86,14 +86,14 @@ def touched(fork: Fork, commit: str) -> dict[str, str]:
     parts = out.split("\0")
     status = dict(zip(parts[1::2], parts[0::2], strict=False))
     status.pop("", None)
-    touched = sorted(status)
-    undecodable = [p for p in touched if any("\udc80" <= c <= "\udcff" for c in p)]  # git's bytes, surrogate-escaped
+    paths = sorted(status)
+    undecodable = [p for p in paths if any("\udc80" <= c <= "\udcff" for c in p)]  # git's bytes, surrogate-escaped
     if undecodable:
         raise UsageError(
             f"the fork's diff against its base names files that are not UTF-8: {', '.join(map(ascii, undecodable))}",
             hint="rename them in the fork: a bundle's manifest names every file in UTF-8",
         )
-    bad = compiled(touched)
+    bad = compiled(paths)
     if bad:
         shown = ", ".join(map(one_line, bad[:8])) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
         raise CompiledSources(
@@ -102,7 +102,7 @@ def touched(fork: Fork, commit: str) -> dict[str, str]:
             hint=f"build those from source: {source_build(co, commit)} (containers/source/Dockerfile, "
             "TORCH_CUDA_ARCH_LIST from the target); or drop the compiled change",
         )
-    return {p: status[p] for p in touched}
+    return {p: status[p] for p in paths}
 
 
 def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:
