@@ -91,5 +91,5 @@ def folded(items: Sequence[str]) -> str:
 
 
 def counted(n: int, noun: str, plural: str = "") -> str:
-    """ "1 row", "2 rows", "1,024 rows" (`plural` where adding an s is not it)."""
+    """A count and its noun: "1 row", "2 rows", "1,024 rows" (`plural` where adding an s is not it)."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

@@ -20,6 +20,7 @@ from ci.errors import UsageError
 from ci.fork.source import Fork
 from ci.stack.model import Stack
 from ci.tables import counted
+from ci.upstream import release
 
 _FAILED = re.compile(r"^error: (?:patch failed: (.+?):\d+|(.+?): patch does not apply)$", re.M)
 
@@ -61,8 +62,8 @@ def without(st: Stack, fork: Fork, change: str) -> Dropped:
             raise UsageError(
                 f"cannot drop #{change}: {state.detail}, and the checkout does not hold upstream's merge commit to "
                 "revert",
-                hint=f"fetch upstream's history into {co.path} (git -C {co.path} fetch "
-                "https://github.com/vllm-project/vllm.git main), then ablate again",
+                hint=f"fetch upstream's history into {co.path} (git -C {co.path} fetch {release.UPSTREAM_URL} main), "
+                "then ablate again",
             )
         reverted, how = (state.merge,), f"upstream's merge commit {state.merge[:12]}"
     else:
