@@ -15,7 +15,7 @@ from typing import Any
 from harness import profile as profiling
 from harness.items import ENV_SHARE
 
-from engine import first_calls, startlog
+from engine import first_calls, startlog, steady
 
 
 @dataclass
@@ -48,6 +48,7 @@ def start(kwargs: dict[str, Any], *, share: bool = False) -> Engine:
 
     at, t0 = startlog.mark(), time.perf_counter()
     engine = Engine(llm=LLM(**kwargs), ready_s=time.perf_counter() - t0, shared=sharing)
+    steady.pin()  # after the start, which compiles on every core: the timed requests run on the same CPUs each run
     said = startlog.since(at)
     engine.failed_warmups = None if said is None else tuple(startlog.failed_warmups(said))
     if sharing:
@@ -190,6 +191,7 @@ def timed_ms(
     frames torch.compile traces during it are kept for the row's JIT record (harness.profile.request), and the
     once-per-process work vLLM does in it is timed (engine.first_calls), the cold one's compiles and traces too."""
     cuda_sync()
+    steady.settle()
     with first_calls.compiles_named(profile == "cold"), request(profile):
         t0 = time.perf_counter()
         out = generate(engine, prompts, params)

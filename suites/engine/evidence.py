@@ -150,6 +150,10 @@ class Evidence:
             self.failures.append(f"graph-replay assertion failed: {gr.get('metric')} = {value:g}, expected {want}{why}")
 
     def finish(self) -> None:
+        from engine import steady
+
+        if steady.pinned():  # the conditions its timings ran under (engine.steady)
+            self.prop("timing_cpus", steady.pinned())
         problems = ([self.absent] if self.absent else []) + self.failures
         if problems:
             pytest.fail("; ".join(problems), pytrace=False)

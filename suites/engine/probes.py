@@ -37,8 +37,19 @@ class DraftLoop:
     loops: int = 0
     replays: int = 0
     proposes: int = 0
-    loop_ms: list[float] = field(default_factory=list)
     fused: bool = False
+    # each loop's CUDA events, read once the GPU has passed them: a synchronize inside the loop would stall the
+    # pipeline every step and time the stall with it
+    events: list[tuple[Any, Any]] = field(default_factory=list)
+    _ms: list[float] = field(default_factory=list)
+
+    @property
+    def loop_ms(self) -> list[float]:
+        """GPU time of each draft loop so far, between its two CUDA events (waits for the last one)."""
+        for start, end in self.events[len(self._ms) :]:
+            end.synchronize()
+            self._ms.append(start.elapsed_time(end))
+        return list(self._ms)
 
     @property
     def replays_per_loop(self) -> float | None:
@@ -79,9 +90,8 @@ def draft_loop(model_runner: Any) -> Iterator[DraftLoop]:
             with torch.profiler.record_function("stackgate.draft_decode"):
                 out = orig(*a, **kw)
             end.record()
-            end.synchronize()
             rec.loops += 1
-            rec.loop_ms.append(start.elapsed_time(end))
+            rec.events.append((start, end))
             return out
 
         return loop

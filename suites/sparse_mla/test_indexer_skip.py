@@ -19,7 +19,7 @@ from engine.evidence import Evidence
 from harness.graphs import GraphCounter
 from harness.profile import last_warm
 
-WARM_REPEATS = 5
+WARM_REPEATS = 10  # prefill samples of the warm process: their median is the run's prefill_ms
 OUTPUT_TOKENS = 16
 
 

@@ -14,14 +14,17 @@ from engine import config, engines, presence, probes
 from engine.evidence import Evidence
 from harness.profile import last_warm
 
-WARM_REPEATS = 5
+WARM_REPEATS = 10  # timed warm requests: their draft steps are the draft-step samples (a median over ~100 steps)
+SETTLE = 2  # untimed requests between the cold one and the timed: the first steps after a cold start are unsteady
 
 
 def _measure(engine, prompts, params):
     """Cold request, warm requests, and the draft-loop record for the warm ones."""
     with probes.draft_loop(engines.runner(engine)) as loop:
         cold_ms, out = engines.timed_ms(engine, prompts, params, profile="cold")
-        first_warm = len(loop.loop_ms)
+        for _ in range(SETTLE):
+            engines.generate(engine, prompts, params)
+        first_warm = loop.loops
         warm_ms = [
             engines.timed_ms(engine, prompts, params, profile=last_warm(i, WARM_REPEATS))[0]
             for i in range(WARM_REPEATS)
