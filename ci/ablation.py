@@ -84,9 +84,11 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     out = args.out
     codes = []
     if not (args.no_warm_up or args.cold):  # --cold: every run is the first, from empty caches
-        for arm in (builds[FORK], builds[change]):
-            _step(f"warm-up of {arm.label} (untimed: its first engine compiles)")
-            codes.append(_run(st, target, timed, out / "warm-up" / arm.label, arm, schedule, args, use_host))
+        for arm, label in zip(arms[:2], labels[:2], strict=True):
+            _step(f"warm-up of {label} (untimed: its first engine compiles)")
+            # its costs are a bake's (the first engine compiles), never a timed run's: the projection below reads runs
+            warm = _run(st, target, timed, out / "warm-up" / label, arm, schedule, args, use_host, phase="bake")
+            codes.append(warm)
     clock = rounds.Clock({label: len(aa_rounds) if label == AA else args.runs for label in labels})
     print(rounds.before(timed.rows, clock.total, out, cold=args.cold), flush=True)
     for i in range(1, args.runs + 1):
@@ -162,6 +164,8 @@ def _run(
     schedule: run_spec.Schedule,
     args: argparse.Namespace,
     use_host: bool,
+    *,
+    phase: str = "run",
 ) -> int:
     specs = [
         run_spec.RunSpec(
@@ -179,7 +183,7 @@ def _run(
         for suite in sorted({r.suite for r in rows.rows})
     ]
     with _environ(arm, allow_jit=args.cold):
-        return execute.run_scheduled(st, specs, host=use_host, image=arm.image)
+        return execute.run_scheduled(st, specs, host=use_host, image=arm.image, phase=phase)
 
 
 @contextlib.contextmanager

@@ -187,9 +187,11 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
     }
     monkeypatch.setattr(ablation, "_builds", lambda *a: builds)
     ran: list[tuple[str, str | None, bool]] = []
+    phases: dict[str, str] = {}
 
-    def run(st, target, rows, out, arm, schedule, args, use_host):
+    def run(st, target, rows, out, arm, schedule, args, use_host, phase="run"):
         ran.append((str(out.relative_to(tmp_path)), arm.image, schedule.alone))
+        phases[str(out.relative_to(tmp_path))] = phase
         return 0
 
     monkeypatch.setattr(ablation, "_run", run)
@@ -200,12 +202,16 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
     timed = plan.Plan(tuple(r for r in plan.build(st).rows if r.id == ROW.id), ())
     assert ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False) == 0
     assert [r[0] for r in ran] == [
-        "warm-up/fork", "warm-up/46849",
+        "warm-up/fork", "warm-up/without-46849",
         *(f"arms/{arm}/run-{i}" for i in (1, 2, 3) for arm in ("fork", "without-46849", "aa")),
     ]  # fmt: skip
-    assert all(alone for *_, alone in ran) and [r[1] for r in ran[2:5]] == ["sha256:f", "sha256:w", "sha256:f"]
+    assert all(alone for *_, alone in ran) and [r[1] for r in ran[:5]] == ["sha256:f", "sha256:w"] * 2 + ["sha256:f"]
+    # the warm-ups compile: their costs are a bake's, so the projection of the timed runs never counts them as runs
+    assert {p for r, p in phases.items() if r.startswith("warm-up/")} == {"bake"}
+    assert {p for r, p in phases.items() if r.startswith("arms/")} == {"run"}
+    said = capsys.readouterr().out
+    assert "== warm-up of fork (untimed" in said and "== warm-up of without-46849 (untimed" in said
     assert reported["labels"] == ["fork", "without-46849", "aa"] and reported["changes"] == ["46849"]
-    capsys.readouterr()
     # --aa-runs 2 of 4 rounds: the A/A arm in rounds 1 and 3 (a protocol cut short has them among its rounds); the
     # time is said from measurements only: none before the first run here, then each arm's runs so far
     ran.clear()
@@ -257,7 +263,7 @@ def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_al
     monkeypatch.setattr(ablation, "_builds", lambda *a: builds)
     seen = []
 
-    def scheduled(st, specs, host, image):
+    def scheduled(st, specs, host, image, phase="run"):
         spec = specs[0]
         seen.append((spec.out.relative_to(tmp_path), os.environ["STACKGATE_RUNTIME_CACHES"],
                      os.environ.get("STACKGATE_REFUSE_JIT"), spec.unbaked, spec.keep_caches))  # fmt: skip
