@@ -57,16 +57,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
         left_out = [(change_label(e.change), e.target, e.model, e.reason) for e in p.excluded]
         sys.stdout.write(render(("Change", "Target", "Model", "Not planned because"), left_out))
     print(
-        f"\n{len(shown.rows)} rows ({', '.join(counts(shown))}); {len(p.excluded)} pairings not planned"
+        f"\n{tables.counted(len(shown.rows), 'row')} ({', '.join(counts(shown))}); "
+        f"{tables.counted(len(p.excluded), 'pairing')} not planned"
         + ("" if args.explain else " (--explain lists them)")
     )
     if parts and fork and parts.absent.rows:
-        print(f"not scheduled, absent in the fork: {len(parts.absent.rows)} rows")
+        print(f"not scheduled, absent in the fork: {tables.counted(len(parts.absent.rows), 'row')}")
         for change, n, r in _if_ported(st, fork, parts.absent):
-            print(f"  {n} rows of {parts.reason[change]}")  # "94 rows of #48804: absent in the fork ..."
+            # "94 rows of #48804: absent in the fork ..."
+            print(f"  {tables.counted(n, 'row')} of {parts.reason[change]}")
             if r is not None:
                 step = f": {r.command}" if r.command else ""
-                print(f"    porting it would add these {n} rows; its port: {port_text.cell_of(r)}{step}")
+                print(
+                    f"    porting it would add {'this' if n == 1 else 'these'} {tables.counted(n, 'row')}; its port: "
+                    f"{port_text.cell_of(r)}{step}"
+                )
     return 0
 
 
@@ -95,7 +100,7 @@ def _estimate(st: Stack, shown: Plan, args: argparse.Namespace) -> int:
     devices = estimate.devices(args.gpus, args.gpu_memory)
     for target in dict.fromkeys(r.target for r in shown.rows):
         rows = [r for r in shown.rows if r.target == target]
-        print(f"{target}: {len(rows)} rows; a projection from measured costs, not a measurement")
+        print(f"{target}: {tables.counted(len(rows), 'row')}; a projection from measured costs, not a measurement")
         for phase in costs.PHASES:
             if not any(m.phase == phase for m in known.measured):
                 print(f"{phase}: no {phase} costs measured in {', '.join(map(str, paths))}")

@@ -107,10 +107,12 @@ def _verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
             out.append(AtTarget(target=t.id, short=t.short, state="not run", text=text, command=command, where=where))
         elif unrun:
             ran = len(mine) - len(unrun)
-            text = f"{len(unrun)} of {len(mine)} rows not run" + (f"; the {ran} that ran hold" if ran else "")
+            text = f"{len(unrun)} of {counted(len(mine), 'row')} not run"
+            text += f"; the {ran} that ran hold" if ran else ""
             out.append(AtTarget(target=t.id, short=t.short, state="not run", text=text, command=command, where=where))
         else:
-            out.append(AtTarget(target=t.id, short=t.short, state="ready", text=f"all {len(mine)} rows hold"))
+            held = "the 1 row holds" if len(mine) == 1 else f"all {len(mine)} rows hold"
+            out.append(AtTarget(target=t.id, short=t.short, state="ready", text=held))
     return [_ran_on(a, rows, report.stack.targets[a.target].hardware) for a in out]
 
 

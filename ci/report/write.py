@@ -265,13 +265,15 @@ def summary(report: Report, out: Path, *, outside_informational: bool = False) -
         else ""
     )
     line = (
-        f"wrote {', '.join(OUTPUTS)} to {out}: {len(res.rows)} rows ({tally}){told}, {len(res.inputs)} inputs "
-        f"({len(res.problems())} with problems); {ready} of {len(report.verdicts)} changes ready"
+        f"wrote {', '.join(OUTPUTS)} to {out}: {counted(len(res.rows), 'row')} ({tally}){told}, "
+        f"{counted(len(res.inputs), 'input')} ({len(res.problems())} with problems); "
+        f"{ready} of {counted(len(report.verdicts), 'change')} ready"
     )
     c = report.comparison
     if c:
         line += (
-            f"; compared {' vs '.join(c.labels)}: {len(c.lines)} row metrics, {len(c.partial)} rows missing from a side"
+            f"; compared {' vs '.join(c.labels)}: {counted(len(c.lines), 'row metric')}, "
+            f"{counted(len(c.partial), 'row')} missing from a side"
         )
     return line
 

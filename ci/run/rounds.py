@@ -14,6 +14,7 @@ from pathlib import Path
 from ci.errors import UsageError
 from ci.run.estimate import clock, measured_in
 from ci.stack.plan import Row
+from ci.tables import counted
 
 
 def before(rows: Sequence[Row], runs: int, folder: Path, *, cold: bool) -> str:
@@ -21,9 +22,11 @@ def before(rows: Sequence[Row], runs: int, folder: Path, *, cold: bool) -> str:
     phase = "bake" if cold else "run"  # a cold run starts from empty caches, as a bake does
     seconds, hows = measured_in([folder]).job_seconds(phase, rows)
     if seconds is None:
-        return f"{runs} runs; no cost measured for these rows' configurations: the time is said after the first run"
+        unmeasured = "no cost measured for these rows' configurations: the time is said after the first run"
+        return f"{counted(runs, 'run')}; {unmeasured}"
     found = ", ".join(sorted(set(hows)))
-    return f"{runs} runs, about {clock(seconds * runs)} from the measured {phase} costs ({found}; each run alone)"
+    projected = f"about {clock(seconds * runs)} from the measured {phase} costs ({found}; each run alone)"
+    return f"{counted(runs, 'run')}, {projected}"
 
 
 class Clock:
@@ -42,7 +45,8 @@ class Clock:
         for arm, n in self.planned.items():
             times = self.took[arm] or [t for ts in self.took.values() for t in ts]
             left += statistics.median(times) * (n - len(self.took[arm]))
-        return f"{done} of {self.total} runs done ({label}: {seconds:.0f} s); about {clock(left)} left at their medians"
+        took = f"({label}: {seconds:.0f} s); about {clock(left)} left at their medians"
+        return f"{done} of {counted(self.total, 'run')} done {took}"
 
 
 def aa_rounds(runs: int, aa_runs: int | None) -> frozenset[int]:

@@ -196,17 +196,19 @@ def run(
         if mine:
             record_not_run(plan.out, by_id[mine[0]].target, suite, mine, why, "run the same ci run with --resume")
     statuses = list(done.values())
-    print(f"{len(statuses)} rows: " + ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses))), flush=True)
+    tally = ", ".join(f"{statuses.count(s)} {s}" for s in sorted(set(statuses)))
+    print(f"{counted(len(statuses), 'row')}: {tally}", flush=True)
     if deadline_s is None and (unreached or "interrupted" in statuses):
         print(
-            f"{statuses.count('interrupted')} rows stopped in flight and {len(unreached)} not started: their session "
-            "was stopped by a signal from outside this run (--resume runs them again)",
+            f"{counted(statuses.count('interrupted'), 'row')} stopped in flight and {len(unreached)} not started: "
+            "their session was stopped by a signal from outside this run (--resume runs them again)",
             flush=True,
         )
         return 1
     if pending or unreached or "interrupted" in statuses:
         raise DeadlineReached(
-            f"--deadline {deadline_s:g} s: {sum(len(j.rows) for j in pending) + len(unreached)} rows not started, "
+            f"--deadline {deadline_s:g} s: {counted(sum(len(j.rows) for j in pending) + len(unreached), 'row')} not "
+            "started, "
             f"{statuses.count('interrupted')} stopped in flight; the rest have their JUnit in "
             f"{', '.join(map(str, folders))}",
             hint="run the same command with --resume to go on",
@@ -251,7 +253,8 @@ def _settle(r: Running, contents: Mapping[str, str], *, stopping: bool = False) 
         with files.staged(r.junit) as fh:
             etree.ElementTree(root).write(fh, encoding="utf-8", xml_declaration=True)
     except OSError as exc:  # a full disk: the row is counted as failed here, and said so, if it cannot be recorded
-        print(f"{r.junit}: cannot record {len(lost)} row(s) without a result ({exc.strerror or exc})", flush=True)
+        why = exc.strerror or exc
+        print(f"{r.junit}: cannot record {counted(len(lost), 'row')} without a result ({why})", flush=True)
     return said
 
 
