@@ -14,12 +14,14 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ci import options
 from ci.report import commands as report_commands
 from ci.report.write import OUTPUTS, render, write_atomic
 from ci.run import execute
+from ci.stack.model import Stack
 from ci.tables import counted
 
 EVIDENCE = options.REPO / "evidence"
@@ -63,6 +65,61 @@ def rendered(folder: Path) -> dict[str, bytes]:
             del os.environ[execute.ENV_MODEL_CACHE]
         else:
             os.environ[execute.ENV_MODEL_CACHE] = before
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedFloor:
+    """An A/A floor a committed report measured: for one change's row and metric, on the runs of one campaign."""
+
+    report: Path
+    change: str
+    row: str
+    metric: str
+    pct: float
+    runs: int
+
+
+def recorded_floors(root: Path = EVIDENCE) -> list[RecordedFloor]:
+    """Every A/A floor the committed reports record (report.json `comparison.ported[].floors`)."""
+    out = []
+    for folder in reports(root):
+        doc = json.loads((folder / "report.json").read_text())
+        for p in (doc.get("comparison") or {}).get("ported") or ():
+            for f in p.get("floors") or ():
+                if f.get("pct") is not None:
+                    out.append(
+                        RecordedFloor(
+                            report=folder / "report.json",
+                            change=str(p["change"]),
+                            row=str(f["row"]),
+                            metric=str(f["metric"]),
+                            pct=float(f["pct"]),
+                            runs=int(f["runs"]),
+                        )
+                    )
+    return out
+
+
+def too_narrow(stack: Stack, floors: Sequence[RecordedFloor]) -> list[str]:
+    """Each timing bound of a gating change that a committed campaign's A/A floor is as wide as: a bound no run of
+    that row has been able to judge, so it cannot gate a build. One line each: the change file, the bound, the floor
+    and where it was measured."""
+    out = []
+    for change in stack.changes.values():
+        if not change.gating:
+            continue
+        acc = change.acceptance
+        bounds = [(e.metric, e.min_gain_pct, "effect") for e in acc.effect]
+        bounds.append((acc.allowed_regression.metric, acc.allowed_regression.max_pct, "allowed_regression"))
+        for metric, bound, field_name in bounds:
+            for f in floors:
+                if f.change == change.id and f.metric == metric and f.pct >= bound:
+                    out.append(
+                        f"stack/changes/{change.id}.yaml: gating, and its {field_name} bound on {metric} ({bound:g}%) "
+                        f"is no wider than the A/A floor ±{f.pct:.1f}% measured on {f.row} at {f.runs} runs a side "
+                        f"({f.report}): widen the bound, measure a narrower floor, or set gating: false"
+                    )
+    return out
 
 
 def differences(folder: Path, fresh: dict[str, bytes]) -> list[str]:

@@ -19,10 +19,31 @@ from ci.results.junit import Metric
 CHANGE = "48804"  # kernel warm-up: one regression test file, rows on three targets
 
 
-def _judge(tmp_path: Path, edit=lambda r, c: c, base: Baseline | None = None, selected=None) -> acceptance.Verdict:
-    write_rows(tmp_path, rows(CHANGE) if selected is None else selected, edit)
+EFFECT = STACK.changes[CHANGE].acceptance.effect[0]  # cold_first_request_ms, at least 20% lower with the warm-up
+GAIN = 0.7  # each row's effect metric on the fork, as a share of its value without the change: a 30% gain
+
+
+def _judge(
+    tmp_path: Path, edit=lambda r, c: c, base: Baseline | None = None, selected=None, n: int = runs.MIN_RUNS
+) -> acceptance.Verdict:
+    """Every row (or `selected`) run `n` times, each run as `edit` makes it."""
+    for i in range(n):
+        write_rows(tmp_path, rows(CHANGE) if selected is None else selected, _nth(edit, i), prefix=f"run{i}-")
     res = results.collect([tmp_path], PLAN)
     return acceptance.judge(STACK.changes[CHANGE], res, base)
+
+
+def _nth(edit, i: int, share: float = GAIN):
+    """`edit`, after the effect metric of run `i` is set to `share` of what the side without the change recorded."""
+
+    def run(r, c):
+        m = c.metric(EFFECT.metric) if hasattr(c, "metric") else None
+        value = 100.0 * share * (1 + 0.01 * i)
+        if m is not None or any(x.name == EFFECT.metric for x in c.metrics):
+            c = synthetic.with_metric(c, metric(EFFECT.metric, value, "ms", "cold"))
+        return edit(r, c)
+
+    return run
 
 
 def _of(row: results.RowResult) -> MappingProxyType:
@@ -31,11 +52,16 @@ def _of(row: results.RowResult) -> MappingProxyType:
     return MappingProxyType({n: found.values for n in names if (found := runs.of_cases(row.ran, n))})
 
 
-def _baseline_from(tmp_path: Path, edit=lambda r, c: c, n: int = 1) -> Baseline:
-    """The runs a previous report recorded (`n` runs of every row)."""
-    paths = [p for i in range(n) for p in write_rows(tmp_path / "before", rows(CHANGE), edit, prefix=f"run{i}-")]
+def _baseline_from(tmp_path: Path, edit=lambda r, c: c, n: int = runs.MIN_RUNS, without: bool = True) -> Baseline:
+    """The side a verdict is judged against (`n` runs of every row): by default the fork without the change, each
+    row's effect metric higher by the gain the change must show."""
+    paths = [
+        p
+        for i in range(n)
+        for p in write_rows(tmp_path / "before", rows(CHANGE), _nth(edit, i, share=1.0), prefix=f"run{i}-")
+    ]
     res = results.collect(paths, PLAN)
-    return Baseline(path="before", rows=MappingProxyType({r.id: _of(r) for r in res.rows}))
+    return Baseline(path="before", rows=MappingProxyType({r.id: _of(r) for r in res.rows}), without=without)
 
 
 def _judge_runs(tmp_path: Path, metrics: list[Metric], base: Baseline) -> acceptance.Verdict:
@@ -56,15 +82,19 @@ def test_a_change_with_every_criterion_met_is_ready(tmp_path: Path) -> None:
 
 def test_without_a_baseline_the_regression_criterion_is_missing(tmp_path: Path) -> None:
     v = _judge(tmp_path)
-    assert not v.ready and [c.name for c in v.blocking] == [criteria.REGRESSION]
-    assert "--baseline" in v.blocking[0].evidence
+    assert not v.ready and [c.name for c in v.blocking] == [criteria.EFFECT, criteria.REGRESSION]
+    assert "--baseline" in v.blocking[1].evidence
+    assert f"judged against the fork without #{CHANGE} only" in v.blocking[0].evidence
+    assert f"ci main --compare-without {CHANGE} --aa" in v.blocking[0].evidence
 
 
 @pytest.mark.parametrize("phase", ["cold", "warm"])
 def test_a_missing_cold_or_warm_measurement_blocks(tmp_path: Path, phase: str) -> None:
     name = "cold_first_request_ms" if phase == "cold" else "warm_request_ms"
     v = _judge(tmp_path / "now", lambda r, c: synthetic.without_metric(c, name), base=_baseline_from(tmp_path))
-    assert not v.ready and [c.name for c in v.blocking] == [criteria.COLD_WARM]
+    # the cold first request is also what the change acts on: without it, its effect is not judged either
+    also = [criteria.EFFECT] if name == EFFECT.metric else []
+    assert not v.ready and [c.name for c in v.blocking] == [criteria.COLD_WARM, *also]
     assert v.blocking[0].status == "missing" and f"{phase} {name} absent" in v.blocking[0].evidence
     assert criteria.COLD_WARM in v.text
 
@@ -121,7 +151,7 @@ def test_a_target_with_no_rows_run_leaves_the_matrix_missing(tmp_path: Path) -> 
 
 def test_a_failing_row_fails_the_matrix_and_the_regression_test(tmp_path: Path) -> None:
     bad = rows(CHANGE)[0]
-    v = _judge(tmp_path, lambda r, c: replace(c, status="error", message="signal 11 (SIGSEGV)") if r == bad else c)
+    v = _judge(tmp_path, lambda r, c: replace(c, status="error", message="signal 11 (SIGSEGV)") if r == bad else c, n=1)
     assert _status(v)[criteria.MATRIX] == "fail" and bad.id in v.criteria[3].evidence
     assert _status(v)[criteria.TIED] == "fail" and "1 error" in v.criteria[0].evidence
 
@@ -163,20 +193,22 @@ def test_a_doubling_is_flagged_even_where_the_ranges_overlap(tmp_path: Path) -> 
 
 def test_samples_within_one_run_are_not_runs(tmp_path: Path) -> None:
     """Five tight samples of one engine process a side, 20% apart: one run a side, which no test can judge."""
-    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [29.5, 29.8, 30, 30.2, 30.5])))
+    base = _baseline_from(
+        tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [29.5, 29.8, 30, 30.2, 30.5])), n=1
+    )
     v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [35.5, 35.8, 36, 36.2, 36.5])),
-               base=base, selected=rows(CHANGE)[:3])  # fmt: skip
+               base=base, selected=rows(CHANGE)[:3], n=1)  # fmt: skip
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
     assert reg.status == "missing" and "needs 4 runs a side" in reg.evidence and "runs 1/1" in reg.evidence
 
 
 def test_single_runs_are_judged_across_rows(tmp_path: Path) -> None:
     """engine_ready_s, one run a side a row: many rows all 20% slower is a regression (sign test over rows)."""
-    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [30])))
-    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [36])), base=base)
+    base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [30])), n=1)
+    v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [36])), base=base, n=1)
     reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
     assert reg.status == "fail" and "rows run once a side worse past the bound" in reg.evidence
-    same = _judge(tmp_path / "same", lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base)
+    same = _judge(tmp_path / "same", lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base, n=1)
     assert next(c for c in same.criteria if c.name == criteria.REGRESSION).status == "pass"
 
 

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ci.report import cards
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
-from ci.results.criteria import CRITERIA, MATRIX, REGRESSION, TIED, baked, compiled_in
+from ci.results.criteria import CRITERIA, EFFECT, MATRIX, REGRESSION, TIED, baked, compiled_in
 from ci.results.merge import RowResult
 from ci.stack.change import Change
 from ci.tables import counted
@@ -27,6 +28,7 @@ SHORT = {
     "numerical tolerance against the named reference backend": "tolerance",
     "graph-replay assertion": "graph replay",
     TIED: "its focused test",
+    EFFECT: "effect",
     REGRESSION: "allowed regression",
 }
 _LONG = 100
@@ -89,43 +91,39 @@ def _verdicts(report: Report, verdict: Verdict) -> list[AtTarget]:
     out = []
     for t in targets:
         mine = [r for r in rows if r.target == t.id]
+        short = cards.named(t, cards.recorded(rows, t.id))  # the card its rows ran on, else the planned hardware
         if not mine:
             why = change.waived_targets.get(t.id)
             state, text = ("waived", why) if why else ("no rows", "none planned, though its tracking issue names it")
             if by := report.left_out.get((change.id, t.id)):  # planned, but filtered out: never "none planned"
                 state, text = "not in this report", f"filtered by {by}"
-            out.append(AtTarget(target=t.id, short=t.short, state=state, text=text))
+            out.append(AtTarget(target=t.id, short=short, state=state, text=text))
             continue
         unrun = [r for r in mine if not r.cases]
         fails = _fails(verdict, t.id, mine)
         command, where = _command(report, t.id, unrun[0]) if unrun else ("", "")
         if fails:
             text = "; ".join(fails) + (f"; {len(unrun)} not run" if unrun else "")
-            out.append(AtTarget(target=t.id, short=t.short, state="fails", text=text, command=command, where=where))
+            out.append(AtTarget(target=t.id, short=short, state="fails", text=text, command=command, where=where))
         elif len(unrun) == len(mine):
             text = counted(len(mine), "row")
-            out.append(AtTarget(target=t.id, short=t.short, state="not run", text=text, command=command, where=where))
+            out.append(AtTarget(target=t.id, short=short, state="not run", text=text, command=command, where=where))
         elif unrun:
             ran = len(mine) - len(unrun)
             text = f"{len(unrun)} of {counted(len(mine), 'row')} not run"
             text += f"; the {ran} that ran hold" if ran else ""
-            out.append(AtTarget(target=t.id, short=t.short, state="not run", text=text, command=command, where=where))
+            out.append(AtTarget(target=t.id, short=short, state="not run", text=text, command=command, where=where))
         else:
             held = "the 1 row holds" if len(mine) == 1 else f"all {len(mine)} rows hold"
-            out.append(AtTarget(target=t.id, short=t.short, state="ready", text=held))
-    return [_ran_on(a, rows, report.stack.targets[a.target].hardware) for a in out]
+            out.append(AtTarget(target=t.id, short=short, state="ready", text=held))
+    return [_ran_on(a, rows) for a in out]
 
 
-def _ran_on(at: AtTarget, rows: list[RowResult], hardware: tuple[str, ...]) -> AtTarget:
-    """The cards the target's rows ran on, said after what the state rests on. A target's label ("H200") names the
-    hardware planned for, not the card that ran: where every card is one of the target's other hardware names (an
-    H100 runs cuda-sm90 rows too) and none is the label's, the label becomes that name ("H100 fails")."""
-    cards = sorted({c.card for r in rows if r.target == at.target for c in r.ran if c.card})
-    if not cards:
-        return at
-    named = {h for h in hardware for c in cards if h.lower() in c.lower()}
-    short = next(iter(named)) if len(named) == 1 and not any(at.short.lower() in c.lower() for c in cards) else at.short
-    return replace(at, short=short, text=f"{at.text}; ran on {' and '.join(cards)}")
+def _ran_on(at: AtTarget, rows: list[RowResult]) -> AtTarget:
+    """The cards the target's rows ran on, said after what the state rests on (its label already names them:
+    ci.report.cards)."""
+    seen = cards.recorded(rows, at.target)
+    return replace(at, text=f"{at.text}; ran on {' and '.join(seen)}") if seen else at
 
 
 def whole(report: Report, verdict: Verdict) -> list[Whole]:
@@ -136,7 +134,10 @@ def _whole(report: Report, verdict: Verdict) -> list[Whole]:
     out = []
     failing = any(r.change == verdict.change.id and r.status in ("failure", "error") for r in report.results.rows)
     for c in verdict.criteria:
-        if c.status == "pass" or c.name not in (TIED, REGRESSION):
+        if c.status == "pass" or c.name not in (TIED, EFFECT, REGRESSION):
+            continue
+        if c.name == EFFECT:
+            out.append(Whole(text=f"{SHORT[c.name]} {'fails' if c.status == 'fail' else 'not judged'}: {c.short}"))
             continue
         if c.name == REGRESSION and "no baseline report given" in c.evidence:
             out.append(Whole(text="needs a baseline", command=_baseline_command(report)))
@@ -163,12 +164,37 @@ def held_back(report: Report, verdict: Verdict) -> str:
 def _fails(verdict: Verdict, target: str, rows: list[RowResult]) -> list[str]:
     """The per-target criteria that fail on this target's rows, each said as the number against its bound (the
     verdict's own judgement per target where it kept one)."""
-    change = verdict.change
     out = []
     failing = [r for r in rows if r.status in ("failure", "error", "conflict")]
     if failing:
         out.append(f"{len(failing)} of {counted(len(rows), 'row')}")
+    for name, clauses, fallback in _failing_criteria(verdict, target, rows):
+        said = "; ".join(f"{text} on {counted(n, 'row')}" for text, n in clauses) or fallback
+        out.append(f"{SHORT.get(name, name)}: {said}")
+    return out
+
+
+def criterion_causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
+    """What fails on rows whose own tests passed: each per-target criterion's failure, as a cause with the number of
+    rows it fails on ("cold/warm: 1.57x > 1.2x", 1 row), for the first screen's causes beside the failing rows'."""
+    rows = [r for r in report.results.rows if r.change == verdict.change.id and r.planned is not None]
+    found: dict[str, int] = {}
+    for t in dict.fromkeys(r.target for r in rows):
+        for name, clauses, _ in _failing_criteria(verdict, t, [r for r in rows if r.target == t]):
+            for text, n in clauses:
+                key = f"{SHORT.get(name, name)}: {text}"
+                found[key] = found.get(key, 0) + n
+    return sorted(found.items(), key=lambda kv: -kv[1])
+
+
+def _failing_criteria(
+    verdict: Verdict, target: str, rows: list[RowResult]
+) -> list[tuple[str, list[tuple[str, int]], str]]:
+    """Each per-target criterion failing on the target: its name, its clauses (the number against its bound, the rows
+    it fails on) and its own evidence cut short, for a criterion not said in numbers."""
+    change = verdict.change
     judged = {c.name: dict(c.by_target) for c in verdict.criteria}
+    out = []
     for rule in CRITERIA:
         if rule.per_target is None or rule.name == MATRIX:
             continue
@@ -176,19 +202,18 @@ def _fails(verdict: Verdict, target: str, rows: list[RowResult]) -> list[str]:
         if status is None:
             status, _ = rule.per_target(change, rows)
         if status == "fail":
-            said = _said(change, rule.name, rows) or _cut(rule.per_target(change, rows)[1])
-            out.append(f"{SHORT.get(rule.name, rule.name)}: {said}")
+            out.append((rule.name, _said(change, rule.name, rows), _cut(rule.per_target(change, rows)[1])))
     return out
 
 
-def _said(change: Change, name: str, rows: list[RowResult]) -> str:
-    """A failing criterion as its number against its bound: "3.10x > 1.2x on 1 row"."""
+def _said(change: Change, name: str, rows: list[RowResult]) -> list[tuple[str, int]]:
+    """A failing criterion as its number against its bound, and the rows it fails on: [("3.10x > 1.2x", 1)]."""
     acc = change.acceptance
     ran = [r for r in rows if r.ran]
     if name == "cold and warm measurements reported separately" and acc.measurements.max_cold_warm_ratio:
         bound = acc.measurements.max_cold_warm_ratio
         over = [runs[0][0] for r in ran if (runs := r.cold_warm_runs) and runs[0][0] > bound]
-        return f"{max(over):.2f}x > {bound:g}x on {counted(len(over), 'row')}" if over else ""
+        return [(f"{max(over):.2f}x > {bound:g}x", len(over))] if over else []
     if name in ("numerical tolerance against the named reference backend", "graph-replay assertion"):
         metric = acc.tolerance.metric if name.startswith("numerical") else acc.graph_replay.metric
         holds = (lambda v: v <= acc.tolerance.max) if name.startswith("numerical") else acc.graph_replay.holds
@@ -198,15 +223,14 @@ def _said(change: Change, name: str, rows: list[RowResult]) -> str:
         )
         worst = max(bad, key=abs) if bad else None
         rows_bad = sum(any((m := c.metric(metric)) and not holds(m.value) for c in r.ran) for r in ran)
-        return f"{metric} {worst:g}, wants {want.strip()}, on {counted(rows_bad, 'row')}" if bad else ""
+        return [(f"{metric} {worst:g}, wants {want.strip()}", rows_bad)] if bad else []
     if name == "no runtime JIT fallback where AOT/warm-up is expected":
         after_bake = [r for r in ran if any(baked(c) and compiled_in(c) for c in r.ran)]
         late = [r for r in ran if r not in after_bake and any(compiled_in(c) for c in r.ran)]
-        return "; ".join(
-            [f"compiles after the bake on {counted(len(after_bake), 'row')}"] * bool(after_bake)
-            + [f"compiles after ready on {counted(len(late), 'row')} (no bake: JIT allowed)"] * bool(late)
-        )
-    return ""
+        return [("compiles after the bake", len(after_bake))] * bool(after_bake) + [
+            ("compiles after ready (no bake: JIT allowed)", len(late))
+        ] * bool(late)
+    return []
 
 
 def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:
@@ -215,15 +239,16 @@ def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:
     from ci.images.lock import locked_vllm
 
     t = report.stack.targets[target]
+    where = cards.host(t, cards.recorded([r for r in report.results.rows if r.change == row.change], target))
     fork = report.subject.options if report.subject else ()  # the fork judged, named as the user gave it
     command = f"nox -s {t.sessions[0]}_{row.suite}" + (f" -- {shlex.join(fork)}" if fork else "")
     base = report.subject.base_version if report.subject else ""
     if base and (locked := locked_vllm(t)) and locked != base:  # the session would stop there: re-lock first
-        said = f"(the fork is on vLLM {base}, the lock {locked}), then {command} on {t.a_short} host"
+        said = f"(the fork is on vLLM {base}, the lock {locked}), then {command} on {where}"
         return f"python -m ci lock {t.id} --vllm {base}", said
     if t.runs_on == "image" and not lock_path(t).is_file():
         return f"python -m ci lock {t.id}", "on a host that reaches its package index, then its session"
-    return command, f"on {t.a_short} host"
+    return command, f"on {where}"
 
 
 def _baseline_command(report: Report) -> str:

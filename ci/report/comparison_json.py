@@ -78,6 +78,13 @@ def to_json(c: Comparison) -> dict[str, object]:
                 "ready": p.verdict.ready,
                 "verdict": p.verdict.text,
                 "criteria": [{"name": k.name, "status": k.status, "evidence": k.evidence} for k in p.verdict.criteria],
+                "aa": p.aa or None,
+                # the A/A floor of each row and metric the change is timed on: what a bound must be wider than
+                "floors": [
+                    {"row": row, "metric": name, "pct": f.pct, "runs": f.runs}
+                    for row, by_name in p.floors.items()
+                    for name, f in by_name.items()
+                ],
             }
             for p in c.ported
         ],

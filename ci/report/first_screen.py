@@ -36,8 +36,9 @@ def judged(report: Report) -> str:
 
 
 def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
-    """Every distinct cause behind the change's failing rows (each clause of each row's message), most rows first."""
-    return triage.causes(report, verdict, limit=None)
+    """Every distinct cause behind the change's failing rows (each clause of each row's message), most rows first;
+    then each criterion that fails on rows whose own tests passed ("cold/warm: 1.57x > 1.2x", 1 row)."""
+    return triage.causes(report, verdict, limit=None) + at_target.criterion_causes(report, verdict)
 
 
 def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:

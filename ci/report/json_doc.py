@@ -26,6 +26,7 @@ CRITERION_IDS = {
     criteria.MATRIX: "matrix",
     criteria.TOLERANCE: "tolerance",
     criteria.GRAPH: "graph_replay",
+    criteria.EFFECT: "effect",
     criteria.REGRESSION: "allowed_regression",
 }
 

@@ -196,7 +196,7 @@ def _verdicts(report: Report) -> Table:
                 *([rebase.cell(report, v.change.id)] if report.upstream_read else []),
             )
         )
-    headers = ("Change", "Track", "Verdict", "Why", "Failing rows")
+    headers = ("Change", "Track", "Verdict", "Why", "Rows failing their test")
     return Table(headers=(*headers, *(["Rebase state"] if report.upstream_read else [])), rows=tuple(rows))
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci import tables
-from ci.report import defined
+from ci.report import cards, defined
 from ci.report.rerun_hints import hint, rerun_test
 from ci.results import ported
 from ci.results.acceptance import Verdict
@@ -216,8 +216,11 @@ def matrix_table(report: Report, target: str) -> Table:
     rows = [r for r in report.results.rows if r.target == target and r.planned is not None]
     sub = Plan(tuple(r.planned for r in rows if r.planned is not None), ())
     body = []
+    hardware = PLAN_HEADERS.index("Hardware")
     for plan_cells, r in zip(plan_table_rows(report.stack, sub), rows, strict=True):
         cells = [str(c) for c in plan_cells]
+        if ran_on := cards.recorded([r], target):  # the card it ran on, not the target's planned hardware
+            cells[hardware] = cards.named(report.stack.targets[target], ran_on)
         body.append((*cells, STATUS_MARK[r.status], _score(report, r), _notes(r)))
     return Table(headers=MATRIX_HEADERS, rows=tuple(body))
 

@@ -43,6 +43,9 @@ class Baseline:
     # row id -> metric name -> the noise floor an A/A arm measured on the host, where one ran
     floors: Mapping[str, Mapping[str, Floor]] = field(default_factory=dict)
     aa: str = ""  # the A/A side's label, where one gave the floors
+    # the fork's own build without the change (ci.results.ported): what a change's effect is measured against; a
+    # report.json given as --baseline is an earlier run of the same build, not one without the change
+    without: bool = False
 
     def runs(self, row: str, name: str) -> tuple[float, ...] | None:
         return self.rows.get(row, {}).get(name)

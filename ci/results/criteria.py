@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from ci.results.effect import effect as _effect
 from ci.results.junit import Case
 from ci.results.merge import RowResult, paid_once
 from ci.results.node_ids import matcher
@@ -17,6 +18,7 @@ from ci.results.regression import regression as _regression
 # the parts, also named through this module (ci.results.acceptance, ci.report.json_doc, the tests)
 from ci.results.rule import (
     COLD_WARM,
+    EFFECT,
     GRAPH,
     MATRIX,
     NO_JIT,
@@ -47,6 +49,9 @@ def _tied(ev: Evidence) -> Criterion:
         hits = list(filter(matcher(test), cases))
         counts = {s: sum(c.status == s for c in hits) for s in ("pass", "failure", "error", "skipped")}
         tally = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        distinct = len({c.row or f"{c.classname}::{c.name}" for c in hits})
+        if distinct < len(hits):  # a row run several times (a timing protocol's runs): each result is one run
+            tally += f" ({counted(len(hits), 'run')} of {counted(distinct, 'row')})"
         if not hits:
             parts.append(("missing", f"{test}: no result"))
         elif counts["failure"] or counts["error"]:
@@ -295,6 +300,11 @@ CRITERIA: tuple[Rule, ...] = (
         reads="acceptance.graph_replay: its metric on every row that ran",
         per_target=_graph,
         rule=lambda change: change.acceptance.graph_replay.rule,
+    ),
+    Rule(
+        name=EFFECT,
+        reads="acceptance.effect: each metric here and on the side without the change, with the A/A floor",
+        whole=_effect,
     ),
     Rule(name=REGRESSION, reads="acceptance.allowed_regression: its metric here and in --baseline", whole=_regression),
 )

@@ -11,8 +11,8 @@ says so instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
@@ -44,6 +44,8 @@ class Ported:
     verdict: Verdict  # the fork side's, its allowed regression judged against the side without the change
     problems: tuple[str, ...]  # why the two sides do not isolate the change, where they do not
     aa: str = ""  # the side label of the A/A arm (the fork's build again), whose runs gave the noise floor
+    # row -> metric -> the A/A floor measured for it (each metric the change is timed on), where an A/A arm ran
+    floors: Mapping[str, Mapping[str, Floor]] = field(default_factory=dict)
 
     @property
     def isolated(self) -> bool:
@@ -84,6 +86,7 @@ def find(stack: Stack, sides: Sequence[SideOf]) -> tuple[Ported, ...]:
                 verdict=verdict,
                 problems=tuple(problems),
                 aa=aa.label if aa is not None else "",
+                floors=baseline.floors,
             )
         )
     return tuple(out)
@@ -99,24 +102,32 @@ def _aa(sides: Sequence[SideOf], fork: SideOf, rows: tuple[str, ...]) -> SideOf 
 
 
 def _baseline(change: Change, fork: SideOf, without: SideOf, aa: SideOf | None, rows: tuple[str, ...]) -> Baseline:
-    """The side without the change as the baseline, its runs of each metric; with an A/A side, the floor of each
-    metric the allowed regression reads, from the fork side's runs against the A/A side's."""
-    name = change.acceptance.allowed_regression.metric
+    """The side without the change as the baseline, its runs of each metric the change is timed on (its effects and
+    its allowed regression); with an A/A side, the floor of each, from the fork side's runs against the A/A side's."""
+    names = tuple(
+        dict.fromkeys([*(e.metric for e in change.acceptance.effect), change.acceptance.allowed_regression.metric])
+    )
     before: dict[str, MappingProxyType] = {}
     floors: dict[str, MappingProxyType] = {}
     for r in rows:
-        theirs = runs.of_cases(without.rows[r].ran, name)
-        before[r] = MappingProxyType({name: theirs.values} if theirs and theirs.runs and not theirs.shared else {})
+        theirs = {name: runs.of_cases(without.rows[r].ran, name) for name in names}
+        before[r] = MappingProxyType({n: t.values for n, t in theirs.items() if t and t.runs and not t.shared})
         if aa is not None:
-            a, a2 = runs.of_cases(fork.rows[r].ran, name), runs.of_cases(aa.rows[r].ran, name)
-            floor = runs.floor_pct(a.values, a2.values) if a and a2 and not (a.shared or a2.shared) else None
-            floors[r] = MappingProxyType({name: Floor(floor, min(len(a.values), len(a2.values)) if a and a2 else 0)})
+            floors[r] = MappingProxyType({name: _floor(fork.rows[r], aa.rows[r], name) for name in names})
     return Baseline(
         path=f"side {without.label!r} (the fork without #{change.id})",
         rows=MappingProxyType(before),
         floors=MappingProxyType(floors),
         aa=aa.label if aa is not None else "",
+        without=True,
     )
+
+
+def _floor(fork: RowResult, aa: RowResult, name: str) -> Floor:
+    """The A/A floor of one row's metric: the fork side's runs against the A/A side's, neither shared."""
+    a, a2 = runs.of_cases(fork.ran, name), runs.of_cases(aa.ran, name)
+    floor = runs.floor_pct(a.values, a2.values) if a and a2 and not (a.shared or a2.shared) else None
+    return Floor(floor, min(len(a.values), len(a2.values)) if a and a2 else 0)
 
 
 def _side(sides: Sequence[SideOf], change: str, holds: Callable[[Case], bool]) -> SideOf | None:

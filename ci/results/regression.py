@@ -63,9 +63,11 @@ def regression(ev: Evidence) -> Criterion:
         return verdict("missing", f"no row ran ({len(rows)} planned)")
     if shared:
         return verdict("missing", f"not judged from runs that shared their GPU with other engines: {listed(shared)}")
-    wide = [_with_narrowing(rid, c) for rid, c in judged if c.inconclusive]
+    wide = [(rid, c) for rid, c in judged if c.inconclusive]
     if wide:
-        return verdict("missing", f"inconclusive at this floor, as wide as the bound: {listed(wide)}")
+        widest = max(c.floor_pct or 0.0 for _, c in wide)
+        said = f"not judgeable at this floor ({runs.pct(widest)}, as wide as the {reg.max_pct:g}% bound)"
+        return verdict("missing", f"{said}: {listed([_with_narrowing(rid, c) for rid, c in wide])}")
     if absent:
         return verdict("missing", f"{covered}; without the metric here or in the baseline: {listed(absent)}")
     if few or (single and pool is None):

@@ -1,5 +1,5 @@
 """What an acceptance criterion is made of: its result (Criterion), what a rule may read (Evidence), the rule itself
-(Rule) and the names of the seven the registry (`ci.results.criteria`) holds."""
+(Rule) and the names of the eight the registry (`ci.results.criteria`) holds."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ MATRIX = "model/context/batch matrix covered on every target"
 TOLERANCE = "numerical tolerance against the named reference backend"
 GRAPH = "graph-replay assertion"
 REGRESSION = "regression within the allowed bound versus the baseline"
+EFFECT = "the change's effect on what it acts on, against the fork without it"
 
 SHOWN = 3  # rows named in one piece of evidence before "and N more"
 
@@ -30,6 +31,7 @@ class Criterion:
     status: Status
     evidence: str
     by_target: tuple[tuple[str, Status], ...] = ()  # a per-target rule's status on each target it judged
+    short: str = ""  # what holds it back in a few words, for the first screen, where the rule gives them
 
 
 @dataclass(frozen=True, kw_only=True)

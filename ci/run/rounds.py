@@ -54,7 +54,10 @@ def aa_rounds(runs: int, aa_runs: int | None) -> frozenset[int]:
     them spread evenly from the first, so a protocol cut short has its A/A runs among the rounds it finished. Counts
     the protocol cannot use are refused (exit 2)."""
     if runs < 1:
-        raise UsageError("--runs takes 1 or more", hint="5 or more runs a side let the test judge a 2% bound")
+        raise UsageError(
+            "--runs takes 1 or more",
+            hint="the runs each arm makes (--runs 5); which bound they can judge, the A/A floor says (--aa)",
+        )
     if aa_runs is not None and aa_runs != 0 and aa_runs < 2:
         raise UsageError("--aa-runs takes 2 or more", hint="the floor is an interval over the A/A runs: 2 give one")
     k = runs if aa_runs is None else min(aa_runs, runs)

@@ -184,6 +184,24 @@ class AllowedRegression:
 
 
 @frozen
+class Effect:
+    """What the change acts on, and by how much it must move it: `metric` on the fork's build against the same fork
+    without the change (`ci main --compare-without`), at least `min_gain_pct` better, on the rows `only` selects (every
+    row where empty: `{context: [512], model: [...]}` keeps the rows whose axis values are listed). Judged only where
+    the A/A floor measured for the row is narrower than the bound (ci.results.effect)."""
+
+    metric: str
+    better: Literal["higher", "lower"]
+    min_gain_pct: Annotated[float, rule(gt=0, allow_inf_nan=False)]
+    only: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
+    description: str = ""
+
+    def applies(self, axes: dict[str, object]) -> bool:
+        """Whether a row with these axis values (the planned row's, `model` among them) is one this effect is for."""
+        return all(str(axes.get(axis)) in {str(w) for w in wanted} for axis, wanted in self.only.items())
+
+
+@frozen
 class Measurements:
     cold: tuple[str, ...]
     warm: tuple[str, ...]
@@ -198,6 +216,9 @@ class Acceptance:
     graph_replay: GraphReplay
     allowed_regression: AllowedRegression
     measurements: Measurements
+    # what the change acts on, each judged against the fork without it (ci.results.effect); every imported change
+    # names at least one (tests/test_timing_criteria.py)
+    effect: tuple[Effect, ...] = ()
 
 
 @frozen
