@@ -33,7 +33,8 @@ def test_every_imported_change_names_what_it_acts_on_and_its_tests_record_it(cha
         recorded |= set(re.findall(r'ev\.metric\(\s*"([a-z_]+)"', (SUITES.parent / test).read_text()))
     fields = {f.name for f in dataclasses.fields(Row)}
     for e in change.acceptance.effect:
-        assert e.metric in recorded, f"{change.id}: {e.metric} is recorded by none of {change.acceptance.regression.tests}"
+        tests = change.acceptance.regression.tests
+        assert e.metric in recorded, f"{change.id}: {e.metric} is recorded by none of {tests}"
         assert set(e.only) <= fields, f"{change.id}: effect.only names {set(e.only) - fields}, not row fields"
         assert set(map(str, e.only.get("model", ()))) <= set(change.models), f"{change.id}: effect.only models"
     assert change.acceptance.allowed_regression.metric in recorded
