@@ -92,7 +92,9 @@ def test_higher_is_better_and_too_few_runs() -> None:
 def test_the_committed_46849_evidence_judges_the_draft_step_with_its_interval_and_floor_on_the_h100() -> None:
     md = (Path(evidence.EVIDENCE) / "h100-timing-46849" / "report" / "report.md").read_text()
     assert "draft\\_step\\_ms: 46849.cuda-sm90.tiny-llama-eagle.cf3fb5bf: 0.388368 -&gt; 0.286432 ms (gain +26.2%" in md
-    assert "A/A floor ±24.0% at 3 runs a side): not judgeable at this floor (±24.0%)" in md
+    assert (
+        "A/A floor ±24.0% at 5 runs of the fork against 3 of the A/A arm): not judgeable at this floor (±24.0%)" in md
+    )
     assert "launches\\_per\\_draft\\_step: 46849.cuda-sm90.tiny-llama-eagle.cf3fb5bf: 2.5 -&gt; 1 count" in md
     assert "H200" not in md.split("## Status matrix")[0], "the card that ran is an H100: no H200 above the matrix"
     assert "on an H100 host" in md

@@ -31,6 +31,15 @@ class Floor:
 
     pct: float | None  # None where its runs were too few for one, or shared their GPU
     runs: int  # the runs a side it was measured on (the fewer of the A/A pair's)
+    sides: tuple[int, int] = (0, 0)  # the runs of each: the fork's side, the A/A arm
+
+    @property
+    def measured_on(self) -> str:
+        """ "5 runs a side", or "5 runs of the fork against 3 of the A/A arm" where the two differ."""
+        fork, aa = self.sides if any(self.sides) else (self.runs, self.runs)
+        if fork == aa:
+            return f"{fork} run{'' if fork == 1 else 's'} a side"
+        return f"{fork} run{'' if fork == 1 else 's'} of the fork against {aa} of the A/A arm"
 
 
 NO_FLOOR = Floor(pct=None, runs=0)  # no A/A arm ran
@@ -70,6 +79,7 @@ class Comparison:
     aa: bool = False  # an A/A arm ran: without a floor from it, its runs were too few for one
     interval: Shift | None = None  # after - before over runs, where each side has a run
     floor_runs: int = 0  # the runs a side the floor was measured on
+    floor_on: str = ""  # the runs it was measured on, in words (Floor.measured_on)
 
     @property
     def judged(self) -> bool:
@@ -90,9 +100,9 @@ class Comparison:
         n = self.floor_runs
         needed = math.ceil(n * (self.floor_pct / self.max_pct) ** 2)
         at_ten = self.floor_pct * math.sqrt(n / PROJECTED_RUNS)
-        runs = f"{n} run{'' if n == 1 else 's'}"
+        runs = self.floor_on or f"{n} run{'' if n == 1 else 's'} a side"
         return (
-            f"a floor of {pct(self.floor_pct)} at {runs} a side, narrowing as 1/sqrt(runs), would pass under "
+            f"a floor of {pct(self.floor_pct)} at {runs}, narrowing as 1/sqrt(runs), would pass under "
             f"the {self.max_pct:g}% bound at about {needed} runs a side; {PROJECTED_RUNS} runs a side could judge "
             f"a bound of about {at_ten:.0f}% (a projection from this floor, not a measurement)"
         )
@@ -126,6 +136,7 @@ def compare(
     floor_pct: float | None = None,
     aa: bool = False,
     floor_runs: int = 0,
+    floor_on: str = "",
 ) -> Comparison:
     """`after`'s runs against `before`'s, each a sequence of run medians."""
     b_mid, a_mid = statistics.median(before), statistics.median(after)
@@ -146,6 +157,7 @@ def compare(
         aa=aa,
         interval=shift(before, after),
         floor_runs=floor_runs,
+        floor_on=floor_on,
     )
 
 

@@ -20,7 +20,6 @@ from ci.results.merge import RowResult
 from ci.results.rule import EFFECT, Criterion, Evidence, Status, combine, listed, ran_rows
 from ci.results.stats import mann_whitney_greater, shift
 from ci.stack.change import Effect
-from ci.tables import counted
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,7 +86,7 @@ class Gain:
         test = f"p={p:.3f} over runs" if p is not None else f"needs {runs.MIN_RUNS} runs a side"
         floor = ""
         if self.floor.pct is not None:
-            floor = f"; A/A floor {runs.pct(self.floor.pct)} at {counted(self.floor.runs, 'run')} a side"
+            floor = f"; A/A floor {runs.pct(self.floor.pct)} at {self.floor.measured_on}"
         said = f"{b:g} -> {a:g} {self.unit} (gain {self.pct:+.1f}%{between}; runs {len(self.before)}/{len(self.after)}"
         return f"{said}, {test}{floor})"
 

@@ -127,7 +127,8 @@ def _floor(fork: RowResult, aa: RowResult, name: str) -> Floor:
     """The A/A floor of one row's metric: the fork side's runs against the A/A side's, neither shared."""
     a, a2 = runs.of_cases(fork.ran, name), runs.of_cases(aa.ran, name)
     floor = runs.floor_pct(a.values, a2.values) if a and a2 and not (a.shared or a2.shared) else None
-    return Floor(floor, min(len(a.values), len(a2.values)) if a and a2 else 0)
+    sides = (len(a.values), len(a2.values)) if a and a2 else (0, 0)
+    return Floor(floor, min(sides), sides)
 
 
 def _side(sides: Sequence[SideOf], change: str, holds: Callable[[Case], bool]) -> SideOf | None:

@@ -45,6 +45,7 @@ def regression(ev: Evidence) -> Criterion:
             floor_pct=floor.pct,
             aa=bool(base.aa),
             floor_runs=floor.runs,
+            floor_on=floor.measured_on if floor.runs else "",
         )
         if cmp.judged:
             judged.append((r.id, cmp))
