@@ -292,3 +292,17 @@ def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_al
     assert os.environ["STACKGATE_REFUSE_JIT"] == "1"  # as it was, after the protocol
     with pytest.raises(UsageError, match="--cold starts each run from an empty JIT caches root"):
         ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False)
+
+
+def test_one_run_and_one_row_are_said_in_the_singular(tmp_path, capsys, monkeypatch) -> None:
+    """The protocol's clock and projection, and ci plan's totals, where the count is one: '1 run', '1 row'."""
+    from ci import cli
+    from ci.run import rounds
+
+    clock = rounds.Clock({"fork": 1})
+    assert clock.ran("fork", 70.0).startswith("1 of 1 run done (fork: 70 s)")
+    monkeypatch.setenv("STACKGATE_COSTS", str(tmp_path / "no-costs"))
+    assert rounds.before([ROW], 1, tmp_path, cold=False).startswith("1 run; no cost measured")
+    assert cli.main(["plan", "--rows", ROW.id]) == 0
+    said = capsys.readouterr().out
+    assert "\n1 row (" in said and "1 rows" not in said
