@@ -98,3 +98,24 @@ def test_the_committed_46849_evidence_judges_the_draft_step_with_its_interval_an
     assert "launches\\_per\\_draft\\_step: 46849.cuda-sm90.tiny-llama-eagle.cf3fb5bf: 2.5 -&gt; 1 count" in md
     assert "H200" not in md.split("## Status matrix")[0], "the card that ran is an H100: no H200 above the matrix"
     assert "on an H100 host" in md
+
+
+def test_the_committed_46849_report_says_what_fails_and_how_many_runs_of_how_many_rows() -> None:
+    """A row that passed its test but fails a criterion is a cause, counted; its table counts rows failing their test;
+    five runs of one row are five runs, not five rows; the floor names the runs of each side it was measured on."""
+    md = (Path(evidence.EVIDENCE) / "h100-timing-46849" / "report" / "report.md").read_text()
+    summary = md.split("## Verdicts")[0]
+    assert "| cold/warm: 1.57x &gt; 1.2x (1 row) |" in summary and "| — |" not in summary.split("| Next step |")[1]
+    assert "| Change | Track | Verdict | Why | Rows failing their test |" in md
+    assert "suites/spec\\_decode/test\\_ar\\_graph.py: 5 pass (5 runs of 1 row)" in md
+    assert "a floor of ±24.5% at 5 runs of the fork against 3 of the A/A arm" in md
+    assert "at 3 runs a side" not in md
+
+
+def test_the_runs_hint_promises_no_bound() -> None:
+    from ci.errors import UsageError
+    from ci.run import rounds
+
+    with pytest.raises(UsageError) as err:
+        rounds.aa_rounds(0, None)
+    assert "2% bound" not in (err.value.hint or "") and "A/A floor" in (err.value.hint or "")

@@ -31,17 +31,10 @@ def named(target: Target, cards: Iterable[str]) -> str:
     return " and ".join(sorted({n or c for n, c in zip(names, cards, strict=True)}))
 
 
-def planned(target: Target) -> str:
-    """The hardware a target's rows need, all its names: "H100 or H200" (a re-run may take any of them)."""
-    names = list(dict.fromkeys(target.hardware)) or [target.short]
-    return " or ".join(names)
-
-
 def host(target: Target, cards: Iterable[str]) -> str:
-    """Where a target's rows run next, with the article: "an H100 host" (the card its rows ran on), "an H100 or H200
-    host" (none recorded: any the target is planned for)."""
-    cards = tuple(cards)
-    name = named(target, cards) if cards else planned(target)
+    """Where a target's rows run next, with the article: "an H100 host" (the card its rows ran on), else the target's
+    own label ("an H200 host")."""
+    name = named(target, cards)
     return f"{_article(name)} {name} host"
 
 
