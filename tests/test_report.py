@@ -166,7 +166,9 @@ def test_the_previous_report_json_serves_as_baseline(tmp_path: Path) -> None:
     argv = ["report", str(junit), "--out", str(tmp_path / "b"), "--baseline", str(tmp_path / "a" / "report.json")]
     assert main(argv) == 0
     change = next(c for c in json.loads((tmp_path / "b" / "report.json").read_text())["changes"] if c["id"] == "48804")
-    assert change["ready"] and change["verdict"] == "ready for default enablement"
+    # the allowed regression is judged against the earlier report; the effect only against the fork without it
+    assert {k["id"]: k["status"] for k in change["criteria"]}["allowed_regression"] == "pass"
+    assert change["blocked_by"] == ["the change's effect on what it acts on, against the fork without it"]
 
 
 def test_an_unusable_baseline_is_listed_and_the_report_still_written(tmp_path: Path) -> None:
@@ -217,7 +219,7 @@ def test_report_json_validates_against_its_published_schema(tmp_path) -> None:
     jsonschema.validate(doc, schema)
     assert doc["generator"]["name"] == "stackgate" and doc["stack"]["digest"].startswith("sha256:")
     ids = [c["id"] for c in doc["changes"][0]["criteria"]]
-    assert ids == ["tied", "cold_warm", "no_jit", "matrix", "tolerance", "graph_replay", "allowed_regression"]
+    assert ids == ["tied", "cold_warm", "no_jit", "matrix", "tolerance", "graph_replay", "effect", "allowed_regression"]
     assert doc["comparison"]["ported"][0]["change"] == "48407"
     run = next(r for r in doc["rows"] if r["id"] == picked[0].id)["runs"][0]
     assert run["fork_changes"] == ["48407"]

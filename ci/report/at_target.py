@@ -22,15 +22,7 @@ from ci.stack.change import Change
 from ci.tables import counted
 
 # the criterion in the words the first screen uses (its full title is in the change's section)
-SHORT = {
-    "cold and warm measurements reported separately": "cold/warm",
-    "no runtime JIT fallback where AOT/warm-up is expected": "no JIT",
-    "numerical tolerance against the named reference backend": "tolerance",
-    "graph-replay assertion": "graph replay",
-    TIED: "its focused test",
-    EFFECT: "effect",
-    REGRESSION: "allowed regression",
-}
+SHORT = {r.name: r.short for r in CRITERIA}
 _LONG = 100
 
 

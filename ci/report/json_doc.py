@@ -18,17 +18,12 @@ from ci.stack.change import Upstream
 from ci.stack.model import Stack
 
 SCHEMA = Path(__file__).with_name("report.schema.json")  # the document's published JSON Schema
-# each criterion by a stable id, for scripts: its name is English and may be reworded
-CRITERION_IDS = {
-    criteria.TIED: "tied",
-    criteria.COLD_WARM: "cold_warm",
-    criteria.NO_JIT: "no_jit",
-    criteria.MATRIX: "matrix",
-    criteria.TOLERANCE: "tolerance",
-    criteria.GRAPH: "graph_replay",
-    criteria.EFFECT: "effect",
-    criteria.REGRESSION: "allowed_regression",
-}
+
+
+def criterion_id(name: str) -> str:
+    """A criterion's stable id for scripts, from the registry (ci.results.criteria): its name is English and may be
+    reworded."""
+    return next((r.id for r in criteria.CRITERIA if r.name == name), name)
 
 
 def _upstream(up: Upstream | None) -> dict[str, object] | None:
@@ -107,7 +102,7 @@ def _report(report: Report) -> dict[str, object]:
                 **({"rebase": rebase.to_json(report, v.change.id)} if report.upstream else {}),
                 "criteria": [
                     {
-                        "id": CRITERION_IDS.get(c.name, c.name),
+                        "id": criterion_id(c.name),
                         "name": c.name,
                         "status": c.status,
                         "evidence": c.evidence,

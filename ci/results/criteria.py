@@ -273,38 +273,71 @@ def _graph(change: Change, rows: list[RowResult]) -> tuple[Status, str]:
 
 
 CRITERIA: tuple[Rule, ...] = (
-    Rule(name=TIED, reads="acceptance.regression.tests: their testcases' outcomes", whole=_tied),
+    Rule(
+        name=TIED,
+        id="tied",
+        short="its focused test",
+        field="regression",
+        reads="acceptance.regression.tests: their testcases' outcomes",
+        whole=_tied,
+    ),
     Rule(
         name=COLD_WARM,
+        id="cold_warm",
+        short="cold/warm",
+        field="measurements",
         reads="acceptance.measurements: the cold and warm metrics of every row that ran",
         per_target=_cold_warm,
     ),
     Rule(
         name=NO_JIT,
+        id="no_jit",
+        short="no JIT",
+        field="",
         reads="stackgate.jit.* properties and compiles_after_ready of every row that ran; upstream.warms",
         whole=lambda ev: each_target(NO_JIT, ev, lambda change, rows: _no_jit(change, rows, ev.warmers)),
     ),
     Rule(
         name=MATRIX,
+        id="matrix",
+        short="matrix",
+        field="",
         reads="the status of every planned row; targets.yaml `required`; the change's waived_targets",
         whole=_matrix_everywhere,
     ),
     Rule(
         name=TOLERANCE,
+        id="tolerance",
+        short="tolerance",
+        field="tolerance",
         reads="acceptance.tolerance: its metric on every row that ran",
         per_target=_tolerance,
         rule=_tolerance_rule,
     ),
     Rule(
         name=GRAPH,
+        id="graph_replay",
+        short="graph replay",
+        field="graph_replay",
         reads="acceptance.graph_replay: its metric on every row that ran",
         per_target=_graph,
         rule=lambda change: change.acceptance.graph_replay.rule,
     ),
     Rule(
         name=EFFECT,
+        id="effect",
+        short="effect",
+        field="effect",
         reads="acceptance.effect: each metric here and on the side without the change, with the A/A floor",
         whole=_effect,
     ),
-    Rule(name=REGRESSION, reads="acceptance.allowed_regression: its metric here and in --baseline", whole=_regression),
+    Rule(
+        name=REGRESSION,
+        id="allowed_regression",
+        short="allowed regression",
+        field="allowed_regression",
+        reads="acceptance.allowed_regression: its metric here and in --baseline",
+        whole=_regression,
+    ),
 )
+BY_NAME = {r.name: r for r in CRITERIA}

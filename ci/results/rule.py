@@ -52,7 +52,14 @@ PerTarget = Callable[[Change, list[RowResult]], tuple[Status, str]]
 
 @dataclass(frozen=True, kw_only=True)
 class Rule:
-    name: str
+    """One acceptance criterion, defined once: its words, its id, what it reads and how it judges. The report's ids
+    (report.json `criteria[].id`, the schema's enum), the first screen's short name and the change file's field it
+    reads all come from here (tests/test_criteria_registry.py holds them together)."""
+
+    name: str  # its full title, in the report's words
+    id: str  # its stable id for scripts (report.json): the title is English and may be reworded
+    short: str  # its name on the first screen ("cold/warm")
+    field: str  # the change file's field it reads (acceptance.<field>), "" where it reads none
     reads: str  # the stack field and the evidence it is judged on, in words
     per_target: PerTarget | None = None  # judged on each target's rows, the worst target deciding
     whole: Callable[[Evidence], Criterion] | None = None  # judged on the change as a whole
