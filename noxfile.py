@@ -24,6 +24,7 @@ nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 HOST_SUITES = "containers/locks/cpu.in"  # what the suites need on a host: the cpu image's own requirements
+LOOK_AT_LINES = 400  # `nox -s lint` lists the modules longer than this, for a look (never a failure)
 
 
 def _ci(session: nox.Session, *args: str, host_suites: bool = False) -> None:
@@ -144,6 +145,12 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("vulture", "ci", "suites", ".vulture-whitelist.py", "--min-confidence", "80")
+    # a long module is a prompt to look for a concept in it, never a failure
+    sizes = [
+        (len(p.read_text().splitlines()), str(p)) for p in [*Path("ci").rglob("*.py"), *Path("suites").rglob("*.py")]
+    ]
+    long = ", ".join(f"{p} ({n})" for n, p in sorted(sizes, reverse=True) if n > LOOK_AT_LINES)
+    session.log(f"modules over {LOOK_AT_LINES} lines, for a look: {long or 'none'}")
 
 
 def _run_session(target: str, suite: str, primary: str, alias: bool):
