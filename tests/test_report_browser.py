@@ -117,7 +117,7 @@ def test_with_no_cause_to_name_the_next_step_takes_the_causes_column(failing_run
         for name, html in (("causes", failing_run / "report" / "report.html"), ("none", NO_CAUSES)):
             browser, page = _open(p, html, 1366, 900)
             headers = page.locator("#summary thead th").all_inner_texts()
-            assert ("Causes (rows)" in headers) == (name == "causes"), headers
+            assert ("Causes of failing tests (rows)" in headers) == (name == "causes"), headers
             box = page.locator("#summary thead th", has_text="Next step").bounding_box()
             assert box is not None
             widths[name] = box["width"]

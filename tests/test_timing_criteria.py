@@ -101,11 +101,13 @@ def test_the_committed_46849_evidence_judges_the_draft_step_with_its_interval_an
 
 
 def test_the_committed_46849_report_says_what_fails_and_how_many_runs_of_how_many_rows() -> None:
-    """A row that passed its test but fails a criterion is a cause, counted; its table counts rows failing their test;
-    five runs of one row are five runs, not five rows; the floor names the runs of each side it was measured on."""
+    """The causes column and the verdicts' count say they are of failing tests, beside a criterion that fails on a
+    passing row (said per target, with its row count); five runs of one row are five runs, not five rows; the floor
+    names the runs of each side it was measured on."""
     md = (Path(evidence.EVIDENCE) / "h100-timing-46849" / "report" / "report.md").read_text()
     summary = md.split("## Verdicts")[0]
-    assert "| cold/warm: 1.57x &gt; 1.2x (1 row) |" in summary and "| — |" not in summary.split("| Next step |")[1]
+    assert "| Causes of failing tests (rows) |" in summary
+    assert "H100 fails: cold/warm: 1.57x &gt; 1.2x on 1 row" in summary
     assert "| Change | Track | Verdict | Why | Rows failing their test |" in md
     assert "suites/spec\\_decode/test\\_ar\\_graph.py: 5 pass (5 runs of 1 row)" in md
     assert "a floor of ±24.5% at 5 runs of the fork against 3 of the A/A arm" in md

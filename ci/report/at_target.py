@@ -16,7 +16,7 @@ from typing import Any
 from ci.report import cards
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
-from ci.results.criteria import CRITERIA, EFFECT, MATRIX, REGRESSION, TIED, baked, compiled_in
+from ci.results.criteria import CRITERIA, EFFECT, MATRIX, NO_SIDE_WITHOUT, REGRESSION, TIED, baked, compiled_in
 from ci.results.merge import RowResult
 from ci.stack.change import Change
 from ci.tables import counted
@@ -125,14 +125,19 @@ def whole(report: Report, verdict: Verdict) -> list[Whole]:
 def _whole(report: Report, verdict: Verdict) -> list[Whole]:
     out = []
     failing = any(r.change == verdict.change.id and r.status in ("failure", "error") for r in report.results.rows)
+    no_baseline = any(c.name == REGRESSION and "no baseline report given" in c.evidence for c in verdict.criteria)
+    no_without = any(c.name == EFFECT and c.short == NO_SIDE_WITHOUT for c in verdict.criteria)
     for c in verdict.criteria:
         if c.status == "pass" or c.name not in (TIED, EFFECT, REGRESSION):
             continue
+        if c.name == EFFECT and no_without and no_baseline:
+            continue  # said with the baseline: one run without the change gives both
         if c.name == EFFECT:
             out.append(Whole(text=f"{SHORT[c.name]} {'fails' if c.status == 'fail' else 'not judged'}: {c.short}"))
             continue
-        if c.name == REGRESSION and "no baseline report given" in c.evidence:
-            out.append(Whole(text="needs a baseline", command=_baseline_command(report)))
+        if c.name == REGRESSION and no_baseline:
+            needs = "needs a baseline" + (" and a run without it" if no_without else "")
+            out.append(Whole(text=needs, command=_baseline_command(report)))
         elif c.status == "fail":
             if c.name == TIED and failing:
                 continue  # its failing rows are said per target, with their causes beside them
@@ -140,6 +145,21 @@ def _whole(report: Report, verdict: Verdict) -> list[Whole]:
             out.append(Whole(text=f"{SHORT[c.name]} fails: {_cut(said)}"))
         else:
             out.append(Whole(text=f"{SHORT[c.name]} not judged: {_cut(_after_rule(c.evidence).split(': ', 1)[0])}"))
+    return _joined(out)
+
+
+def _joined(lacks: list[Whole]) -> list[Whole]:
+    """Criteria not judged for one reason, said once ("effect and allowed regression not judged: needs 4 runs a
+    side")."""
+    out: list[Whole] = []
+    for w in lacks:
+        what, sep, why = w.text.partition(" not judged: ")
+        same = next((i for i, o in enumerate(out) if sep and o.text.endswith(f"{sep}{why}") and not o.command), None)
+        if same is None or w.command:
+            out.append(w)
+        else:
+            first = out[same].text.partition(sep)[0]
+            out[same] = Whole(text=f"{first} and {what}{sep}{why}")
     return out
 
 
@@ -164,19 +184,6 @@ def _fails(verdict: Verdict, target: str, rows: list[RowResult]) -> list[str]:
         said = "; ".join(f"{text} on {counted(n, 'row')}" for text, n in clauses) or fallback
         out.append(f"{SHORT.get(name, name)}: {said}")
     return out
-
-
-def criterion_causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
-    """What fails on rows whose own tests passed: each per-target criterion's failure, as a cause with the number of
-    rows it fails on ("cold/warm: 1.57x > 1.2x", 1 row), for the first screen's causes beside the failing rows'."""
-    rows = [r for r in report.results.rows if r.change == verdict.change.id and r.planned is not None]
-    found: dict[str, int] = {}
-    for t in dict.fromkeys(r.target for r in rows):
-        for name, clauses, _ in _failing_criteria(verdict, t, [r for r in rows if r.target == t]):
-            for text, n in clauses:
-                key = f"{SHORT.get(name, name)}: {text}"
-                found[key] = found.get(key, 0) + n
-    return sorted(found.items(), key=lambda kv: -kv[1])
 
 
 def _failing_criteria(

@@ -17,6 +17,7 @@ from ci.results.acceptance import Verdict
 from ci.tables import Markdown, counted, md_cell
 
 _SHOWN = 6  # causes named in one cell; the rest are counted
+CAUSES = "Causes of failing tests (rows)"  # a criterion failing on rows that passed theirs is said per target
 _LONG = 200  # characters of one cause shown on the first screen (the change's section gives it whole)
 
 
@@ -36,9 +37,9 @@ def judged(report: Report) -> str:
 
 
 def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
-    """Every distinct cause behind the change's failing rows (each clause of each row's message), most rows first;
-    then each criterion that fails on rows whose own tests passed ("cold/warm: 1.57x > 1.2x", 1 row)."""
-    return triage.causes(report, verdict, limit=None) + at_target.criterion_causes(report, verdict)
+    """Every distinct cause behind the change's rows that failed their tests (each clause of each row's message), most
+    rows first. A criterion failing on rows whose tests passed is said per target ("H100 fails: cold/warm ...")."""
+    return triage.causes(report, verdict, limit=None)
 
 
 def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
@@ -147,7 +148,7 @@ def table(report: Report) -> Table:
             )
         )
     fork = ("In the fork",) if forked else ()
-    return Table(headers=("Change", *fork, "Verdict", "Per target", "Causes (rows)", "Next step"), rows=tuple(rows))
+    return Table(headers=("Change", *fork, "Verdict", "Per target", CAUSES, "Next step"), rows=tuple(rows))
 
 
 def mark(ready: bool) -> str:

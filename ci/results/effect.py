@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ci.results import baseline, runs
 from ci.results.baseline import Baseline, Floor
 from ci.results.merge import RowResult
-from ci.results.rule import EFFECT, Criterion, Evidence, Status, combine, listed, ran_rows
+from ci.results.rule import EFFECT, NO_SIDE_WITHOUT, Criterion, Evidence, Status, combine, listed, ran_rows
 from ci.results.stats import mann_whitney_greater, shift
 from ci.stack.change import Effect
 
@@ -91,6 +91,19 @@ class Gain:
         return f"{said}, {test}{floor})"
 
     @property
+    def short(self) -> str:
+        """What holds the row back, for the first screen: "needs 4 runs a side", "draft_step_ms not judgeable at this
+        floor (±24.0%)", "decode_tok_s gains +1.2% < 5%"."""
+        status, want = self.status(), self.effect.min_gain_pct
+        if not self.judgeable:
+            return f"{self.effect.metric} {self.verdict.split(':')[0]}"
+        if status == "fail":
+            return f"{self.effect.metric} gains {self.pct:+.1f}% < {want:g}%"
+        if self.p_value is None:
+            return self.verdict
+        return f"{self.effect.metric} inconclusive against {want:g}%"
+
+    @property
     def verdict(self) -> str:
         """The row's judgement in words, after its numbers."""
         want = self.effect.min_gain_pct
@@ -131,7 +144,7 @@ def effect(ev: Evidence) -> Criterion:
     if base is None or not base.without:
         how = f"python -m ci main --compare-without {change.id} --aa"
         said = f"judged against the fork without #{change.id} only ({how})"
-        return verdict("missing", said, f"no side without it ({how})")
+        return verdict("missing", said, NO_SIDE_WITHOUT)
     parts: list[tuple[Status, str]] = []
     held: list[str] = []  # the first screen's words: each metric not passing, and why
     for want in wants:
@@ -168,7 +181,7 @@ def _judged(ev: Evidence, base: Baseline, want: Effect) -> tuple[dict[Status, li
         gain = Gain(before=before, after=now.values, unit=unit, effect=want, floor=base.floor(r.id, want.metric))
         judged.setdefault(gain.status(), []).append(f"{r.id}: {gain.text}: {gain.verdict}")
         if gain.status() != "pass":
-            short.append(f"{want.metric} {gain.verdict.split(':')[0]} (gain {gain.pct:+.1f}%)")
+            short.append(gain.short)
     return judged, short
 
 

@@ -21,6 +21,7 @@ TOLERANCE = "numerical tolerance against the named reference backend"
 GRAPH = "graph-replay assertion"
 REGRESSION = "regression within the allowed bound versus the baseline"
 EFFECT = "the change's effect on what it acts on, against the fork without it"
+NO_SIDE_WITHOUT = "no side without it"  # the effect's first-screen words where no run without the change was given
 
 SHOWN = 3  # rows named in one piece of evidence before "and N more"
 
