@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,38 @@ def test_no_committed_report_warns_of_another_stack(folder):
     why = DEFINED_OTHERWISE.get(str(folder.relative_to(evidence.EVIDENCE)))
     assert all(why and why.replace("_", "\\_") in line for line in said), said
     assert bool(said) == bool(why)
+
+
+def test_a_campaigns_runs_are_packed_only_where_its_reports_render_the_same_and_unpacked_only_while_rendering(
+    tmp_path: Path,
+) -> None:
+    """pack() moves the run files into runs.tar.xz (the same bytes back); unpacked() puts them in place for as long as
+    it holds, then removes exactly what it made; a member naming a path outside the campaign is refused."""
+    import io
+    import tarfile
+
+    camp = tmp_path / "evidence" / "c"
+    (camp / "arms" / "run-1" / "logs").mkdir(parents=True)
+    (camp / "README.md").write_text("# c\n")
+    (camp / "arms" / "run-1" / "junit-x.xml").write_text("<testsuites/>")
+    (camp / "arms" / "run-1" / "logs" / "row.log").write_text("log\n")
+    (camp / "arms" / "run-1" / "rows.json").write_text("{}")
+    assert evidence.pack(camp) == 3
+    assert sorted(p.name for p in camp.rglob("*") if p.is_file()) == ["README.md", evidence.ARCHIVE]
+    before = sorted(camp.rglob("*"))
+    with evidence.unpacked(["c"], root=tmp_path / "evidence") as root:
+        assert root == tmp_path
+        assert (camp / "arms" / "run-1" / "logs" / "row.log").read_text() == "log\n"
+    assert sorted(camp.rglob("*")) == before
+    bad = tmp_path / "evidence" / "d"
+    bad.mkdir()
+    with tarfile.open(bad / evidence.ARCHIVE, "w:xz") as tar:
+        info = tarfile.TarInfo("../../escaped.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    with (
+        pytest.raises(ValueError, match="not a plain file inside the campaign"),
+        evidence.unpacked(["d"], root=tmp_path / "evidence"),
+    ):
+        pass
+    assert not (tmp_path / "escaped.txt").exists()
