@@ -11,8 +11,9 @@ CI = Path(__file__).resolve().parent.parent / "ci"
 SUITES = CI.parent / "suites"
 # Each stage may import only the stages before it (and the shared modules at ci/'s top). The docker engine
 # module serves the images and the runs, and reads the stack's targets. ci.upstream reads a fork checkout's git
-# history against the stack's changes; the report shows its document beside the verdicts.
-STAGES = ("stack", "upstream", "fork", "engine", "images", "run", "results", "report")
+# history against the stack's changes; the report shows its document beside the verdicts. ci.history remembers each
+# report's build (rows' results, verdicts) across builds; the report reads it back.
+STAGES = ("stack", "upstream", "fork", "engine", "images", "run", "results", "history", "report")
 SHARED = {
     "ci.errors",
     "ci.options",
