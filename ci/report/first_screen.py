@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ci import tables
-from ci.report import at_target, in_fork, port_step, rerun_hints, triage
+from ci.report import across_view, at_target, in_fork, port_step, rerun_hints, triage
 from ci.report.view import FAILING, Report, Table, banner
 from ci.results.acceptance import Verdict
 from ci.tables import Markdown, counted, md_cell
@@ -85,6 +85,7 @@ class Entry:
     lacks: tuple[at_target.Whole, ...]  # what the change as a whole lacks (a baseline, its focused test)
     command: str  # the next step: a command, or ""
     note: str  # where it runs, or the next step in words where there is no command
+    history: tuple[str, ...] = ()  # its rows quarantined as flaky per target, its verdict under the other gate setting
 
 
 def entries(report: Report) -> list[Entry]:
@@ -109,6 +110,7 @@ def entries(report: Report) -> list[Entry]:
                 lacks=lacks,
                 command=command,
                 note=note,
+                history=tuple(across_view.per_change(report, v.change.id)),
             )
         )
     return sorted(out, key=lambda e: 0 if e.causes else 1 if not e.ready else 2)
@@ -124,6 +126,7 @@ def where(e: Entry, text: Callable[[str], str]) -> str:
     baseline's command is said once, below the table."""
     parts = [text(f"{a.short} {at_target.said(a)}") for a in e.targets]
     parts += [text(w.text) for w in e.lacks]
+    parts += [text(h) for h in e.history]
     return "; ".join(parts)
 
 

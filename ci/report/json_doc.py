@@ -9,26 +9,15 @@ import orjson
 
 import ci
 from ci import revision
-from ci.report import at_target, comparison_json, in_fork, rebase
+from ci.report import across_json, at_target, comparison_json, in_fork, rebase
+from ci.report.criterion_ids import CRITERION_IDS
 from ci.report.rerun_hints import image_beside, rerun, rerun_test, rows_json_beside, shown
 from ci.report.view import FAILING, Report
-from ci.results import criteria
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
 from ci.stack.model import Stack
 
 SCHEMA = Path(__file__).with_name("report.schema.json")  # the document's published JSON Schema
-# each criterion by a stable id, for scripts: its name is English and may be reworded
-CRITERION_IDS = {
-    criteria.TIED: "tied",
-    criteria.COLD_WARM: "cold_warm",
-    criteria.NO_JIT: "no_jit",
-    criteria.MATRIX: "matrix",
-    criteria.TOLERANCE: "tolerance",
-    criteria.GRAPH: "graph_replay",
-    criteria.EFFECT: "effect",
-    criteria.REGRESSION: "allowed_regression",
-}
 
 
 def _upstream(up: Upstream | None) -> dict[str, object] | None:
@@ -64,6 +53,8 @@ def to_json(report: Report) -> dict[str, object]:
         doc["comparison"] = comparison_json.to_json(report.comparison)
     if report.upstream:
         doc["upstream"] = rebase.document(report)
+    if report.history:
+        doc["history"] = across_json.to_json(report)
     return doc
 
 
