@@ -37,7 +37,8 @@ ON_TOP = {
 # What a module on top may import beyond the shared ones, where it is held to less than every stage: the
 # pipeline is made from the plan and gates on the report's verdicts; it never builds, runs or reads JUnit.
 # With --fork the plan is the fork's (ci.fork.planned: what its history holds, from git), still never a build.
-TOP_MAY_IMPORT = {"ci.buildkite": ("stack", "upstream", "fork", "results", "report", "top:ci.buildkite")}
+# Its report step carries the history from build to build (ci.buildkite.history): it may join histories (ci.history).
+TOP_MAY_IMPORT = {"ci.buildkite": ("stack", "upstream", "fork", "results", "history", "report", "top:ci.buildkite")}
 
 
 def _module(path: Path) -> str:
