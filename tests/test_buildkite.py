@@ -141,6 +141,19 @@ def test_test_engine_adds_the_collector_to_every_run_step_and_the_pipeline_passe
         (plugin,) = step["plugins"]
         assert plugin == {"test-collector#v1.7.0": {"files": step["artifact_paths"][0], "format": "junit"}}
     assert not any("plugins" in s for s in default[1] if isinstance(s, dict))  # only where asked for
+    # Test Engine keys a test by its testcase's classname and name; a row's testcase also names its row and change:
+    # so the JUnit the harness wrote on the GPU hosts, committed with the evidence, reads
+    from lxml import etree
+
+    cases = [
+        tc for f in sorted((REPO / "evidence").rglob("junit-*.xml")) for tc in etree.parse(str(f)).iter("testcase")
+    ]
+    assert cases
+    for tc in cases:
+        assert tc.get("classname") and tc.get("name"), etree.tostring(tc)[:200]
+        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+        if "stackgate.row" in props:
+            assert props["stackgate.row"] in tc.get("name") and props["stackgate.change"]
 
 
 def test_rows_of_a_change_open_upstream_soft_fail_and_say_why(tmp_path: Path, stack_copy, edit) -> None:
@@ -353,22 +366,6 @@ def test_the_report_and_gate_steps_run_here_on_cpu_results(
     shutil.copytree(work / ".buildkite", gate_work / ".buildkite")  # a fresh checkout: only report.json downloaded
     gate = _run_step(by_key["gate"], gate_work, env, store)
     assert gate == (0 if gate_passes else GATE_CLOSED)  # the gate's own exit reaches the agent, not nox's 1
-
-
-def test_every_testcase_the_harness_writes_has_what_test_engine_reads() -> None:
-    """Test Engine keys a test by its testcase's classname and name; a row's testcase also names its row and change.
-    Read from the JUnit the harness wrote on the GPU hosts, committed with the evidence."""
-    from lxml import etree
-
-    junit = sorted((REPO / "evidence").rglob("junit-*.xml"))
-    cases = [tc for f in junit for tc in etree.parse(str(f)).iter("testcase")]
-    assert cases
-    for tc in cases:
-        assert tc.get("classname") and tc.get("name"), etree.tostring(tc)[:200]
-        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
-        if "stackgate.row" in props:
-            assert props["stackgate.row"] in tc.get("name") and props["stackgate.change"]
-    assert any("stackgate.row" in {p.get("name") for p in tc.iter("property")} for tc in cases)
 
 
 def test_every_step_has_a_timeout_and_a_run_step_asks_for_the_gpus_of_its_rows(tmp_path: Path) -> None:
