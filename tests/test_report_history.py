@@ -220,3 +220,17 @@ def test_no_history_reads_and_writes_none(tmp_path: Path, sequence) -> None:
     assert not (tmp_path / "history.sqlite").exists()
     cli.main(["report", str(tmp / "build-1"), "--out", str(out)])  # the default: beside the report's folder
     assert len(past.read(tmp_path / "history.sqlite", since=DAY0, last=0).builds) == 1
+
+
+def test_the_next_step_reruns_a_row_that_broke_before_one_quarantined_as_flaky(sequence, fork, tmp_path: Path) -> None:
+    tmp, _ = sequence
+    _, (_, _, b) = fork
+    history = tmp_path / "history.sqlite"
+    shutil.copyfile(tmp / "history.sqlite", history)
+    folder = results(tmp_path / "both", 12, b, IMAGES["2"], {FLAKY, BROKE}, 80.0)
+    out = tmp_path / "r"
+    cli.main(["report", str(folder), "--out", str(out), "--history", str(history), "--change", "48407"])
+    doc = json.loads((out / "report.json").read_text())
+    assert [f["row"] for f in doc["history"]["flaky"] if f["quarantined"]] == [FLAKY]
+    summary = next(line for line in (out / "report.md").read_text().splitlines() if line.startswith("| #48407 |"))
+    assert summary.endswith(f"| `python -m ci repro {BROKE}` |")  # the first screen's next step

@@ -185,7 +185,8 @@ def quarantine_table(report: Report, change: str) -> Table:
     return Table(headers=("Row", "Target", "State", "Failed", "Runs, oldest first", "Why"), rows=tuple(rows))
 
 
-def trend_table(report: Report, change: str) -> Table:
+def trend_table(report: Report, change: str, *, values: bool = True) -> Table:
+    """A change's trends, a line each; with `values`, each build's value too (report.md: report.html draws them)."""
     a = report.history
     rows = []
     for t in (t for t in (a.trends if a else ()) if t.change == change):
@@ -198,18 +199,19 @@ def trend_table(report: Report, change: str) -> Table:
             num(t.best) if t.best is not None else "–",
             f"{t.moved_pct:+.1f}%" if t.moved_pct is not None else "–",
             f"±{t.floor_pct:.1f}%" if t.floor_pct is not None else "none known",
-            " ".join(num(p.value) for p in t.points),
+            *((" ".join(num(p.value) for p in t.points),) if values else ()),
         )
         rows.append(cells)
-    headers = ("Target", "Metric", "Now", "7-day mean", "30-day best", "Moved", "A/A floor", "Last builds")
-    return Table(headers=headers, rows=tuple(rows))
+    headers = ("Target", "Metric", "Now", "7-day mean", "30-day best", "Moved", "A/A floor")
+    return Table(headers=(*headers, *(("Last builds",) if values else ())), rows=tuple(rows))
 
 
-def tables(report: Report, change: str) -> list[tuple[str, Table]]:
-    """A change's tables across builds, where they hold rows: its rows quarantined or reinstated, its trends."""
+def tables(report: Report, change: str, *, values: bool = True) -> list[tuple[str, Table]]:
+    """A change's tables across builds, where they hold rows: its rows quarantined or reinstated, its trends (with
+    each build's value, where `values`)."""
     found = [
         ("Rows quarantined as flaky, or reinstated (stack/flaky.yaml)", quarantine_table(report, change)),
-        ("Trends over builds (the median of its rows on the target)", trend_table(report, change)),
+        ("Trends over builds (the median of its rows on the target)", trend_table(report, change, values=values)),
     ]
     return [(heading, t) for heading, t in found if t.rows]
 

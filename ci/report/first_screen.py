@@ -43,15 +43,17 @@ def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
 
 def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
     """One command that moves the change on, and where it runs (plain text): for a change the fork lacks, its port
-    (ci.report.port_step); else re-run a failing row of its commonest cause (as `causes` counts them); else run the
-    rows a required target has not run (its lock first, where it has none); else what the change as a whole lacks (a
-    baseline); else nothing."""
+    (ci.report.port_step); else re-run a failing row of its commonest cause (as `causes` counts them; one not
+    quarantined as flaky, where there is one); else run the rows a required target has not run (its lock first, where
+    it has none); else what the change as a whole lacks (a baseline); else nothing."""
     if verdict.ready:
         return "", "none: ready"
     # a change the fork lacks: its port (its verdict where the fork state carries one), not rows to run
     if port := port_step.step(report, verdict.change.id) or in_fork.next_step(report, verdict):
         return port
     failing = [r for r in report.results.rows if r.change == verdict.change.id and r.status in FAILING]
+    held = set(report.history.quarantined) if report.history else set()
+    failing = [r for r in failing if r.id not in held] or failing  # a row that broke before one that is flaky
     if failing:
         keys = {r.id: triage.row_causes(r).keys() for r in failing}
         top = Counter(k for r in failing for k in keys[r.id]).most_common(1)

@@ -135,7 +135,7 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
                 "charts": [plot.chart(q, unit, ps) for (q, unit), ps in by_quantity.items()],
                 "rebase": rebase.cell(report, v.change.id),
                 "rebase_line": rebase.line(report, v.change.id),
-                "across": across_view.tables(report, v.change.id),
+                "across": across_view.tables(report, v.change.id, values=False),  # each build's value: its chart
                 "trends": [plot.trend(t, across_view.title(report, t)) for t in trends if t.change == v.change.id],
             }
         )

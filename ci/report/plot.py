@@ -106,7 +106,7 @@ def chart(quantity: str, unit: str, pairs: Sequence[Pair]) -> str:
     return "".join(out)
 
 
-TREND_W, TREND_H, T_LEFT, T_RIGHT, T_TOP, T_BOTTOM = 440, 132, 52, 120, 26, 24
+TREND_W, TREND_H, T_LEFT, T_RIGHT, T_TOP, T_BOTTOM = 470, 132, 52, 170, 26, 24
 NOW, LINE = "#b03a2e", "#555"
 
 
@@ -136,13 +136,16 @@ def trend(t: Trend, title: str) -> str:
         f'<text x="{T_LEFT - 4}" y="{T_TOP + 4}" text-anchor="end" class="v">{num(hi)}</text>',
         f'<text x="{T_LEFT - 4}" y="{T_TOP + span_y + 4}" text-anchor="end" class="v">{num(lo)}</text>',
     ]
+    label_y: list[float] = []  # where each line's label went: a second one too near moves clear of the first
     for value, name, dash in ((t.mean, "7-day mean", "5,3"), (t.best, "30-day best", "1,3")):
         if value is not None:
             out.append(f'<line x1="{T_LEFT}" x2="{T_LEFT + span_x}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
                        f'stroke="{LINE}" stroke-dasharray="{dash}"/>')  # fmt: skip
-            out.append(
-                f'<text x="{T_LEFT + span_x + 6}" y="{y(value) + 4:.1f}" class="v">{name} {num(value)} {unit}</text>'
-            )
+            at = y(value) + 4
+            if label_y and abs(at - label_y[0]) < 14:
+                at = label_y[0] + (14 if at >= label_y[0] else -14)
+            label_y.append(at)
+            out.append(f'<text x="{T_LEFT + span_x + 6}" y="{at:.1f}" class="v">{name} {num(value)} {unit}</text>')
     coords = " ".join(f"{x(i):.1f},{y(p.value):.1f}" for i, p in enumerate(t.points))
     out.append(f'<polyline points="{coords}" fill="none" stroke="{LINE}"/>')
     for i, p in enumerate(t.points):
