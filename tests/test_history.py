@@ -246,3 +246,14 @@ def _with_trigger(path: Path) -> None:
     conn.execute("CREATE TRIGGER t AFTER INSERT ON build BEGIN DELETE FROM run; END")
     conn.commit()
     conn.close()
+
+
+def test_a_runs_metrics_keep_7_significant_digits_and_a_value_past_float32_whole() -> None:
+    values = [(0, 1537.2), (1, 0.0), (2, 4.2e-9), (3, 1e300), (4, -2.5e-40), (5, 123456789.0)]
+    blob = schema.pack(values)
+    assert len(blob) == 4 * 6 + 2 * 10  # a float32 each, a float64 for the two out of its range
+    back = [(m, schema.shown(v)) for m, v in schema.unpack(blob)]
+    assert back == [(0, 1537.2), (1, 0.0), (2, 4.2e-9), (3, 1e300), (4, -2.5e-40), (5, 123456800.0)]
+    assert schema.pack(schema.unpack(blob)) == blob  # read back and written again: the same bytes
+    with pytest.raises(ValueError, match="ends inside a value"):
+        schema.unpack(blob[:-1])

@@ -2,11 +2,12 @@
 report without one, side by side; and the history file's size.
 
 The history is made as `ci report` makes it (ci.history.store.append, one build a night for 1,000 nights): each
-row's run with the metrics its change's rows record, some rows failing now and then on one build's ids (flaky), some
-breaking at a commit, the fork commit moving every 7 builds and the image every 14. The report is of 832 real-shaped
-testcases (one per planned row, cloned from the JUnit the H200 campaigns wrote), as the night after the last build.
-Each pair runs the whole command in fresh processes (the history's read, its rules and trends, and its write of this
-build included), without the history, then with it; the ratio is the median of the pairs' ratios."""
+criterion's verdict per change and target, each row's run with the metrics its change's rows record, some rows
+failing now and then on one build's ids (flaky), some breaking at a commit, the fork commit moving every 7 builds and
+the image every 14. The report is of 832 real-shaped testcases (one per planned row, cloned from the JUnit the H200
+campaigns wrote), as the night after the last build. Each pair runs the whole command in fresh processes (the
+history's read, its rules and trends, and its write of this build included), without the history, then with it; the
+ratio is the median of the pairs' ratios."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from ci import tables
 from ci.bench import real_shaped, synthetic
 from ci.bench.planning import _whole_command
 from ci.history import store
-from ci.history.record import Build, Run
+from ci.history.record import Build, Judged, Run
+from ci.report.criterion_ids import CRITERION_IDS
 from ci.stack import loader as stack
 from ci.stack import plan
 
@@ -42,6 +44,14 @@ def make(stack_dir: Path, path: Path, builds: int = BUILDS, seed: int = 71) -> f
     flaky = set(rng.sample(range(len(rows)), 12))
     broke = {i: rng.randrange(builds) for i in rng.sample(range(len(rows)), 8)}  # row -> the build it broke at
     last = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    # each criterion's verdict on each change, per target where it has rows, as a report records them
+    targets = {c: sorted({r.target for r in rows if r.change == c}) for c in st.changes}
+    verdicts = tuple(
+        Judged(change=c, target=t, criterion=k, status=rng.choice(("pass", "fail", "missing")))
+        for c in st.changes
+        for k in CRITERION_IDS.values()
+        for t in (targets[c] if k not in ("tied", "effect", "allowed_regression") else [""])
+    )
     start = time.perf_counter()
     for b in range(builds):
         commit, image = f"{b // 7:040x}", f"sha256:{b // 14:064x}"
@@ -59,8 +69,9 @@ def make(stack_dir: Path, path: Path, builds: int = BUILDS, seed: int = 71) -> f
             for i, r in enumerate(rows)
         )
         at = last - timedelta(days=builds - 1 - b)
-        store.append(path, Build(key=f"bench:{b}", at=at, branch="main", commit=commit, stack=st.digest,
-                                 images=(("cuda-sm90", image),), number=b + 1, runs=runs))  # fmt: skip
+        made = Build(key=f"bench:{b}", at=at, branch="main", commit=commit, stack=st.digest,
+                     images=(("cuda-sm90", image),), number=b + 1, runs=runs, verdicts=verdicts)  # fmt: skip
+        store.append(path, made)
     return time.perf_counter() - start
 
 

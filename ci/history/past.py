@@ -12,6 +12,8 @@ from pathlib import Path
 from ci.history import schema, store
 from ci.history.record import STATUSES, Seen
 
+_ASKED = 500  # rows asked for in one statement (SQLite's limit on a statement's parameters is higher)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Entry:
@@ -47,16 +49,24 @@ def read(
     failing: Collection[str] = (),
     branch: str = "",
     leave_out: str = "",
+    metrics: Collection[str] | None = None,
 ) -> Past:
     """Every build; every row's runs in the builds from `since` on and among the `last` builds, with their metrics;
     and each row of `failing`, its runs on `branch` back to its last pass there (that pass included). The build keyed
-    `leave_out` (the one being reported again) is left out. No history yet reads as an empty one."""
+    `leave_out` (the one being reported again) is left out; `metrics`: only these of each run (all where None). No
+    history yet reads as an empty one."""
     with store.reading(path) as conn:
-        return _read(conn, since, last, failing, branch, leave_out) if conn else Past()
+        return _read(conn, since, last, failing, branch, leave_out, metrics) if conn else Past()
 
 
 def _read(
-    conn: sqlite3.Connection, since: datetime, last: int, failing: Collection[str], branch: str, leave_out: str
+    conn: sqlite3.Connection,
+    since: datetime,
+    last: int,
+    failing: Collection[str],
+    branch: str,
+    leave_out: str,
+    wanted: Collection[str] | None,
 ) -> Past:
     builds = tuple(
         Entry(id=i, key=k, at=datetime.fromisoformat(a), branch=b, commit=c, number=n, url=u)
@@ -68,13 +78,13 @@ def _read(
     by_id = {b.id: b for b in builds}
     recent = {b.id for b in builds if b.at >= since} | ({b.id for b in builds[-last:]} if last else set())
     names = dict(conn.execute("SELECT id, name FROM row_name"))
-    metric = dict(conn.execute("SELECT id, name FROM metric_name"))
+    metric = {i: n for i, n in conn.execute("SELECT id, name FROM metric_name") if wanted is None or n in wanted}
     ident = dict(conn.execute("SELECT id, text FROM ident"))
     runs: dict[str, dict[int, Seen]] = {}
 
     def seen(build: int, status: int, image: int, commit: int, blob: bytes = b"") -> Seen:
         b = by_id[build]
-        values = tuple((metric[m], v) for m, v in schema.unpack(blob)) if blob else ()
+        values = tuple((metric[m], v) for m, v in schema.unpack(blob) if m in metric) if blob else ()
         return Seen(build=build, number=b.number, at=b.at, branch=b.branch, status=STATUSES[status],
                     image=ident[image], commit=ident[commit], metrics=values)  # fmt: skip
 
@@ -84,19 +94,26 @@ def _read(
         ):
             if build in recent:
                 runs.setdefault(names[row], {})[build] = seen(build, status, image, commit, blob)
+    # Each failing row back to its last pass on the branch: the branch's builds newest first, asking each only for
+    # the rows still open (a row's streak costs its length, not the history's).
     ids = {n: i for i, n in names.items()}
-    on_branch = {b.id for b in builds if b.branch == branch}
-    for name in (n for n in failing if n in ids):
-        back = conn.execute(
-            "SELECT run.build, status, image, run.fork_commit FROM run JOIN build ON build.id = run.build "
-            "WHERE row = ? ORDER BY build.at DESC, build.id DESC",
-            (ids[name],),
-        )
-        for build, status, image, commit in back:
-            if build in on_branch:
-                runs.setdefault(name, {}).setdefault(build, seen(build, status, image, commit))
+    still = {ids[n]: n for n in failing if n in ids}
+    for b in reversed(builds):
+        if not still:
+            break
+        if b.branch != branch:
+            continue
+        asked = list(still)
+        for at in range(0, len(asked), _ASKED):
+            part = asked[at : at + _ASKED]
+            for row, status, image, commit in conn.execute(
+                "SELECT row, status, image, fork_commit FROM run WHERE build = ? AND row IN "
+                f"({', '.join('?' * len(part))})",
+                (b.id, *part),
+            ):
+                runs.setdefault(still[row], {}).setdefault(b.id, seen(b.id, status, image, commit))
                 if STATUSES[status] == "pass":
-                    break
+                    del still[row]
     order = {b.id: i for i, b in enumerate(builds)}
     return Past(
         builds=builds,

@@ -6,8 +6,8 @@ transaction: a migration that stops half way leaves the file as it was. A file n
 both versions.
 
 Sizes: 1,000 builds of 832 rows keep each row's run as one record, its metrics packed into one blob (`pack`: a
-little-endian u16 metric id and f64 value per metric); a record per metric held 5.8 million records and outgrew the
-100 MB a history is held to (ci/bench/history.py measures it)."""
+little-endian u16 metric id and a float32 per metric); a record per metric held 5.8 million records and outgrew the
+100 MB a history is held to, and so did float64 values (ci/bench/history.py measures it)."""
 
 from __future__ import annotations
 
@@ -120,16 +120,45 @@ def intern(conn: sqlite3.Connection, text: str) -> int:
     return int(conn.execute("INSERT INTO ident (text) VALUES (?)", (text,)).lastrowid or 0)
 
 
+_F32, _F64, _WIDE = struct.Struct("<Hf"), struct.Struct("<Hd"), 0x8000  # an id with _WIDE set: a float64 follows
+_F32_MAX, _F32_TINY = 3.4e38, 1.2e-38
+
+
 def pack(values: Sequence[tuple[int, float]]) -> bytes:
-    """(metric id, value) pairs as the `run.metrics` blob."""
-    flat = [x for pair in values for x in pair]
-    return struct.pack(f"<{'Hd' * len(values)}", *flat)
-
-
-_PAIR = struct.Struct("<Hd")
+    """(metric id, value) pairs as the `run.metrics` blob: a little-endian u16 id and a float32 per metric (7
+    significant digits, ample for numbers measured to 4), a float64 with the id's top bit set where a float32 cannot
+    hold the value (out of its range)."""
+    out = bytearray()
+    for metric, value in values:
+        if metric >= _WIDE:
+            raise ValueError(f"metric id {metric}: a history holds at most {_WIDE} metric names")
+        narrow = value == 0 or _F32_TINY <= abs(value) <= _F32_MAX
+        out += _F32.pack(metric, value) if narrow else _F64.pack(metric | _WIDE, value)
+    return bytes(out)
 
 
 def unpack(blob: bytes) -> list[tuple[int, float]]:
-    if len(blob) % _PAIR.size:
-        raise ValueError(f"a metrics blob of {len(blob)} bytes is not whole (pairs of {_PAIR.size})")
-    return [(int(i), float(v)) for i, v in _PAIR.iter_unpack(blob)]
+    """The pairs of a `run.metrics` blob, as stored (a float32 as the float it is: `shown` gives its 7 digits)."""
+    if len(blob) % _F32.size == 0:  # float32s alone, the usual blob: unpacked at once, then checked for a wide one
+        pairs = list(_F32.iter_unpack(blob))
+        if all(metric < _WIDE for metric, _ in pairs):
+            return pairs
+    out, at = [], 0
+    while at < len(blob):
+        if len(blob) - at < _F32.size:
+            raise ValueError(f"a metrics blob of {len(blob)} bytes ends inside a value")
+        (metric,) = struct.unpack_from("<H", blob, at)
+        if metric & _WIDE:
+            if len(blob) - at < _F64.size:
+                raise ValueError(f"a metrics blob of {len(blob)} bytes ends inside a value")
+            out.append((metric & ~_WIDE, _F64.unpack_from(blob, at)[1]))
+            at += _F64.size
+        else:
+            out.append(_F32.unpack_from(blob, at))
+            at += _F32.size
+    return out
+
+
+def shown(value: float) -> float:
+    """A value as the 7 significant digits a float32 holds (1537.2, not 1537.199951171875)."""
+    return float(f"{value:.7g}")

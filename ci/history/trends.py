@@ -1,6 +1,7 @@
 """Each change's timing numbers over builds: per change, target and metric, the value of each of the last builds (the
-median over the change's rows on the target that recorded it), the mean of the last 7 days and the best of the last
-30 beside the current value, and whether it moved past the A/A floor since the build before.
+median over the change's rows on the target that recorded it, to the 7 significant digits a history keeps), the mean
+of the last 7 days and the best of the last 30 beside the current value, and whether it moved past the A/A floor
+since the build before.
 
 The A/A floor comes from the history itself: builds that ran the same build ids (the same images and fork commits)
 are repeats of one build, as an A/A arm is; the farthest any of them lies from their median, in %, is the floor. Where
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ci.history.record import Seen
+from ci.history.schema import shown
 
 # The timing metrics a trend is drawn for: engine ready, the cold first request, a warm request and the inter-token
 # latency, and compiles after ready (lower is better for each)
@@ -71,7 +73,7 @@ def trends(
     out = []
     for (change, target, name), by_build in sorted(values.items()):
         points = sorted(
-            (Point(build=b, called=seen[b].called, at=seen[b].at, value=statistics.median(v), rows=len(v))
+            (Point(build=b, called=seen[b].called, at=seen[b].at, value=shown(statistics.median(v)), rows=len(v))
              for b, v in by_build.items() if seen[b].at <= at),
             key=lambda p: (p.at, p.build == 0, p.build),
         )  # fmt: skip

@@ -72,7 +72,7 @@ def make(stack: Stack, results: Results, path: Path, judge: Judge) -> tuple[Acro
     now = recorded.seen(this)
     failing_rows = [row for row, s in now.items() if s.failed]
     earlier: Past = past.read(path, since=this.at - window, last=trends.SHOWN, failing=failing_rows,
-                              branch=this.branch, leave_out=this.key)  # fmt: skip
+                              branch=this.branch, leave_out=this.key, metrics=trends.METRICS)  # fmt: skip
     runs = {row: (*earlier.runs.get(row, ()), s) for row, s in now.items()}
     flaky = {}
     for row, seq in runs.items():
