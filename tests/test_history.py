@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ci.errors import UsageError
-from ci.history import past, schema, store
+from ci.history import join, past, schema, store
 from ci.history.record import Build, Judged, Run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -136,7 +136,7 @@ def test_what_a_build_recorded_reads_back_as_written(tmp_path: Path) -> None:
     history = tmp_path / "history.sqlite"
     store.append(history, build(5))
     with store.reading(history) as conn:
-        assert list(store.builds(conn)) == [build(5)]
+        assert list(join.builds(conn)) == [build(5)]
 
 
 def test_two_histories_that_went_apart_join_again(tmp_path: Path) -> None:
@@ -146,8 +146,8 @@ def test_two_histories_that_went_apart_join_again(tmp_path: Path) -> None:
         store.append(theirs, build(n))
     store.append(ours, build(3))
     store.append(theirs, build(4, commit="bbbbbbb2"))
-    assert store.merge(ours, theirs) == 1
-    assert store.merge(ours, theirs) == 0
+    assert join.merge(ours, theirs) == 1
+    assert join.merge(ours, theirs) == 0
     assert keys(ours) == ["results:1", "results:2", "results:3", "results:4"]
 
 
@@ -257,3 +257,18 @@ def test_a_runs_metrics_keep_7_significant_digits_and_a_value_past_float32_whole
     assert schema.pack(schema.unpack(blob)) == blob  # read back and written again: the same bytes
     with pytest.raises(ValueError, match="ends inside a value"):
         schema.unpack(blob[:-1])
+
+
+def test_a_history_joined_into_none_yet_becomes_its_checked_copy_at_the_current_schema(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs.sqlite"
+    _version_1(theirs)
+    into = tmp_path / "history" / "history.sqlite"
+    assert join.merge(into, theirs) == 2
+    assert keys(into) == ["results:1", "results:2"]
+    conn = sqlite3.connect(into)
+    assert conn.execute("PRAGMA user_version").fetchone() == (schema.VERSION,)
+    conn.close()
+    (tmp_path / "garbage.sqlite").write_text("garbage " * 64)
+    with pytest.raises(UsageError, match="not a readable stackgate history"):
+        join.merge(tmp_path / "other" / "history.sqlite", tmp_path / "garbage.sqlite")
+    assert not (tmp_path / "other" / "history.sqlite").exists()

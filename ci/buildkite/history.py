@@ -1,7 +1,7 @@
 """`python -m ci history`: the history carried from build to build, so that agents never share a file system.
 
 `history pull PATH`, in the pipeline's report step: the history artifacts (`history/history.sqlite`) of the last
-builds of this pipeline on this branch, joined into PATH (`ci.history.store.merge`: each build once, by its key). It
+builds of this pipeline on this branch, joined into PATH (`ci.history.join.merge`: each build once, by its key). It
 takes the last `PULLED` builds that uploaded one, not only the last: two builds of one branch that ran at once each
 appended to the history they were given, and the next build joins both. Finding those builds takes Buildkite's REST
 API (a token with read_builds in $BUILDKITE_API_TOKEN); the artifacts come through `buildkite-agent artifact download
@@ -88,9 +88,9 @@ def pull(path: Path, env: dict[str, str]) -> str:
             if got.returncode != 0 or not (Path(tmp) / ARTIFACT).is_file():
                 continue  # that build uploaded none (its report step did not run, or failed before)
             try:
-                from ci.history import store
+                from ci.history import join
 
-                added = store.merge(path, Path(tmp) / ARTIFACT)
+                added = join.merge(path, Path(tmp) / ARTIFACT)
             except StackgateError as exc:
                 print(f"warning: build {number}'s history left out: {exc.message}", file=sys.stderr)
                 continue
@@ -103,12 +103,12 @@ def pull(path: Path, env: dict[str, str]) -> str:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from ci.history import store
+    from ci.history import join
 
     if args.action == "pull":
         print(pull(args.path, dict(os.environ)))
         return 0
-    added = sum(store.merge(args.path, other) for other in args.others)
+    added = sum(join.merge(args.path, other) for other in args.others)
     print(f"{args.path}: {counted(added, 'build')} added")
     return 0
 

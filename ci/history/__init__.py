@@ -3,4 +3,4 @@ so that the report can say which failing rows are new, which are flaky (`rules`)
 (`trends`). It reads the results' vocabulary and the stack's rule; the report reads it."""
 
 # The modules other stages and the commands on top may import; the rest are this stage's own (test_layers).
-__all__ = ["past", "record", "rules", "store", "trends"]
+__all__ = ["join", "past", "record", "rules", "store", "trends"]

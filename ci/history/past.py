@@ -83,6 +83,8 @@ def _read(
     runs: dict[str, dict[int, Seen]] = {}
 
     def seen(build: int, status: int, image: int, commit: int, blob: bytes = b"") -> Seen:
+        if not 0 <= status < len(STATUSES):
+            raise ValueError(f"a run's status {status!r} (0 to {len(STATUSES) - 1})")
         b = by_id[build]
         values = tuple((metric[m], v) for m, v in schema.unpack(blob) if m in metric) if blob else ()
         return Seen(build=build, number=b.number, at=b.at, branch=b.branch, status=STATUSES[status],

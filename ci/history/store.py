@@ -13,12 +13,11 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 
 from ci.errors import ReportError, UsageError
 from ci.history import schema
-from ci.history.record import STATUSES, Build, Judged, Run
+from ci.history.record import STATUSES, Build
 
 WAIT_S = 120.0  # how long a writer waits for another to finish its build
 _TABLES = {"build", "row_name", "metric_name", "run", "verdict", "ident"}
@@ -217,54 +216,3 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         migrate(copy)
         with reading(copy) as conn:
             yield conn
-
-
-def merge(into: Path, other: Path) -> int:
-    """Every build of the history `other` that `into` lacks (by key), written into `into` in one transaction: two
-    histories that went apart (two builds of a branch at once, each appending to the history it was given) join again.
-    How many builds were added."""
-    with reading(other) as theirs, _connected(into, write=True) as conn:
-        try:
-            with _transaction(conn):
-                _current(conn)
-                have = {k for (k,) in conn.execute("SELECT key FROM build")}
-                added = [_write(conn, b) for b in builds(theirs) if b.key not in have] if theirs else []
-        except sqlite3.OperationalError as exc:
-            raise _failed(into, exc, True) from None
-    return len(added)
-
-
-def builds(conn: sqlite3.Connection) -> Iterator[Build]:
-    """Every build of a history (`store.reading`) as the record it was written from, oldest first."""
-    rows = {i: (n, c, t) for i, n, c, t in conn.execute("SELECT id, name, change, target FROM row_name")}
-    metric = {i: (n, u) for i, n, u in conn.execute("SELECT id, name, unit FROM metric_name")}
-    ident = dict(conn.execute("SELECT id, text FROM ident"))
-    listed = conn.execute(
-        "SELECT id, key, at, branch, fork_commit, stack, vllm, images, number, url FROM build ORDER BY at, id"
-    ).fetchall()
-    for number, key, at, branch, commit, stack, vllm, images, bk, url in listed:
-        runs = tuple(
-            Run(
-                row=rows[row][0],
-                change=rows[row][1],
-                target=rows[row][2],
-                status=STATUSES[status],
-                image=ident[image],
-                commit=ident[fork],
-                metrics=tuple((metric[m][0], v, metric[m][1]) for m, v in schema.unpack(blob)),
-            )
-            for row, status, blob, image, fork in conn.execute(
-                "SELECT row, status, metrics, image, fork_commit FROM run WHERE build = ?", (number,)
-            )
-        )
-        verdicts = tuple(
-            Judged(change=c, target=t, criterion=k, status=s)
-            for c, t, k, s in conn.execute(
-                "SELECT change, target, criterion, status FROM verdict WHERE build = ?", (number,)
-            )
-        )
-        yield Build(
-            key=key, at=datetime.fromisoformat(at), branch=branch, commit=commit, stack=stack,
-            vllm=tuple(json.loads(vllm)), images=tuple((t, d) for t, d in json.loads(images)),
-            number=bk, url=url, runs=runs, verdicts=verdicts,
-        )  # fmt: skip
