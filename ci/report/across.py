@@ -101,10 +101,8 @@ def make(stack: Stack, results: Results, path: Path, judge: Judge) -> tuple[Acro
     without = judge(replace(results, rows=tuple(r for r in results.rows if r.id not in quarantined)))
     held = rule.quarantine.gate == "hold"
     chosen, other = (counted, without) if held else (without, counted)
-    changed = {
-        o.change.id: o for o, v in zip(other, chosen, strict=True) if _touched(o.change.id, results, quarantined)
-    }
-    return replace(across, otherwise=changed), chosen
+    touched = {o.change.id: o for o in other if _touched(o.change.id, results, quarantined)}
+    return replace(across, otherwise=touched), chosen
 
 
 def _units(b: Build) -> dict[str, str]:
