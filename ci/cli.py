@@ -36,6 +36,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "ci.fork.commands": ("fork",),
     "ci.bench.commands": ("bench",),
     "ci.buildkite.commands": ("pipeline", "gate"),
+    "ci.buildkite.history": ("history",),
 }
 
 

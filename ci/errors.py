@@ -13,7 +13,7 @@ EXIT_CODES = {
     "or a compared side holding one row under two vLLM versions",
     3: "an image could not be built, baked or verified",
     4: "rows could not be started (no engine, no JUnit written)",
-    5: "the report could not be written (the previous one stays in place)",
+    5: "the report, or its build in the history, could not be written (the previous one stays in place)",
     6: "nothing could run here: the target's image cannot be built or its hardware is absent (report written)",
     7: "--strict report: an input was missing, empty or unreadable (report written)",
     8: "gate: a change the stack marks as gating is not ready (report.json's verdicts name it)",

@@ -31,7 +31,7 @@ def escaped(c: str) -> str:
 def one_line(text: object) -> str:
     """`text` as one line of visible characters (str() of anything else first)."""
     s = str(text)
-    if s.isprintable() and s.isascii():  # the common case, at C speed
+    if s.isprintable():  # no character of a hidden category (each is one isprintable refuses): at C speed
         return s
     return "".join(escaped(c) if hidden(c) else c for c in s)
 

@@ -58,6 +58,7 @@ def rendered(folder: Path) -> dict[str, bytes]:
     args = parser().parse_args(argv)
     if args.func is not report_commands.cmd_report:
         raise ValueError(f"{folder / 'report.json'}: generator.argv is {argv[:1]}, not a `report` command")
+    args.no_history, args.history = True, None  # committed evidence is its JUnit's rendering alone, every time
     if Path(args.out).resolve() != folder.resolve():
         raise ValueError(f"{folder / 'report.json'}: generator.argv writes to {args.out}, not to {folder}")
     with unpacked(_campaigns_of(folder)):

@@ -200,8 +200,13 @@ def main(args: argparse.Namespace) -> int:
     rep = report.build(
         args.stack, folders, None, targets=args.target, suites=args.suite, changes=args.change, loaded=(st, p),
         subject=port_check.assess(st, fork.scope, fork.snap) if fork else None,  # what it lacks: whether it ports
+        history=options.history_path(args, args.out),
     )  # fmt: skip
     report.write(rep, args.out / "report")
+    if rep.history is not None:
+        from ci.report import across
+
+        across.remember(rep.history, rep.verdicts)
     print(report.summary(rep, args.out / "report"))
     failing = [c for c in codes if c not in (0, NOTHING_RAN)]
     if failing:
@@ -235,6 +240,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=Path("out"),
         help="results (<target>-<suite>-0/) and the report (report/) (default: %(default)s)",
     )
+    options.add_history(m, "history.sqlite in --out: out/history.sqlite")
     m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
     run_commands.add_caches_options(
         m, "with --host: install a bake artefact (ci bake TARGET --host --out DIR) before the rows run"

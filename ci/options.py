@@ -160,6 +160,30 @@ def add_fork(p: argparse.ArgumentParser, *, switch: bool) -> None:
     )
 
 
+HISTORY = "history.sqlite"  # the history's file name, beside the report's folder (the output root's)
+
+
+def add_history(p: argparse.ArgumentParser, where: str) -> None:
+    """--history PATH and --no-history: the file every report's build is remembered in (`where`: its default)."""
+    p.add_argument(
+        "--history",
+        type=Path,
+        metavar="PATH",
+        help=f"the history every report's build is added to, and read back from for flaky rows, new failures and "
+        f"trends: a SQLite file, made where absent (default: {where})",
+    )
+    p.add_argument("--no-history", action="store_true", help="neither read nor write a history")
+
+
+def history_path(args: argparse.Namespace, root: Path) -> Path | None:
+    """The history a verb reads and adds to: --history, else `root`/history.sqlite; None with --no-history."""
+    if getattr(args, "no_history", False):
+        if getattr(args, "history", None):
+            raise UsageError("--history and --no-history exclude each other", hint="give one of them")
+        return None
+    return getattr(args, "history", None) or root / HISTORY
+
+
 def exit_codes(*codes: int) -> str:
     """The epilog listing the exit codes a verb can return."""
     said = {**EXIT_CODES, 0: EXIT_CODES[0] if 1 in codes else "success"}  # rows and reports: where a verb runs rows

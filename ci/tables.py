@@ -32,7 +32,7 @@ def md_cell(value: object) -> str:
     for char, escaped in _MD_ESCAPES:
         if char in text:
             text = text.replace(char, escaped)
-    if not (text.isascii() and text.replace(_CUT, "").isprintable()):  # ESC, U+2028 and kin: written escaped
+    if not text.replace(_CUT, "").isprintable():  # ESC, U+2028 and kin: written escaped
         text = _CUT.join(one_line(part) for part in text.split(_CUT))
     return text
 

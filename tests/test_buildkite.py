@@ -123,6 +123,39 @@ def test_every_dollar_is_left_to_the_steps_shell(default) -> None:
     assert re.findall(r"(?<!\$)\$(?!\$)", body.replace("$$", "")) == []
 
 
+def test_the_report_step_carries_the_history_from_the_last_builds_of_its_branch(default) -> None:
+    """Pulled (the last builds' history artifacts, joined), added to by the report, uploaded again: no agent shares a
+    file system with another."""
+    report = next(s for s in default[1] if s.get("key") == "report")
+    commands = report["commands"]
+    pull = next(i for i, c in enumerate(commands) if " -m ci history pull history/history.sqlite" in c)
+    made = next(i for i, c in enumerate(commands) if " -m ci report " in c)
+    assert pull < made and "--history history/history.sqlite" in commands[made]
+    assert "history/history.sqlite" in report["artifact_paths"]
+
+
+def test_test_engine_adds_the_collector_to_every_run_step_and_the_pipeline_passes_the_schema(tmp_path, default) -> None:
+    path, steps = pipeline(tmp_path, "--test-engine", name="test-engine.yml")
+    check_schema(path)
+    for step in _runs(steps):
+        (plugin,) = step["plugins"]
+        assert plugin == {"test-collector#v1.7.0": {"files": step["artifact_paths"][0], "format": "junit"}}
+    assert not any("plugins" in s for s in default[1] if isinstance(s, dict))  # only where asked for
+    # Test Engine keys a test by its testcase's classname and name; a row's testcase also names its row and change:
+    # so the JUnit the harness wrote on the GPU hosts, committed with the evidence, reads
+    from lxml import etree
+
+    cases = [
+        tc for f in sorted((REPO / "evidence").rglob("junit-*.xml")) for tc in etree.parse(str(f)).iter("testcase")
+    ]
+    assert cases
+    for tc in cases:
+        assert tc.get("classname") and tc.get("name"), etree.tostring(tc)[:200]
+        props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+        if "stackgate.row" in props:
+            assert props["stackgate.row"] in tc.get("name") and props["stackgate.change"]
+
+
 def test_rows_of_a_change_open_upstream_soft_fail_and_say_why(tmp_path: Path, stack_copy, edit) -> None:
     edit(stack_copy / "changes" / "48804.yaml", "  state: closed\n", "  state: open\n")
     path, steps = pipeline(tmp_path, "--stack", str(stack_copy), "--target", "cpu,cuda-sm90")
@@ -167,7 +200,9 @@ def test_filters_narrow_the_pipeline_and_its_report(tmp_path: Path) -> None:
     _, steps = pipeline(tmp_path, "--target", "cpu", "--change", "selftest")
     assert [s.get("key") for s in steps] == ["build-cpu", "run-cpu-selftest-0", None, "report", "gate"]
     report = next(c for c in steps[3]["commands"] if " -m ci report" in c)  # the venv's python: its exit reaches here
-    assert report.endswith("report results --out report --target cpu --change selftest || status=$$?")  # $ escaped
+    assert report.endswith(
+        "report results --out report --history history/history.sqlite --target cpu --change selftest || status=$$?"
+    )  # $ escaped
     assert steps[3]["commands"][-1] == 'exit "$$status"'  # a failing row fails the step after its annotation
 
 
@@ -319,6 +354,7 @@ def test_the_report_and_gate_steps_run_here_on_cpu_results(
 
     work, env = _agent(tmp_path, store)
     assert _run_step(by_key["report"], work, env, store) == 0
+    assert (store / "history" / "history.sqlite").is_file()  # this build's history, uploaded for the next
     annotations = [json.loads(line) for line in (tmp_path / "annotations.jsonl").read_text().splitlines()]
     change = json.loads((store / "report" / "report.json").read_text())["changes"]
     why = [(c["name"], c["status"], c["evidence"]) for c in change[0]["criteria"] if c["status"] != "pass"]

@@ -11,8 +11,9 @@ CI = Path(__file__).resolve().parent.parent / "ci"
 SUITES = CI.parent / "suites"
 # Each stage may import only the stages before it (and the shared modules at ci/'s top). The docker engine
 # module serves the images and the runs, and reads the stack's targets. ci.upstream reads a fork checkout's git
-# history against the stack's changes; the report shows its document beside the verdicts.
-STAGES = ("stack", "upstream", "fork", "engine", "images", "run", "results", "report")
+# history against the stack's changes; the report shows its document beside the verdicts. ci.history remembers each
+# report's build (rows' results, verdicts) across builds; the report reads it back.
+STAGES = ("stack", "upstream", "fork", "engine", "images", "run", "results", "history", "report")
 SHARED = {
     "ci.errors",
     "ci.options",
@@ -36,7 +37,8 @@ ON_TOP = {
 # What a module on top may import beyond the shared ones, where it is held to less than every stage: the
 # pipeline is made from the plan and gates on the report's verdicts; it never builds, runs or reads JUnit.
 # With --fork the plan is the fork's (ci.fork.planned: what its history holds, from git), still never a build.
-TOP_MAY_IMPORT = {"ci.buildkite": ("stack", "upstream", "fork", "results", "report", "top:ci.buildkite")}
+# Its report step carries the history from build to build (ci.buildkite.history): it may join histories (ci.history).
+TOP_MAY_IMPORT = {"ci.buildkite": ("stack", "upstream", "fork", "results", "history", "report", "top:ci.buildkite")}
 
 
 def _module(path: Path) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ci import options
-from ci.bench import planning, runs, upstream
+from ci.bench import history, planning, runs, upstream
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -13,6 +13,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return upstream.main(args.stack, args.repeats // 4 or 1)
     if args.only == "report":
         return planning.main(args.stack, args.repeats)
+    if args.only == "history":
+        return history.main(args.stack, max(3, args.repeats // 4), args.history_builds)
     rc = planning.main(args.stack, args.repeats)
     print()
     rc = upstream.main(args.stack, args.repeats // 4 or 1) or rc
@@ -31,8 +33,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--image", help="the cpu image for the docker figures (default: this checkout's, built if needed)")
     b.add_argument(
         "--only",
-        choices=("upstream", "report"),
+        choices=("upstream", "report", "history"),
         help="only this benchmark: upstream (ci upstream on a 20,000-commit history), report (planning "
-        "and the report beside lxml's parse)",
+        "and the report beside lxml's parse), history (the report with a history of 1,000 builds beside it without)",
+    )
+    b.add_argument(
+        "--history-builds",
+        type=options.whole(1, 100_000),
+        default=history.BUILDS,
+        help="builds in the history of --only history (default: %(default)s)",
     )
     b.set_defaults(func=cmd_bench)

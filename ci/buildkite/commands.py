@@ -78,6 +78,7 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         without=tuple(args.without),
         compare_without=tuple(args.compare_without),
         runs=args.runs,
+        test_engine=args.test_engine,
     )
     queue = next(t.queue for t in st.targets.values() if t.detect.fallback)
     sys.stdout.write(render.render(steps.steps(st, p, opts), opts, args.part, queue))
@@ -185,6 +186,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         type=options.whole(1, options.RUNS_MAX),
         default=5,
         help="with --compare-without: runs of each arm (default: 5)",
+    )
+    p.add_argument(
+        "--test-engine",
+        action="store_true",
+        help="each run step also sends its JUnit to Buildkite Test Engine (the test-collector plugin; the org's token "
+        "in $BUILDKITE_ANALYTICS_TOKEN): per-test history there beside the report's own",
     )
     p.add_argument(
         "--one-agent",

@@ -14,9 +14,14 @@ TOOLS = "source .buildkite/tools.sh"  # the pinned nox and uv on PATH (.buildkit
 BUILD_MIN, REPORT_MIN, GATE_MIN = 180, 20, 10  # minutes: an image of 8+ GB built, verified and baked; the report
 RUN_SETUP_MIN = 30  # a run step's own work beside its rows: the image (a no-op where current) and nox's venv
 RESULTS, REPORT = "results", "report"
+HISTORY = "history/history.sqlite"  # the report step's history: pulled from the last builds, added to, uploaded
+# Buildkite Test Engine's collector: uploads a step's JUnit (each testcase's classname and name; a row's testcases
+# carry its row id and change as properties). Its token is the org's, in $BUILDKITE_ANALYTICS_TOKEN.
+TEST_COLLECTOR = "test-collector#v1.7.0"
 VENV_PYTHON = ".nox/run/bin/python"  # nox's venv of the `run` session: nox itself reports every failure as 1
 AGENT_LOST = {"automatic": [{"exit_status": -1, "limit": 2}]}  # the agent vanished mid-job: never a test's exit
 _KEY = re.compile(r"[^A-Za-z0-9_\-:]")
+ABSENT = "fork-absent"  # ci.fork.planned.ABSENT: the results folder of the rows a fork lacks (a test holds them equal)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +42,7 @@ class Options:
     without: tuple[str, ...] = ()  # each of these changes' rows also run on the fork without it, and are compared
     compare_without: tuple[str, ...] = ()  # each judged as ported by the timing protocol, on one agent (.timing)
     runs: int = 5  # runs of each arm of that protocol
+    test_engine: bool = False  # each run step sends its JUnit to Buildkite Test Engine (the test-collector plugin)
 
     def filters(self) -> list[str]:
         out: list[str] = []
@@ -58,6 +64,7 @@ class Options:
         out += [*self.fork, *(a for c in self.without for a in ("--without", c))]
         out += [a for c in self.compare_without for a in ("--compare-without", c)]
         out += ["--runs", str(self.runs)] if self.compare_without else []
+        out += ["--test-engine"] if self.test_engine else []
         return out + (["--baseline", self.baseline] if self.baseline else [])
 
 
@@ -74,6 +81,7 @@ class Step:
     soft_fail: str = ""  # why this step's test failures (exit 1) do not fail the build; "" where they do
     timeout_min: int = 30  # a hung job holds an agent until Buildkite stops it
     tags: tuple[tuple[str, str], ...] = ()  # agent tags beyond the queue: the GPUs the job's rows need
+    plugins: tuple[tuple[str, dict[str, Any]], ...] = ()  # (plugin@version, its settings)
 
     def to_yaml(self) -> dict[str, Any]:
         agents = {"queue": self.queue, **dict(self.tags)}
@@ -81,6 +89,8 @@ class Step:
         if self.depends_on:
             out["depends_on"] = list(self.depends_on)
         out["commands"] = [TOOLS, *self.commands]
+        if self.plugins:
+            out["plugins"] = [{name: dict(settings)} for name, settings in self.plugins]
         if self.artifact_paths:
             out["artifact_paths"] = list(self.artifact_paths)
         if self.soft_fail:
@@ -111,3 +121,12 @@ def nox(session: str, *args: str) -> str:
 def ci(*args: str) -> str:
     """`python -m ci ...` from nox's venv: nox turns every failure into 1, and the agent must see 5, 7 and 8."""
     return shlex.join([VENV_PYTHON, "-m", "ci", *args])
+
+
+def results_root(without: str = "") -> str:
+    return RESULTS + (f"-without-{without}" if without else "")  # an ablation's run steps upload apart
+
+
+def collector(files: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The test-collector plugin, sending the JUnit files `files` names to Buildkite Test Engine."""
+    return ((TEST_COLLECTOR, {"files": files, "format": "junit"}),)

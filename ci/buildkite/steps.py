@@ -17,7 +17,9 @@ from ci import contract, options
 
 # the parts, here too: ci.buildkite.render and the tests name them through this module
 from ci.buildkite import timing
+from ci.buildkite.judging import gate_step, report_step
 from ci.buildkite.pipeline_model import (  # noqa: F401
+    ABSENT,
     AGENT_LOST,
     BUILD_MIN,
     GATE_MIN,
@@ -31,13 +33,13 @@ from ci.buildkite.pipeline_model import (  # noqa: F401
     Step,
     Wait,
     ci,
+    collector,
     key,
     nox,
+    results_root,
 )
 from ci.stack.model import Stack, Target
 from ci.stack.plan import Plan, Row
-
-ABSENT = "fork-absent"  # ci.fork.planned.ABSENT: the results folder of the rows a fork lacks (a test holds them equal)
 
 
 def shards(rows: Sequence[Row], size: int) -> list[tuple[Row, ...]]:
@@ -54,10 +56,6 @@ def image_key(target: Target, without: str = "") -> str:
     """The build meta-data key (and artifact name) that holds the target's pushed image, `repo@sha256:…` (`without`:
     the image of the fork without that change)."""
     return f"stackgate-image-{target.id}" + (f"-without-{without}" if without else "")
-
-
-def results_root(without: str = "") -> str:
-    return RESULTS + (f"-without-{without}" if without else "")  # an ablation's run steps upload apart
 
 
 def ablation_tag(target: Target, without: str) -> str:
@@ -205,6 +203,7 @@ def run_step(
         soft_fail=soft_fail,
         timeout_min=run_minutes(rows),
         tags=((target.gpu_tag, str(gpus)),) if target.gpus and target.gpu_tag else (),
+        plugins=collector(f"{out}/{contract.junit_glob(target.id, suite, shard)}") if opts.test_engine else (),
     )
 
 
@@ -227,57 +226,6 @@ def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options, 
     return [
         run_step(target, suite, n, g, soft_fail=why, opts=opts, without=without) for n, (g, why) in enumerate(groups)
     ]
-
-
-def report_step(opts: Options, queue: str) -> Step:
-    report = ["report", *opts.stack_args(), RESULTS, "--out", REPORT, *opts.filters()]
-    report += ["--baseline", opts.baseline] if opts.baseline else []
-    for change in opts.without:  # each change as ported: the fork against the fork without it
-        report += ["--compare", results_root(change)]
-    if opts.without:
-        report += ["--label", "fork", *(a for c in opts.without for a in ("--label", f"without-{c}"))]
-    downloads = [
-        f'buildkite-agent artifact download "{root}/*/{what}" . || echo "no {what} was uploaded to {root}/"'
-        for root in (RESULTS, *map(results_root, opts.without))
-        for what in ("junit-*.xml", "rows.json")
-    ]
-    if opts.fork:
-        where = f"{RESULTS}/{ABSENT}/*/{contract.NOT_RUN}"
-        downloads.append(f'buildkite-agent artifact download "{where}" . || echo "no row was set apart as absent"')
-    json_path = f"{REPORT}/report.json"
-    return Step(
-        key="report",
-        label=":bar_chart: acceptance report",
-        queue=queue,
-        commands=(
-            f"mkdir -p {' '.join((RESULTS, *map(results_root, opts.without)))}",
-            *downloads,
-            "nox -s run --install-only",
-            # a failing row fails the report (exit 1; 5, 7 as the README says) after the annotation is made
-            f"status=0; {ci(*report)} || status=$?",
-            f"style=$({ci('gate', *opts.stack_args(), json_path, '--style')} || echo error)",
-            f'buildkite-agent annotate --context acceptance --style "$style" < {REPORT}/report.md',
-            'exit "$status"',
-        ),
-        artifact_paths=tuple(f"{REPORT}/{name}" for name in ("report.md", "report.html", "report.json")),
-        timeout_min=REPORT_MIN,
-    )
-
-
-def gate_step(opts: Options, queue: str) -> Step:
-    json_path = f"{REPORT}/report.json"
-    return Step(
-        key="gate",
-        label=":vertical_traffic_light: gate: gating changes ready",
-        queue=queue,
-        depends_on=("report",),
-        timeout_min=GATE_MIN,
-        commands=(
-            f"buildkite-agent artifact download {json_path} .",
-            "nox -s run --install-only",
-            ci("gate", *opts.stack_args(), json_path),
-        ),
-    )
 
 
 def steps(st: Stack, plan: Plan, opts: Options) -> list[Step | Wait]:

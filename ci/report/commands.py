@@ -43,6 +43,7 @@ def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
         out=args.out,
         made_with=argv,
         begun=begun,
+        history=options.history_path(args, args.out.parent),  # beside the report's folder: out/ for out/report
     )
 
 
@@ -54,6 +55,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         from ci.report.write import failing, problems, summary, write
 
         write(report, args.out)  # rendered whole before anything is written
+        if report.history is not None:  # then this build added to its history, in one transaction
+            from ci.report import across
+
+            across.remember(report.history, report.verdicts)
         said = summary(report, args.out, outside_informational=args.outside_informational)
         if args.strict and problems(report):
             code = STRICT_INPUTS
@@ -115,5 +120,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="testcases outside the plan (another tool's JUnit, a suite of your own) are counted and shown, but "
         "their failures do not set the exit status; the headline says so",
     )
+    options.add_history(r, "history.sqlite beside the --out folder: out/history.sqlite for --out out/report")
     options.add_filters(r, "target", "suite", "change", "rows")
     r.set_defaults(func=cmd_report)

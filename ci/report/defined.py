@@ -20,7 +20,7 @@ from ci.stack.model import Stack
 
 def lines(st: Stack, results: Results) -> list[str]:
     """One line per input holding rows defined otherwise, with how many and what differs."""
-    today: dict[str, dict[str, Any]] = {}  # row id -> today's meaning, made once per row asked about
+    today: dict[str, dict[str, Any]] = {}  # row id -> today's meaning, made for every row at the first asked about
     targets: dict[str, dict[str, Any]] = {}
     written: dict[Path, Mapping[str, dict[str, Any]] | None] = {}
     by_file: dict[str, dict[str, str | None]] = {}  # input -> row id -> recorded digest (None: not recorded)
@@ -30,11 +30,12 @@ def lines(st: Stack, results: Results) -> list[str]:
             by_file.setdefault(c.file, {}).setdefault(r.id, c.meaning)
 
     def now(row_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        if row_id not in today:
-            row = planned[row_id]
-            today[row_id] = meaning.of_row(rows_json.row_documents(st, [row])[0])
-            if row.target not in targets:
-                targets[row.target] = meaning.of_target(rows_json.target_document(st.targets[row.target]))
+        if not today:  # every row an input holds, at once: a row's document is made against the whole plan
+            asked = list({i: planned[i] for rows in by_file.values() for i in rows}.values())
+            for row, doc in zip(asked, rows_json.row_documents(st, asked), strict=True):
+                today[row.id] = meaning.of_row(doc)
+                if row.target not in targets:
+                    targets[row.target] = meaning.of_target(rows_json.target_document(st.targets[row.target]))
         row = today[row_id]
         return row, targets[str(row["row"]["target"])]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ci import tables
-from ci.report import at_target, in_fork, port_step, rerun_hints, triage
+from ci.report import across_view, at_target, in_fork, port_step, rerun_hints, triage
 from ci.report.view import FAILING, Report, Table, banner
 from ci.results.acceptance import Verdict
 from ci.tables import Markdown, counted, md_cell
@@ -44,15 +44,17 @@ def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
 
 def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
     """One command that moves the change on, and where it runs (plain text): for a change the fork lacks, its port
-    (ci.report.port_step); else re-run a failing row of its commonest cause (as `causes` counts them); else run the
-    rows a required target has not run (its lock first, where it has none); else what the change as a whole lacks (a
-    baseline); else nothing."""
+    (ci.report.port_step); else re-run a failing row of its commonest cause (as `causes` counts them; one not
+    quarantined as flaky, where there is one); else run the rows a required target has not run (its lock first, where
+    it has none); else what the change as a whole lacks (a baseline); else nothing."""
     if verdict.ready:
         return "", "none: ready"
     # a change the fork lacks: its port (its verdict where the fork state carries one), not rows to run
     if port := port_step.step(report, verdict.change.id) or in_fork.next_step(report, verdict):
         return port
     failing = [r for r in report.results.rows if r.change == verdict.change.id and r.status in FAILING]
+    held = set(report.history.quarantined) if report.history else set()
+    failing = [r for r in failing if r.id not in held] or failing  # a row that broke before one that is flaky
     if failing:
         keys = {r.id: triage.row_causes(r).keys() for r in failing}
         top = Counter(k for r in failing for k in keys[r.id]).most_common(1)
@@ -86,6 +88,7 @@ class Entry:
     lacks: tuple[at_target.Whole, ...]  # what the change as a whole lacks (a baseline, its focused test)
     command: str  # the next step: a command, or ""
     note: str  # where it runs, or the next step in words where there is no command
+    history: tuple[str, ...] = ()  # its rows quarantined as flaky per target, its verdict under the other gate setting
 
 
 def entries(report: Report) -> list[Entry]:
@@ -110,6 +113,7 @@ def entries(report: Report) -> list[Entry]:
                 lacks=lacks,
                 command=command,
                 note=note,
+                history=tuple(across_view.per_change(report, v.change.id)),
             )
         )
     return sorted(out, key=lambda e: 0 if e.causes else 1 if not e.ready else 2)
@@ -125,6 +129,7 @@ def where(e: Entry, text: Callable[[str], str]) -> str:
     baseline's command is said once, below the table."""
     parts = [text(f"{a.short} {at_target.said(a)}") for a in e.targets]
     parts += [text(w.text) for w in e.lacks]
+    parts += [text(h) for h in e.history]
     return "; ".join(parts)
 
 

@@ -15,7 +15,7 @@ import jinja2
 import jinja2.bccache
 
 from ci import options, owned, tables
-from ci.report import at_target, comparison, composition, first_screen, models, plot, rebase, triage
+from ci.report import across_view, at_target, comparison, composition, first_screen, models, plot, rebase, triage
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -112,6 +112,7 @@ STATE_CLASS = {
 def render(report: Report, tables: dict[str, Table] | None = None) -> str:
     """The page; `tables`: each target's status matrix where the caller made them (view.status_tables)."""
     verdicts = []
+    trends = report.history.trends if report.history else ()
     for v in report.verdicts:
         title, state = change_heading(v, report.results)
         label, _, name = title.partition(" ")
@@ -134,6 +135,8 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
                 "charts": [plot.chart(q, unit, ps) for (q, unit), ps in by_quantity.items()],
                 "rebase": rebase.cell(report, v.change.id),
                 "rebase_line": rebase.line(report, v.change.id),
+                "across": across_view.tables(report, v.change.id, values=False),  # each build's value: its chart
+                "trends": [plot.trend(t, across_view.title(report, t)) for t in trends if t.change == v.change.id],
             }
         )
     status = status_tables(report) if tables is None else tables
@@ -171,6 +174,8 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
         extra=extra,
         status_class=_STATUS_CLASS,
         failing_marks=set(FAILING),
+        history=across_view.lines(report),
+        across_rows=across_view.rows(report),
         rebase=rebase.where(report) if report.upstream else "",
         rebase_given=report.upstream_read is not None,
     )

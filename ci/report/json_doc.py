@@ -9,7 +9,7 @@ import orjson
 
 import ci
 from ci import revision
-from ci.report import at_target, comparison_json, in_fork, rebase
+from ci.report import across_json, at_target, comparison_json, in_fork, rebase
 from ci.report.rerun_hints import image_beside, rerun, rerun_test, rows_json_beside, shown
 from ci.report.view import FAILING, Report
 from ci.results import criteria
@@ -21,9 +21,8 @@ SCHEMA = Path(__file__).with_name("report.schema.json")  # the document's publis
 
 
 def criterion_id(name: str) -> str:
-    """A criterion's stable id for scripts, from the registry (ci.results.criteria): its name is English and may be
-    reworded."""
-    return next((r.id for r in criteria.CRITERIA if r.name == name), name)
+    """A criterion's stable id for scripts, from the registry (ci.results.criteria)."""
+    return criteria.ids().get(name, name)
 
 
 def _upstream(up: Upstream | None) -> dict[str, object] | None:
@@ -59,6 +58,8 @@ def to_json(report: Report) -> dict[str, object]:
         doc["comparison"] = comparison_json.to_json(report.comparison)
     if report.upstream:
         doc["upstream"] = rebase.document(report)
+    if report.history:
+        doc["history"] = across_json.to_json(report)
     return doc
 
 

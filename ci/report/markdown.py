@@ -8,7 +8,7 @@ so every table that remains is whole, and a note says what was left out and wher
 from __future__ import annotations
 
 from ci import tables
-from ci.report import at_target, comparison, composition, first_screen, models, rebase
+from ci.report import across_view, at_target, comparison, composition, first_screen, models, rebase
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -102,6 +102,8 @@ def _head(report: Report) -> list[str]:
     if base := first_screen.baseline(first_screen.entries(report)):
         said = "The baseline line (a previous report of this fork, to judge allowed regression against):"
         out += [f"{said} {tables.code(base)}", ""]
+    for line in across_view.lines(report):  # this build beside its history
+        out += [md(line), ""]
     warnings = first_screen.warnings(report)  # plain Markdown: Buildkite's renderer has no GitHub alerts
     if warnings:
         kinds = tables.counted(len(warnings), "kind")
@@ -114,6 +116,8 @@ def _head(report: Report) -> list[str]:
         if report.upstream_read:
             out += [md(rebase.line(report, v.change.id)), ""]
         out += [*_table(criteria_table(v)), ""]
+        for heading, t in across_view.tables(report, v.change.id):
+            out += [f"**{md(heading)}**", "", *_table(t), ""]
     if report.comparison:  # below the verdicts: its statistics are what a reader checks, not where one starts
         c = report.comparison
         out += [f"## {md(comparison.title(c))}", ""]
@@ -143,7 +147,7 @@ def _head(report: Report) -> list[str]:
         "Run the re-run lines from the folder this report was made in (the checkout, or where "
         "the build's artifacts were downloaded).",
         "",
-        *_table(failing_table(res)),
+        *_table(across_view.with_history(report, failing_table(res))),
         "",
     ]
     out += ["## Inputs", "", *_table(inputs_table(report)), ""]

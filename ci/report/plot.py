@@ -5,7 +5,8 @@ Readable where people read them: each row's name on its own line above its bars 
 pixels (width and height given: a page never scales it down to a phone's width; it scrolls there, its text as large
 as on a desktop), each value's label after the end of its bar and its whisker (never struck through by it), plain
 numbers with the unit (no scientific notation), and a log axis where the values span decades (a 1,500 ms cold bar
-beside a 40 ms warm one)."""
+beside a 40 ms warm one). A trend (`trend`): one change's metric over its last builds, with its 7-day mean and 30-day
+best."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from ci.history.trends import Trend
 from ci.report.triage import Pair
 
 LEFT, PLOT_W, BAR_H, NAME_H, GAP = 24, 420, 14, 18, 10  # LEFT: room for the first tick's number
@@ -100,5 +102,61 @@ def chart(quantity: str, unit: str, pairs: Sequence[Pair]) -> str:
         x = axis.x(t)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{base + 4}" stroke="#ddd"/>')
         out.append(f'<text x="{x:.1f}" y="{base + 18}" text-anchor="middle" class="v">{num(t)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+TREND_W, TREND_H, T_LEFT, T_RIGHT, T_TOP, T_BOTTOM = 470, 132, 52, 170, 26, 24
+NOW, LINE = "#b03a2e", "#555"
+
+
+def trend(t: Trend, title: str) -> str:
+    """One change's metric on one target over its last builds: each build a point (this one dark), the 7-day mean a
+    dashed line and the 30-day best a dotted one, each labelled at the right; the least and greatest values on the
+    axis; the first and last builds named under it."""
+    values = [p.value for p in t.points] + [v for v in (t.mean, t.best) if v is not None]
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        lo, hi = lo - (abs(lo) or 1) * 0.1, hi + (abs(hi) or 1) * 0.1
+    span_x, span_y = TREND_W - T_LEFT - T_RIGHT, TREND_H - T_TOP - T_BOTTOM
+    n = len(t.points)
+
+    def x(i: int) -> float:
+        return T_LEFT + (span_x * i / (n - 1) if n > 1 else span_x / 2)
+
+    def y(v: float) -> float:
+        return T_TOP + span_y * (hi - v) / (hi - lo)
+
+    unit = escape(t.unit)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{TREND_W}" height="{TREND_H}" '
+        f'viewBox="0 0 {TREND_W} {TREND_H}" role="img" aria-label="{escape(title)}">',
+        f'<text x="0" y="15" class="t">{escape(title)}</text>',
+        f'<line x1="{T_LEFT}" x2="{T_LEFT}" y1="{T_TOP}" y2="{T_TOP + span_y}" stroke="#444"/>',
+        f'<text x="{T_LEFT - 4}" y="{T_TOP + 4}" text-anchor="end" class="v">{num(hi)}</text>',
+        f'<text x="{T_LEFT - 4}" y="{T_TOP + span_y + 4}" text-anchor="end" class="v">{num(lo)}</text>',
+    ]
+    label_y: list[float] = []  # where each line's label went: a second one too near moves clear of the first
+    for value, name, dash in ((t.mean, "7-day mean", "5,3"), (t.best, "30-day best", "1,3")):
+        if value is not None:
+            out.append(f'<line x1="{T_LEFT}" x2="{T_LEFT + span_x}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+                       f'stroke="{LINE}" stroke-dasharray="{dash}"/>')  # fmt: skip
+            at = y(value) + 4
+            if label_y and abs(at - label_y[0]) < 14:
+                at = label_y[0] + (14 if at >= label_y[0] else -14)
+            label_y.append(at)
+            out.append(f'<text x="{T_LEFT + span_x + 6}" y="{at:.1f}" class="v">{name} {num(value)} {unit}</text>')
+    coords = " ".join(f"{x(i):.1f},{y(p.value):.1f}" for i, p in enumerate(t.points))
+    out.append(f'<polyline points="{coords}" fill="none" stroke="{LINE}"/>')
+    for i, p in enumerate(t.points):
+        last = i == n - 1
+        tip = f"{escape(p.called)}, {p.at:%Y-%m-%d}: {num(p.value)} {unit} (median of {p.rows})"
+        out.append(f'<circle cx="{x(i):.1f}" cy="{y(p.value):.1f}" r="{4 if last else 2.5}" '
+                   f'fill="{NOW if last else LINE}"><title>{tip}</title></circle>')  # fmt: skip
+    base = T_TOP + span_y + 16
+    out.append(f'<text x="{T_LEFT}" y="{base}" class="v">{escape(t.points[0].called)}</text>')
+    if n > 1:
+        end = escape(t.points[-1].called)
+        out.append(f'<text x="{T_LEFT + span_x}" y="{base}" text-anchor="end" class="v">{end}</text>')
     out.append("</svg>")
     return "".join(out)

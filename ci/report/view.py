@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ci import tables
 from ci.report import cards, defined
+from ci.report.across import Across
 from ci.report.rerun_hints import hint, rerun_test
 from ci.results import ported
 from ci.results.acceptance import Verdict
@@ -58,6 +59,7 @@ class Report:
     subject: Snapshot | None = None  # the fork the rows were run to judge (ci main): each change's state in it
     # (change, target) planned but left out of the report by a filter -> the filter ("--target")
     left_out: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    history: Across | None = None  # this build beside the earlier ones its history holds (--history)
 
 
 def banner(report: Report) -> list[str]:

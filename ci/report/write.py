@@ -20,6 +20,7 @@ import orjson
 
 from ci import second_cpu
 from ci.errors import ReportError, UsageError
+from ci.report import across as across_builds
 from ci.report import first_screen, html, json_doc, markdown
 from ci.report.first_screen import outside
 from ci.report.rerun_hints import forget
@@ -54,11 +55,13 @@ def build(
     loaded: tuple[Stack, Plan] | None = None,
     begun: reading.Begun | None = None,
     subject: upstream_state.Snapshot | None = None,
+    history: Path | None = None,
 ) -> Report:
     """The report over the planned rows the filters keep (all of them by default). With `compare_paths`, one results
     folder or JUnit file per further side, the report is side A's (`inputs`) with the comparison added. `begun`:
     `inputs` as the caller started reading them (reading.begin), before this was imported. `subject`: the fork the
-    rows were run to judge (`ci main`), each change's state in it on the first screen."""
+    rows were run to judge (`ci main`), each change's state in it on the first screen. `history`: the history file this
+    build is set beside (ci.report.across; `remember` adds it there)."""
     forget()  # rows.json files looked up by an earlier report in this process may have changed
     st, whole = loaded or (loader.load(stack_dir), None)  # `loaded`: the stack and plan the caller already made
     whole = whole or plan.build(st)
@@ -76,8 +79,13 @@ def build(
         except ReportError as exc:
             base_read = FileRead(path=str(baseline_path), status="unreadable", problem=exc.message)
     in_scope = {r.change for r in p.rows} if (targets or suites or changes or rows) else set(st.changes)
-    verdicts = compare.judge(st, res, base, in_scope)
+    across = None
+    if history is None:
+        verdicts = compare.judge(st, res, base, in_scope)
+    else:  # quarantined rows held or waived as the stack says, before anything else reads the verdicts
+        across, verdicts = across_builds.make(st, res, history, lambda r: compare.judge(st, r, base, in_scope))
     rebase: dict[str, Any] = {**_upstream(upstream_path), "out": out, "made_with": tuple(made_with)}
+    rebase["history"] = across
     rebase.update(left_out={k: v for k, v in left_out.items() if k not in kept}, subject=subject)
     if subject is not None and "upstream" not in rebase:
         rebase["upstream"] = subject
@@ -269,6 +277,9 @@ def summary(report: Report, out: Path, *, outside_informational: bool = False) -
         f"{counted(len(res.inputs), 'input')} ({len(res.problems())} with problems); "
         f"{ready} of {counted(len(report.verdicts), 'change')} ready"
     )
+    if h := report.history:
+        kept = counted(len(h.earlier) + 1, "build")
+        line += f"; history {h.path}: {kept}, {counted(len(h.quarantined), 'row')} quarantined"
     c = report.comparison
     if c:
         line += (

@@ -341,4 +341,8 @@ CRITERIA: tuple[Rule, ...] = (
         whole=_regression,
     ),
 )
-BY_NAME = {r.name: r for r in CRITERIA}
+
+
+def ids() -> dict[str, str]:
+    """Each criterion's title -> its stable id (report.json, the history): the title is English and may be reworded."""
+    return {r.name: r.id for r in CRITERIA}

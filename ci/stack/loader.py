@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ci import options
 from ci.errors import StackError
-from ci.stack import cache, digest, fork_file, pins, provenance, shrunk
+from ci.stack import cache, digest, flaky, fork_file, pins, provenance, shrunk
 from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch
 from ci.stack.model import Backend, HistoryRow, Model, Stack, Target, Track
@@ -72,6 +72,7 @@ def _load(root: Path) -> Stack:
         changes=_frozen_map(changes),
         history=history,
         history_source=history_doc["source"],
+        flaky=flaky.load(root / "flaky.yaml"),
         fork=fork,
     )
     return replace(stack, digest=digest.of(stack))

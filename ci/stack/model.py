@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from ci.stack.change import Change
+from ci.stack.flaky import Flaky
 from ci.stack.schema import (
     CommitId,
     Count,
@@ -258,5 +259,6 @@ class Stack:
     changes: Mapping[str, Change]
     history: tuple[HistoryRow, ...]
     history_source: str
+    flaky: Flaky  # stack/flaky.yaml: how a row is judged across builds (ci.history)
     fork: ForkSource | None = None  # stack/fork.yaml; None: the images hold a stock vLLM release
     digest: str = ""  # sha256 over every file read: results carry it, and a report flags another stack's
