@@ -153,8 +153,9 @@ def test_ci_fork_says_how_each_lacking_change_would_port(world) -> None:
     table = _ci(stack, "fork", *_fork(repo))
     assert table.returncode == 0, table.stderr
     assert any(line.startswith("Change") and "Port" in line for line in table.stdout.splitlines())  # a column
-    assert "conflicts: pre.py (1 hunk); after #47000, #49903" not in table.stdout  # the prerequisite is #47000 alone
-    assert "conflicts: pre.py (1 hunk); after #47000: clean" in table.stdout
+    assert "conflicts: pre.py (1 hunk); ports after 2" not in table.stdout  # the prerequisite is #47000 alone
+    assert "clean; ports after 2 prerequisites (#47000, #49903): all clean; stacked on #49903 absent" in table.stdout
+    assert "conflicts: pre.py (1 hunk); ports after 1 prerequisite (#47000): all clean" in table.stdout
     assert "follow-up #52512: clean" in table.stdout
     assert f"the fork edited them in {ids['tune'][:12]} 'fork: tune the block size'" in table.stdout
     up = _ci(stack, "upstream", *_fork(repo), "--format", "json")
@@ -252,7 +253,7 @@ def test_the_reports_first_screen_gives_each_lacking_change_its_port(world, tmp_
     )
     assert (
         "port 49903 --with-prerequisites" in row["#49903"]
-        and "conflicts: pre.py (1 hunk); after #47000: clean" in row["#49903"]
+        and "conflicts: pre.py (1 hunk); ports after 1 prerequisite (#47000): all clean" in row["#49903"]
     )
     assert "port 52512" in row["#48407"] and "ported in the fork without its follow-up #52512: clean" in row["#48407"]
     assert "fork port" not in row["#selftest"]

@@ -1,16 +1,20 @@
 """Upstream's patch tried on the fork's tree, in a scratch index (ci.upstream.scratch): each commit's `vllm/` diff
-in turn, first as it is (`git apply --cached`: all or nothing), else, where it reverses cleanly, already there, else
-by a three-way merge of each file (`git apply --cached --3way`) from the blobs the patch names. The first commit
-that leaves conflicts stops the attempt: its files' three index stages are what the hunks are read from."""
+in turn, its files read against the tree first (ci.upstream.port_files: a file the fork holds under another name is
+followed there; one it lacks stops the attempt, as needing prerequisites), then applied as it is (`git apply
+--cached`: all or nothing), else, where it reverses cleanly, found already there, else by a three-way merge of each
+file (`git apply --cached --3way`) from the blobs the patch names. The first commit that leaves conflicts stops the
+attempt: its files' three index stages are what the hunks are read from. A file the patch adds that the fork has
+already (with other contents) conflicts as a whole."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ci.upstream import port_files
 from ci.upstream.git_streams import last
-from ci.upstream.port_source import DIFF, PACKAGE, Unit
+from ci.upstream.port_source import DIFF, Unit
 from ci.upstream.readiness import Verdict
 from ci.upstream.scratch import Scratch
 
@@ -33,6 +37,7 @@ class Step:
     unit: Unit
     how: Verdict  # "clean", "clean by three-way merge" or "in the fork" (its patch already there)
     tree: str  # the tree after it ("" where trees were not asked for)
+    moved: tuple[tuple[str, str], ...] = ()  # (upstream's path, the fork's) of the files followed to another name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,66 +47,106 @@ class Outcome:
     files: tuple[str, ...] = ()
     three_way: tuple[str, ...] = ()
     steps: tuple[Step, ...] = ()  # the commits applied (or found there), in order
-    stopped: Unit | None = None  # the commit that conflicts
+    stopped: Unit | None = None  # the commit that conflicts, or needs files the fork lacks
     conflicted: tuple[Stages, ...] = ()
+    missing: tuple[str, ...] = ()  # needs prerequisites: the files the stopped commit changes that the fork lacks
+    moved: tuple[tuple[str, str], ...] = ()  # every file followed to the fork's name, in order
 
 
 def attempt(sc: Scratch, head: str, units: Sequence[Unit], *, trees: bool = False) -> Outcome:
     """Apply `units` in order onto `head`'s tree, in the scratch index."""
     sc.read_tree(head)
+    return resume(sc, units, trees=trees)
+
+
+def resume(
+    sc: Scratch,
+    units: Sequence[Unit],
+    *,
+    trees: bool = False,
+    done: Sequence[Step] = (),
+    on_step: Callable[[Step], None] | None = None,
+) -> Outcome:
+    """Apply `units` in order onto the scratch index as it is (`done`: the steps that made it so); `on_step` is
+    told of each commit applied (or found there), the index then holding it."""
     files: dict[str, None] = {}
     three: dict[str, None] = {}
-    steps: list[Step] = []
+    moved: dict[tuple[str, str], None] = dict.fromkeys(m for s in done for m in s.moved)
+    steps: list[Step] = list(done)
     for unit in units:
-        patch = sc.git("diff", *DIFF, unit.parent, unit.commit, "--", PACKAGE)
-        if not patch.strip():
+        found = port_files.changes(sc, unit)
+        if not found:
             steps.append(Step(unit=unit, how="in the fork", tree=""))
+            if on_step is not None:
+                on_step(steps[-1])
             continue
-        names = sc.git("diff", "--name-only", "-z", "--no-renames", unit.parent, unit.commit, "--", PACKAGE)
-        files.update(dict.fromkeys(p for p in names.split("\0") if p))
-        direct = sc.run("apply", "--cached", "--whitespace=nowarn", stdin=patch, ok=(0, 1, 128))
-        how: Verdict = "clean"
-        if direct.returncode != 0:
-            failing = [m.group(1) for line in direct.stderr.splitlines() if (m := _FAILED.match(line))]
-            if sc.run("apply", "--cached", "--check", "-R", stdin=patch, ok=(0, 1, 128)).returncode == 0:
-                steps.append(Step(unit=unit, how="in the fork", tree=""))
-                continue
-            merged = sc.run("apply", "--cached", "--3way", "--whitespace=nowarn", stdin=patch, ok=(0, 1, 128))
-            three.update(dict.fromkeys(failing))
-            if merged.returncode != 0:
-                stages = _unmerged(sc)
-                if not stages:
-                    return Outcome(
-                        verdict="unknown",
-                        detail=f"git apply --3way of {unit.commit[:12]} failed: {last(merged.stderr)}",
-                        files=tuple(files),
-                        three_way=tuple(three),
-                        steps=tuple(steps),
-                        stopped=unit,
-                    )
-                three.update(dict.fromkeys(s.path for s in stages))
-                return Outcome(
-                    verdict="conflicts",
-                    files=tuple(files),
-                    three_way=tuple(three),
-                    steps=tuple(steps),
-                    stopped=unit,
-                    conflicted=stages,
-                )
-            how = "clean by three-way merge"
-        steps.append(Step(unit=unit, how=how, tree=sc.git("write-tree").strip() if trees else ""))
+        files.update(dict.fromkeys(c.path for c in found))
+        read = port_files.read(sc, unit, found)
+        followed = tuple(read.moved.items())
+        moved.update(dict.fromkeys(followed))
+        if read.missing:
+            return Outcome(verdict="needs prerequisites", files=tuple(files), three_way=tuple(three),
+                           steps=tuple(steps), stopped=unit, missing=read.missing,
+                           moved=tuple(moved))  # fmt: skip
+        taken = [c for c in found if c.path not in read.present or read.present[c.path] != c.after]
+        clash = [c for c in taken if c.path in read.present]  # added upstream, already the fork's with other lines
+        apply = [c.path for c in taken if c.path not in read.present]
+        how: Verdict = "in the fork"  # where every file it adds is the fork's already, as upstream has it
+        stages: tuple[Stages, ...] = ()
+        if apply:
+            patch = sc.git("diff", *DIFF, unit.parent, unit.commit, "--", *(f":(literal){p}" for p in apply))
+            how, merged, stages, said = _apply(sc, port_files.rewrite(patch, read.moved))
+            three.update(dict.fromkeys(merged))
+            if how == "unknown":
+                return Outcome(verdict="unknown", detail=f"upstream's {unit.commit[:12]} cannot be merged here: {said}",
+                               files=tuple(files), three_way=tuple(three), steps=tuple(steps), stopped=unit,
+                               moved=tuple(moved))  # fmt: skip
+        stages += tuple(Stages(path=c.path, base="", ours=read.present[c.path], theirs=c.after) for c in clash)
+        if stages:
+            three.update(dict.fromkeys(s.path for s in stages))
+            return Outcome(verdict="conflicts", files=tuple(files), three_way=tuple(three), steps=tuple(steps),
+                           stopped=unit, conflicted=stages, moved=tuple(moved))  # fmt: skip
+        tree = sc.git("write-tree").strip() if trees and how != "in the fork" else ""
+        steps.append(Step(unit=unit, how=how, tree=tree, moved=followed))
+        if on_step is not None:
+            on_step(steps[-1])
     if not files:
         return Outcome(verdict="unknown", detail="upstream's patch changes nothing under vllm/ (tests or docs only): "
                        "nothing a build runs to port", steps=tuple(steps))  # fmt: skip
-    done = [s.how for s in steps]
+    done_how = [s.how for s in steps]
     verdict: Verdict = (
         "in the fork"
-        if all(h == "in the fork" for h in done)
+        if all(h == "in the fork" for h in done_how)
         else "clean by three-way merge"
-        if "clean by three-way merge" in done
+        if "clean by three-way merge" in done_how
         else "clean"
     )
-    return Outcome(verdict=verdict, files=tuple(files), three_way=tuple(three), steps=tuple(steps))
+    return Outcome(verdict=verdict, files=tuple(files), three_way=tuple(three), steps=tuple(steps),
+                   moved=tuple(moved))  # fmt: skip
+
+
+def _apply(sc: Scratch, patch: str) -> tuple[Verdict, tuple[str, ...], tuple[Stages, ...], str]:
+    """One patch onto the scratch index: as it is, else found already there (it reverses), else three ways. How it
+    went, the files that took a three-way merge, the stages of those left conflicting, and git's last word where the
+    merge could not be tried ("unknown": a blob the checkout lacks)."""
+    direct = sc.run("apply", "--cached", "--whitespace=nowarn", stdin=patch, ok=(0, 1, 128))
+    if direct.returncode == 0:
+        return "clean", (), (), ""
+    if sc.run("apply", "--cached", "--check", "-R", stdin=patch, ok=(0, 1, 128)).returncode == 0:
+        return "in the fork", (), (), ""
+    failing = tuple(m.group(1) for line in direct.stderr.splitlines() if (m := _FAILED.match(line)))
+    merged = sc.run("apply", "--cached", "--3way", "--whitespace=nowarn", stdin=patch, ok=(0, 1, 128))
+    if merged.returncode == 0:
+        return "clean by three-way merge", failing, (), ""
+    said = last(merged.stderr)
+    stages = _unmerged(sc)
+    if stages:
+        return "conflicts", failing, stages, said
+    if "lacks the necessary blob" in merged.stderr or "unable to read" in merged.stderr:
+        return "unknown", failing, (), said
+    # no stages, yet no merge: a file git merges only whole (binary, a mode or a symlink); it conflicts as a whole
+    named = [p for p in failing if p in merged.stderr] or list(failing)
+    return "conflicts", failing, tuple(Stages(path=p, base="", ours="", theirs="") for p in named), said
 
 
 def _unmerged(sc: Scratch) -> tuple[Stages, ...]:

@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from ci.stack.change import Change, FollowUp
 from ci.stack.model import Stack
 from ci.tables import counted
-from ci.upstream import port_apply, port_command, port_source, port_why, stability
+from ci.upstream import port_apply, port_command, port_files, port_prerequisites, port_source, port_why, stability
+from ci.upstream.port_apply import Outcome
 from ci.upstream.port_source import Source, Unit
 from ci.upstream.port_why import Sides
-from ci.upstream.readiness import PORTABLE, Prerequisite, Readiness, Stability, Stacked
+from ci.upstream.readiness import PORTABLE, Conflict, Missing, Readiness, Stability, Stacked
 from ci.upstream.scope import Scope
 from ci.upstream.scratch import Scratch
 from ci.upstream.state import ChangeState, Snapshot
@@ -151,38 +152,64 @@ def _tried(
     scope = ctx.scope
     done = port_apply.attempt(ctx.sc, scope.head, source.units)
     patch = tuple(u.commit for u in source.units)
-    shell = replace(shell, patch=patch, files=done.files, three_way=done.three_way, detail=done.detail)
+    shell = replace(shell, patch=patch, files=done.files, three_way=done.three_way, detail=done.detail,
+                    moved=done.moved)  # fmt: skip
     if done.verdict == "unknown":
-        return shell
+        fix = f"fetch upstream's objects into it: git -C {scope.co.path} fetch {_source(scope)} main"
+        return replace(shell, command=f"fix: {fix}" if done.stopped is not None else "")
     if done.verdict == "in the fork":
         return replace(shell, verdict="in the fork", detail=f"its vllm/ diff is already in {scope.ref} (it reverses)")
     n = len(done.files)
     what = f"upstream's vllm/ diff of {', '.join(c[:12] for c in patch)} ({counted(n, 'file')})"
+    moved = f"; followed where the fork moved them: {_moves(done.moved)}" if done.moved else ""
+    found: tuple[Conflict, ...] = ()
+    missing: tuple[Missing, ...] = ()
     if done.verdict in PORTABLE:
         how = "as it is" if done.verdict == "clean" else f"by a three-way merge of {', '.join(done.three_way)}"
-        needs = port_why.needs(ctx.sides, (), on, earlier)
-        after = _after(ctx, needs, source.units) if needs else ""
-        command = port_command.port(ctx.flags, source.pr, with_prerequisites=after in PORTABLE)
-        return replace(shell, verdict=done.verdict, detail=f"{what} applies to {scope.ref} {how}",
-                       prerequisites=needs, after_prerequisites=after, command=command)  # fmt: skip
-    found = port_why.conflicts(ctx.sc, ctx.sides, done)
-    needs = port_why.needs(ctx.sides, found, on, earlier)
-    hunks = sum(len(c.hunks) for c in found)
-    clean = len(done.files) - len(found)
-    detail = (
-        f"{what}: a three-way merge onto {scope.ref} conflicts in {', '.join(c.file for c in found)} "
-        f"({counted(hunks, 'hunk')}); {counted(clean, 'other file')} merge cleanly"
-    )
-    after = _after(ctx, needs, source.units) if needs else ""
-    command = port_command.port(ctx.flags, source.pr, with_prerequisites=after in PORTABLE)
-    return replace(shell, verdict="conflicts", detail=detail, conflicts=found, prerequisites=needs,
-                   after_prerequisites=after, command=command)  # fmt: skip
+        detail = f"{what} applies to {scope.ref} {how}{moved}"
+    elif done.verdict == "needs prerequisites":
+        missing = _missing(ctx, done)
+        detail = (
+            f"{what} changes {counted(len(done.missing), 'file')} {scope.ref} lacks, added upstream after it left: "
+            f"{', '.join(done.missing)}{moved}"
+        )
+    else:
+        found = port_why.conflicts(ctx.sc, ctx.sides, done)
+        hunks = sum(len(c.hunks) for c in found)
+        clean = len(done.files) - len(found)
+        detail = (
+            f"{what}: a three-way merge onto {scope.ref} conflicts in {', '.join(c.file for c in found)} "
+            f"({counted(hunks, 'hunk')}); {counted(clean, 'other file')} {'merges' if clean == 1 else 'merge'} "
+            f"cleanly{moved}"
+        )
+    first = port_why.needs(ctx.sides, (), on, earlier)  # the PRs it is stacked on that the fork lacks
+    shell = replace(shell, verdict=done.verdict, detail=detail, conflicts=found, missing=missing)
+    if done.verdict in PORTABLE and not first:
+        return replace(shell, command=port_command.port(ctx.flags, source.pr))
+    chain, _ = port_prerequisites.close(ctx.sides, ctx.sc, source.units, first, f"#{source.pr}")
+    after = chain.verdict if chain.prerequisites else ""
+    first_them = bool(chain.prerequisites) and after in PORTABLE
+    command = port_command.port(ctx.flags, source.pr, with_prerequisites=first_them)
+    return replace(shell, prerequisites=chain.prerequisites, after_prerequisites=after, chain=chain.outcome,
+                   stopped_at=chain.stopped.commit if chain.stopped else "", command=command)  # fmt: skip
 
 
-def _after(ctx: Context, needs: tuple[Prerequisite, ...], units: tuple[Unit, ...]) -> str:
-    """The verdict with the prerequisites ported first, each in turn."""
-    first = port_source.units(ctx.scope.co, [p.commit for p in needs])
-    done = port_apply.attempt(ctx.sc, ctx.scope.head, [*(first[p.commit] for p in needs if p.commit in first), *units])
-    if done.verdict == "conflicts" and done.stopped is not None and done.stopped not in units:
-        return f"conflicts: prerequisite {done.stopped.commit[:12]} does not apply"
-    return done.verdict
+def _missing(ctx: Context, done: Outcome) -> tuple[Missing, ...]:
+    """The files the stopped commit changes that the fork lacks, each with the upstream commits that bring it."""
+    unit = done.stopped
+    assert unit is not None
+    base = ctx.sides.base_with(unit.parent)
+    if not base:
+        return tuple(Missing(file=f, commit=unit.commit) for f in done.missing)
+    side = ctx.sides.at(base)
+    return port_files.history(ctx.sc, side, base, unit, ctx.scope.head, done.missing, side.own)
+
+
+def _moves(moved: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{old} as {new}" for old, new in moved)
+
+
+def _source(scope: Scope) -> str:
+    """Where upstream's objects come from: the remote upstream's main was found on, else its URL."""
+    remote = (scope.upstream_ref or "").split("/", 1)[0]
+    return remote if remote in scope.co.remotes() else "https://github.com/vllm-project/vllm.git"

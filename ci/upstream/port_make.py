@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.upstream import port_apply, port_source
+from ci.upstream import port_apply, port_files, port_source
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_apply import Stages
 from ci.upstream.port_source import Unit
@@ -27,13 +27,17 @@ class Made:
 
 @dataclass(frozen=True, kw_only=True)
 class Stopped:
-    """Why nothing was made."""
+    """Why nothing was made, and every commit the port takes, in order, for doing it by hand."""
 
-    verdict: str  # "conflicts", or "unknown" where git could not merge (a blob the checkout lacks)
+    verdict: str  # "conflicts", "needs prerequisites", or "unknown" where git could not merge (a blob it lacks)
     detail: str
     applied: tuple[Unit, ...]  # the commits that applied before it, in order
     stopped: Unit | None
     conflicted: tuple[Stages, ...]
+    missing: tuple[str, ...] = ()  # needs prerequisites: the files the stopped commit changes that the fork lacks
+    # every commit the port takes, in order (those after the stop too), each with the files it changes that the
+    # fork holds under another name (upstream's path, the fork's): what a recipe by hand applies, through the change
+    todo: tuple[tuple[Unit, tuple[tuple[str, str], ...]], ...] = ()
 
 
 def units(co: Checkout, r: Readiness, with_prerequisites: bool) -> list[Unit]:
@@ -53,6 +57,8 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
                 applied=tuple(s.unit for s in done.steps if s.how != "in the fork"),
                 stopped=done.stopped,
                 conflicted=done.conflicted,
+                missing=done.missing,
+                todo=_by_hand(sc, head, todo, done),
             )
         ident = _ident(co)
         parent, made = head, []
@@ -70,6 +76,26 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
     if made:  # an empty value as the old one: the ref is created, never moved
         co.git("update-ref", "-m", reflog, f"refs/heads/{branch}", parent, "")
     return Made(branch=branch, tip=parent, commits=tuple(made), skipped=skipped)
+
+
+def _by_hand(
+    sc: port_apply.Scratch, head: str, todo: list[Unit], done: port_apply.Outcome
+) -> tuple[tuple[Unit, tuple[tuple[str, str], ...]], ...]:
+    """Each commit of `todo` with the files it changes that the fork holds under another name: as the attempt
+    followed them up to the stop, and after it as the fork's tree names them (those commits were not reached)."""
+    moved = dict(done.moved)
+    after = [u for u in todo if u.commit not in {s.unit.commit for s in done.steps}]
+    if after:
+        sc.read_tree(head)
+        for unit in after:
+            found = port_files.changes(sc, unit)
+            for old, new in port_files.read(sc, unit, found).moved.items():
+                moved.setdefault(old, new)
+    out = []
+    for unit in todo:
+        paths = {c.path for c in port_files.changes(sc, unit)}
+        out.append((unit, tuple((old, new) for old, new in moved.items() if old in paths)))
+    return tuple(out)
 
 
 def _ident(co: Checkout) -> dict[str, str]:
