@@ -164,7 +164,7 @@ def test_the_port_with_prerequisites_makes_the_chain_and_the_change_or_nothing(f
 
 
 def test_a_port_without_its_prerequisites_says_which_files_it_needs(far) -> None:
-    repo, ids, stack = far
+    repo, _, stack = far
     done = _ci(stack, "fork", "port", "48407", *_fork(repo))
     assert done.returncode == 2, done.stdout + done.stderr
     said = done.stdout

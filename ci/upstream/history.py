@@ -69,7 +69,18 @@ def _of_remote(co: Checkout, name: str) -> tuple[str, str] | None:
 
 
 def add_remote(co: Checkout, st: Stack) -> str:
-    return f"git -C {co.path} remote add upstream https://github.com/{_repo(st)}.git && git -C {co.path} fetch upstream"
+    """The commands that bring upstream's main into the checkout: a remote of vLLM's (a name no remote has: a remote
+    `upstream` pointing elsewhere is the user's, never overwritten unasked), fetched."""
+    url = f"https://github.com/{_repo(st)}.git"
+    remotes = co.remotes()
+    name = next(n for n in ("upstream", "vllm", "vllm-upstream", "vllm-project") if n not in remotes)
+    if "upstream" in remotes and _is_upstream(remotes["upstream"], st):
+        return f"git -C {co.path} fetch upstream"
+    add = f"git -C {co.path} remote add {name} {url} && git -C {co.path} fetch {name}"
+    if "upstream" in remotes:
+        add += f" (the remote upstream is {remotes['upstream']}; or point it at vLLM: git -C {co.path} remote set-url "
+        add += f"upstream {url})"
+    return add
 
 
 def no_remote(co: Checkout, st: Stack) -> str:

@@ -226,8 +226,16 @@ def _base(
                 "upstream's main is not known here",
                 hint="give --base-ref REF (the release tree the fork is built on) with it, or set upstream once",
             )
-        how = f"--base-version, over where {ref} left {where.said()}"
-        base = Base(version=version, ref=where.commit[:12], commit=where.commit, how=how)
+        on = release.line(co, head, where)
+        if on is not None:  # a release line's tree is its last commit: its cherry-picks are the release's
+            how = (
+                f"--base-version, over the release line's last commit {on.said()}, which {ref} took from "
+                f"{where.said()} ({on.picked} of its commits cherry-picked from upstream's main)"
+            )
+            base = Base(version=version, ref=on.end[:12], commit=on.end, how=how)
+        else:
+            how = f"--base-version, over where {ref} left {where.said()}"
+            base = Base(version=version, ref=where.commit[:12], commit=where.commit, how=how)
     elif base_ref is not None:
         version = version or release.version_of(base_ref)
         if version is None:
@@ -246,7 +254,7 @@ def _base(
             how="stack/fork.yaml",
         )
     else:
-        found = release.find(co, ref, head, where)
+        found = release.find(co, ref, head, where, release.line(co, head, where))
         if isinstance(found, release.Unknown):
             return None, found
         base = found
