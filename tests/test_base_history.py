@@ -267,3 +267,20 @@ def test_the_cpu_self_test_runs_as_it_is_with_no_known_base(fork, stack_copy, tm
     assert "cpu runs no imported change's rows: they run without the fork fork" in capsys.readouterr().out
     doc = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
     assert doc["judged"]["subject"] == "stock"
+
+
+def test_a_branch_only_a_remote_has_is_taken_and_said_and_an_ambiguous_one_lists_them(fork, stack_copy, capsys):
+    """A fresh clone has every branch but its default as origin/NAME only: --ref NAME takes it, as git switch does."""
+    f, ids = fork
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "releases/v0.27.0", "--format", "json") == 0
+    said = capsys.readouterr()
+    assert json.loads(said.out)["ref"] == "origin/releases/v0.27.0"
+    assert said.err.strip().splitlines() == [
+        "--ref releases/v0.27.0: no branch of that name here; taking origin/releases/v0.27.0, the one remote branch "
+        "of that name"
+    ]
+    f.git("update-ref", "refs/remotes/upstream/releases/v0.27.0", ids["v0.27.1"])
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "releases/v0.27.0") == 2
+    err = capsys.readouterr().err
+    assert "2 remotes have one of that name: origin/releases/v0.27.0, upstream/releases/v0.27.0" in err
+    assert "--ref origin/releases/v0.27.0 or --ref upstream/releases/v0.27.0" in err

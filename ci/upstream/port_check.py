@@ -14,9 +14,18 @@ from dataclasses import dataclass, replace
 from ci.stack.change import Change, FollowUp
 from ci.stack.model import Stack
 from ci.tables import counted
-from ci.upstream import port_apply, port_command, port_files, port_prerequisites, port_source, port_why, stability
+from ci.upstream import (
+    follow_ups,
+    port_apply,
+    port_command,
+    port_files,
+    port_prerequisites,
+    port_source,
+    port_why,
+    stability,
+)
 from ci.upstream.port_apply import Outcome
-from ci.upstream.port_source import Source, Unit
+from ci.upstream.port_source import Source
 from ci.upstream.port_why import Sides
 from ci.upstream.readiness import PORTABLE, Conflict, Missing, Readiness, Stability, Stacked
 from ci.upstream.scope import Scope
@@ -57,7 +66,8 @@ def assess(st: Stack, scope: Scope, snap: Snapshot) -> Snapshot:
                 out.append(replace(s, port=ports[s.change]))
             elif s.held:
                 merged = [f for f in ch.upstream.follow_ups if f.merge_commit]  # an unmerged one: nothing to port
-                out.append(replace(s, follow_up_ports=tuple(follow_up(ctx, ch, f) for f in merged)))
+                said = (follow_up(ctx, ch, f, s) for f in merged)
+                out.append(replace(s, follow_up_ports=tuple(r for r in said if r is not None)))
             else:
                 out.append(s)
     return replace(snap, changes=tuple(out))
@@ -106,33 +116,20 @@ def change(ctx: Context, ch: Change, state: ChangeState, earlier: Mapping[str, R
     return _tried(ctx, ch.id, source, stable, on, earlier, follow_up=False)
 
 
-def follow_up(ctx: Context, ch: Change, f: FollowUp) -> Readiness:
+def follow_up(ctx: Context, ch: Change, f: FollowUp, state: ChangeState) -> Readiness | None:
+    """A follow-up's port, where the fork lacks it by the one rule that lists it missing (ci.upstream.follow_ups:
+    `state.follow_ups_missing`); one the fork holds reads "in the fork", and one upstream's main here predates (its
+    merge not in the checkout) is not listed: the follow-ups offered for porting are the ones listed missing."""
     source = port_source.of_follow_up(ctx.scope.co, ch, f, ctx.full)
     merge = source.units[0].commit if source.units else ""
     stable = stability.of_follow_up(ctx.scope, f, merge, source.units[0].subject if source.units else "")
-    if merge and (held := _held(ctx, source.units[0])):
-        return Readiness(pr=source.pr, change=ch.id, follow_up=True, verdict="in the fork", detail=held,
-                         patch=(merge,), stability=stable)  # fmt: skip
+    if f.ref not in state.follow_ups_missing and not merge:
+        return None
+    if f.ref not in state.follow_ups_missing:
+        return Readiness(pr=source.pr, change=ch.id, follow_up=True, verdict="in the fork",
+                         detail=f"{ctx.scope.ref} holds it ({follow_ups.HELD})", patch=(merge,) if merge else (),
+                         stability=stable)  # fmt: skip
     return _tried(ctx, ch.id, source, stable, (), {}, follow_up=True)
-
-
-def _held(ctx: Context, unit: Unit) -> str:
-    """Why the fork holds an upstream commit ("" where nothing says so): in the ref's history, or a fork commit
-    since they parted with its subject, its cherry-pick line or its patch."""
-    scope = ctx.scope
-    if scope.co.is_ancestor(unit.commit, scope.head):
-        return f"upstream's merge {unit.commit[:12]} is in the history of {scope.ref}"
-    base = ctx.sides.base_with(unit.commit)
-    if not base:
-        return ""
-    side = ctx.sides.at(base)
-    if (
-        unit.subject in side.subjects
-        or unit.commit in side.picked
-        or scope.co.patch_ids(unit.commit, walk=False).get(unit.commit) in side.patch_ids
-    ):
-        return f"a commit of {scope.ref} carries upstream's {unit.commit[:12]} (its subject, patch or cherry-pick line)"
-    return ""
 
 
 def _tried(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,6 +139,7 @@ def open_scope(
     src = st.fork
     recorded = src is not None and _same_fork(st, co, path)
     named = ref or os.environ.get(ENV_REF) or (src.ref if recorded and src else None) or "HEAD"
+    named = _as_typed(co, named, "--ref" if ref or not os.environ.get(ENV_REF) else f"${ENV_REF}")
     head = _commit(co, named, "--ref")
     up = history.upstream_tip(co, st, upstream_ref, src.upstream if recorded and src else None)
     where = release.left(co, head, up.ref, up.commit)
@@ -152,7 +154,9 @@ def open_scope(
     history.require_vllm(co, st, named, head, up.ref, up.commit)
     if recorded and src is not None:
         carries_check.own_commits(st, co, src.carries, base, up.commit)
-    given = [("--upstream-ref", upstream_ref), ("--base-ref", base_ref), ("--base-version", base_version)]
+    # what names it again in a fresh shell: the options given, and an upstream given only by the environment
+    env_up = os.environ.get(history.ENV_UPSTREAM) if up.how.startswith(f"${history.ENV_UPSTREAM}") else None
+    given = [("--upstream-ref", upstream_ref or env_up), ("--base-ref", base_ref), ("--base-version", base_version)]
     return Scope(
         name=(src.name if recorded and src else _name(path)),
         co=co,
@@ -205,6 +209,29 @@ def _commit(co: Checkout, ref: str, flag: str) -> str:
     return found
 
 
+def _as_typed(co: Checkout, ref: str, flag: str) -> str:
+    """The ref as a user types it: a branch that exists only as one remote's (`origin/NAME`, as a fresh clone has
+    every branch but its default) is that one, said in one line as `git switch` says it; where several remotes have
+    it, the candidates are listed. Anything the checkout resolves is taken as it is."""
+    if co.commit(ref) is not None or ref.startswith("-"):
+        return ref
+    out = co.git("for-each-ref", "--format=%(refname:short)", "refs/remotes")
+    remotes = co.remotes()
+    found = [name for name in out.split("\n") if name and name.split("/", 1)[0] in remotes and
+             name.split("/", 1)[-1] == ref]  # fmt: skip
+    if len(found) > 1:
+        raise UsageError(
+            f"{flag} {ref!r} names no branch in {co.path}, and {len(found)} remotes have one of that name: "
+            f"{', '.join(found)}",
+            hint=f"pass {flag} one of them: {' or '.join(f'{flag} {f}' for f in found)}",
+        )
+    if found:
+        print(f"{flag} {ref}: no branch of that name here; taking {found[0]}, the one remote branch of that name",
+              file=sys.stderr)  # fmt: skip
+        return found[0]
+    return ref
+
+
 _KNOWN = release.Unknown(problem="", fix="")
 
 
@@ -237,6 +264,7 @@ def _base(
             how = f"--base-version, over where {ref} left {where.said()}"
             base = Base(version=version, ref=where.commit[:12], commit=where.commit, how=how)
     elif base_ref is not None:
+        base_ref = _as_typed(co, base_ref, "--base-ref")
         version = version or release.version_of(base_ref)
         if version is None:
             raise UsageError(
