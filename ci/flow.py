@@ -200,6 +200,7 @@ def main(args: argparse.Namespace) -> int:
     rep = report.build(
         args.stack, folders, None, targets=args.target, suites=args.suite, changes=args.change, loaded=(st, p),
         subject=port_check.assess(st, fork.scope, fork.snap) if fork else None,  # what it lacks: whether it ports
+        stock=judged.stock,
     )  # fmt: skip
     report.write(rep, args.out / "report")
     print(report.summary(rep, args.out / "report"))

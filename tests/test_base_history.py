@@ -258,15 +258,19 @@ def test_upstream_is_set_once_by_the_environment_or_fork_yaml(fork, stack_copy, 
 
 
 def test_the_cpu_self_test_runs_as_it_is_with_no_known_base(fork, stack_copy, tmp_path, monkeypatch, capsys):
-    """`nox -s main` on a laptop (the cpu self-test) with such a fork configured: the fork is not its subject."""
-    f, _ = fork
+    """`nox -s main` on a laptop (the cpu self-test) with such a fork configured: the self-test runs as it is, and the
+    report judges the fork, its base not known yet."""
+    f, ids = fork
     monkeypatch.setenv("STACKGATE_FORK", str(f.path))
     monkeypatch.setenv("STACKGATE_FORK_REF", "mine")
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    assert _ci(stack_copy, "main", "--target", "cpu", "--out", str(tmp_path / "out")) != 2
-    assert "cpu runs no imported change's rows: they run without the fork fork" in capsys.readouterr().out
+    assert _ci(stack_copy, "main", "--out", str(tmp_path / "out")) != 2  # its base is needed by no row run here
+    assert "cpu runs no imported change's rows: they run as they are; the report judges the fork fork mine" in (
+        capsys.readouterr().out
+    )
     doc = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
-    assert doc["judged"]["subject"] == "stock"
+    assert doc["judged"]["subject"] == "fork"
+    assert doc["judged"]["said"].startswith(f"the fork fork mine ({ids['own'][:12]}) over a base release not known yet")
 
 
 def test_a_branch_only_a_remote_has_is_taken_and_said_and_an_ambiguous_one_lists_them(fork, stack_copy, capsys):

@@ -28,6 +28,9 @@ def cell_of(r: Readiness) -> str:
     text = f"unknown: {r.detail}" if r.verdict == "unknown" else r.short()
     if r.chain:
         text += f"; {r.chain}"
+    elif r.prerequisites and r.after_prerequisites:  # an upstream.json written before chains were said in a line
+        text += f"; after {', '.join(f'#{p.pr}' if p.pr else p.commit[:12] for p in r.prerequisites)}: "
+        text += r.after_prerequisites
     lacking = [f"#{s.pr} {s.state}" for s in r.stacked_on if s.lacking]
     if lacking:
         text += f"; stacked on {', '.join(lacking)}"
