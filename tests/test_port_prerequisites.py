@@ -171,3 +171,36 @@ def test_a_port_without_its_prerequisites_says_which_files_it_needs(far) -> None
     assert "changes vllm/nvidia/attention.py, which the fork lacks; nothing was made" in said
     assert "port them first: add --with-prerequisites" in said
     assert "does not exist in index" not in said + done.stderr
+
+
+def test_the_answer_is_kept_per_fork_tip_and_upstream_commit_in_a_folder_the_user_can_delete(far, tmp_path) -> None:
+    repo, _, stack = far
+    cache = tmp_path / "cache"
+    env = {**ENV, "STACKGATE_CACHE": str(cache)}
+
+    def ask() -> dict:
+        done = subprocess.run([sys.executable, "-m", "ci", "--stack", str(stack), "fork", *_fork(repo), "--format",
+                               "json"], cwd=REPO, capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    first = ask()
+    [kept] = list((cache / "fork").glob("*.json"))
+    doc = json.loads(kept.read_text())
+    for c in doc["answer"]["changes"]:
+        if c["change"] == "48407":
+            c["port"]["chain"] = "read back from the cache"
+    kept.write_text(json.dumps(doc))
+    said = {c["change"]: c for c in ask()["changes"]}
+    assert said["48407"]["port"]["chain"] == "read back from the cache"  # the same two commits: the kept answer
+
+    kept.write_text("{not json")  # a kept answer that does not read is a miss, never an error
+    assert ask() == first
+    repo.commit("fork: one more", {"vllm/other.py": "O = 1\n"})  # a new fork tip: another key
+    assert {c["change"]: c["port"]["chain"] for c in ask()["changes"] if c["change"] == "48407"} == {
+        "48407": "ports after 2 prerequisites (#47327, #46808): all clean"}  # fmt: skip
+    assert len(list((cache / "fork").glob("*.json"))) == 2
+    for path in (cache / "fork").glob("*.json"):
+        path.unlink()
+    ask()  # deleted: made again
+    assert len(list((cache / "fork").glob("*.json"))) == 1

@@ -19,19 +19,21 @@ from ci.escape import one_line
 from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
-from ci.upstream import port_check, port_text, record
+from ci.upstream import kept, port_text, record, scope
 
 HEADERS = ("Change", "In the fork", "Commits that carry it", "Found", "Port")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
-    fork = source.from_command(st, args)
+    at = scope.from_args(st, args)
     if args.record:
+        fork = source.of(st, at)
         for line in record.record(st, fork.scope, fork.snap):
             print(line)
         return 0
-    snap = port_check.assess(st, fork.scope, fork.snap)
+    snap = kept.answer(st, at)  # the states and port readiness, kept per (fork tip, upstream commit)
+    fork = source.Fork(scope=at, snap=snap)
     changes = [c for c in snap.changes if c.pr and (not args.change or c.change in args.change)]
     if args.format == "json":
         base = fork.scope.base

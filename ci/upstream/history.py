@@ -101,14 +101,17 @@ def _is_upstream(url: str, st: Stack) -> bool:
     return any(path.endswith("/" + repo) for repo in repos)
 
 
-def require_vllm(co: Checkout, st: Stack, ref: str, head: str, up_ref: str | None, up: str | None) -> None:
-    """A checkout that is not vLLM's history is refused: no vllm/ package, or no history shared with upstream."""
+def require_vllm(
+    co: Checkout, st: Stack, ref: str, head: str, up_ref: str | None, up: str | None, shared: bool = False
+) -> None:
+    """A checkout that is not vLLM's history is refused: no vllm/ package, or no history shared with upstream
+    (`shared`: where the ref left upstream is known already)."""
     if not co.has_path(head, "vllm"):
         raise UsageError(
             f"{co.path} is not a vLLM checkout: {ref} ({head[:12]}) has no vllm/ package",
             hint=f"pass --fork a checkout of the fork of {_repo(st)} under test (and --ref its branch)",
         )
-    if up is None or co.merge_base(head, up) is not None:
+    if up is None or shared or co.merge_base(head, up) is not None:
         return
     if co.shallow:
         raise UsageError(

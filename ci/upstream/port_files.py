@@ -85,8 +85,15 @@ def _index(sc: Scratch, paths: Sequence[str]) -> dict[str, str]:
 def _moved(sc: Scratch, parent: str, paths: Sequence[str]) -> dict[str, str]:
     """Of `paths` (in `parent`'s tree, not in the index): those git's rename detection pairs with a file of the index
     under another name, and that name. Only a path a shell and sed take as it is is followed."""
+    # only the files the index holds and the parent does not can be where they went: git is asked of those alone
+    held = set(sc.git("ls-files", "-z", "--", PACKAGE).split("\0")) - {""}
+    there = set(sc.git("ls-tree", "-r", "--name-only", "-z", parent, "--", PACKAGE).split("\0"))
+    added = sorted(held - there)
+    if not added:
+        return {}
+    spec = [f":(literal){p}" for p in (*paths, *added)]
     out = sc.git("diff-index", "--cached", "-M", RENAME_LIMIT, "--name-status", "-z", "--diff-filter=R", parent,
-                 "--", PACKAGE)  # fmt: skip
+                 "--", *spec)  # fmt: skip
     parts = out.split("\0")
     wanted = set(paths)
     found = {}

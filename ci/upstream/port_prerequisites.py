@@ -109,8 +109,7 @@ def _wanted(sides: Sides, sc: Scratch, done: Outcome) -> tuple[list[Prerequisite
                 why.append(f"it changes {m.file}, which the fork lacks though it holds the commits that bring it")
         return [p for m in found for p in m.commits if not p.held], "; ".join(why)
     said = f"conflicts in {', '.join(dict.fromkeys(s.path for s in done.conflicted))}"
-    found = port_why.conflicts(sc, sides, done)
-    return [p for c in found for h in c.hunks for p in h.prerequisites if not p.held], said
+    return [p for p in port_why.touched(sc, sides, done) if not p.held], said
 
 
 def _settled(chosen: dict[str, Prerequisite], order: list[str], done: Outcome, label: str) -> Chain:

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from ci.stack.change import Change
 from ci.upstream import port_blame
 from ci.upstream.git_streams import REC
-from ci.upstream.port_apply import Outcome
+from ci.upstream.port_apply import Outcome, Stages
 from ci.upstream.port_blame import ForkSide
 from ci.upstream.port_hunks import regions
 from ci.upstream.port_source import pr_of
@@ -30,6 +30,8 @@ class Sides:
         self.scope = scope
         self._by_base: dict[str, ForkSide] = {}
         self._bases: dict[str, str] = {}
+        self._after: set[str] | None = None  # upstream's commits after where the ref left it
+        self.conflicts: dict[tuple[str, tuple[Stages, ...]], tuple[Conflict, ...]] = {}  # asked once per stop
 
     def at(self, base: str) -> ForkSide:
         if base not in self._by_base:
@@ -38,13 +40,43 @@ class Sides:
         return self._by_base[base]
 
     def base_with(self, commit: str) -> str:
-        """Where the fork's ref and `commit`'s history part ("" where they share none)."""
+        """Where the fork's ref and `commit`'s history part ("" where they share none). An upstream commit after where
+        the ref left upstream's main parts there (one rev-list for all of them, not a merge-base each)."""
+        left = self.scope.left
+        if left is not None and self.scope.upstream:
+            if self._after is None:
+                out = self.scope.co.git("rev-list", self.scope.upstream, f"^{left.commit}", "--")
+                self._after = set(out.split())
+            if commit in self._after:
+                return left.commit
         if commit not in self._bases:
             self._bases[commit] = self.scope.co.merge_base(self.scope.head, commit) or ""
         return self._bases[commit]
 
 
 def conflicts(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Conflict, ...]:
+    unit = outcome.stopped
+    assert unit is not None
+    key = (unit.commit, outcome.conflicted)
+    if key not in sides.conflicts:
+        sides.conflicts[key] = _conflicts(sc, sides, outcome)
+    return sides.conflicts[key]
+
+
+def touched(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Prerequisite, ...]:
+    """The upstream commits since the fork left upstream that touched any conflicting region of the commit that
+    stopped `outcome` (one `git log` for them all, where `conflicts` asks hunk by hunk)."""
+    unit = outcome.stopped
+    assert unit is not None
+    base = sides.base_with(unit.parent)
+    if not base:
+        return ()
+    spans = [(s.path, r.upstream) for s in outcome.conflicted if s.base for r in regions(sc, s)][:MAX_HUNKS]
+    lines = port_blame.touching_any(sc, (unit.parent, f"^{base}"), spans)
+    return port_blame.prerequisites(sides.scope.co, lines, sides.at(base))
+
+
+def _conflicts(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Conflict, ...]:
     unit = outcome.stopped
     assert unit is not None
     head = sides.scope.head

@@ -151,7 +151,7 @@ def open_scope(
             hint=f"{history.add_remote(co, st)}; or set upstream once (${history.ENV_UPSTREAM}=REF, or stack/fork.yaml "
             "upstream: REMOTE); or pass --base-ref REF --base-version X.Y.Z (the release the fork is built on)",
         )
-    history.require_vllm(co, st, named, head, up.ref, up.commit)
+    history.require_vllm(co, st, named, head, up.ref, up.commit, shared=where is not None)
     if recorded and src is not None:
         carries_check.own_commits(st, co, src.carries, base, up.commit)
     # what names it again in a fresh shell: the options given, and an upstream given only by the environment
