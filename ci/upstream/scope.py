@@ -17,14 +17,13 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci.errors import UsageError
 from ci.stack.model import Carried, Stack
-from ci.upstream import carries_check, history, release
+from ci.upstream import carries_check, history, refs, release
 from ci.upstream.checkout import Checkout
 from ci.upstream.release import Base, Left
 
@@ -139,8 +138,8 @@ def open_scope(
     src = st.fork
     recorded = src is not None and _same_fork(st, co, path)
     named = ref or os.environ.get(ENV_REF) or (src.ref if recorded and src else None) or "HEAD"
-    named = _as_typed(co, named, "--ref" if ref or not os.environ.get(ENV_REF) else f"${ENV_REF}")
-    head = _commit(co, named, "--ref")
+    named = refs.as_typed(co, named, "--ref" if ref or not os.environ.get(ENV_REF) else f"${ENV_REF}")
+    head = refs.commit(co, named, "--ref")
     up = history.upstream_tip(co, st, upstream_ref, src.upstream if recorded and src else None)
     where = release.left(co, head, up.ref, up.commit)
     base, unknown = _base(co, st, named, head, where, base_ref, base_version, recorded)
@@ -197,41 +196,6 @@ def _where(url: str) -> str:
     return text.replace(":", "/", 1).lower()
 
 
-def _commit(co: Checkout, ref: str, flag: str) -> str:
-    found = co.commit(ref)
-    if found is None:
-        known = co.refs()
-        shown = ", ".join(known[:10]) + (", …" if len(known) > 10 else "") if known else "none"
-        raise UsageError(
-            f"{flag} {ref!r} names no commit in {co.path}",
-            hint=f"pass {flag} a branch, tag or commit it holds (branches here: {shown}), or fetch it",
-        )
-    return found
-
-
-def _as_typed(co: Checkout, ref: str, flag: str) -> str:
-    """The ref as a user types it: a branch that exists only as one remote's (`origin/NAME`, as a fresh clone has
-    every branch but its default) is that one, said in one line as `git switch` says it; where several remotes have
-    it, the candidates are listed. Anything the checkout resolves is taken as it is."""
-    if co.commit(ref) is not None or ref.startswith("-"):
-        return ref
-    out = co.git("for-each-ref", "--format=%(refname:short)", "refs/remotes")
-    remotes = co.remotes()
-    found = [name for name in out.split("\n") if name and name.split("/", 1)[0] in remotes and
-             name.split("/", 1)[-1] == ref]  # fmt: skip
-    if len(found) > 1:
-        raise UsageError(
-            f"{flag} {ref!r} names no branch in {co.path}, and {len(found)} remotes have one of that name: "
-            f"{', '.join(found)}",
-            hint=f"pass {flag} one of them: {' or '.join(f'{flag} {f}' for f in found)}",
-        )
-    if found:
-        print(f"{flag} {ref}: no branch of that name here; taking {found[0]}, the one remote branch of that name",
-              file=sys.stderr)  # fmt: skip
-        return found[0]
-    return ref
-
-
 _KNOWN = release.Unknown(problem="", fix="")
 
 
@@ -264,16 +228,16 @@ def _base(
             how = f"--base-version, over where {ref} left {where.said()}"
             base = Base(version=version, ref=where.commit[:12], commit=where.commit, how=how)
     elif base_ref is not None:
-        base_ref = _as_typed(co, base_ref, "--base-ref")
+        base_ref = refs.as_typed(co, base_ref, "--base-ref")
         version = version or release.version_of(base_ref)
         if version is None:
             raise UsageError(
                 f"--base-ref {base_ref!r} is not named like a release (vX.Y.Z)",
                 hint="give the vLLM release its tree is with --base-version, e.g. --base-version 0.27.1",
             )
-        base = Base(version=version, ref=base_ref, commit=_commit(co, base_ref, "--base-ref"), how="--base-ref")
+        base = Base(version=version, ref=base_ref, commit=refs.commit(co, base_ref, "--base-ref"), how="--base-ref")
     elif recorded and src is not None and src.base is not None:
-        commit = _commit(co, src.base.ref, "stack/fork.yaml base.ref")
+        commit = refs.commit(co, src.base.ref, "stack/fork.yaml base.ref")
         base = Base(
             version=src.base.version,
             ref=src.base.ref,
