@@ -18,7 +18,6 @@ from ci.upstream import (
     follow_ups,
     port_apply,
     port_command,
-    port_files,
     port_prerequisites,
     port_source,
     port_why,
@@ -195,11 +194,7 @@ def _missing(ctx: Context, done: Outcome) -> tuple[Missing, ...]:
     """The files the stopped commit changes that the fork lacks, each with the upstream commits that bring it."""
     unit = done.stopped
     assert unit is not None
-    base = ctx.sides.base_with(unit.parent)
-    if not base:
-        return tuple(Missing(file=f, commit=unit.commit) for f in done.missing)
-    side = ctx.sides.at(base)
-    return port_files.history(ctx.sc, side, base, unit, ctx.scope.head, done.missing, side.own)
+    return ctx.sides.lacking(ctx.sc, unit, done.missing)
 
 
 def _moves(moved: tuple[tuple[str, str], ...]) -> str:

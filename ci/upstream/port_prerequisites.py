@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ci.tables import counted
-from ci.upstream import port_apply, port_files, port_source, port_why
+from ci.upstream import port_apply, port_source, port_why
 from ci.upstream.port_apply import Outcome, Step
 from ci.upstream.port_source import Unit
 from ci.upstream.port_why import Sides
@@ -99,7 +99,7 @@ def _wanted(sides: Sides, sc: Scratch, done: Outcome) -> tuple[list[Prerequisite
     if done.verdict == "needs prerequisites":
         if side is None:
             return [], f"it needs {', '.join(done.missing)}, which the fork lacks (it shares no history with upstream)"
-        found = port_files.history(sc, side, base, stopped, sides.scope.head, done.missing, side.own)
+        found = sides.lacking(sc, stopped, done.missing)
         why = []
         for m in found:
             if m.removed_by is not None:

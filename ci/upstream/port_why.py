@@ -8,13 +8,13 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 
 from ci.stack.change import Change
-from ci.upstream import port_blame
+from ci.upstream import port_blame, port_files
 from ci.upstream.git_streams import REC
 from ci.upstream.port_apply import Outcome, Stages
 from ci.upstream.port_blame import ForkSide
 from ci.upstream.port_hunks import regions
-from ci.upstream.port_source import pr_of
-from ci.upstream.readiness import Conflict, Hunk, Prerequisite, Readiness, Stacked
+from ci.upstream.port_source import Unit, pr_of
+from ci.upstream.readiness import Conflict, Hunk, Missing, Prerequisite, Readiness, Stacked
 from ci.upstream.scope import Scope
 from ci.upstream.scratch import Scratch
 from ci.upstream.state import ChangeState
@@ -32,6 +32,19 @@ class Sides:
         self._bases: dict[str, str] = {}
         self._after: set[str] | None = None  # upstream's commits after where the ref left it
         self.conflicts: dict[tuple[str, tuple[Stages, ...]], tuple[Conflict, ...]] = {}  # asked once per stop
+        self.missing: dict[tuple[str, tuple[str, ...]], tuple[Missing, ...]] = {}  # so too the files it lacks
+
+    def lacking(self, sc: Scratch, unit: Unit, paths: tuple[str, ...]) -> tuple[Missing, ...]:
+        """The files `unit` changes that the fork lacks, each with the upstream commits that bring it (asked once)."""
+        key = (unit.commit, paths)
+        if key not in self.missing:
+            base = self.base_with(unit.parent)
+            if not base:
+                self.missing[key] = tuple(Missing(file=f, commit=unit.commit) for f in paths)
+            else:
+                side = self.at(base)
+                self.missing[key] = port_files.history(sc, side, base, unit, self.scope.head, paths, side.own)
+        return self.missing[key]
 
     def at(self, base: str) -> ForkSide:
         if base not in self._by_base:
