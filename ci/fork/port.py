@@ -18,7 +18,7 @@ from ci.fork import port_notice, source
 from ci.stack import loader
 from ci.stack.model import Stack
 from ci.tables import counted
-from ci.upstream import classify, port_check, port_make, port_text
+from ci.upstream import classify, kept, port_check, port_make, port_text
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_make import Made
 from ci.upstream.readiness import Readiness
@@ -62,7 +62,7 @@ def branch_name(co: Checkout, wanted: str, given: str | None) -> str:
 def cmd_port(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     fork = source.from_command(st, args)
-    snap = port_check.assess(st, fork.scope, fork.snap)
+    snap = kept.answer(st, fork.scope)
     r = find(snap, args.change_id)
     if r.verdict == "unknown":
         raise UsageError(f"{r.label} cannot be ported here: {r.detail}", hint=r.command.removeprefix("fix: ") or "—")
