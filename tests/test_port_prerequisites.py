@@ -204,3 +204,39 @@ def test_the_answer_is_kept_per_fork_tip_and_upstream_commit_in_a_folder_the_use
         path.unlink()
     ask()  # deleted: made again
     assert len(list((cache / "fork").glob("*.json"))) == 1
+
+
+def test_upstreams_renames_deletions_and_kinds_are_read_as_git_reads_them(tmp_path, stack_copy) -> None:
+    """A change that moves a file the fork changed (merged three ways at its new name, as git cherry-pick does), deletes
+    a file the fork changed, and edits a file the fork holds as a symlink: the last two conflict, each named, never
+    'unknown' nor the files that merge cleanly."""
+    r = Repo(tmp_path / "vllm")
+    lines = "".join(f"M{i} = {i}\n" for i in range(1, 21))
+    r.commit("vLLM 0.26.0", {"vllm/__init__.py": "V = 1\n", "vllm/old_name.py": lines, "vllm/dropped.py": "D = 1\n",
+                             "vllm/link.py": "L = 1\n", "vllm/target.py": "T = 1\n"})  # fmt: skip
+    r.git("tag", "v0.26.0")
+    r.git("mv", "vllm/old_name.py", "vllm/new_name.py")
+    (r.path / "vllm/new_name.py").write_text(_edit(lines, "M2 = 2\n", "M2 = 20\n"))
+    r.git("rm", "-q", "vllm/dropped.py")
+    (r.path / "vllm/link.py").write_text("L = 2\n")
+    r.git("add", "-A")
+    r.git("commit", "-q", "-m", SUBJECTS["48407"])
+    merge = r.git("rev-parse", "HEAD")
+    r.upstream()
+    r.git("checkout", "-q", "-b", "fork", "v0.26.0")
+    r.commit("fork: its own lines", {"vllm/old_name.py": _edit(lines, "M19 = 19\n", "M19 = 190\n"),
+                                     "vllm/dropped.py": "D = 2\n"})  # fmt: skip
+    (r.path / "vllm/link.py").unlink()
+    (r.path / "vllm/link.py").symlink_to("target.py")
+    r.git("add", "-A")
+    r.git("commit", "-q", "-m", "fork: link.py is target.py")
+    co = Checkout.open(r.path)
+    set_change(stack_copy, "48407", upstream={
+        "merge_commit": merge[:12], "commits": None, "merged_on": "2023-11-15", "first_release": None,
+        "patch_id": co.patch_ids(merge, walk=False)[merge], "file_ids": co.file_ids([merge])[merge],
+        "stacked_on": [], "follow_ups": []})  # fmt: skip
+    (stack_copy / "fork.yaml").unlink()
+    port = _ports(stack_copy, r)["48407"]["port"]
+    assert port["verdict"] == "conflicts", port["detail"]
+    assert sorted(c["file"] for c in port["conflicts"]) == ["vllm/dropped.py", "vllm/link.py"]
+    assert "vllm/new_name.py" in port["files"]  # moved and merged, the fork's line 19 with upstream's line 2

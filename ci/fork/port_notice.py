@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ci.fork.source import Fork
 from ci.upstream import port_files, port_text
-from ci.upstream.port_make import Stopped, Unit
+from ci.upstream.port_make import ByHand, Stopped, Unit
 from ci.upstream.readiness import PORTABLE, Readiness
 
 PACKAGE = "vllm/"  # what a port carries (ci.upstream.port_source)
@@ -61,20 +61,30 @@ def reproduce(fork: Fork, done: Stopped, branch: str) -> list[str]:
     fork_path = shlex.quote(str(fork.checkout.path))
     where = shlex.quote(str(Path(fork.checkout.path).resolve().parent / f"port-{fork.commit[:12]}"))
     out = [f"  git -C {fork_path} worktree add --detach {where} {fork.commit}", f"  cd {where}"]
-    todo = done.todo or tuple((u, ()) for u in (*done.applied, *([done.stopped] if done.stopped else ())))
+    todo = done.todo or tuple(ByHand(unit=u) for u in (*done.applied, *([done.stopped] if done.stopped else ())))
     stop = done.stopped.commit if done.stopped else ""
-    for unit, moved in todo:
-        out += _apply(unit, dict(moved))
-        if unit.commit == stop:
+    for step in todo:
+        out += _apply(step)
+        if step.unit.commit == stop:
             out.append("  git status --short   # the files marked UU hold the conflicts: edit them, then")
-        out += _commit(unit)
+        out += _commit(step.unit)
     out.append(f"  git switch -c {shlex.quote(branch)}   # python -m ci fork --ref {shlex.quote(branch)} then reads it")
     return out
 
 
-def _apply(unit: Unit, moved: dict[str, str]) -> list[str]:
-    follow = f" | {port_files.sed(moved)}" if moved else ""
-    return [f"  git diff --binary {unit.parent} {unit.commit} -- {PACKAGE}{follow} | git apply --3way"]
+def _apply(step: ByHand) -> list[str]:
+    """The commit's `vllm/` diff, its renames as renames, applied three ways (a moved file followed); a file it
+    deletes that the fork changed is removed apart, git merging no deletion."""
+    unit = step.unit
+    follow = f" | {port_files.sed(dict(step.moved))}" if step.moved else ""
+    apart = "".join(f" {shlex.quote(f':(exclude){p}')}" for p in (*step.removed, *step.retyped))
+    diff = f"git diff --binary --find-renames {unit.parent} {unit.commit} -- {PACKAGE}{apart}"
+    out = [f"  {diff}{follow} | git apply --3way"]
+    out += [f"  git rm -q -- {shlex.quote(p)}   # upstream deletes it, and the fork changed it: keep it instead (git "
+            f"checkout HEAD -- {shlex.quote(p)}) where those changes still matter" for p in step.removed]  # fmt: skip
+    out += [f"  git checkout {unit.commit} -- {shlex.quote(p)}   # a symlink on one side, a file on the other: "
+            "upstream's taken" for p in step.retyped]  # fmt: skip
+    return out
 
 
 def _commit(unit: Unit) -> list[str]:

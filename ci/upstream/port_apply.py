@@ -4,7 +4,8 @@ followed there; one it lacks stops the attempt, as needing prerequisites), then 
 --cached`: all or nothing), else, where it reverses cleanly, found already there, else by a three-way merge of each
 file (`git apply --cached --3way`) from the blobs the patch names. The first commit that leaves conflicts stops the
 attempt: its files' three index stages are what the hunks are read from. A file the patch adds that the fork has
-already (with other contents) conflicts as a whole."""
+already (with other contents), one it deletes that the fork changed, and one the fork holds as a symlink where
+upstream has a file (or the other way) conflict as a whole (git merges none of them)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from ci.upstream import port_files
 from ci.upstream.git_streams import last
-from ci.upstream.port_source import DIFF, Unit
+from ci.upstream.port_source import PORT_DIFF, Unit
 from ci.upstream.readiness import Verdict
 from ci.upstream.scratch import Scratch
 
@@ -90,11 +91,14 @@ def resume(
                            moved=tuple(moved))  # fmt: skip
         taken = [c for c in found if c.path not in read.present or read.present[c.path] != c.after]
         clash = [c for c in taken if c.path in read.present]  # added upstream, already the fork's with other lines
-        apply = [c.path for c in taken if c.path not in read.present]
+        gone = [c for c in taken if c.path in read.removed]  # deleted upstream, changed in the fork
+        kinds = [c for c in taken if c.path in read.retyped]  # a symlink in the fork where upstream has a file
+        apart = {*read.present, *read.removed, *read.retyped}
+        apply = [p for c in taken if c.path not in apart for p in c.paths]
         how: Verdict = "in the fork"  # where every file it adds is the fork's already, as upstream has it
         stages: tuple[Stages, ...] = ()
         if apply:
-            patch = sc.git("diff", *DIFF, unit.parent, unit.commit, "--", *(f":(literal){p}" for p in apply))
+            patch = sc.git("diff", *PORT_DIFF, unit.parent, unit.commit, "--", *(f":(literal){p}" for p in apply))
             how, merged, stages, said = _apply(sc, port_files.rewrite(patch, read.moved))
             three.update(dict.fromkeys(merged))
             if how == "unknown":
@@ -102,6 +106,8 @@ def resume(
                                files=tuple(files), three_way=tuple(three), steps=tuple(steps), stopped=unit,
                                moved=tuple(moved))  # fmt: skip
         stages += tuple(Stages(path=c.path, base="", ours=read.present[c.path], theirs=c.after) for c in clash)
+        stages += tuple(Stages(path=c.path, base=c.before, ours=read.removed[c.path], theirs="") for c in gone)
+        stages += tuple(Stages(path=c.path, base=c.before, ours=read.retyped[c.path], theirs=c.after) for c in kinds)
         if stages:
             three.update(dict.fromkeys(s.path for s in stages))
             return Outcome(verdict="conflicts", files=tuple(files), three_way=tuple(three), steps=tuple(steps),
@@ -145,7 +151,7 @@ def _apply(sc: Scratch, patch: str) -> tuple[Verdict, tuple[str, ...], tuple[Sta
     if "lacks the necessary blob" in merged.stderr or "unable to read" in merged.stderr:
         return "unknown", failing, (), said
     # no stages, yet no merge: a file git merges only whole (binary, a mode or a symlink); it conflicts as a whole
-    named = [p for p in failing if p in merged.stderr] or list(failing)
+    named = [m.group(1) for line in merged.stderr.splitlines() if (m := _FAILED.match(line))] or list(failing)
     return "conflicts", failing, tuple(Stages(path=p, base="", ours="", theirs="") for p in named), said
 
 

@@ -3,7 +3,9 @@ holds under another name (git's rename detection between the patch's parent and 
 the file, or upstream did after the fork left it), followed there as `git cherry-pick` follows them; those it lacks
 under any name, each with the upstream commits that created and changed it between where the fork left upstream
 and the patch's parent (the prerequisites that bring it) or, where the file was there when the fork left, the fork's
-commit that removed it; and the files the patch adds that the fork already has.
+commit that removed it; the files the patch adds (or moves to) that the fork already has; and the files it deletes
+that the fork has changed (git merges no deletion three ways: that is a conflict of its own, never a failed patch).
+Upstream's own renames are read as renames (`--find-renames`), as `git cherry-pick` reads them.
 
 A patch that changes a file the fork lacks cannot apply (`git apply --3way` stops with "does not exist in index"):
 that is a port that needs prerequisites, never a failure to report in git's words."""
@@ -27,12 +29,24 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_./+@,=-]+$")  # a path git writes unquoted and
 
 @dataclass(frozen=True, kw_only=True)
 class Change:
-    """One file of a patch: git's status letter (A, M, D, T), its path and its blobs before and after."""
+    """One file of a patch: git's status letter (A, M, D, T, R, C), its path and its blobs before and after; a
+    rename's (or copy's) source path."""
 
     status: str
     path: str
     before: str
     after: str
+    old: str = ""
+    kind: str = "100644"  # its mode before: a symlink (120000) is not merged with a file
+
+    @property
+    def needs(self) -> str:
+        """The path the patch needs in the fork's tree ("" for a file it adds)."""
+        return "" if self.status == "A" else self.old or self.path
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (self.old, self.path) if self.old else (self.path,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,35 +56,49 @@ class Read:
     changes: tuple[Change, ...]
     moved: Mapping[str, str]  # upstream's path -> the fork's path, for files the fork holds under another name
     missing: tuple[str, ...]  # files it changes that the fork lacks under any name
-    present: Mapping[str, str]  # files it adds that the fork has: path -> the fork's blob
+    present: Mapping[str, str]  # files it adds (or moves to) that the fork has: path -> the fork's blob
+    removed: Mapping[str, str]  # files it deletes that the fork changed: path -> the fork's blob
+    retyped: Mapping[str, str]  # files it changes that the fork holds as another kind (a symlink): path -> its blob
 
 
 def changes(sc: Scratch, unit: Unit) -> tuple[Change, ...]:
-    """The `vllm/` files the unit's patch touches; one process."""
-    out = sc.git("diff", "--raw", "-z", "--no-renames", "--full-index", "--no-abbrev", unit.parent, unit.commit,
+    """The `vllm/` files the unit's patch touches, its renames read as renames; one process."""
+    out = sc.git("diff", "--raw", "-z", "--find-renames", "--full-index", "--no-abbrev", unit.parent, unit.commit,
                  "--", PACKAGE)  # fmt: skip
     parts = out.split("\0")
-    found = []
-    for meta, path in zip(parts[0::2], parts[1::2], strict=False):
-        if not meta.startswith(":"):
-            continue
-        _, _, before, after, status = meta[1:].split(" ")
-        found.append(Change(status=status[:1], path=path, before=before, after=after))
+    found, i = [], 0
+    while i < len(parts) and parts[i].startswith(":"):
+        mode, _, before, after, status = parts[i][1:].split(" ")
+        if status[:1] in ("R", "C"):
+            found.append(Change(status=status[:1], path=parts[i + 2], before=before, after=after, old=parts[i + 1],
+                                kind=mode))  # fmt: skip
+            i += 3
+        else:
+            found.append(Change(status=status[:1], path=parts[i + 1], before=before, after=after, kind=mode))
+            i += 2
     return tuple(found)
 
 
 def read(sc: Scratch, unit: Unit, found: Sequence[Change]) -> Read:
     """`found` (the unit's files) against what the scratch index holds now."""
-    paths = [c.path for c in found]
-    held = _index(sc, paths)
-    wanted = [c.path for c in found if c.status != "A" and c.path not in held]
-    present = {c.path: held[c.path] for c in found if c.status == "A" and c.path in held}
+    modes = _index(sc, [p for c in found for p in c.paths])
+    held = {p: blob for p, (_, blob) in modes.items()}
+    wanted = [c.needs for c in found if c.needs and c.needs not in held]
+    present = {c.path: held[c.path] for c in found if c.status in ("A", "R", "C") and c.path in held}
+    removed = {c.path: held[c.path] for c in found if c.status == "D" and held.get(c.path, c.before) != c.before}
+    retyped = {c.path: held[c.needs] for c in found if c.status != "D" and c.needs in modes and
+               _link(modes[c.needs][0]) != _link(c.kind)}  # fmt: skip
     moved = _moved(sc, unit.parent, wanted) if wanted else {}
-    return Read(changes=tuple(found), moved=moved, missing=tuple(p for p in wanted if p not in moved), present=present)
+    return Read(changes=tuple(found), moved=moved, missing=tuple(p for p in wanted if p not in moved), present=present,
+                removed=removed, retyped=retyped)  # fmt: skip
 
 
-def _index(sc: Scratch, paths: Sequence[str]) -> dict[str, str]:
-    """path -> blob, for those of `paths` the scratch index holds."""
+def _link(mode: str) -> bool:
+    return mode == "120000"
+
+
+def _index(sc: Scratch, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """path -> (mode, blob), for those of `paths` the scratch index holds."""
     if not paths:
         return {}
     out = sc.git("ls-files", "-s", "-z", "--", *(f":(literal){p}" for p in paths))
@@ -78,7 +106,8 @@ def _index(sc: Scratch, paths: Sequence[str]) -> dict[str, str]:
     for entry in out.split("\0"):
         meta, _, path = entry.partition("\t")
         if path:
-            found[path] = meta.split()[1]
+            mode, blob = meta.split()[:2]
+            found[path] = (mode, blob)
     return found
 
 
@@ -118,6 +147,7 @@ def rewrite(patch: str, moved: Mapping[str, str]) -> str:
         if header:
             for old, new in moved.items():
                 line = re.sub(rf"(^| )(a/|b/){re.escape(old)}(?= |$)", rf"\g<1>\g<2>{new}", line)
+                line = re.sub(rf"^((?:rename|copy) from ){re.escape(old)}$", rf"\g<1>{new}", line)
         out.append(line)
     return "\n".join(out)
 
@@ -127,8 +157,9 @@ def sed(moved: Mapping[str, str]) -> str:
     exprs = []
     for old, new in moved.items():
         pattern = re.sub(r"([.\[\]*^$\\/#])", r"\\\1", old)
-        exprs += [f"s# a/{pattern}\\( \\|$\\)# a/{new}\\1#", f"s# b/{pattern}$# b/{new}#"]
-    where = r"/^\(diff --git\|---\|+++\) /"
+        exprs += [f"s# a/{pattern}\\( \\|$\\)# a/{new}\\1#", f"s# b/{pattern}$# b/{new}#",
+                  f"s#^\\(rename\\|copy\\) from {pattern}$#\\1 from {new}#"]  # fmt: skip
+    where = r"/^\(diff --git\|---\|+++\|rename from\|copy from\) /"
     return "sed " + " ".join(f"-e {shlex.quote(where + e)}" for e in exprs)
 
 

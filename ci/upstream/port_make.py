@@ -26,6 +26,17 @@ class Made:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ByHand:
+    """One upstream commit of a port done by hand: the files it changes that the fork holds under another name
+    (upstream's path, the fork's), and those it deletes that the fork changed (git merges no deletion)."""
+
+    unit: Unit
+    moved: tuple[tuple[str, str], ...] = ()
+    removed: tuple[str, ...] = ()
+    retyped: tuple[str, ...] = ()  # files the fork holds as a symlink where upstream has a file (or the other way)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Stopped:
     """Why nothing was made, and every commit the port takes, in order, for doing it by hand."""
 
@@ -35,9 +46,8 @@ class Stopped:
     stopped: Unit | None
     conflicted: tuple[Stages, ...]
     missing: tuple[str, ...] = ()  # needs prerequisites: the files the stopped commit changes that the fork lacks
-    # every commit the port takes, in order (those after the stop too), each with the files it changes that the
-    # fork holds under another name (upstream's path, the fork's): what a recipe by hand applies, through the change
-    todo: tuple[tuple[Unit, tuple[tuple[str, str], ...]], ...] = ()
+    # every commit the port takes, in order (those after the stop too): what a recipe by hand applies, through it
+    todo: tuple[ByHand, ...] = ()
 
 
 def units(co: Checkout, r: Readiness, with_prerequisites: bool) -> list[Unit]:
@@ -78,23 +88,30 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
     return Made(branch=branch, tip=parent, commits=tuple(made), skipped=skipped)
 
 
-def _by_hand(
-    sc: port_apply.Scratch, head: str, todo: list[Unit], done: port_apply.Outcome
-) -> tuple[tuple[Unit, tuple[tuple[str, str], ...]], ...]:
-    """Each commit of `todo` with the files it changes that the fork holds under another name: as the attempt
-    followed them up to the stop, and after it as the fork's tree names them (those commits were not reached)."""
+def _by_hand(sc: port_apply.Scratch, head: str, todo: list[Unit], done: port_apply.Outcome) -> tuple[ByHand, ...]:
+    """Each commit of `todo` with the files it changes that the fork holds under another name, those it deletes that
+    the fork changed, and those the fork holds as another kind: as the attempt found them up to the stop, and from it
+    on as the fork's tree has them (those commits were not reached)."""
     moved = dict(done.moved)
-    after = [u for u in todo if u.commit not in {s.unit.commit for s in done.steps}]
-    if after:
+    removed = {s.path for s in done.conflicted if s.base and s.ours and not s.theirs}
+    retyped: set[str] = set()
+    reached = {s.unit.commit for s in done.steps}
+    rest = [u for u in todo if u.commit not in reached]
+    if rest:
         sc.read_tree(head)
-        for unit in after:
-            found = port_files.changes(sc, unit)
-            for old, new in port_files.read(sc, unit, found).moved.items():
+        for unit in rest:
+            read = port_files.read(sc, unit, port_files.changes(sc, unit))
+            for old, new in read.moved.items():
                 moved.setdefault(old, new)
+            removed.update(read.removed)
+            retyped.update(read.retyped)
     out = []
     for unit in todo:
-        paths = {c.path for c in port_files.changes(sc, unit)}
-        out.append((unit, tuple((old, new) for old, new in moved.items() if old in paths)))
+        found = port_files.changes(sc, unit)
+        paths = {p for c in found for p in c.paths}
+        out.append(ByHand(unit=unit, moved=tuple((a, b) for a, b in moved.items() if a in paths),
+                          removed=tuple(c.path for c in found if c.status == "D" and c.path in removed),
+                          retyped=tuple(c.path for c in found if c.path in retyped)))  # fmt: skip
     return tuple(out)
 
 
