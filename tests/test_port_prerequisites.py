@@ -7,7 +7,9 @@ and line 13 of vllm/keep.py, and #49903 edits the warm-up runner and line 3 of v
 `fork`, off v0.26.0, checked out) moved vllm/keep.py to vllm/kept.py and made line 5 of vllm/ctx.py its own.
 
 So #48407 needs #47327 and #46808 first, which apply cleanly: it ports after them. #49903 needs #46750 first, which
-conflicts with the fork's ctx.py: the chain stops there, and nothing is made. Both follow keep.py to kept.py."""
+conflicts with the fork's ctx.py: the chain stops there, and nothing is made; past it, #47002 (which #49903 needs
+too) needs #47001 (the extras it edits), found all the same so that the port by hand is whole. Both follow keep.py to
+kept.py."""
 
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ SUBJECTS = {
     "47327": "[Model] Add the NVIDIA attention module (#47327)",
     "46808": "[Model] Tune the NVIDIA attention module (#46808)",
     "46750": "[Core] Add the warm-up runner (#46750)",
+    "47001": "[Core] Add the warm-up extras (#47001)",
+    "47002": "[Core] Tune the warm-up (#47002)",
     "48407": "[Attention] Skip sparse indexer scoring for dense short prefills (#48407)",
     "49903": "[Core] Warm up runner-owned Triton kernels (#49903)",
 }
@@ -52,10 +56,13 @@ def far(tmp_path: Path, stack_copy: Path) -> tuple[Repo, dict[str, str], Path]:
     ids["46750"] = r.commit(
         SUBJECTS["46750"], {"vllm/warm/runner.py": RUNNER, "vllm/ctx.py": _edit(CTX, "C5 = 5\n", "C5 = 50\n")}
     )
+    ids["47001"] = r.commit(SUBJECTS["47001"], {"vllm/warm/extra.py": "EXTRA = 1\n"})
+    faster = _edit(RUNNER, "return 1", "return 10")
+    ids["47002"] = r.commit(SUBJECTS["47002"], {"vllm/warm/runner.py": faster, "vllm/warm/extra.py": "EXTRA = 10\n"})
     keep = _edit(KEEP, "K13 = 13\n", "K13 = 130\n")
     ids["48407"] = r.commit(SUBJECTS["48407"], {"vllm/nvidia/attention.py": _edit(tuned, "N3 = 30\n", "N3 = 300\n"),
                                                 "vllm/keep.py": keep})  # fmt: skip
-    ids["49903"] = r.commit(SUBJECTS["49903"], {"vllm/warm/runner.py": _edit(RUNNER, "return 1", "return 2"),
+    ids["49903"] = r.commit(SUBJECTS["49903"], {"vllm/warm/runner.py": _edit(faster, "return 10", "return 2"),
                                                 "vllm/keep.py": _edit(keep, "K3 = 3\n", "K3 = 30\n")})  # fmt: skip
     r.upstream()
     r.git("checkout", "-q", "-b", "fork", "v0.26.0")
@@ -107,9 +114,13 @@ def test_missing_files_are_prerequisites_named_in_order_with_the_chains_outcome(
     assert "--with-prerequisites" in clean["command"]
 
     assert stops["verdict"] == "needs prerequisites"
-    assert [m["file"] for m in stops["missing"]] == ["vllm/warm/runner.py"]
-    assert [p["commit"] for p in stops["prerequisites"]] == [ids["46750"]]
+    [runner] = stops["missing"]
+    assert runner["file"] == "vllm/warm/runner.py"
+    assert [p["commit"] for p in runner["commits"]] == [ids["46750"], ids["47002"]]
+    # past the stop, #47002 needs #47001 (a file #49903 does not change): the chain is whole all the same
+    assert [p["commit"] for p in stops["prerequisites"]] == [ids["46750"], ids["47001"], ids["47002"]]
     assert stops["after_prerequisites"] == "conflicts" and stops["stopped_at"] == ids["46750"]
+    assert (stops["stops"], stops["cut"]) == ([ids["46750"]], False)
     assert stops["chain"] == "the chain stops at #46750: conflicts in vllm/ctx.py"
     assert "--with-prerequisites" not in stops["command"]
 
@@ -156,7 +167,8 @@ def test_the_port_with_prerequisites_makes_the_chain_and_the_change_or_nothing(f
     ran = subprocess.run(["bash", "-c", recipe], cwd=work, capture_output=True, text=True, env=ENV)
     assert "UU vllm/ctx.py" in ran.stdout, ran.stdout + ran.stderr
     made = repo.git("log", "--format=%s", "fork..stackgate/port-49903").splitlines()
-    assert made == [SUBJECTS["49903"], SUBJECTS["46750"]]
+    assert made == [SUBJECTS["49903"], SUBJECTS["47002"], SUBJECTS["47001"], SUBJECTS["46750"]]
+    assert repo.git("show", "stackgate/port-49903:vllm/warm/extra.py") == "EXTRA = 10"  # every commit took
     assert f"(cherry picked from commit {ids['49903']})" in repo.git("log", "-1", "--format=%b", "stackgate/port-49903")
     kept = repo.git("show", "stackgate/port-49903:vllm/kept.py")
     assert "K3 = 30" in kept  # followed to the fork's name by the recipe too

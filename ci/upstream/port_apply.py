@@ -36,9 +36,10 @@ class Stages:
 @dataclass(frozen=True, kw_only=True)
 class Step:
     unit: Unit
-    how: Verdict  # "clean", "clean by three-way merge" or "in the fork" (its patch already there)
+    how: Verdict  # "clean", "clean by three-way merge", "in the fork" (its patch already there); "conflicts": forced
     tree: str  # the tree after it ("" where trees were not asked for)
     moved: tuple[tuple[str, str], ...] = ()  # (upstream's path, the fork's) of the files followed to another name
+    forced: tuple[str, ...] = ()  # the files it conflicted in (or lacked), taken as upstream has them to go on
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,9 +68,12 @@ def resume(
     trees: bool = False,
     done: Sequence[Step] = (),
     on_step: Callable[[Step], None] | None = None,
+    force: frozenset[str] = frozenset(),
 ) -> Outcome:
     """Apply `units` in order onto the scratch index as it is (`done`: the steps that made it so); `on_step` is
-    told of each commit applied (or found there), the index then holding it."""
+    told of each commit applied (or found there), the index then holding it. A commit in `force` that conflicts (or
+    lacks files) does not stop it: those files are taken as upstream has them after the commit, as a maintainer
+    resolving the conflict upstream's way would, and the rest goes on (what the commits after it need is found so)."""
     files: dict[str, None] = {}
     three: dict[str, None] = {}
     moved: dict[tuple[str, str], None] = dict.fromkeys(m for s in done for m in s.moved)
@@ -85,11 +89,14 @@ def resume(
         read = port_files.read(sc, unit, found)
         followed = tuple(read.moved.items())
         moved.update(dict.fromkeys(followed))
-        if read.missing:
+        lacking = [c for c in found if c.needs in read.missing]
+        if read.missing and unit.commit not in force:
             return Outcome(verdict="needs prerequisites", files=tuple(files), three_way=tuple(three),
                            steps=tuple(steps), stopped=unit, missing=read.missing,
                            moved=tuple(moved))  # fmt: skip
-        taken = [c for c in found if c.path not in read.present or read.present[c.path] != c.after]
+        taken = [
+            c for c in found if c not in lacking and (c.path not in read.present or read.present[c.path] != c.after)
+        ]
         clash = [c for c in taken if c.path in read.present]  # added upstream, already the fork's with other lines
         gone = [c for c in taken if c.path in read.removed]  # deleted upstream, changed in the fork
         kinds = [c for c in taken if c.path in read.retyped]  # a symlink in the fork where upstream has a file
@@ -110,10 +117,16 @@ def resume(
         stages += tuple(Stages(path=c.path, base=c.before, ours=read.retyped[c.path], theirs=c.after) for c in kinds)
         if stages:
             three.update(dict.fromkeys(s.path for s in stages))
-            return Outcome(verdict="conflicts", files=tuple(files), three_way=tuple(three), steps=tuple(steps),
-                           stopped=unit, conflicted=stages, moved=tuple(moved))  # fmt: skip
+            if unit.commit not in force:
+                return Outcome(verdict="conflicts", files=tuple(files), three_way=tuple(three), steps=tuple(steps),
+                               stopped=unit, conflicted=stages, moved=tuple(moved))  # fmt: skip
+        forced = (*(s.path for s in stages), *read.missing)
+        if forced:
+            whole = any(not (s.base or s.ours or s.theirs) for s in stages)  # git merged none of it: take it all
+            _upstreams(sc, unit, apply if whole else [s.path for s in stages], lacking)
+            how = "conflicts"
         tree = sc.git("write-tree").strip() if trees and how != "in the fork" else ""
-        steps.append(Step(unit=unit, how=how, tree=tree, moved=followed))
+        steps.append(Step(unit=unit, how=how, tree=tree, moved=followed, forced=forced))
         if on_step is not None:
             on_step(steps[-1])
     if not files:
@@ -121,7 +134,9 @@ def resume(
                        "nothing a build runs to port", steps=tuple(steps))  # fmt: skip
     done_how = [s.how for s in steps]
     verdict: Verdict = (
-        "in the fork"
+        "conflicts"
+        if "conflicts" in done_how
+        else "in the fork"
         if all(h == "in the fork" for h in done_how)
         else "clean by three-way merge"
         if "clean by three-way merge" in done_how
@@ -129,6 +144,23 @@ def resume(
     )
     return Outcome(verdict=verdict, files=tuple(files), three_way=tuple(three), steps=tuple(steps),
                    moved=tuple(moved))  # fmt: skip
+
+
+def _upstreams(sc: Scratch, unit: Unit, paths: Sequence[str], lacking: Sequence[port_files.Change]) -> None:
+    """`paths` (conflicting) and the files of `lacking` set in the scratch index as upstream has them after `unit`:
+    its blob and mode, or no entry where it deleted the file."""
+    wanted = [*paths, *(c.path for c in lacking), *(c.old for c in lacking if c.status == "R")]
+    out = sc.git("ls-tree", "-z", unit.commit, "--", *(f":(literal){p}" for p in dict.fromkeys(wanted)))
+    after = {}
+    for entry in out.split("\0"):
+        meta, _, path = entry.partition("\t")
+        if path:
+            mode, _, blob = meta.split()
+            after[path] = (mode, blob)
+    info = "".join(
+        f"{after[p][0]} {after[p][1]}\t{p}\n" if p in after else f"0 {'0' * 40}\t{p}\n" for p in dict.fromkeys(wanted)
+    )
+    sc.git("update-index", "--index-info", stdin=info)
 
 
 def _apply(sc: Scratch, patch: str) -> tuple[Verdict, tuple[str, ...], tuple[Stages, ...], str]:

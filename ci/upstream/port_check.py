@@ -187,7 +187,8 @@ def _tried(
     first_them = bool(chain.prerequisites) and after in PORTABLE
     command = port_command.port(ctx.flags, source.pr, with_prerequisites=first_them)
     return replace(shell, prerequisites=chain.prerequisites, after_prerequisites=after, chain=chain.outcome,
-                   stopped_at=chain.stopped.commit if chain.stopped else "", command=command)  # fmt: skip
+                   stopped_at=chain.stopped.commit if chain.stopped else "", stops=chain.stops, cut=chain.cut,
+                   command=command)  # fmt: skip
 
 
 def _missing(ctx: Context, done: Outcome) -> tuple[Missing, ...]:

@@ -38,6 +38,7 @@ class Change:
     after: str
     old: str = ""
     kind: str = "100644"  # its mode before: a symlink (120000) is not merged with a file
+    new_kind: str = "100644"  # its mode after
 
     @property
     def needs(self) -> str:
@@ -68,13 +69,14 @@ def changes(sc: Scratch, unit: Unit) -> tuple[Change, ...]:
     parts = out.split("\0")
     found, i = [], 0
     while i < len(parts) and parts[i].startswith(":"):
-        mode, _, before, after, status = parts[i][1:].split(" ")
+        mode, new_mode, before, after, status = parts[i][1:].split(" ")
         if status[:1] in ("R", "C"):
             found.append(Change(status=status[:1], path=parts[i + 2], before=before, after=after, old=parts[i + 1],
-                                kind=mode))  # fmt: skip
+                                kind=mode, new_kind=new_mode))  # fmt: skip
             i += 3
         else:
-            found.append(Change(status=status[:1], path=parts[i + 1], before=before, after=after, kind=mode))
+            found.append(Change(status=status[:1], path=parts[i + 1], before=before, after=after, kind=mode,
+                                new_kind=new_mode))  # fmt: skip
             i += 2
     return tuple(found)
 

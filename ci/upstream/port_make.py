@@ -89,29 +89,34 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
 
 
 def _by_hand(sc: port_apply.Scratch, head: str, todo: list[Unit], done: port_apply.Outcome) -> tuple[ByHand, ...]:
-    """Each commit of `todo` with the files it changes that the fork holds under another name, those it deletes that
+    """Each commit of `todo` with the files it needs that the fork holds under another name, those it deletes that
     the fork changed, and those the fork holds as another kind: as the attempt found them up to the stop, and from it
-    on as the fork's tree has them (those commits were not reached)."""
-    moved = dict(done.moved)
+    on as the fork's tree has them (those commits were not reached; a file an earlier commit of the port brings is
+    no longer the fork's to follow)."""
+    moves = {s.unit.commit: dict(s.moved) for s in done.steps}
+    if done.stopped is not None:
+        before = {m for s in done.steps for m in s.moved}
+        moves[done.stopped.commit] = dict(m for m in done.moved if m not in before)
     removed = {s.path for s in done.conflicted if s.base and s.ours and not s.theirs}
     retyped: set[str] = set()
-    reached = {s.unit.commit for s in done.steps}
-    rest = [u for u in todo if u.commit not in reached]
-    if rest:
-        sc.read_tree(head)
-        for unit in rest:
-            read = port_files.read(sc, unit, port_files.changes(sc, unit))
-            for old, new in read.moved.items():
-                moved.setdefault(old, new)
-            removed.update(read.removed)
-            retyped.update(read.retyped)
+    brought: set[str] = set()  # the paths the port's commits so far add or move to
     out = []
+    fresh = False
     for unit in todo:
         found = port_files.changes(sc, unit)
-        paths = {p for c in found for p in c.paths}
-        out.append(ByHand(unit=unit, moved=tuple((a, b) for a, b in moved.items() if a in paths),
+        if unit.commit not in moves:
+            if not fresh:
+                sc.read_tree(head)
+                fresh = True
+            read = port_files.read(sc, unit, found)
+            moves[unit.commit] = {a: b for a, b in read.moved.items() if a not in brought}
+            removed.update(read.removed)
+            retyped.update(read.retyped)
+        needs = {c.needs for c in found if c.needs}
+        out.append(ByHand(unit=unit, moved=tuple((a, b) for a, b in moves[unit.commit].items() if a in needs),
                           removed=tuple(c.path for c in found if c.status == "D" and c.path in removed),
                           retyped=tuple(c.path for c in found if c.path in retyped)))  # fmt: skip
+        brought.update(c.path for c in found if c.status in ("A", "R", "C"))
     return tuple(out)
 
 

@@ -34,34 +34,49 @@ class Chain:
     verdict: str  # the change after them: clean, clean by three-way merge, conflicts, needs prerequisites, unknown
     outcome: str  # in one line
     stopped: Unit | None = None  # the commit the chain stops at
+    stops: tuple[str, ...] = ()  # every commit of it that conflicts (or lacks files), in order: the first stops it
+    cut: bool = False  # it would pass BOUND: the chain is cut at the last of `stops`, what follows it not found
 
 
 def close(
     sides: Sides, sc: Scratch, units: Sequence[Unit], first: Iterable[Prerequisite], label: str
 ) -> tuple[Chain, Outcome]:
-    """The chain that makes `units` (the change, `label`: "#48407") apply to the fork's ref, and the last attempt."""
+    """The chain that makes `units` (the change, `label`: "#48407") apply to the fork's ref, and the last attempt.
+
+    Where a commit stops it with nothing more to add (a conflict with the fork's own lines), that is where the chain
+    stops; the search goes on past it all the same, that commit's files taken as upstream has them (as a maintainer
+    resolving it upstream's way would), so that the commits after it have their own prerequisites found: the
+    chain is then whole, through the change, for a port by hand."""
     co, head = sides.scope.co, sides.scope.head
     own = {u.commit for u in units}
     chosen: dict[str, Prerequisite] = {p.commit: p for p in first if p.commit not in own}
     made: dict[str, Unit] = {}
     kept: list[tuple[str, str, Step]] = []  # (commit, the index file after it, its step): the prefix tried before
+    stops: dict[str, tuple[Outcome, str]] = {}  # the commits that stop it, each with how and why, in order found
     while True:
         order = _ordered(sides, chosen)
         made.update(port_source.units(co, [c for c in order if c not in made]))
         todo = [made[c] for c in order if c in made] + list(units)
-        done = _attempt(sc, head, todo, kept)
-        if done.verdict not in ("conflicts", "needs prerequisites"):
+        done = _attempt(sc, head, todo, kept, frozenset(stops))
+        if done.verdict not in ("conflicts", "needs prerequisites") or done.stopped is None:
+            if stops:
+                return _stopped(chosen, order, done, label, stops), done
             return _settled(chosen, order, done, label), done
         stopped = done.stopped
-        assert stopped is not None
         wanted, why = _wanted(sides, sc, done)
         more = [p for p in wanted if p.commit not in chosen and p.commit not in own]
-        if not more:
-            return _stopped(chosen, order, done, label, why), done
         if len(chosen) + len(more) > BOUND:
             past = f"it needs more than {counted(BOUND, 'prerequisite')} (next: {_named(more)})"
-            return _stopped(chosen, order, done, label, past), done
-        chosen.update((p.commit, p) for p in more)
+            stops.setdefault(stopped.commit, (done, past))
+            return _stopped(chosen, order, done, label, stops, cut=True), done
+        if more:
+            chosen.update((p.commit, p) for p in more)
+            continue
+        stops[stopped.commit] = (done, why)
+        if stopped.commit in own:  # the change itself: nothing after it to find
+            return _stopped(chosen, order, done, label, stops), done
+        if len(stops) > BOUND:
+            return _stopped(chosen, order, done, label, stops, cut=True), done
 
 
 def _ordered(sides: Sides, chosen: dict[str, Prerequisite]) -> list[str]:
@@ -72,9 +87,12 @@ def _ordered(sides: Sides, chosen: dict[str, Prerequisite]) -> list[str]:
     return list(reversed(out))
 
 
-def _attempt(sc: Scratch, head: str, todo: list[Unit], kept: list[tuple[str, str, Step]]) -> Outcome:
+def _attempt(
+    sc: Scratch, head: str, todo: list[Unit], kept: list[tuple[str, str, Step]], force: frozenset[str]
+) -> Outcome:
     """`todo` applied onto `head`, resuming after the longest prefix an earlier round applied the same way (each
-    round adds commits in the middle of the order, rarely at its start)."""
+    round adds commits in the middle of the order, rarely at its start); `force`: the commits taken past their
+    conflicts."""
     same = 0
     while same < len(kept) and same < len(todo) and kept[same][0] == todo[same].commit:
         same += 1
@@ -84,7 +102,7 @@ def _attempt(sc: Scratch, head: str, todo: list[Unit], kept: list[tuple[str, str
     else:
         sc.read_tree(head)
     steps = [k[2] for k in kept]
-    done = port_apply.resume(sc, todo[same:], done=steps, on_step=lambda step: kept.append(
+    done = port_apply.resume(sc, todo[same:], done=steps, force=force, on_step=lambda step: kept.append(
         (step.unit.commit, sc.save(f"after-{len(kept)}"), step)))  # fmt: skip
     return done
 
@@ -126,18 +144,31 @@ def _settled(chosen: dict[str, Prerequisite], order: list[str], done: Outcome, l
                  outcome=f"ports after {counted(len(chain), 'prerequisite')} ({_named(chain)}): {how}")  # fmt: skip
 
 
-def _stopped(chosen: dict[str, Prerequisite], order: list[str], done: Outcome, label: str, why: str) -> Chain:
-    stopped = done.stopped
+def _stopped(
+    chosen: dict[str, Prerequisite], order: list[str], done: Outcome, label: str, stops: dict[str, tuple[Outcome, str]],
+    cut: bool = False,
+) -> Chain:  # fmt: skip
+    """Where the chain stops first, and why, and the commits past it that conflict too; the whole chain still (the
+    commits past the stop are needed too), or where the bound cut it."""
+    first, (how, why) = next(iter(stops.items()))
+    stopped = how.stopped
     assert stopped is not None
     held = {s.unit.commit for s in done.steps if s.how == "in the fork"}
-    chain = tuple(chosen[c] for c in order if c not in held)  # the whole chain: those after the stop are needed too
-    if stopped.commit not in chosen:  # the change itself, after its prerequisites
-        before = f"after {counted(len(chain), 'prerequisite')} ({_named(chain)}), " if chain else ""
-        return Chain(prerequisites=chain, verdict=done.verdict, outcome=f"{before}{label} itself: {why}",
-                     stopped=stopped)  # fmt: skip
-    at = _label_of(chosen[stopped.commit])
-    return Chain(prerequisites=chain, verdict=done.verdict, outcome=f"the chain stops at {at}: {why}",
-                 stopped=stopped)  # fmt: skip
+    chain = tuple(chosen[c] for c in order if c not in held)
+    name = {c: _label_of(chosen[c]) if c in chosen else label for c in stops}
+    more = [c for c in stops if c != first]
+    last = list(stops)[-1]
+    said = f"{label} itself: {why}" if first not in chosen else f"the chain stops at {name[first]}: {why}"
+    if first not in chosen and chain:
+        said = f"after {counted(len(chain), 'prerequisite')} ({_named(chain)}), {said}"
+    plain = [c for c in more if not (cut and c == last)]
+    if plain:
+        verb = "conflicts" if len(plain) == 1 else "conflict"
+        named = ", ".join(name[c] for c in plain)
+        said += f"; past it, {counted(len(plain), 'more commit')} of it {verb} too ({named})"
+    if cut:
+        said += f"; cut at {name[last]}: {stops[last][1]}" if last != first else ""
+    return Chain(prerequisites=chain, verdict=how.verdict, outcome=said, stopped=stopped, stops=tuple(stops), cut=cut)
 
 
 def _named(chain: Sequence[Prerequisite]) -> str:

@@ -188,6 +188,10 @@ class Readiness:
     after_prerequisites: str = ""  # the verdict with the chain ported first ("" where there is no chain)
     chain: str = ""  # the chain's outcome in one line: "ports after 2 prerequisites (#47327, #46808): all clean"
     stopped_at: str = ""  # the upstream commit where the chain stops ("" where it does not)
+    # every commit of the chain (or the change) that conflicts or lacks files, in order, each taken past as upstream
+    # has it; `cut`: the bound cut the chain at the last of them (what the commits after it need was not looked for)
+    stops: tuple[str, ...] = ()
+    cut: bool = False
     stacked_on: tuple[Stacked, ...] = ()
     stability: Stability | None = None
     command: str = ""  # the next step: the port, or what makes it possible
@@ -225,6 +229,8 @@ class Readiness:
             "after_prerequisites": self.after_prerequisites,
             "chain": self.chain,
             "stopped_at": self.stopped_at,
+            "stops": list(self.stops),
+            "cut": self.cut,
             "stacked_on": [s.to_json() for s in self.stacked_on],
             "stability": self.stability.to_json() if self.stability else None,
             "command": self.command,
@@ -251,6 +257,8 @@ class Readiness:
             after_prerequisites=str(doc.get("after_prerequisites", "")),
             chain=str(doc.get("chain", "")),
             stopped_at=str(doc.get("stopped_at", "")),
+            stops=_strs(doc.get("stops", [])),
+            cut=_bool(doc.get("cut", False)),
             stacked_on=tuple(Stacked.from_json(s) for s in doc["stacked_on"]),
             stability=Stability.from_json(stability) if stability is not None else None,
             command=str(doc["command"]),
