@@ -33,6 +33,7 @@ class Sides:
         self._after: set[str] | None = None  # upstream's commits after where the ref left it
         self.conflicts: dict[tuple[str, tuple[Stages, ...]], tuple[Conflict, ...]] = {}  # asked once per stop
         self.missing: dict[tuple[str, tuple[str, ...]], tuple[Missing, ...]] = {}  # so too the files it lacks
+        self.touched: dict[tuple[str, tuple[Stages, ...]], tuple[Prerequisite, ...]] = {}  # and the lines' commits
 
     def lacking(self, sc: Scratch, unit: Unit, paths: tuple[str, ...]) -> tuple[Missing, ...]:
         """The files `unit` changes that the fork lacks, each with the upstream commits that bring it (asked once)."""
@@ -81,12 +82,17 @@ def touched(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Prerequisite, 
     stopped `outcome` (one `git log` for them all, where `conflicts` asks hunk by hunk)."""
     unit = outcome.stopped
     assert unit is not None
+    key = (unit.commit, outcome.conflicted)  # changes lacking the same files stop at the same commits: asked once
+    if key in sides.touched:
+        return sides.touched[key]
     base = sides.base_with(unit.parent)
-    if not base:
-        return ()
-    spans = [(s.path, r.upstream) for s in outcome.conflicted if s.base for r in regions(sc, s)][:MAX_HUNKS]
-    lines = port_blame.touching_any(sc, (unit.parent, f"^{base}"), spans)
-    return port_blame.prerequisites(sides.scope.co, lines, sides.at(base))
+    found: tuple[Prerequisite, ...] = ()
+    if base:
+        spans = [(s.path, r.upstream) for s in outcome.conflicted if s.base for r in regions(sc, s)][:MAX_HUNKS]
+        lines = port_blame.touching_any(sc, (unit.parent, f"^{base}"), spans)
+        found = port_blame.prerequisites(sides.scope.co, lines, sides.at(base))
+    sides.touched[key] = found
+    return found
 
 
 def _conflicts(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Conflict, ...]:
