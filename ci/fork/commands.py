@@ -227,8 +227,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     o.add_argument(
         "--with-prerequisites",
         action="store_true",
-        help="port first what it needs (the PRs it is stacked on and the upstream commits behind its conflicts that "
-        "the fork lacks), oldest first, each where it applies",
+        help="port its prerequisite chain first, as ci fork names it (the PRs it is stacked on, the upstream commits "
+        "that bring the files it lacks and those behind its conflicts, each the fork lacks; theirs too), oldest first: "
+        "that chain then the change, or nothing where any of it conflicts",
     )
     o.set_defaults(func=port.cmd_port)
     for p in (b, h, o):
