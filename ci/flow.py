@@ -24,7 +24,7 @@ from ci.run import execute, host, outcome, run_spec, scheduled
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
 from ci.tables import counted
-from ci.upstream import port_check
+from ci.upstream import kept
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,7 +199,8 @@ def main(args: argparse.Namespace) -> int:
     fork = judged.fork
     rep = report.build(
         args.stack, folders, None, targets=args.target, suites=args.suite, changes=args.change, loaded=(st, p),
-        subject=port_check.assess(st, fork.scope, fork.snap) if fork else None,  # what it lacks: whether it ports
+        subject=kept.answer(st, fork.scope) if fork else None,  # what it lacks, whether it ports (kept per tip)
+        stock=judged.stock,
         history=options.history_path(args, args.out),
     )  # fmt: skip
     report.write(rep, args.out / "report")

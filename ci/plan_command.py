@@ -19,7 +19,7 @@ from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.table import PLAN_HEADERS, change_label, counts, plan_table_rows
-from ci.upstream import port_check, port_text, scope
+from ci.upstream import kept, port_text, scope
 from ci.upstream.readiness import Readiness
 
 
@@ -77,7 +77,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _if_ported(st: Stack, fork: source.Fork, absent: Plan) -> list[tuple[str, int, Readiness | None]]:
     """Per change the fork lacks: the rows its port would add, and whether it ports (ci.upstream.port_check)."""
-    snap = port_check.assess(st, fork.scope, fork.snap)
+    snap = kept.answer(st, fork.scope)
     ports = {c.change: c.port for c in snap.changes}
     return [(c, n, ports.get(c)) for c, n in Counter(r.change for r in absent.rows).items()]
 

@@ -3,7 +3,9 @@ or named (--fork, --without), else the locked stock release (and --stock says so
 
 The fork is judged on every target that runs rows of changes imported from upstream; a target that runs none (the
 cpu self-test, which judges the harness) runs its rows as they are, said in one line, unless the fork was named.
-Its base release is checked against each target's lock before any work where its rows run here; where they cannot
+The report judges the fork all the same: its first line names it, and each change leads with its state in the fork
+and whether it ports (`nox -s main` on a laptop judges the fork, not the stock release). Its base release is checked
+against each target's lock before any work where its rows run here (only there is it needed); where they cannot
 (this host lacks the target's hardware), the re-lock goes first in the command that runs them, with the fork's
 options repeated: run anywhere, it judges the same fork.
 """
@@ -31,8 +33,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class Subject:
-    fork: Fork | None = None
+    fork: Fork | None = None  # the fork judged (the report's subject), whether or not a target here takes it
     over: frozenset[str] = frozenset()  # the targets whose images take the fork
+    stock: bool = False  # the locked release, by --stock, where a fork is configured
     relock: dict[str, str] = field(default_factory=dict)  # target -> the command that re-locks it for the fork
 
     def takes(self, target: Target) -> bool:
@@ -51,7 +54,7 @@ class Subject:
 def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host: bool, p: plan.Plan) -> Subject:
     """The fork (or none) the run judges, checked against each target before any work."""
     if not scope.wanted(st, args):
-        return Subject()
+        return Subject(stock=bool(getattr(args, "stock", False)))
     from ci.fork import planned, source
 
     named = bool(args.fork or args.without)
@@ -60,11 +63,15 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
     over = []
     for target in targets:
         if target.id not in judged_on and not named:
-            print(f"{target.id} runs no imported change's rows: they run without the fork {fork.name}", flush=True)
+            gpu = next((t for t in st.targets.values() if t.id in judged_on), None)
+            there = f" (rows of its changes need a GPU target: {_session(gpu, p, fork)})" if gpu else ""
+            print(f"{target.id} runs no imported change's rows: they run as they are; the report judges the fork "
+                  f"{fork.name} {fork.ref}{there}", flush=True)  # fmt: skip
             continue
         over.append(target)
     if not over:
-        return Subject()
+        print(f"judging the fork {fork.describe()} (--stock: the locked release instead)", flush=True)
+        return Subject(fork=fork)
     base = fork.base  # a fork whose base release is not known stops here, saying what makes it known
     here = [t for t in over if host.present(t)]
     if use_host and here:
@@ -83,6 +90,12 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
             relock[target.id] = f"python -m ci lock {target.id} --vllm {base.version}"
     print(f"judging the fork {fork.describe()} (--stock: the locked release instead)", flush=True)
     return Subject(fork=fork, over=frozenset(t.id for t in over), relock=relock)
+
+
+def _session(target: Target, p: plan.Plan, fork: Fork) -> str:
+    """The command that runs one of the target's suites on the fork, its options as given."""
+    suite = next(r.suite for r in p.rows if r.target == target.id)
+    return f"nox -s {target.sessions[0]}_{suite} -- {shlex.join(fork.scope.options)}"
 
 
 def runs(p: plan.Plan, subject: Subject, args: argparse.Namespace) -> tuple[plan.Plan, list[Path]]:

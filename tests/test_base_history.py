@@ -1,9 +1,10 @@
 """The base release from history, never guessed: an upstream with release branches and tags made from scratch, and
 forks whose clones lack upstream's recent tags (as forks' clones mostly do).
 
-Upstream's main: v0.9.0 tagged on main, three months of work, then the v0.27 release line cut at P (a cherry-pick,
-tagged v0.27.1 on its branch), more work (Q), the v0.28 line cut at R (tagged v0.28.0), and S. The fork `mine` is
-the v0.27.1 release plus a commit of its own; `on-main` sits on upstream's main at Q, between the two releases."""
+Upstream's main: v0.9.0 tagged on main, three months of work, then the v0.27 release line cut at P (a cherry-pick of
+main's fix after P, with a kernel source, tagged v0.27.1 on its branch), more work (Q), the v0.28 line cut at R
+(tagged v0.28.0), and S. The fork `mine` is the v0.27.1 release plus a commit of its own; `on-main` sits on
+upstream's main at Q, between the two releases."""
 
 from __future__ import annotations
 
@@ -29,9 +30,10 @@ def upstream(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
     up._clock += 90 * DAY  # the months a fork's clone of main walks back through to reach v0.9.0
     up.commit("[Core] work", {"vllm/core.py": "A = 1\n"})
     ids["P"] = up.commit("[Core] more work", {"vllm/core.py": "A = 2\n"})
-    up.git("checkout", "-q", "-b", "releases/v0.27.0")
-    picked = "[Bugfix] a fix\n\n(cherry picked from commit 0123456789abcdef)"
-    ids["v0.27.1"] = up.commit(picked, {"vllm/fix.py": "F = 1\n"})
+    ids["fix"] = up.commit("[Bugfix] a fix (#50915)", {"vllm/fix.py": "F = 1\n", "csrc/fix.cu": "// F\n"})
+    up.git("checkout", "-q", "-b", "releases/v0.27.0", ids["P"])
+    picked = f"[Bugfix] a fix (#50915)\n\n(cherry picked from commit {ids['fix']})"
+    ids["v0.27.1"] = up.commit(picked, {"vllm/fix.py": "F = 1\n", "csrc/fix.cu": "// F\n"})
     up.git("tag", "v0.27.1")
     up.git("checkout", "-q", "main")
     up._clock += 3 * DAY
@@ -71,10 +73,14 @@ def test_a_clone_without_the_recent_tags_never_takes_the_stale_one(fork, stack_c
     doc = json.loads(capsys.readouterr().out)
     assert doc["base"] is None and doc["left_upstream"]["commit"] == ids["P"]
     problem = doc["base_unknown"]["problem"]
-    line = "onto the release line of origin/releases/v0.27.0 (1 commit after it cherry-picked)"
+    line = (
+        "onto the release line of origin/releases/v0.27.0 (1 commit after it cherry-picked from upstream's main, its "
+        f"last commit here {ids['v0.27.1'][:12]} (origin/releases/v0.27.0))"
+    )
     assert f"mine left upstream/main at {ids['P'][:12]} ({date}) {line}" in problem
     assert "v0.9.0" in problem and "too far to be its release" in problem
     assert "fetch upstream --tags" in doc["base_unknown"]["fix"]
+    assert f"--base-ref {ids['v0.27.1'][:12]} --base-version X.Y.Z" in doc["base_unknown"]["fix"]
 
     site = ["--base-site", str(tmp_path / "base-site"), "--site", str(tmp_path / "site")]
     needing = (["fork", "bundle", "--out", str(tmp_path / "b.tar.gz")], ["fork", "build", "--host", *site],
@@ -134,11 +140,82 @@ def test_a_fork_on_main_between_releases_is_said_to_be_so(fork, stack_copy, tmp_
 
 def test_base_version_alone_is_the_release_over_where_the_fork_left_main(fork, stack_copy, capsys) -> None:
     f, ids = fork
-    args = ["fork", "--fork", str(f.path), "--ref", "mine", "--base-version", "0.27.1", "--format", "json"]
+    args = ["fork", "--fork", str(f.path), "--ref", "on-main", "--base-version", "0.27.1", "--format", "json"]
     assert _ci(stack_copy, *args) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["base"]["version"] == "0.27.1" and doc["base"]["commit"] == ids["P"]
-    assert doc["base"]["how"].startswith("--base-version, over where mine left upstream/main")
+    assert doc["base"]["version"] == "0.27.1" and doc["base"]["commit"] == ids["Q"]
+    assert doc["base"]["how"].startswith("--base-version, over where on-main left upstream/main")
+
+
+def test_a_release_line_whose_tag_is_missing_is_named_by_its_commit_and_the_fix_works(fork, stack_copy, tmp_path,
+                                                                                        capsys) -> None:  # fmt: skip
+    """The release line's cherry-picks (a kernel source among them) are the release's, not the fork's: the fix line
+    names the line's last commit, and --base-version alone takes it too, so the bundle is made."""
+    f, ids = fork
+    given = ["--fork", str(f.path), "--ref", "mine"]
+    assert _ci(stack_copy, "fork", *given, "--format", "json") == 0
+    fix = json.loads(capsys.readouterr().out)["base_unknown"]["fix"]
+    named = f"--base-ref {ids['v0.27.1'][:12]} --base-version X.Y.Z"
+    assert named in fix
+    for base in (["--base-ref", ids["v0.27.1"][:12], "--base-version", "0.27.1"], ["--base-version", "0.27.1"]):
+        out = tmp_path / f"{len(base)}.tar.gz"
+        assert _ci(stack_copy, "fork", "bundle", "--out", str(out), *given, *base) == 0, capsys.readouterr().err
+        said = capsys.readouterr().out
+        assert f"({ids['own'][:12]}) over vLLM 0.27.1: 1 files changed" in said, said
+    assert _ci(stack_copy, "fork", *given, "--base-version", "0.27.1", "--format", "json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["base"]["commit"] == ids["v0.27.1"]
+    assert doc["base"]["how"].startswith(
+        f"--base-version, over the release line's last commit {ids['v0.27.1'][:12]} (origin/releases/v0.27.0)"
+    )
+
+
+def test_cherry_pick_lines_naming_the_forks_own_commits_are_no_release_line(fork, stack_copy, capsys) -> None:
+    """A fork on main that cherry-picks its own work between branches: no release line, and said so."""
+    f, ids = fork
+    f.git("fetch", "-q", "origin", "--tags")
+    f.git("checkout", "-q", "-b", "work", ids["Q"])
+    own = f.commit("fork: an experiment", {"vllm/x.py": "X = 1\n"})
+    f.git("checkout", "-q", "-b", "private", ids["Q"])
+    f.commit(f"fork: the experiment\n\n(cherry picked from commit {own})", {"vllm/x.py": "X = 1\n"})
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "private", "--format", "json") == 0
+    problem = json.loads(capsys.readouterr().out)["base_unknown"]["problem"]
+    assert "release line" not in problem and "cherry-picked" not in problem
+    assert "private sits on upstream's main between releases" in problem
+
+
+def test_a_release_like_tag_on_the_forks_own_commit_is_never_a_vllm_release(fork, stack_copy, capsys) -> None:
+    f, ids = fork
+    f.git("fetch", "-q", "origin", "--tags")
+    f.git("tag", "v1.0.0", ids["own"])
+    f.git("tag", "v0.27.1-spark1", ids["own"])
+    f.commit("fork: more of its own", {"vllm/mine.py": "M = 2\n"})
+    f.git("tag", "v1.0.1")
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "mine", "--format", "json") == 0
+    base = json.loads(capsys.readouterr().out)["base"]
+    assert (base["version"], base["commit"]) == ("0.27.1", ids["v0.27.1"])
+    assert "passing over the fork's own v1.0.0, v1.0.1" in base["how"]
+
+    f.git("checkout", "-q", "-b", "main-line", ids["Q"])  # on main, no release line: every tag after Q is its own
+    f.commit("fork: on main", {"vllm/mine.py": "M = 3\n"})
+    f.git("tag", "v2.0.0")
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "main-line", "--format", "json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["base"] is None, doc["base"]
+    assert "v2.0.0: the fork's own tags, on its own commits, not vLLM releases" in doc["base_unknown"]["problem"]
+
+
+def test_an_upstream_remote_of_the_users_own_is_never_overwritten(fork, stack_copy, capsys) -> None:
+    f, _ = fork
+    f.git("remote", "set-url", "upstream", "https://github.com/someone/vllm-fork.git")
+    for tag in f.git("tag").split():
+        f.git("tag", "-d", tag)
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "mine") == 2
+    err = capsys.readouterr().err
+    assert "remote add upstream" not in err
+    assert (
+        f"git -C {f.path} remote add vllm https://github.com/vllm-project/vllm.git && git -C {f.path} fetch vllm" in err
+    )
 
 
 def test_a_tag_near_where_the_fork_left_main_is_taken_and_the_distance_said(upstream, tmp_path) -> None:
@@ -147,7 +224,7 @@ def test_a_tag_near_where_the_fork_left_main_is_taken_and_the_distance_said(upst
     up.git("tag", "v0.26.0", ids["P"] + "~1")
     found = release.find(co, "main", ids["Q"], release.left(co, ids["Q"], "main", ids["Q"]))
     assert isinstance(found, release.Base) and found.version == "0.26.0"
-    assert "v0.26.0, the newest release tag in main's history, 2 commits and 3 days before where main left" in found.how
+    assert "v0.26.0, the newest release tag in main's history, 3 commits and 3 days before where main left" in found.how
 
 
 @pytest.mark.parametrize(
@@ -181,12 +258,33 @@ def test_upstream_is_set_once_by_the_environment_or_fork_yaml(fork, stack_copy, 
 
 
 def test_the_cpu_self_test_runs_as_it_is_with_no_known_base(fork, stack_copy, tmp_path, monkeypatch, capsys):
-    """`nox -s main` on a laptop (the cpu self-test) with such a fork configured: the fork is not its subject."""
-    f, _ = fork
+    """`nox -s main` on a laptop (the cpu self-test) with such a fork configured: the self-test runs as it is, and the
+    report judges the fork, its base not known yet."""
+    f, ids = fork
     monkeypatch.setenv("STACKGATE_FORK", str(f.path))
     monkeypatch.setenv("STACKGATE_FORK_REF", "mine")
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    assert _ci(stack_copy, "main", "--target", "cpu", "--out", str(tmp_path / "out")) != 2
-    assert "cpu runs no imported change's rows: they run without the fork fork" in capsys.readouterr().out
+    assert _ci(stack_copy, "main", "--out", str(tmp_path / "out")) != 2  # its base is needed by no row run here
+    assert "cpu runs no imported change's rows: they run as they are; the report judges the fork fork mine" in (
+        capsys.readouterr().out
+    )
     doc = json.loads((tmp_path / "out" / "report" / "report.json").read_text())
-    assert doc["judged"]["subject"] == "stock"
+    assert doc["judged"]["subject"] == "fork"
+    assert doc["judged"]["said"].startswith(f"the fork fork mine ({ids['own'][:12]}) over a base release not known yet")
+
+
+def test_a_branch_only_a_remote_has_is_taken_and_said_and_an_ambiguous_one_lists_them(fork, stack_copy, capsys):
+    """A fresh clone has every branch but its default as origin/NAME only: --ref NAME takes it, as git switch does."""
+    f, ids = fork
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "releases/v0.27.0", "--format", "json") == 0
+    said = capsys.readouterr()
+    assert json.loads(said.out)["ref"] == "origin/releases/v0.27.0"
+    assert said.err.strip().splitlines() == [
+        "--ref releases/v0.27.0: no branch of that name here; taking origin/releases/v0.27.0, the one remote branch "
+        "of that name"
+    ]
+    f.git("update-ref", "refs/remotes/upstream/releases/v0.27.0", ids["v0.27.1"])
+    assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "releases/v0.27.0") == 2
+    err = capsys.readouterr().err
+    assert "2 remotes have one of that name: origin/releases/v0.27.0, upstream/releases/v0.27.0" in err
+    assert "--ref origin/releases/v0.27.0 or --ref upstream/releases/v0.27.0" in err

@@ -92,7 +92,7 @@ def test_the_generated_session_judges_the_configured_fork_and_stock_judges_the_r
     assert main(argv) == 6
     doc = json.loads((stock / "report" / "report.json").read_text())
     assert doc["judged"]["subject"] == "stock" and doc["judged"]["fork"] is None
-    assert doc["judged"]["said"] == "stock vLLM 0.26.0 (no fork configured: set STACKGATE_FORK)"
+    assert doc["judged"]["said"] == "stock vLLM 0.26.0, by --stock"
     assert not (stock / "fork-absent").exists()
     assert all(c["fork"] is None for c in doc["changes"])
 
@@ -123,6 +123,59 @@ def test_the_report_first_screen_leads_with_the_fork_state_and_ports_what_it_lac
     assert "partially ported in the fork; its port: clean by three-way merge" in lines["#46514"]
     html = (out / "report" / "report.html").read_text()
     assert "<th>In the fork</th>" in html and "follow-up #52512 missing" in html
+
+
+def _headline_and_column_agree(md: str) -> bool:
+    """The report's first line names a fork exactly where its first screen has the "In the fork" column."""
+    first = next(line for line in md.splitlines() if line.startswith("**Judged: "))
+    return first.startswith("**Judged: the fork ") == ("| In the fork |" in md.split("## Verdicts", 1)[0])
+
+
+def test_main_on_a_host_without_a_gpu_judges_the_configured_fork(world, monkeypatch, tmp_path, capsys):
+    """`nox -s main` on a laptop (the cpu self-test): its rows run as they are, and the report judges the fork: its
+    first line names it, every change leads with its state in the fork, and the next steps carry the fork."""
+    monkeypatch.setenv("STACKGATE_FORK", str(world.path))
+    monkeypatch.setenv("STACKGATE_FORK_REF", "fork")
+    out = tmp_path / "out"
+    # no --target: `nox -s main` on a host without a GPU finds the cpu target, and reports every planned row
+    assert main(["--stack", str(world.stack), "main", "--out", str(out)]) in (0, 6)  # 6: this host lacks triton
+    said = capsys.readouterr().out
+    assert "cpu runs no imported change's rows: they run as they are; the report judges the fork vllm-fork fork" in said
+    assert (
+        f"(rows of its changes need a GPU target: nox -s sm121a_sparse_mla -- --fork {world.path} --ref fork)" in said
+    )
+    md = (out / "report" / "report.md").read_text()
+    head = world.ids["head"][:12]
+    assert md.splitlines()[2].startswith(f"**Judged: the fork vllm-fork fork ({head}) over vLLM 0.26.0")
+    assert _headline_and_column_agree(md)
+    summary = md.split("## Summary", 1)[1].split("## Verdicts", 1)[0]
+    assert "| Change | In the fork | Verdict |" in summary
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in summary.splitlines() if line.startswith("| #")}
+    assert "| absent in the fork |" in lines["#46849"]
+    assert (
+        f"`python -m ci fork port 46849 --fork {world.path} --ref fork` absent in the fork; its port: clean"
+        in (lines["#46849"])
+    )
+    assert "| converged; follow-up #52512 missing" in lines["#48407"]
+    assert f"`python -m ci fork port 52512 --fork {world.path} --ref fork`" in lines["#48407"]
+    doc = json.loads((out / "report" / "report.json").read_text())
+    assert doc["judged"]["subject"] == "fork" and doc["judged"]["fork"]["commit"] == world.ids["head"]
+    assert {c["id"]: (c["fork"] or {}).get("state") for c in doc["changes"]}["46514"] == "partially ported"
+
+
+def test_the_headline_and_the_fork_column_read_one_source(world, tmp_path, capsys):
+    """A report given a fork's state (`--upstream`) names that fork first; one given none names the stock release and
+    has no fork column: the two never disagree."""
+    fork = ["--fork", str(world.path), "--ref", "fork"]
+    assert main(["--stack", str(world.stack), "upstream", *fork, "--format", "json"]) == 0
+    (tmp_path / "upstream.json").write_text(capsys.readouterr().out)
+    assert main(["--stack", str(world.stack), "plan", *fork, "--not-run", str(tmp_path / "results")]) == 0
+    for given in (["--upstream", str(tmp_path / "upstream.json")], []):
+        out = tmp_path / f"report{len(given)}"
+        assert main(["--stack", str(world.stack), "report", str(tmp_path / "results"), *given, "--out", str(out)]) == 0
+        md = (out / "report.md").read_text()
+        assert _headline_and_column_agree(md), md.splitlines()[2]
+        assert ("the fork vllm-fork fork" in md.splitlines()[2]) == bool(given)
 
 
 def test_a_stock_flag_with_a_named_fork_is_refused(world, capsys) -> None:

@@ -153,8 +153,9 @@ def test_ci_fork_says_how_each_lacking_change_would_port(world) -> None:
     table = _ci(stack, "fork", *_fork(repo))
     assert table.returncode == 0, table.stderr
     assert any(line.startswith("Change") and "Port" in line for line in table.stdout.splitlines())  # a column
-    assert "conflicts: pre.py (1 hunk); after #47000, #49903" not in table.stdout  # the prerequisite is #47000 alone
-    assert "conflicts: pre.py (1 hunk); after #47000: clean" in table.stdout
+    assert "conflicts: pre.py (1 hunk); ports after 2" not in table.stdout  # the prerequisite is #47000 alone
+    assert "clean; ports after 2 prerequisites (#47000, #49903): all clean; stacked on #49903 absent" in table.stdout
+    assert "conflicts: pre.py (1 hunk); ports after 1 prerequisite (#47000): all clean" in table.stdout
     assert "follow-up #52512: clean" in table.stdout
     assert f"the fork edited them in {ids['tune'][:12]} 'fork: tune the block size'" in table.stdout
     up = _ci(stack, "upstream", *_fork(repo), "--format", "json")
@@ -252,7 +253,7 @@ def test_the_reports_first_screen_gives_each_lacking_change_its_port(world, tmp_
     )
     assert (
         "port 49903 --with-prerequisites" in row["#49903"]
-        and "conflicts: pre.py (1 hunk); after #47000: clean" in row["#49903"]
+        and "conflicts: pre.py (1 hunk); ports after 1 prerequisite (#47000): all clean" in row["#49903"]
     )
     assert "port 52512" in row["#48407"] and "ported in the fork without its follow-up #52512: clean" in row["#48407"]
     assert "fork port" not in row["#selftest"]
@@ -272,3 +273,36 @@ def test_a_change_reverted_upstream_is_said_unsettled(world) -> None:
     assert port["stability"]["stable"] is False
     table = _ci(stack, "fork", *_fork(repo)).stdout
     assert f"clean; reverted upstream by {revert[:12]}" in table
+
+
+def test_the_follow_ups_offered_for_porting_are_those_listed_missing(world) -> None:
+    """One rule says a follow-up is missing, and the port offers exactly those: a cherry-pick of it whose conflict was
+    resolved (its subject kept, its patch changed) holds it for both."""
+    repo, ids, stack = world
+
+    def agree(ref: str) -> tuple[list[str], list[tuple[int, str]]]:
+        c = _held(stack, repo, ref)["48407"]
+        offered = [(f["pr"], f["verdict"]) for f in c["follow_up_ports"]]
+        missing = [r.rsplit("#", 1)[1] for r in c["follow_ups_missing"]]
+        assert sorted(str(pr) for pr, verdict in offered if verdict != "in the fork") == sorted(missing)
+        return missing, offered
+
+    assert agree("fork") == (["52512"], [(52512, "clean")])
+    repo.git("checkout", "-q", "-b", "edited", "fork")
+    repo.commit(repo.git("log", "-1", "--format=%s", ids["52512"]), {"vllm/dense.py": "DENSE = True\nTOPK = 3\n"})
+    repo.git("checkout", "-q", "fork")
+    assert agree("edited") == ([], [(52512, "in the fork")])
+    table = _ci(stack, "fork", "--fork", str(repo.path), "--ref", "edited").stdout
+    assert "follow-up #52512" not in table
+
+
+def test_an_upstream_given_by_the_environment_is_a_flag_in_the_next_step(world) -> None:
+    repo, _, stack = world
+    repo.git("remote", "rename", "upstream", "vllm")
+    repo.git("remote", "set-url", "vllm", "https://example.com/a/mirror.git")  # no URL says it is upstream
+    env = {**ENV, "STACKGATE_UPSTREAM_REF": "vllm"}
+    done = subprocess.run([sys.executable, "-m", "ci", "--stack", str(stack), "fork", *_fork(repo), "--format", "json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    port = {c["change"]: c["port"] for c in json.loads(done.stdout)["changes"]}["46514"]
+    assert port["command"] == f"python -m ci fork port 46514 --fork {repo.path} --ref fork --upstream-ref vllm"

@@ -12,26 +12,32 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ci import options, signals, tables
 from ci.errors import BuildError, StoppedError, UsageError, os_said
 from ci.escape import one_line
-from ci.fork import ablate, bundle, port, site, source
+from ci.fork import port, source
 from ci.stack import loader
 from ci.stack.model import Stack
-from ci.upstream import port_check, port_text, record
+from ci.upstream import kept, port_text, record, scope
+
+if TYPE_CHECKING:
+    from ci.fork import ablate, bundle
 
 HEADERS = ("Change", "In the fork", "Commits that carry it", "Found", "Port")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
-    fork = source.from_command(st, args)
+    at = scope.from_args(st, args)
     if args.record:
+        fork = source.of(st, at)
         for line in record.record(st, fork.scope, fork.snap):
             print(line)
         return 0
-    snap = port_check.assess(st, fork.scope, fork.snap)
+    snap = kept.answer(st, at)  # the states and port readiness, kept per (fork tip, upstream commit)
+    fork = source.Fork(scope=at, snap=snap)
     changes = [c for c in snap.changes if c.pr and (not args.change or c.change in args.change)]
     if args.format == "json":
         base = fork.scope.base
@@ -104,10 +110,14 @@ def _left(fork: source.Fork) -> dict[str, str] | None:
 def check_bundle(fork: source.Fork) -> None:
     """Refuse, before any build, the fork `make_bundle` would refuse for what its diff touches (compiled sources, a
     path that is not UTF-8): one `git diff`, no file read (`ci pipeline`, at upload rather than in each build step)."""
+    from ci.fork import bundle  # the bundle's modules (and the validation of bundles from elsewhere) load where used
+
     bundle.touched(fork, fork.commit)
 
 
 def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) -> Path:
+    from ci.fork import ablate, bundle
+
     dropped = ablate.without(st, fork, without) if without else None
     commit = dropped.commit if dropped else fork.commit
     ov = bundle.overlay(fork, commit)
@@ -126,6 +136,8 @@ def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) ->
 def _write(fork: source.Fork, ov: bundle.Overlay, out: Path, dropped: ablate.Dropped | None) -> Path:
     """The bundle written whole over `out`, or not at all: a stop (SIGTERM, SIGINT, SIGHUP) or a full disk meanwhile
     leaves what `out` held before and no temporary file beside it, and says so."""
+    from ci.fork import bundle
+
     kept = f"{out} holds what it held before" if out.exists() else f"no file was written at {out}"
     try:
         with signals.raising():
@@ -153,6 +165,8 @@ def cmd_build(args: argparse.Namespace) -> int:
             "ci fork build builds a site folder for a host without docker",
             hint="add --host --base-site DIR --site DIR; images take the fork with ci build TARGET --fork",
         )
+    from ci.fork import site
+
     if args.bundle is None:
         st = loader.load(args.stack)
         fork = source.from_command(st, args)
@@ -213,8 +227,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     o.add_argument(
         "--with-prerequisites",
         action="store_true",
-        help="port first what it needs (the PRs it is stacked on and the upstream commits behind its conflicts that "
-        "the fork lacks), oldest first, each where it applies",
+        help="port its prerequisite chain first, as ci fork names it (the PRs it is stacked on, the upstream commits "
+        "that bring the files it lacks and those behind its conflicts, each the fork lacks; theirs too), oldest first: "
+        "that chain then the change, or nothing where any of it conflicts",
     )
     o.set_defaults(func=port.cmd_port)
     for p in (b, h, o):

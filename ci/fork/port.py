@@ -2,11 +2,13 @@
 branch, `stackgate/port-X` from the fork's ref unless `--branch` names another; never the user's branch, index or
 work tree. One commit per upstream commit (a squash merge is one), each with upstream's message, author and date,
 and `(cherry picked from commit …)` as `git cherry-pick -x` writes it; then the branch is judged as `ci fork` would
-judge it. `--with-prerequisites` ports first what the readiness names as needed (the PRs it is stacked on that the
-fork lacks, and the upstream commits the fork lacks that touched its conflicting lines), oldest first.
+judge it. `--with-prerequisites` ports first the prerequisite chain the readiness names (ci.upstream.port_prerequisites:
+the PRs it is stacked on, the upstream commits that bring the files it lacks and those behind its conflicting lines,
+transitively), oldest first: exactly that chain, then the change.
 
-Where anything conflicts nothing is made (no branch, no worktree, no object kept): the notice names the files and
-hunks, the possible prerequisites, and the commands that reproduce and resolve it by hand; exit 2."""
+Where anything conflicts (or lacks a file) nothing is made (no branch, no worktree, no object kept): the notice names
+the files and hunks, the chain and where it stops, and the commands that reproduce it and finish the port by hand,
+through the change committed on the branch; exit 2."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from ci.fork import port_notice, source
 from ci.stack import loader
 from ci.stack.model import Stack
 from ci.tables import counted
-from ci.upstream import classify, port_check, port_make, port_text
+from ci.upstream import classify, kept, port_check, port_make, port_text
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_make import Made
 from ci.upstream.readiness import Readiness
@@ -62,7 +64,7 @@ def branch_name(co: Checkout, wanted: str, given: str | None) -> str:
 def cmd_port(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     fork = source.from_command(st, args)
-    snap = port_check.assess(st, fork.scope, fork.snap)
+    snap = kept.answer(st, fork.scope)
     r = find(snap, args.change_id)
     if r.verdict == "unknown":
         raise UsageError(f"{r.label} cannot be ported here: {r.detail}", hint=r.command.removeprefix("fix: ") or "—")

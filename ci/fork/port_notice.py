@@ -9,8 +9,8 @@ import shlex
 from pathlib import Path
 
 from ci.fork.source import Fork
-from ci.upstream import port_text
-from ci.upstream.port_make import Stopped, Unit
+from ci.upstream import port_files, port_text
+from ci.upstream.port_make import ByHand, Stopped, Unit
 from ci.upstream.readiness import PORTABLE, Readiness
 
 PACKAGE = "vllm/"  # what a port carries (ci.upstream.port_source)
@@ -23,48 +23,68 @@ def notice(fork: Fork, r: Readiness, done: Stopped, branch: str, with_prerequisi
         what += f": upstream's {stopped.commit[:12]} {port_text.plain(stopped.subject)!r} conflicts"
         if stopped.commit not in r.patch:
             what += " (a prerequisite)"
+    if stopped is not None and done.verdict == "needs prerequisites":
+        what = what.replace(" conflicts", f" changes {', '.join(done.missing)}, which the fork lacks")
     out = [f"{what}; nothing was made (no branch {branch}, no worktree).", ""]
     if done.verdict == "unknown":
         out += [f"git could not merge it: {port_text.plain(done.detail)}", ""]
+    if done.verdict == "needs prerequisites" and stopped is not None and stopped.commit in r.patch and r.missing:
+        out.append("Files it needs that the fork lacks:")
+        out += [f"  {line}" for line in port_text.missing_lines(r.missing)]
     mine = [c for c in r.conflicts if c.commit == (stopped.commit if stopped else "")]
     if mine:
         out.append("Conflicts:")
         out += [f"  {line}" for c in mine for line in port_text.hunk_lines(c)]
     elif done.conflicted:
         out.append("Conflicts in: " + ", ".join(port_text.plain(s.path) for s in done.conflicted))
-    if r.prerequisites and not with_prerequisites:
+    if r.prerequisites:
         said = ", ".join(f"{p.commit[:12]}{f' #{p.pr}' if p.pr else ''}" for p in r.prerequisites)
-        after = f" (with them first: {r.after_prerequisites})" if r.after_prerequisites else ""
-        out += ["", f"Possible prerequisites the fork lacks, oldest first: {said}{after}"]
-        if r.after_prerequisites in PORTABLE:
+        out += ["", f"Its prerequisite chain, oldest first: {said}"]
+        if r.chain:
+            out.append(f"  {port_text.plain(r.chain)}")
+        if r.after_prerequisites in PORTABLE and not with_prerequisites:
             out.append("  port them first: add --with-prerequisites")
     lacking = [s for s in r.stacked_on if s.lacking]
     if lacking:
         out += ["", "Stacked on: " + ", ".join(f"#{s.pr} ({s.state})" for s in lacking)]
     out += ["", "To reproduce it and finish the port by hand (in a worktree of your own):"]
-    out += reproduce(fork, list(done.applied), stopped, branch)
+    out += reproduce(fork, done, branch)
     return out
 
 
-def reproduce(fork: Fork, applied: list[Unit], stopped: Unit | None, branch: str) -> list[str]:
-    """The commands, each quoted for a POSIX shell: a detached worktree of the fork's ref, the commits that apply
-    committed as the port commits them, the conflicting one applied three ways for the conflicts to be resolved. The
-    worktree lies beside the checkout, named by an absolute path: the user's shell may be anywhere."""
+def reproduce(fork: Fork, done: Stopped, branch: str) -> list[str]:
+    """The commands, each quoted for a POSIX shell: a detached worktree of the fork's ref, then every commit the port
+    takes, in order, through the change itself: each applied three ways (a file the fork moved followed to its name)
+    and committed as the port commits it; where one conflicts, the files to resolve first. It ends with the change
+    committed on the new branch. The worktree lies beside the checkout, named by an absolute path: the user's shell
+    may be anywhere."""
     fork_path = shlex.quote(str(fork.checkout.path))
     where = shlex.quote(str(Path(fork.checkout.path).resolve().parent / f"port-{fork.commit[:12]}"))
     out = [f"  git -C {fork_path} worktree add --detach {where} {fork.commit}", f"  cd {where}"]
-    for unit in applied:
-        out += _apply(unit) + _commit(unit)
-    if stopped is not None:
-        out += _apply(stopped)
-        out.append("  git status --short   # the files marked UU hold the conflicts: edit them, then")
-        out += _commit(stopped)
+    todo = done.todo or tuple(ByHand(unit=u) for u in (*done.applied, *([done.stopped] if done.stopped else ())))
+    stop = done.stopped.commit if done.stopped else ""
+    for step in todo:
+        out += _apply(step)
+        if step.unit.commit == stop:
+            out.append("  git status --short   # the files marked UU hold the conflicts: edit them, then")
+        out += _commit(step.unit)
     out.append(f"  git switch -c {shlex.quote(branch)}   # python -m ci fork --ref {shlex.quote(branch)} then reads it")
     return out
 
 
-def _apply(unit: Unit) -> list[str]:
-    return [f"  git diff --binary {unit.parent} {unit.commit} -- {PACKAGE} | git apply --3way"]
+def _apply(step: ByHand) -> list[str]:
+    """The commit's `vllm/` diff, its renames as renames, applied three ways (a moved file followed); a file it
+    deletes that the fork changed is removed apart, git merging no deletion."""
+    unit = step.unit
+    follow = f" | {port_files.sed(dict(step.moved))}" if step.moved else ""
+    apart = "".join(f" {shlex.quote(f':(exclude){p}')}" for p in (*step.removed, *step.retyped))
+    diff = f"git diff --binary --find-renames {unit.parent} {unit.commit} -- {PACKAGE}{apart}"
+    out = [f"  {diff}{follow} | git apply --3way"]
+    out += [f"  git rm -q -- {shlex.quote(p)}   # upstream deletes it, and the fork changed it: keep it instead (git "
+            f"checkout HEAD -- {shlex.quote(p)}) where those changes still matter" for p in step.removed]  # fmt: skip
+    out += [f"  git checkout {unit.commit} -- {shlex.quote(p)}   # a symlink on one side, a file on the other: "
+            "upstream's taken" for p in step.retyped]  # fmt: skip
+    return out
 
 
 def _commit(unit: Unit) -> list[str]:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ci.report import cards
+from ci.report import cards, in_fork
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
 from ci.results.criteria import CRITERIA, EFFECT, MATRIX, NO_SIDE_WITHOUT, REGRESSION, TIED, baked, compiled_in
@@ -239,9 +239,10 @@ def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:
 
     t = report.stack.targets[target]
     where = cards.host(t, cards.recorded([r for r in report.results.rows if r.change == row.change], target))
-    fork = report.subject.options if report.subject else ()  # the fork judged, named as the user gave it
+    snap = in_fork.snapshot(report)  # the fork judged (or given by --upstream), named as the user gave it
+    fork = snap.options if snap else ()
     command = f"nox -s {t.sessions[0]}_{row.suite}" + (f" -- {shlex.join(fork)}" if fork else "")
-    base = report.subject.base_version if report.subject else ""
+    base = snap.base_version if snap else ""
     if base and (locked := locked_vllm(t)) and locked != base:  # the session would stop there: re-lock first
         said = f"(the fork is on vLLM {base}, the lock {locked}), then {command} on {where}"
         return f"python -m ci lock {t.id} --vllm {base}", said

@@ -5,6 +5,8 @@ the change (port it: its rows cannot judge it), and report.json's fork entry per
 
 The fork comes from the rows themselves (the fork build each ran on, as its bundle recorded it), else from the fork
 `ci main` judged (`Report.subject`) or the upstream state given (`--upstream`); with none, the rows ran on stock vLLM.
+The first line and the lead column read that one source (`snapshot`), so they cannot disagree: a report whose column
+holds a fork's states names that fork first.
 """
 
 from __future__ import annotations
@@ -37,13 +39,18 @@ def judged(report: Report) -> str:
         said = "; ".join(f"the fork {f}" + (f" (build {b})" if b else "") for f, b in sorted(built.items()))
         said += "".join(f"; the fork without #{x}" + (f" (build {b})" if b else "") for x, b in sorted(without))
         return said
-    snap = report.subject
+    snap = snapshot(report)  # the one source of the lead column too
     if snap is not None:
         how = snap.base_how if snap.base_how.startswith(snap.base_ref) else f"{snap.base_ref}, {snap.base_how}"
-        base = f"vLLM {snap.base_version} ({how})" if snap.base_version else "no known base release"
-        return f"the fork {snap.name} {snap.ref} ({snap.head[:12]}) over {base}"
+        how = how.rstrip(", ")  # an upstream.json of schema 1 does not say how
+        base = f"vLLM {snap.base_version} ({how})" if snap.base_version else "a base release not known yet"
+        ran = sorted({c.vllm_version for c in cases if c.vllm_version and not c.fork})
+        rows = f"; no row ran on it (those that ran here ran on stock vLLM {', '.join(ran)})" if ran else ""
+        given = "" if report.subject is not None else " (its state given by --upstream)"
+        return f"the fork {snap.name} {snap.ref} ({snap.head[:12]}) over {base}{given}{rows}"
     versions = sorted({c.vllm_version for c in cases if c.vllm_version}) or _locked(report)
-    return f"stock vLLM {', '.join(versions) or 'not recorded'} (no fork configured: set STACKGATE_FORK)"
+    said = f"stock vLLM {', '.join(versions) or 'not recorded'}"
+    return f"{said}, by --stock" if report.stock else f"{said} (no fork configured: set STACKGATE_FORK)"
 
 
 def _id(build: str | None) -> str:
@@ -114,5 +121,5 @@ def document(report: Report) -> dict[str, object]:
         base = {"version": snap.base_version, "ref": snap.base_ref, "commit": snap.base, "how": snap.base_how}
         fork = {"name": snap.name, "checkout": snap.fork, "ref": snap.ref, "commit": snap.head,
                 "base": base if snap.base_version else None, "options": list(snap.options)}  # fmt: skip
-    kind = "fork" if report.subject or any(c.fork for r in report.results.rows for c in r.cases) else "stock"
+    kind = "fork" if snap is not None or any(c.fork for r in report.results.rows for c in r.cases) else "stock"
     return {"subject": kind, "said": judged(report), "fork": fork}

@@ -57,6 +57,7 @@ class Report:
     out: Path | None = None  # the folder the report is written to: its links are relative to it
     made_with: tuple[str, ...] = ()  # the `python -m ci` arguments that made it, paths as given
     subject: Snapshot | None = None  # the fork the rows were run to judge (ci main): each change's state in it
+    stock: bool = False  # ci main --stock: the locked release judged, a fork being configured
     # (change, target) planned but left out of the report by a filter -> the filter ("--target")
     left_out: Mapping[tuple[str, str], str] = field(default_factory=dict)
     history: Across | None = None  # this build beside the earlier ones its history holds (--history)

@@ -58,7 +58,7 @@ def survey(st: Stack, scope: Scope) -> Snapshot:
     by_pr = {ch.upstream.pr: ch.id for ch in changes if ch.upstream}
     states = [with_bases(s, ch, by_pr, by_id) for s, ch in zip(states, changes, strict=True)]
     states = [
-        follow_ups.flag(scope, ch, s, full, facts.source_ids, in_fork, tip_date)
+        follow_ups.flag(scope, ch, s, full, facts.source_ids, in_fork, tip_date, facts.source_titles, titled)
         for s, ch in zip(states, changes, strict=True)
     ]
     base = scope.base

@@ -11,7 +11,7 @@ from dataclasses import replace
 from ci import options, tables
 from ci.stack import loader
 from ci.stack.table import change_label
-from ci.upstream import classify, port_check, port_text, record, scope
+from ci.upstream import classify, kept, port_text, record, scope
 from ci.upstream.state import ChangeState, Snapshot
 
 HEADERS = ("Change", "Upstream", "State", "Found", "Flags", "Port")
@@ -43,14 +43,13 @@ def fixes(states: tuple[ChangeState, ...]) -> list[str]:
 def cmd_upstream(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     where = scope.from_args(st, args)
-    snap = classify.survey(st, where)
     if args.record:
-        for line in record.record(st, where, snap):
+        for line in record.record(st, where, classify.survey(st, where)):
             print(line)
         return 0
+    snap = kept.answer(st, where)  # the states and port readiness, kept per (fork tip, upstream commit)
     if args.change:
         snap = replace(snap, changes=tuple(c for c in snap.changes if c.change in args.change))
-    snap = port_check.assess(st, where, snap)
     if args.format == "json":
         print(json.dumps(snap.to_json(), indent=2))
         return 0

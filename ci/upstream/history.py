@@ -69,7 +69,18 @@ def _of_remote(co: Checkout, name: str) -> tuple[str, str] | None:
 
 
 def add_remote(co: Checkout, st: Stack) -> str:
-    return f"git -C {co.path} remote add upstream https://github.com/{_repo(st)}.git && git -C {co.path} fetch upstream"
+    """The commands that bring upstream's main into the checkout: a remote of vLLM's (a name no remote has: a remote
+    `upstream` pointing elsewhere is the user's, never overwritten unasked), fetched."""
+    url = f"https://github.com/{_repo(st)}.git"
+    remotes = co.remotes()
+    name = next(n for n in ("upstream", "vllm", "vllm-upstream", "vllm-project") if n not in remotes)
+    if "upstream" in remotes and _is_upstream(remotes["upstream"], st):
+        return f"git -C {co.path} fetch upstream"
+    add = f"git -C {co.path} remote add {name} {url} && git -C {co.path} fetch {name}"
+    if "upstream" in remotes:
+        add += f" (the remote upstream is {remotes['upstream']}; or point it at vLLM: git -C {co.path} remote set-url "
+        add += f"upstream {url})"
+    return add
 
 
 def no_remote(co: Checkout, st: Stack) -> str:
@@ -90,14 +101,17 @@ def _is_upstream(url: str, st: Stack) -> bool:
     return any(path.endswith("/" + repo) for repo in repos)
 
 
-def require_vllm(co: Checkout, st: Stack, ref: str, head: str, up_ref: str | None, up: str | None) -> None:
-    """A checkout that is not vLLM's history is refused: no vllm/ package, or no history shared with upstream."""
+def require_vllm(
+    co: Checkout, st: Stack, ref: str, head: str, up_ref: str | None, up: str | None, shared: bool = False
+) -> None:
+    """A checkout that is not vLLM's history is refused: no vllm/ package, or no history shared with upstream
+    (`shared`: where the ref left upstream is known already)."""
     if not co.has_path(head, "vllm"):
         raise UsageError(
             f"{co.path} is not a vLLM checkout: {ref} ({head[:12]}) has no vllm/ package",
             hint=f"pass --fork a checkout of the fork of {_repo(st)} under test (and --ref its branch)",
         )
-    if up is None or co.merge_base(head, up) is not None:
+    if up is None or shared or co.merge_base(head, up) is not None:
         return
     if co.shallow:
         raise UsageError(

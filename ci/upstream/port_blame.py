@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ci.upstream.checkout import Checkout
-from ci.upstream.git_streams import REC
+from ci.upstream.git_streams import REC, touches
 from ci.upstream.port_source import pr_of
 from ci.upstream.readiness import ForkEdit, Prerequisite
 from ci.upstream.scratch import Scratch
@@ -32,6 +32,7 @@ class ForkSide:
     picked: frozenset[str]  # upstream commits its "(cherry picked from commit …)" lines name
     patch_ids: frozenset[str]
     own: frozenset[str]  # the fork's own commits (ci.upstream.scope.Scope.own)
+    file_sets: frozenset[frozenset[str]] = frozenset()  # the files each commit changes: a patch-id needs the same
 
 
 def fork_side(co: Checkout, head: str, since: str, own: Sequence[str]) -> ForkSide:
@@ -42,12 +43,31 @@ def fork_side(co: Checkout, head: str, since: str, own: Sequence[str]) -> ForkSi
         subjects.add(subject)
         picked.update(_PICKED.findall(body))
     mine = co.git("rev-list", "--no-merges", *own, "--").split()
+    names = co.git("log", "--no-merges", "--no-renames", f"--format={REC}%H%x02", "--name-only", "-z", head,
+                   f"^{since}", "--")  # fmt: skip
     return ForkSide(
         subjects=frozenset(subjects),
         picked=frozenset(picked),
         patch_ids=frozenset(co.patch_ids(head, f"^{since}").values()),
         own=frozenset(mine),
+        file_sets=frozenset(frozenset(t.files) for t in touches(names)),
     )
+
+
+def touching_any(sc: Scratch, revs: Sequence[str], spans: Sequence[tuple[str, tuple[int, int]]]) -> list[Line]:
+    """The commits of `revs` that changed any of `spans` ((path, (first, last)) as the range's tip has them), newest
+    first: one `git log` with an -L per span (a span past its file's end: each then asked alone)."""
+    if not spans:
+        return []
+    ranges = [f"-L{first},{last}:{path}" for path, (first, last) in spans]
+    done = sc.run("log", "--no-merges", f"--format={REC}%H%x02%s", "-s", *ranges, *revs, ok=(0, 128))
+    if done.returncode == 0:
+        return [_line(chunk) for chunk in done.stdout.split(REC)[1:]]
+    found: dict[str, Line] = {}
+    for path, lines in spans:
+        for x in touching(sc, revs, path, lines):
+            found.setdefault(x.commit, x)
+    return list(found.values())
 
 
 def touching(sc: Scratch, revs: Sequence[str], path: str, lines: tuple[int, int]) -> list[Line]:
@@ -67,14 +87,21 @@ def _line(chunk: str) -> Line:
 
 
 def prerequisites(co: Checkout, lines: Iterable[Line], fork: ForkSide) -> tuple[Prerequisite, ...]:
+    """Each commit with its PR and whether the fork holds it: a fork commit with its subject or its cherry-pick
+    line, or its patch (asked only of commits that change the very files some fork commit changes: a patch-id is
+    equal only then, and a far fork's prerequisites are many)."""
     found = list(lines)
-    ids = co.patch_ids(*(x.commit for x in found), walk=False) if found else {}
+    said = {x.commit for x in found if x.subject in fork.subjects or x.commit in fork.picked}
+    rest = [x.commit for x in found if x.commit not in said]
+    files = co.files(rest) if rest and fork.file_sets else {}
+    alike = [c for c in rest if frozenset(files.get(c, ())) in fork.file_sets]
+    ids = co.patch_ids(*alike, walk=False) if alike else {}
     return tuple(
         Prerequisite(
             commit=x.commit,
             subject=x.subject,
             pr=pr_of(x.subject),
-            held=x.subject in fork.subjects or x.commit in fork.picked or ids.get(x.commit) in fork.patch_ids,
+            held=x.commit in said or ids.get(x.commit) in fork.patch_ids,
         )
         for x in found
     )

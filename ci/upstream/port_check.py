@@ -14,10 +14,19 @@ from dataclasses import dataclass, replace
 from ci.stack.change import Change, FollowUp
 from ci.stack.model import Stack
 from ci.tables import counted
-from ci.upstream import port_apply, port_command, port_source, port_why, stability
-from ci.upstream.port_source import Source, Unit
+from ci.upstream import (
+    follow_ups,
+    port_apply,
+    port_command,
+    port_prerequisites,
+    port_source,
+    port_why,
+    stability,
+)
+from ci.upstream.port_apply import Outcome
+from ci.upstream.port_source import Source
 from ci.upstream.port_why import Sides
-from ci.upstream.readiness import PORTABLE, Prerequisite, Readiness, Stability, Stacked
+from ci.upstream.readiness import PORTABLE, Conflict, Missing, Readiness, Stability, Stacked
 from ci.upstream.scope import Scope
 from ci.upstream.scratch import Scratch
 from ci.upstream.state import ChangeState, Snapshot
@@ -56,7 +65,8 @@ def assess(st: Stack, scope: Scope, snap: Snapshot) -> Snapshot:
                 out.append(replace(s, port=ports[s.change]))
             elif s.held:
                 merged = [f for f in ch.upstream.follow_ups if f.merge_commit]  # an unmerged one: nothing to port
-                out.append(replace(s, follow_up_ports=tuple(follow_up(ctx, ch, f) for f in merged)))
+                said = (follow_up(ctx, ch, f, s) for f in merged)
+                out.append(replace(s, follow_up_ports=tuple(r for r in said if r is not None)))
             else:
                 out.append(s)
     return replace(snap, changes=tuple(out))
@@ -105,33 +115,20 @@ def change(ctx: Context, ch: Change, state: ChangeState, earlier: Mapping[str, R
     return _tried(ctx, ch.id, source, stable, on, earlier, follow_up=False)
 
 
-def follow_up(ctx: Context, ch: Change, f: FollowUp) -> Readiness:
+def follow_up(ctx: Context, ch: Change, f: FollowUp, state: ChangeState) -> Readiness | None:
+    """A follow-up's port, where the fork lacks it by the one rule that lists it missing (ci.upstream.follow_ups:
+    `state.follow_ups_missing`); one the fork holds reads "in the fork", and one upstream's main here predates (its
+    merge not in the checkout) is not listed: the follow-ups offered for porting are the ones listed missing."""
     source = port_source.of_follow_up(ctx.scope.co, ch, f, ctx.full)
     merge = source.units[0].commit if source.units else ""
     stable = stability.of_follow_up(ctx.scope, f, merge, source.units[0].subject if source.units else "")
-    if merge and (held := _held(ctx, source.units[0])):
-        return Readiness(pr=source.pr, change=ch.id, follow_up=True, verdict="in the fork", detail=held,
-                         patch=(merge,), stability=stable)  # fmt: skip
+    if f.ref not in state.follow_ups_missing and not merge:
+        return None
+    if f.ref not in state.follow_ups_missing:
+        return Readiness(pr=source.pr, change=ch.id, follow_up=True, verdict="in the fork",
+                         detail=f"{ctx.scope.ref} holds it ({follow_ups.HELD})", patch=(merge,) if merge else (),
+                         stability=stable)  # fmt: skip
     return _tried(ctx, ch.id, source, stable, (), {}, follow_up=True)
-
-
-def _held(ctx: Context, unit: Unit) -> str:
-    """Why the fork holds an upstream commit ("" where nothing says so): in the ref's history, or a fork commit
-    since they parted with its subject, its cherry-pick line or its patch."""
-    scope = ctx.scope
-    if scope.co.is_ancestor(unit.commit, scope.head):
-        return f"upstream's merge {unit.commit[:12]} is in the history of {scope.ref}"
-    base = ctx.sides.base_with(unit.commit)
-    if not base:
-        return ""
-    side = ctx.sides.at(base)
-    if (
-        unit.subject in side.subjects
-        or unit.commit in side.picked
-        or scope.co.patch_ids(unit.commit, walk=False).get(unit.commit) in side.patch_ids
-    ):
-        return f"a commit of {scope.ref} carries upstream's {unit.commit[:12]} (its subject, patch or cherry-pick line)"
-    return ""
 
 
 def _tried(
@@ -151,38 +148,61 @@ def _tried(
     scope = ctx.scope
     done = port_apply.attempt(ctx.sc, scope.head, source.units)
     patch = tuple(u.commit for u in source.units)
-    shell = replace(shell, patch=patch, files=done.files, three_way=done.three_way, detail=done.detail)
+    shell = replace(shell, patch=patch, files=done.files, three_way=done.three_way, detail=done.detail,
+                    moved=done.moved)  # fmt: skip
     if done.verdict == "unknown":
-        return shell
+        fix = f"fetch upstream's objects into it: git -C {scope.co.path} fetch {_source(scope)} main"
+        return replace(shell, command=f"fix: {fix}" if done.stopped is not None else "")
     if done.verdict == "in the fork":
         return replace(shell, verdict="in the fork", detail=f"its vllm/ diff is already in {scope.ref} (it reverses)")
     n = len(done.files)
     what = f"upstream's vllm/ diff of {', '.join(c[:12] for c in patch)} ({counted(n, 'file')})"
+    moved = f"; followed where the fork moved them: {_moves(done.moved)}" if done.moved else ""
+    found: tuple[Conflict, ...] = ()
+    missing: tuple[Missing, ...] = ()
     if done.verdict in PORTABLE:
         how = "as it is" if done.verdict == "clean" else f"by a three-way merge of {', '.join(done.three_way)}"
-        needs = port_why.needs(ctx.sides, (), on, earlier)
-        after = _after(ctx, needs, source.units) if needs else ""
-        command = port_command.port(ctx.flags, source.pr, with_prerequisites=after in PORTABLE)
-        return replace(shell, verdict=done.verdict, detail=f"{what} applies to {scope.ref} {how}",
-                       prerequisites=needs, after_prerequisites=after, command=command)  # fmt: skip
-    found = port_why.conflicts(ctx.sc, ctx.sides, done)
-    needs = port_why.needs(ctx.sides, found, on, earlier)
-    hunks = sum(len(c.hunks) for c in found)
-    clean = len(done.files) - len(found)
-    detail = (
-        f"{what}: a three-way merge onto {scope.ref} conflicts in {', '.join(c.file for c in found)} "
-        f"({counted(hunks, 'hunk')}); {counted(clean, 'other file')} merge cleanly"
-    )
-    after = _after(ctx, needs, source.units) if needs else ""
-    command = port_command.port(ctx.flags, source.pr, with_prerequisites=after in PORTABLE)
-    return replace(shell, verdict="conflicts", detail=detail, conflicts=found, prerequisites=needs,
-                   after_prerequisites=after, command=command)  # fmt: skip
+        detail = f"{what} applies to {scope.ref} {how}{moved}"
+    elif done.verdict == "needs prerequisites":
+        missing = _missing(ctx, done)
+        detail = (
+            f"{what} changes {counted(len(done.missing), 'file')} {scope.ref} lacks, added upstream after it left: "
+            f"{', '.join(done.missing)}{moved}"
+        )
+    else:
+        found = port_why.conflicts(ctx.sc, ctx.sides, done)
+        hunks = sum(len(c.hunks) for c in found)
+        clean = len(done.files) - len(found)
+        detail = (
+            f"{what}: a three-way merge onto {scope.ref} conflicts in {', '.join(c.file for c in found)} "
+            f"({counted(hunks, 'hunk')}); {counted(clean, 'other file')} {'merges' if clean == 1 else 'merge'} "
+            f"cleanly{moved}"
+        )
+    first = port_why.needs(ctx.sides, (), on, earlier)  # the PRs it is stacked on that the fork lacks
+    shell = replace(shell, verdict=done.verdict, detail=detail, conflicts=found, missing=missing)
+    if done.verdict in PORTABLE and not first:
+        return replace(shell, command=port_command.port(ctx.flags, source.pr))
+    chain, _ = port_prerequisites.close(ctx.sides, ctx.sc, source.units, first, f"#{source.pr}")
+    after = chain.verdict if chain.prerequisites else ""
+    first_them = bool(chain.prerequisites) and after in PORTABLE
+    command = port_command.port(ctx.flags, source.pr, with_prerequisites=first_them)
+    return replace(shell, prerequisites=chain.prerequisites, after_prerequisites=after, chain=chain.outcome,
+                   stopped_at=chain.stopped.commit if chain.stopped else "", stops=chain.stops, cut=chain.cut,
+                   command=command)  # fmt: skip
 
 
-def _after(ctx: Context, needs: tuple[Prerequisite, ...], units: tuple[Unit, ...]) -> str:
-    """The verdict with the prerequisites ported first, each in turn."""
-    first = port_source.units(ctx.scope.co, [p.commit for p in needs])
-    done = port_apply.attempt(ctx.sc, ctx.scope.head, [*(first[p.commit] for p in needs if p.commit in first), *units])
-    if done.verdict == "conflicts" and done.stopped is not None and done.stopped not in units:
-        return f"conflicts: prerequisite {done.stopped.commit[:12]} does not apply"
-    return done.verdict
+def _missing(ctx: Context, done: Outcome) -> tuple[Missing, ...]:
+    """The files the stopped commit changes that the fork lacks, each with the upstream commits that bring it."""
+    unit = done.stopped
+    assert unit is not None
+    return ctx.sides.lacking(ctx.sc, unit, done.missing)
+
+
+def _moves(moved: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{old} as {new}" for old, new in moved)
+
+
+def _source(scope: Scope) -> str:
+    """Where upstream's objects come from: the remote upstream's main was found on, else its URL."""
+    remote = (scope.upstream_ref or "").split("/", 1)[0]
+    return remote if remote in scope.co.remotes() else "https://github.com/vllm-project/vllm.git"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.upstream import port_apply, port_source
+from ci.upstream import port_apply, port_files, port_source
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_apply import Stages
 from ci.upstream.port_source import Unit
@@ -26,14 +26,28 @@ class Made:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Stopped:
-    """Why nothing was made."""
+class ByHand:
+    """One upstream commit of a port done by hand: the files it changes that the fork holds under another name
+    (upstream's path, the fork's), and those it deletes that the fork changed (git merges no deletion)."""
 
-    verdict: str  # "conflicts", or "unknown" where git could not merge (a blob the checkout lacks)
+    unit: Unit
+    moved: tuple[tuple[str, str], ...] = ()
+    removed: tuple[str, ...] = ()
+    retyped: tuple[str, ...] = ()  # files the fork holds as a symlink where upstream has a file (or the other way)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stopped:
+    """Why nothing was made, and every commit the port takes, in order, for doing it by hand."""
+
+    verdict: str  # "conflicts", "needs prerequisites", or "unknown" where git could not merge (a blob it lacks)
     detail: str
     applied: tuple[Unit, ...]  # the commits that applied before it, in order
     stopped: Unit | None
     conflicted: tuple[Stages, ...]
+    missing: tuple[str, ...] = ()  # needs prerequisites: the files the stopped commit changes that the fork lacks
+    # every commit the port takes, in order (those after the stop too): what a recipe by hand applies, through it
+    todo: tuple[ByHand, ...] = ()
 
 
 def units(co: Checkout, r: Readiness, with_prerequisites: bool) -> list[Unit]:
@@ -53,6 +67,8 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
                 applied=tuple(s.unit for s in done.steps if s.how != "in the fork"),
                 stopped=done.stopped,
                 conflicted=done.conflicted,
+                missing=done.missing,
+                todo=_by_hand(sc, head, todo, done),
             )
         ident = _ident(co)
         parent, made = head, []
@@ -70,6 +86,38 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
     if made:  # an empty value as the old one: the ref is created, never moved
         co.git("update-ref", "-m", reflog, f"refs/heads/{branch}", parent, "")
     return Made(branch=branch, tip=parent, commits=tuple(made), skipped=skipped)
+
+
+def _by_hand(sc: port_apply.Scratch, head: str, todo: list[Unit], done: port_apply.Outcome) -> tuple[ByHand, ...]:
+    """Each commit of `todo` with the files it needs that the fork holds under another name, those it deletes that
+    the fork changed, and those the fork holds as another kind: as the attempt found them up to the stop, and from it
+    on as the fork's tree has them (those commits were not reached; a file an earlier commit of the port brings is
+    no longer the fork's to follow)."""
+    moves = {s.unit.commit: dict(s.moved) for s in done.steps}
+    if done.stopped is not None:
+        before = {m for s in done.steps for m in s.moved}
+        moves[done.stopped.commit] = dict(m for m in done.moved if m not in before)
+    removed = {s.path for s in done.conflicted if s.base and s.ours and not s.theirs}
+    retyped: set[str] = set()
+    brought: set[str] = set()  # the paths the port's commits so far add or move to
+    out = []
+    fresh = False
+    for unit in todo:
+        found = port_files.changes(sc, unit)
+        if unit.commit not in moves:
+            if not fresh:
+                sc.read_tree(head)
+                fresh = True
+            read = port_files.read(sc, unit, found)
+            moves[unit.commit] = {a: b for a, b in read.moved.items() if a not in brought}
+            removed.update(read.removed)
+            retyped.update(read.retyped)
+        needs = {c.needs for c in found if c.needs}
+        out.append(ByHand(unit=unit, moved=tuple((a, b) for a, b in moves[unit.commit].items() if a in needs),
+                          removed=tuple(c.path for c in found if c.status == "D" and c.path in removed),
+                          retyped=tuple(c.path for c in found if c.path in retyped)))  # fmt: skip
+        brought.update(c.path for c in found if c.status in ("A", "R", "C"))
+    return tuple(out)
 
 
 def _ident(co: Checkout) -> dict[str, str]:

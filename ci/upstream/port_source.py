@@ -15,6 +15,9 @@ from ci.upstream.git_streams import REC
 
 PACKAGE = "vllm/"
 DIFF = ("--binary", "--full-index", "--no-renames", "--no-color", "--no-ext-diff", "--no-textconv")
+# the patch a port applies: a file upstream moved is moved (and merged three ways where the fork changed it), as
+# `git cherry-pick` and a recipe by hand move it; never the user's diff.renames setting
+PORT_DIFF = ("--binary", "--full-index", "--find-renames", "--no-color", "--no-ext-diff", "--no-textconv")
 _PR = re.compile(r"\(#(\d+)\)\s*$")
 _REF = re.compile(r"#(\d+)$")
 

@@ -4,7 +4,7 @@ command)."""
 
 from __future__ import annotations
 
-from ci.upstream.readiness import Conflict, Readiness
+from ci.upstream.readiness import Conflict, Missing, Readiness
 from ci.upstream.state import ChangeState
 
 SHOWN = 3  # commits named per hunk; the rest are counted
@@ -26,8 +26,11 @@ def cell(state: ChangeState) -> str:
 def cell_of(r: Readiness) -> str:
     """One verdict in a cell: "conflicts: pre.py (1 hunk); after #47000: clean; stacked on #49903 absent"."""
     text = f"unknown: {r.detail}" if r.verdict == "unknown" else r.short()
-    if r.prerequisites and r.after_prerequisites:
-        text += f"; after {_prs(r)}: {r.after_prerequisites}"
+    if r.chain:
+        text += f"; {r.chain}"
+    elif r.prerequisites and r.after_prerequisites:  # an upstream.json written before chains were said in a line
+        text += f"; after {', '.join(f'#{p.pr}' if p.pr else p.commit[:12] for p in r.prerequisites)}: "
+        text += r.after_prerequisites
     lacking = [f"#{s.pr} {s.state}" for s in r.stacked_on if s.lacking]
     if lacking:
         text += f"; stacked on {', '.join(lacking)}"
@@ -45,10 +48,12 @@ def lines(state: ChangeState) -> list[str]:
         out.append(f"{r.label}: {r.verdict}: {r.detail}")
         for c in r.conflicts:
             out += [f"  {h}" for h in hunk_lines(c)]
+        out += [f"  {line}" for line in missing_lines(r.missing)]
         if r.prerequisites:
             said = ", ".join(_commit(p.commit, p.pr, p.subject) for p in r.prerequisites)
-            after = f"; with them first: {r.after_prerequisites}" if r.after_prerequisites else ""
-            out.append(f"  needs first (oldest first), lacking in the fork: {said}{after}")
+            out.append(f"  needs first (oldest first), lacking in the fork: {said}")
+        if r.chain:
+            out.append(f"  the chain: {r.chain}")
         for s in r.stacked_on:
             out.append(f"  stacked on #{s.pr}: {s.state}" + (f" (change {s.change})" if s.change else ""))
         if r.stability:
@@ -83,12 +88,33 @@ def hunk_lines(c: Conflict) -> list[str]:
     return out
 
 
+def missing_lines(missing: tuple[Missing, ...]) -> list[str]:
+    """Each file the fork lacks, and what brings it: "vllm/x.py: not in the fork; upstream created it in … and
+    changed it in …"."""
+    out = []
+    for m in missing:
+        said = f"{m.file}: not in the fork"
+        if m.removed_by is not None:
+            said += f"; the fork removed it in {_commit(m.removed_by.commit, None, m.removed_by.subject)}"
+        elif m.commits:
+            made, *then = m.commits
+            said += f"; upstream created it in {_commit(made.commit, made.pr, made.subject)}{_held(made.held)}"
+            if then:
+                shown = [_commit(p.commit, p.pr, p.subject) + _held(p.held) for p in then[:SHOWN]]
+                more = len(then) - SHOWN
+                said += " and changed it in " + ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+        else:
+            said += "; no upstream commit since the fork left upstream brought it"
+        out.append(plain(said))
+    return out
+
+
+def _held(held: bool) -> str:
+    return " (in the fork)" if held else " (not in the fork)"
+
+
 def _commit(commit: str, pr: int | None, subject: str) -> str:
     return f"{commit[:12]}{f' #{pr}' if pr else ''} {subject!r}"
-
-
-def _prs(r: Readiness) -> str:
-    return ", ".join(f"#{p.pr}" if p.pr else p.commit[:12] for p in r.prerequisites)
 
 
 def plain(text: str) -> str:

@@ -8,13 +8,13 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 
 from ci.stack.change import Change
-from ci.upstream import port_blame
+from ci.upstream import port_blame, port_files
 from ci.upstream.git_streams import REC
-from ci.upstream.port_apply import Outcome
+from ci.upstream.port_apply import Outcome, Stages
 from ci.upstream.port_blame import ForkSide
 from ci.upstream.port_hunks import regions
-from ci.upstream.port_source import pr_of
-from ci.upstream.readiness import Conflict, Hunk, Prerequisite, Readiness, Stacked
+from ci.upstream.port_source import Unit, pr_of
+from ci.upstream.readiness import Conflict, Hunk, Missing, Prerequisite, Readiness, Stacked
 from ci.upstream.scope import Scope
 from ci.upstream.scratch import Scratch
 from ci.upstream.state import ChangeState
@@ -30,6 +30,22 @@ class Sides:
         self.scope = scope
         self._by_base: dict[str, ForkSide] = {}
         self._bases: dict[str, str] = {}
+        self._after: set[str] | None = None  # upstream's commits after where the ref left it
+        self.conflicts: dict[tuple[str, tuple[Stages, ...]], tuple[Conflict, ...]] = {}  # asked once per stop
+        self.missing: dict[tuple[str, tuple[str, ...]], tuple[Missing, ...]] = {}  # so too the files it lacks
+        self.touched: dict[tuple[str, tuple[Stages, ...]], tuple[Prerequisite, ...]] = {}  # and the lines' commits
+
+    def lacking(self, sc: Scratch, unit: Unit, paths: tuple[str, ...]) -> tuple[Missing, ...]:
+        """The files `unit` changes that the fork lacks, each with the upstream commits that bring it (asked once)."""
+        key = (unit.commit, paths)
+        if key not in self.missing:
+            base = self.base_with(unit.parent)
+            if not base:
+                self.missing[key] = tuple(Missing(file=f, commit=unit.commit) for f in paths)
+            else:
+                side = self.at(base)
+                self.missing[key] = port_files.history(sc, side, base, unit, self.scope.head, paths, side.own)
+        return self.missing[key]
 
     def at(self, base: str) -> ForkSide:
         if base not in self._by_base:
@@ -38,13 +54,48 @@ class Sides:
         return self._by_base[base]
 
     def base_with(self, commit: str) -> str:
-        """Where the fork's ref and `commit`'s history part ("" where they share none)."""
+        """Where the fork's ref and `commit`'s history part ("" where they share none). An upstream commit after where
+        the ref left upstream's main parts there (one rev-list for all of them, not a merge-base each)."""
+        left = self.scope.left
+        if left is not None and self.scope.upstream:
+            if self._after is None:
+                out = self.scope.co.git("rev-list", self.scope.upstream, f"^{left.commit}", "--")
+                self._after = set(out.split())
+            if commit in self._after:
+                return left.commit
         if commit not in self._bases:
             self._bases[commit] = self.scope.co.merge_base(self.scope.head, commit) or ""
         return self._bases[commit]
 
 
 def conflicts(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Conflict, ...]:
+    unit = outcome.stopped
+    assert unit is not None
+    key = (unit.commit, outcome.conflicted)
+    if key not in sides.conflicts:
+        sides.conflicts[key] = _conflicts(sc, sides, outcome)
+    return sides.conflicts[key]
+
+
+def touched(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Prerequisite, ...]:
+    """The upstream commits since the fork left upstream that touched any conflicting region of the commit that
+    stopped `outcome` (one `git log` for them all, where `conflicts` asks hunk by hunk)."""
+    unit = outcome.stopped
+    assert unit is not None
+    key = (unit.commit, outcome.conflicted)  # changes lacking the same files stop at the same commits: asked once
+    if key in sides.touched:
+        return sides.touched[key]
+    base = sides.base_with(unit.parent)
+    found: tuple[Prerequisite, ...] = ()
+    if base:
+        spans = [(s.path, r.upstream) for s in outcome.conflicted if s.base for r in regions(sc, s)][:MAX_HUNKS]
+        lines = port_blame.touching_any(sc, (unit.parent, f"^{base}"), spans)
+        found = port_blame.prerequisites(sides.scope.co, lines, sides.at(base))
+    sides.touched[key] = found
+    return found
+
+
+def _conflicts(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Conflict, ...]:
     unit = outcome.stopped
     assert unit is not None
     head = sides.scope.head

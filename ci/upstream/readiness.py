@@ -8,6 +8,8 @@ Verdicts:
 - clean by three-way merge: it applies only by merging each file three ways (the fork moved the lines around it);
 - conflicts: the three-way merge leaves conflicting hunks (each with the upstream commits that touched its lines
   since the fork left upstream, the possible prerequisites, and the fork's own commits that touched them);
+- needs prerequisites: it changes files the fork's tree lacks (nor holds under another name): upstream added them
+  after the fork left it, by other commits, named with their PRs;
 - in the fork: its patch is already in the ref (it reverses cleanly), or the follow-up's commit is held;
 - unknown: it cannot be tried here (the commit is not in the checkout, or the change records nothing to apply).
 """
@@ -19,7 +21,7 @@ from typing import Any, Literal, get_args
 
 from ci.tables import counted
 
-Verdict = Literal["clean", "clean by three-way merge", "conflicts", "in the fork", "unknown"]
+Verdict = Literal["clean", "clean by three-way merge", "conflicts", "needs prerequisites", "in the fork", "unknown"]
 VERDICTS: tuple[str, ...] = get_args(Verdict)
 PORTABLE: tuple[str, ...] = ("clean", "clean by three-way merge")
 
@@ -58,6 +60,29 @@ class ForkEdit:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ForkEdit:
         return cls(commit=str(doc["commit"]), subject=str(doc["subject"]), own=_bool(doc["own"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Missing:
+    """A file an upstream commit's patch changes that the fork's tree lacks (and holds under no other name): the
+    upstream commits that created and changed it between where the fork left upstream and that commit's parent
+    (oldest first), or, where it was there when the fork left, the fork's commit that removed it."""
+
+    file: str
+    commit: str  # the upstream commit whose patch needs it
+    commits: tuple[Prerequisite, ...] = ()  # oldest first: the first created it
+    removed_by: ForkEdit | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "commit": self.commit, "commits": [p.to_json() for p in self.commits],
+                "removed_by": self.removed_by.to_json() if self.removed_by else None}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Missing:
+        removed = doc.get("removed_by")
+        return cls(file=str(doc["file"]), commit=str(doc["commit"]),
+                   commits=tuple(Prerequisite.from_json(p) for p in doc["commits"]),
+                   removed_by=ForkEdit.from_json(removed) if removed is not None else None)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,10 +178,20 @@ class Readiness:
     files: tuple[str, ...] = ()  # the files the patch changes
     three_way: tuple[str, ...] = ()  # those that apply only by a three-way merge (or conflict)
     conflicts: tuple[Conflict, ...] = ()
-    # what it needs first, oldest first (the order to port them in): the PRs it is stacked on that the fork lacks,
-    # and the upstream commits the fork lacks that touched its conflicting lines
+    missing: tuple[Missing, ...] = ()  # needs prerequisites: the files it changes that the fork lacks
+    moved: tuple[tuple[str, str], ...] = ()  # (upstream's path, the fork's): files the fork holds under another name
+    # The prerequisite chain, closed, oldest first (the order to port them in, and what --with-prerequisites ports):
+    # the PRs it is stacked on that the fork lacks, the upstream commits that created and changed the files it needs,
+    # and those that touched its conflicting lines; then the same for each of them, to a bound
+    # (ci.upstream.port_prerequisites)
     prerequisites: tuple[Prerequisite, ...] = ()
-    after_prerequisites: str = ""  # the verdict with those ported first ("" where not tried)
+    after_prerequisites: str = ""  # the verdict with the chain ported first ("" where there is no chain)
+    chain: str = ""  # the chain's outcome in one line: "ports after 2 prerequisites (#47327, #46808): all clean"
+    stopped_at: str = ""  # the upstream commit where the chain stops ("" where it does not)
+    # every commit of the chain (or the change) that conflicts or lacks files, in order, each taken past as upstream
+    # has it; `cut`: the bound cut the chain at the last of them (what the commits after it need was not looked for)
+    stops: tuple[str, ...] = ()
+    cut: bool = False
     stacked_on: tuple[Stacked, ...] = ()
     stability: Stability | None = None
     command: str = ""  # the next step: the port, or what makes it possible
@@ -166,7 +201,11 @@ class Readiness:
         return f"#{self.pr} (follow-up of #{self.change})" if self.follow_up else f"#{self.pr}"
 
     def short(self) -> str:
-        """The verdict in a table cell: "clean", "conflicts: speculator.py (3 hunks)"."""
+        """The verdict in a table cell: "clean", "conflicts: speculator.py (3 hunks)", "needs prerequisites:
+        attention.py (not in the fork)"."""
+        if self.verdict == "needs prerequisites":
+            names = ", ".join(dict.fromkeys(m.file.rsplit("/", 1)[-1] for m in self.missing))
+            return f"needs prerequisites: {names} (not in the fork)"
         if self.verdict != "conflicts":
             return self.verdict
         hunks = sum(len(c.hunks) for c in self.conflicts)
@@ -184,8 +223,14 @@ class Readiness:
             "files": list(self.files),
             "three_way": list(self.three_way),
             "conflicts": [c.to_json() for c in self.conflicts],
+            "missing": [m.to_json() for m in self.missing],
+            "moved": [list(m) for m in self.moved],
             "prerequisites": [p.to_json() for p in self.prerequisites],
             "after_prerequisites": self.after_prerequisites,
+            "chain": self.chain,
+            "stopped_at": self.stopped_at,
+            "stops": list(self.stops),
+            "cut": self.cut,
             "stacked_on": [s.to_json() for s in self.stacked_on],
             "stability": self.stability.to_json() if self.stability else None,
             "command": self.command,
@@ -206,8 +251,14 @@ class Readiness:
             files=_strs(doc["files"]),
             three_way=_strs(doc["three_way"]),
             conflicts=tuple(Conflict.from_json(c) for c in doc["conflicts"]),
+            missing=tuple(Missing.from_json(m) for m in doc.get("missing", ())),
+            moved=tuple(_pair(m) for m in doc.get("moved", ())),
             prerequisites=tuple(Prerequisite.from_json(p) for p in doc["prerequisites"]),
             after_prerequisites=str(doc.get("after_prerequisites", "")),
+            chain=str(doc.get("chain", "")),
+            stopped_at=str(doc.get("stopped_at", "")),
+            stops=_strs(doc.get("stops", [])),
+            cut=_bool(doc.get("cut", False)),
             stacked_on=tuple(Stacked.from_json(s) for s in doc["stacked_on"]),
             stability=Stability.from_json(stability) if stability is not None else None,
             command=str(doc["command"]),
@@ -224,6 +275,12 @@ def _strs(value: object) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"expected a list of strings, got {str(value)[:80]!r}")
     return tuple(value)
+
+
+def _pair(value: object) -> tuple[str, str]:
+    if not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected [upstream's path, the fork's path], got {str(value)[:80]!r}")
+    return value[0], value[1]
 
 
 def _span(value: object) -> tuple[int, int]:

@@ -8,6 +8,13 @@ than NEAR_COMMITS commits or NEAR_DAYS days before that point is stale (a clone 
 still reaches its old ones through main): it is never taken, and the problem names the point, its date and what
 makes the base known. A fork on upstream's main between releases is said to be so: no release wheel holds its
 compiled parts.
+
+A release line is told by its cherry-picks: commits after the point whose "(cherry picked from commit …)" line names
+a commit of upstream's main (a line naming the fork's own commits is the fork's own work, not a release). Its last
+commit in the ref's history is the release's tree where the tag is missing (the newest such cherry-pick, carried to
+the nearest branch or tag tip holding it): the fix line names it (`--base-ref`), and `--base-version` alone takes
+it. A tag named like a release on one of the fork's own commits (v1.0.0 after the point, off the release line) is
+never a vLLM release: the search goes on to the next tag, and says which it passed over.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ _BRANCH = re.compile(r"(?:^|/)releases?/v?\d+\.\d+(?:\.\d+)?$")
 _VERSION_FILE = "vllm/_version.py"
 _VERSION = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"](\d+\.\d+\.\d+)['"]""", re.M)
 PICKED = "(cherry picked from commit "
+_PICKED = re.compile(r"\(cherry picked from commit ([0-9a-f]{40})\)")
+_REC = "\x01"
 
 
 UPSTREAM_URL = "https://github.com/vllm-project/vllm.git"
@@ -51,9 +60,22 @@ class Left:
     commit: str
     date: str  # YYYY-MM-DD
     upstream_ref: str
+    upstream: str = ""  # the commit upstream_ref names
 
     def said(self) -> str:
         return f"{self.upstream_ref} at {self.commit[:12]} ({self.date})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Line:
+    """The release line a ref took from upstream's main after it left: its cherry-picks of upstream's commits."""
+
+    picked: int  # commits after the point whose cherry-pick line names a commit of upstream's main
+    end: str  # the line's last commit in the ref's history (full id)
+    end_ref: str  # the branch or tag whose tip it is ("" where none is)
+
+    def said(self) -> str:
+        return f"{self.end[:12]}" + (f" ({self.end_ref})" if self.end_ref else "")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,26 +96,70 @@ def left(co: Checkout, head: str, upstream_ref: str | None, upstream: str | None
     if not upstream or not upstream_ref:
         return None
     point = co.merge_base(head, upstream)
-    return Left(commit=point, date=co.date(point), upstream_ref=upstream_ref) if point else None
+    return Left(commit=point, date=co.date(point), upstream_ref=upstream_ref, upstream=upstream) if point else None
 
 
-def find(co: Checkout, ref: str, head: str, where: Left | None) -> Base | Unknown:
-    """The base release of `ref` (`head`), from history alone; else why it is not known."""
-    tag = _newest_tag(co, head)
+def line(co: Checkout, head: str, where: Left | None) -> Line | None:
+    """The release line `head` took from upstream's main after `where`, or None where no commit since then names one
+    of upstream's commits in its cherry-pick line."""
+    if where is None or not where.upstream:
+        return None
+    out = co.git("log", "--fixed-strings", f"--grep={PICKED}", f"--format={_REC}%H%x02%B", head, f"^{where.commit}",
+                 "--")  # fmt: skip
+    named: list[tuple[str, list[str]]] = []
+    for chunk in out.split(_REC)[1:]:
+        commit, _, body = chunk.partition("\x02")
+        named.append((commit, _PICKED.findall(body)))
+    ids = co.resolve({n for _, ns in named for n in ns}) if named else {}
+    held = {full for full in ids.values() if full}
+    if not held:
+        return None
+    upstreams = set(co.git("rev-list", where.upstream, f"^{where.commit}", "--").split()) & held
+    picked = [c for c, ns in named if any(ids.get(n) in upstreams for n in ns)]  # newest first
+    if not picked:
+        return None
+    end, end_ref = _carried(co, head, picked[0])
+    return Line(picked=len(picked), end=end, end_ref=end_ref)
+
+
+def _carried(co: Checkout, head: str, last: str) -> tuple[str, str]:
+    """`last` carried to the nearest branch or tag tip that holds it in `head`'s history (head's own excepted): a
+    release branch's last commits need not be cherry-picks (its CI fixes)."""
+    out = co.git("for-each-ref", "--format=%(objectname) %(*objectname) %(refname:short)", f"--contains={last}",
+                 f"--merged={head}", "refs/heads", "refs/remotes", "refs/tags")  # fmt: skip
+    best: tuple[int, str, str] | None = None
+    for entry in out.splitlines():
+        parts = entry.split(" ")
+        tip, name = (parts[1] or parts[0]), parts[-1]
+        if tip == head or name.endswith("/HEAD"):
+            continue
+        far = int(co.git("rev-list", "--count", f"{last}..{tip}").strip() or 0)
+        if best is None or (far, name) < best[:2]:
+            best = (far, name, tip)
+    return (best[2], best[1]) if best else (last, "")
+
+
+def find(co: Checkout, ref: str, head: str, where: Left | None, on: Line | None = None) -> Base | Unknown:
+    """The base release of `ref` (`head`), from history alone (`on`: the release line it took); else why it is not
+    known."""
+    tag, passed = _newest_tag(co, head, where, on)
     stale = f"no release tag (vX.Y.Z) is in {ref}'s history"
+    if passed:
+        stale += f" but the fork's own ({passed}: on its own commits, not vLLM releases)"
     if tag is not None:
         name, commit = tag
         version = version_of(name)
         assert version is not None  # _newest_tag matches release names only
+        mine = f" (passing over the fork's own {passed})" if passed else ""
         if where is not None and co.is_ancestor(where.commit, commit):
-            how = f"{name}, the newest release tag in {ref}'s history, on the line {ref} took from {where.said()}"
+            how = f"{name}, the newest release tag in {ref}'s history, on the line {ref} took from {where.said()}{mine}"
             return Base(version=version, ref=name, commit=commit, how=how)
         point, at = (where.commit, f"where {ref} left {where.said()}") if where else (head, ref)
         commits = int(co.git("rev-list", "--count", f"{commit}..{point}").strip() or 0)
         days = _days(co.date(commit), co.date(point))
         far = f"{counted(commits, 'commit')} and {counted(days, 'day')}"
         if commits <= NEAR_COMMITS and days <= NEAR_DAYS:
-            how = f"{name}, the newest release tag in {ref}'s history, {far} before {at}"
+            how = f"{name}, the newest release tag in {ref}'s history, {far} before {at}{mine}"
             return Base(version=version, ref=name, commit=commit, how=how)
         stale = (
             f"the newest release tag in {ref}'s history, {name} ({co.date(commit)}), is {far} before {at}: too far to "
@@ -101,7 +167,7 @@ def find(co: Checkout, ref: str, head: str, where: Left | None) -> Base | Unknow
         )
     if found := _version_file(co, ref, head):
         return found
-    return _unknown(co, ref, head, where, stale)
+    return _unknown(co, ref, head, where, stale, on, passed)
 
 
 def source_build(co: Checkout, commit: str) -> str:
@@ -123,29 +189,41 @@ def _fetch_tags(co: Checkout, where: Left | None) -> str:
     return f"git -C {co.path} fetch {source} --tags"
 
 
-def _unknown(co: Checkout, ref: str, head: str, where: Left | None, stale: str) -> Unknown:
+def _unknown(
+    co: Checkout, ref: str, head: str, where: Left | None, stale: str, on: Line | None, passed: str
+) -> Unknown:
     tags = _fetch_tags(co, where)
     by_hand = "or name it: --base-version X.Y.Z (the release it is built on), or stack/fork.yaml's base"
+    if on is not None:  # the release's tree is the line's last commit: the fix names it, or the line's cherry-picks
+        by_hand = (  # would count as the fork's own (and its compiled sources with them)
+            f"or name it: --base-ref {on.end[:12]} --base-version X.Y.Z (the release line's last commit here, "
+            f"{on.said()}, and the release it is), or stack/fork.yaml's base"
+        )
     if where is None:
         return Unknown(
             problem=f"{stale}; and without upstream's main nothing says where {ref} left upstream",
             fix=f"set upstream once ($STACKGATE_UPSTREAM_REF, stack/fork.yaml's upstream, or a remote whose URL is "
             f"vllm-project/vllm), then {tags}; {by_hand}",
         )
-    branch, picked = _release_branch(co, head, where), _picked(co, where.commit, head)
+    branch, picked = _release_branch(co, head, where), on.picked if on else 0
     if branch or picked:
         line = f"the release line of {branch}" if branch else "a release line"
-        said = f"{counted(picked, 'commit')} after it cherry-picked" if picked else f"{branch} holds it"
+        said = (
+            f"{counted(picked, 'commit')} after it cherry-picked from upstream's main, its last commit here {on.said()}"
+            if on
+            else f"{branch} holds it"
+        )
         return Unknown(
             problem=f"{ref} left {where.said()} onto {line} ({said}), and nothing here names its release: {stale}, "
             f"and the tree has no {_VERSION_FILE}",
             fix=f"fetch upstream's release tags ({tags}); {by_hand}",
         )
-    around = _tags_around(co, where.date)
+    around = _tags_around(co, where.date, set(passed.split(", ")))
     if around:
+        mine = f"; {passed}: the fork's own tags, on its own commits, not vLLM releases" if passed else ""
         return Unknown(
             problem=f"{ref} sits on upstream's main between releases: it left {where.said()}, and no release tag or "
-            f"release branch holds that point ({around}); no release wheel holds its compiled parts",
+            f"release branch holds that point ({around}); no release wheel holds its compiled parts{mine}",
             fix=f"build it from source ({source_build(co, head)}), or rebase the fork onto a release and judge that; "
             f"{by_hand}",
         )
@@ -155,17 +233,27 @@ def _unknown(co: Checkout, ref: str, head: str, where: Left | None, stale: str) 
     )
 
 
-def _newest_tag(co: Checkout, commit: str) -> tuple[str, str] | None:
-    """The newest release tag (vX.Y.Z, no rc or dev tag) in the history of `commit`, and its commit; or None."""
-    out = co.git(
-        "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*.[0-9]*.[0-9]*", "--exclude", "*rc*", "--exclude",
-        "*dev*", commit, ok=(0, 128),
-    )  # fmt: skip
+def _newest_tag(co: Checkout, head: str, where: Left | None, on: Line | None) -> tuple[tuple[str, str] | None, str]:
+    """The newest release tag (vX.Y.Z, no rc or dev tag) in the history of `head` and its commit, or None; and the
+    tags named like releases it passed over, being on the fork's own commits: after where it left upstream and off
+    the release line it took (v1.0.0 of the fork's own numbering)."""
+    fmt = "--format=%(refname:short)"
+    names = [n for n in co.git("for-each-ref", fmt, f"--merged={head}", "refs/tags").split("\n") if version_of(n)]
+    own: set[str] = set()
+    if names and where is not None:
+        after = set(co.git("for-each-ref", fmt, f"--merged={head}", f"--contains={where.commit}", "refs/tags").split())
+        if after:
+            line = set(co.git("for-each-ref", fmt, f"--merged={on.end}", "refs/tags").split()) if on else set()
+            at = set(co.git("for-each-ref", fmt, f"--points-at={where.commit}", "refs/tags").split())
+            own = {n for n in names if n in after and n not in line and n not in at}
+    kept = [n for n in names if n not in own]
+    passed = ", ".join(sorted(own))
+    if not kept:
+        return None, passed
+    out = co.git("describe", "--tags", "--abbrev=0", *(f"--match={n}" for n in kept), head, ok=(0, 128))
     name = out.strip()
-    if not name or version_of(name) is None:
-        return None
-    found = co.commit(name)
-    return (name, found) if found else None
+    found = co.commit(name) if name and version_of(name) else None
+    return ((name, found) if found else None), passed
 
 
 def _release_branch(co: Checkout, head: str, where: Left) -> str:
@@ -195,17 +283,11 @@ def _version_file(co: Checkout, ref: str, head: str) -> Base | None:
     return Base(version=m.group(1), ref=wrote, commit=wrote, how=how)
 
 
-def _picked(co: Checkout, point: str, head: str) -> int:
-    """How many commits of point..head say they were cherry-picked (a release branch is made of them)."""
-    out = co.git("rev-list", "--count", "--fixed-strings", f"--grep={PICKED}", f"{point}..{head}")
-    return int(out.strip() or 0)
-
-
-def _tags_around(co: Checkout, date: str) -> str:
+def _tags_around(co: Checkout, date: str, own: set[str]) -> str:
     """The release tags the checkout holds just before and after `date` ("" where it holds none after it: then its
-    tags are not known to be upstream's recent ones)."""
+    tags are not known to be upstream's recent ones); `own`: the fork's own tags, left out."""
     out = co.git("for-each-ref", "--sort=creatordate", "--format=%(refname:short) %(creatordate:short)", "refs/tags")
-    tags = [(n, d) for n, _, d in (line.partition(" ") for line in out.splitlines()) if version_of(n)]
+    tags = [(n, d) for n, _, d in (line.partition(" ") for line in out.splitlines()) if version_of(n) and n not in own]
     before = [f"{n} ({d})" for n, d in tags if d < date][-1:]
     after = [f"{n} ({d})" for n, d in tags if d >= date][:1]
     if not after:

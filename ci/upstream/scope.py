@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ci.errors import UsageError
 from ci.stack.model import Carried, Stack
-from ci.upstream import carries_check, history, release
+from ci.upstream import carries_check, history, refs, release
 from ci.upstream.checkout import Checkout
 from ci.upstream.release import Base, Left
 
@@ -138,7 +138,8 @@ def open_scope(
     src = st.fork
     recorded = src is not None and _same_fork(st, co, path)
     named = ref or os.environ.get(ENV_REF) or (src.ref if recorded and src else None) or "HEAD"
-    head = _commit(co, named, "--ref")
+    named = refs.as_typed(co, named, "--ref" if ref or not os.environ.get(ENV_REF) else f"${ENV_REF}")
+    head = refs.commit(co, named, "--ref")
     up = history.upstream_tip(co, st, upstream_ref, src.upstream if recorded and src else None)
     where = release.left(co, head, up.ref, up.commit)
     base, unknown = _base(co, st, named, head, where, base_ref, base_version, recorded)
@@ -149,10 +150,12 @@ def open_scope(
             hint=f"{history.add_remote(co, st)}; or set upstream once (${history.ENV_UPSTREAM}=REF, or stack/fork.yaml "
             "upstream: REMOTE); or pass --base-ref REF --base-version X.Y.Z (the release the fork is built on)",
         )
-    history.require_vllm(co, st, named, head, up.ref, up.commit)
+    history.require_vllm(co, st, named, head, up.ref, up.commit, shared=where is not None)
     if recorded and src is not None:
         carries_check.own_commits(st, co, src.carries, base, up.commit)
-    given = [("--upstream-ref", upstream_ref), ("--base-ref", base_ref), ("--base-version", base_version)]
+    # what names it again in a fresh shell: the options given, and an upstream given only by the environment
+    env_up = os.environ.get(history.ENV_UPSTREAM) if up.how.startswith(f"${history.ENV_UPSTREAM}") else None
+    given = [("--upstream-ref", upstream_ref or env_up), ("--base-ref", base_ref), ("--base-version", base_version)]
     return Scope(
         name=(src.name if recorded and src else _name(path)),
         co=co,
@@ -193,18 +196,6 @@ def _where(url: str) -> str:
     return text.replace(":", "/", 1).lower()
 
 
-def _commit(co: Checkout, ref: str, flag: str) -> str:
-    found = co.commit(ref)
-    if found is None:
-        known = co.refs()
-        shown = ", ".join(known[:10]) + (", …" if len(known) > 10 else "") if known else "none"
-        raise UsageError(
-            f"{flag} {ref!r} names no commit in {co.path}",
-            hint=f"pass {flag} a branch, tag or commit it holds (branches here: {shown}), or fetch it",
-        )
-    return found
-
-
 _KNOWN = release.Unknown(problem="", fix="")
 
 
@@ -226,18 +217,27 @@ def _base(
                 "upstream's main is not known here",
                 hint="give --base-ref REF (the release tree the fork is built on) with it, or set upstream once",
             )
-        how = f"--base-version, over where {ref} left {where.said()}"
-        base = Base(version=version, ref=where.commit[:12], commit=where.commit, how=how)
+        on = release.line(co, head, where)
+        if on is not None:  # a release line's tree is its last commit: its cherry-picks are the release's
+            how = (
+                f"--base-version, over the release line's last commit {on.said()}, which {ref} took from "
+                f"{where.said()} ({on.picked} of its commits cherry-picked from upstream's main)"
+            )
+            base = Base(version=version, ref=on.end[:12], commit=on.end, how=how)
+        else:
+            how = f"--base-version, over where {ref} left {where.said()}"
+            base = Base(version=version, ref=where.commit[:12], commit=where.commit, how=how)
     elif base_ref is not None:
+        base_ref = refs.as_typed(co, base_ref, "--base-ref")
         version = version or release.version_of(base_ref)
         if version is None:
             raise UsageError(
                 f"--base-ref {base_ref!r} is not named like a release (vX.Y.Z)",
                 hint="give the vLLM release its tree is with --base-version, e.g. --base-version 0.27.1",
             )
-        base = Base(version=version, ref=base_ref, commit=_commit(co, base_ref, "--base-ref"), how="--base-ref")
+        base = Base(version=version, ref=base_ref, commit=refs.commit(co, base_ref, "--base-ref"), how="--base-ref")
     elif recorded and src is not None and src.base is not None:
-        commit = _commit(co, src.base.ref, "stack/fork.yaml base.ref")
+        commit = refs.commit(co, src.base.ref, "stack/fork.yaml base.ref")
         base = Base(
             version=src.base.version,
             ref=src.base.ref,
@@ -246,7 +246,7 @@ def _base(
             how="stack/fork.yaml",
         )
     else:
-        found = release.find(co, ref, head, where)
+        found = release.find(co, ref, head, where, release.line(co, head, where))
         if isinstance(found, release.Unknown):
             return None, found
         base = found

@@ -87,6 +87,16 @@ class Scratch:
         else:
             shutil.copyfile(saved, index)
 
+    def save(self, name: str) -> str:
+        """The scratch index as it is now, copied aside under `name` (to `restore` later); its path."""
+        saved = self._home / f"{name}.index"
+        shutil.copyfile(self._home / "index", saved)
+        return str(saved)
+
+    def restore(self, saved: str) -> None:
+        """The scratch index as `save` copied it."""
+        shutil.copyfile(saved, self._home / "index")
+
     def keep(self) -> None:
         """Copy the objects written here into the checkout's store (each file by its name, as git writes them:
         an object already there is left alone)."""

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ci import untrusted
 from ci.errors import UsageError
 from ci.escape import one_line
 from ci.upstream.readiness import Readiness
@@ -200,13 +199,13 @@ class Snapshot:
 _MAKE = "python -m ci upstream --fork CHECKOUT --ref REF --format json > upstream.json"
 
 
-UPSTREAM_JSON = untrusted.Kind(what="an upstream.json written by python -m ci upstream", limit=64 << 20, fix=_MAKE)
-
-
 def read(path: Path) -> Snapshot:
     """upstream.json as `ci upstream --format json` wrote it, read as data from elsewhere (`ci.untrusted`); anything
     else is a UsageError naming the file."""
-    doc = untrusted.json_value(untrusted.read_bytes(Path(path), UPSTREAM_JSON), UPSTREAM_JSON, str(path))
+    from ci import untrusted  # its validation library loads only where a file from elsewhere is read
+
+    kind = untrusted.Kind(what="an upstream.json written by python -m ci upstream", limit=64 << 20, fix=_MAKE)
+    doc = untrusted.json_value(untrusted.read_bytes(Path(path), kind), kind, str(path))
     try:
         return Snapshot.from_json(doc)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
