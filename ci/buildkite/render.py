@@ -16,7 +16,7 @@ import yaml
 
 from ci.buildkite.steps import TOOLS, Options, Step, Wait, key, nox
 from ci.errors import UsageError
-from ci.escape import one_line
+from ci.escape import one_line, redacted
 from ci.tables import counted
 
 MAX_JOBS = 500  # per upload: Buildkite rejects more ("exceeds your organization limit of 500")
@@ -83,7 +83,7 @@ def render(steps: Sequence[Step | Wait], opts: Options, part: int, queue: str, *
         if isinstance(step, Wait):
             lines.append("  # the report runs whatever failed above: failing rows are what it reports")
         lines += _item(escape(step.to_yaml()))
-    return "\n".join(lines) + "\n"
+    return redacted("\n".join(lines) + "\n")
 
 
 def comment(text: str) -> str:

@@ -1,0 +1,73 @@
+"""git, and a fork's checkout, are data from elsewhere too: a token in a remote's URL is never printed, the user's work
+tree never changes a verdict, a partial clone never fetches behind the user's back, a name from the checkout never
+reaches git as an option nor a terminal as a control character, and a revert undoes what it reverts. Every repository
+here is made by git itself (fork_world, test_port's world); nothing is mocked."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from fork_world import World, make
+from git_repos import ENV
+
+from ci import escape
+
+REPO = Path(__file__).resolve().parent.parent
+TOKEN = "ghp_S3cr3tT0k3nValue"
+TOKEN_URL = f"https://x-access-token:{TOKEN}@github.com/vllm-project/vllm.git"
+
+
+@pytest.fixture
+def world(tmp_path: Path, stack_copy: Path) -> World:
+    return make(tmp_path, stack_copy)
+
+
+def _ci(w: World, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ci", "--stack", str(w.stack), *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, env={**ENV, "PYTHONPATH": str(REPO), **(env or {})})  # fmt: skip
+
+
+def _said(done: subprocess.CompletedProcess[str]) -> str:
+    return done.stdout + done.stderr
+
+
+# 1. A token in an upstream URL, or in a remote's, is never printed
+
+
+def test_a_token_in_the_upstream_url_of_fork_yaml_or_the_environment_is_never_printed(world) -> None:
+    fork = ("fork", "--fork", str(world.path), "--ref", "fork")
+    done = _ci(world, *fork, env={"STACKGATE_UPSTREAM_REF": TOKEN_URL})
+    assert done.returncode == 2 and TOKEN not in _said(done), _said(done)
+    assert "$STACKGATE_UPSTREAM_REF 'https://***@github.com/vllm-project/vllm.git' names no commit" in done.stderr
+    (world.stack / "fork.yaml").write_text(yaml.safe_dump(
+        {"fork": {"name": "f", "checkout": str(world.path), "ref": "fork", "upstream": TOKEN_URL}}))  # fmt: skip
+    done = _ci(world, "fork")
+    assert done.returncode == 2 and TOKEN not in _said(done), _said(done)
+    assert "stack/fork.yaml upstream 'https://***@github.com/vllm-project/vllm.git'" in done.stderr
+
+
+def test_a_token_in_a_remotes_url_is_never_printed(world) -> None:
+    world.repo.git("remote", "remove", "upstream")
+    world.repo.git("remote", "add", "origin", f"https://x-access-token:{TOKEN}@github.com/someone/vllm-fork.git")
+    world.repo.git("tag", "-d", "v0.26.0")  # nothing bounds the fork's own commits: the error lists the remotes
+    done = _ci(world, "fork", "--fork", str(world.path), "--ref", "fork")
+    assert done.returncode == 2 and TOKEN not in _said(done), _said(done)
+    assert "remotes: origin (https://***@github.com/someone/vllm-fork.git)" in done.stderr
+
+
+def test_redaction_keeps_what_is_no_secret_and_reaches_every_printer(tmp_path: Path) -> None:
+    from ci import tables
+
+    assert escape.redacted(f"fetch {TOKEN_URL} now") == "fetch https://***@github.com/vllm-project/vllm.git now"
+    assert escape.redacted("https://TOKEN@host/x and http://u:p@ss@h/y") == "https://***@host/x and http://***@h/y"
+    assert escape.redacted("ssh://git@github.com/o/r git@github.com:o/r a@b.c") == (
+        "ssh://git@github.com/o/r git@github.com:o/r a@b.c")  # fmt: skip
+    assert escape.redacted("ssh://git:pw@github.com/o/r") == "ssh://***@github.com/o/r"
+    for printed in (escape.one_line(TOKEN_URL), escape.lines(f"a\n{TOKEN_URL}"), tables.md_cell(TOKEN_URL),
+                    tables.code(f"git fetch {TOKEN_URL}"), escape.quote(TOKEN_URL),
+                    tables.text(["url"], [[TOKEN_URL]])):  # fmt: skip
+        assert TOKEN not in printed and "*" in printed
