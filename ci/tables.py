@@ -44,7 +44,7 @@ class Markdown(str):
 
 def code(command: str) -> Markdown:
     """A command as a Markdown code span inside a table cell (a pipe escaped, as a table cell needs)."""
-    command = redacted(command)
+    command = one_line(command)  # a line break in it would end the cell and start a line of its own choosing
     fence = "``" if "`" in command else "`"
     pad = " " if fence == "``" else ""
     return Markdown(f"{fence}{pad}{command.replace('|', chr(92) + '|')}{pad}{fence}")

@@ -162,9 +162,9 @@ def _tried(
         how = "as it is" if done.verdict == "clean" else f"by a three-way merge of {', '.join(done.three_way)}"
         needs = port_why.needs(ctx.sides, (), on, earlier)
         after = _after(ctx, needs, source.units) if needs else ""
-        command = port_command.port(ctx.flags, source.pr, with_prerequisites=after in PORTABLE)
-        return replace(shell, verdict=done.verdict, detail=f"{what} applies to {scope.ref} {how}",
-                       prerequisites=needs, after_prerequisites=after, command=command)  # fmt: skip
+        made = replace(shell, verdict=done.verdict, detail=f"{what} applies to {scope.ref} {how}",
+                       prerequisites=needs, after_prerequisites=after)  # fmt: skip
+        return replace(made, command=port_command.of(ctx.flags, made))
     found = port_why.conflicts(ctx.sc, ctx.sides, done)
     needs = port_why.needs(ctx.sides, found, on, earlier)
     hunks = sum(len(c.hunks) for c in found)
@@ -174,9 +174,9 @@ def _tried(
         f"({counted(hunks, 'hunk')}); {counted(clean, 'other file')} merge cleanly"
     )
     after = _after(ctx, needs, source.units) if needs else ""
-    command = port_command.port(ctx.flags, source.pr, with_prerequisites=after in PORTABLE)
-    return replace(shell, verdict="conflicts", detail=detail, conflicts=found, prerequisites=needs,
-                   after_prerequisites=after, command=command)  # fmt: skip
+    made = replace(shell, verdict="conflicts", detail=detail, conflicts=found, prerequisites=needs,
+                   after_prerequisites=after)  # fmt: skip
+    return replace(made, command=port_command.of(ctx.flags, made))
 
 
 def _after(ctx: Context, needs: tuple[Prerequisite, ...], units: tuple[Unit, ...]) -> str:
