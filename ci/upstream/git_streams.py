@@ -1,29 +1,12 @@
-"""What `ci upstream` reads from git, and how: the fixed options every git process runs with, and the parsers of its
-output streams (commits with the files they touch, file patch-ids, the last line of an error)."""
+"""What `ci upstream` reads from git: how a patch is diffed (the same everywhere: patch-ids are recorded in the stack
+and compared with ones computed on another machine), and the parsers of its output streams (commits with the files
+they touch, file patch-ids, the last line of an error). Every git process runs through `ci.git`."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 
-# A user's git config must not change what is parsed, nor the patches hashed: patch-ids are recorded in the
-# stack (`ci upstream --record`) and compared with ones computed on another machine.
-GIT = (
-    "git",
-    "-c",
-    "color.ui=never",
-    "-c",
-    "diff.noprefix=false",
-    "-c",
-    "diff.mnemonicPrefix=false",
-    "-c",
-    "log.showSignature=false",
-    "-c",
-    "core.quotePath=false",
-    "-c",
-    "log.showRoot=true",
-)
 PATCH = (
     "-p",
     "--no-color",
@@ -36,23 +19,7 @@ PATCH = (
     "--inter-hunk-context=0",
     "--format=commit %H",
 )
-# variables that would point git at another repository than -C names (a hook's environment sets them)
-_REPO_ENV = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_COMMON_DIR",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GIT_CEILING_DIRECTORIES",
-)
 REC = "\x01"  # starts each commit in the streams parsed here
-
-
-def env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
-    return {**env, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_PAGER": "cat"}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,10 +15,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from ci import git
 from ci.errors import UsageError
 from ci.upstream.checkout import Checkout
-from ci.upstream.git_streams import GIT, last
-from ci.upstream.git_streams import env as git_env
+from ci.upstream.git_streams import last
 
 
 class Scratch:
@@ -47,7 +47,6 @@ class Scratch:
 
     def _env(self) -> dict[str, str]:
         return {
-            **git_env(),
             "GIT_INDEX_FILE": str(self._home / "index"),
             "GIT_OBJECT_DIRECTORY": str(self.objects),
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": _alternate(self._store),
@@ -56,18 +55,11 @@ class Scratch:
     def run(
         self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,), ident: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [*GIT, "-C", str(self.co.path), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            errors="surrogateescape",
-            env={**self._env(), **(ident or {})},
-        )
+        done = git.run(self.co.git_dir, *args, stdin=stdin, extra={**self._env(), **(ident or {})})
         if done.returncode not in ok:
             raise UsageError(
                 f"git {' '.join(args[:2])} failed in {self.co.path}: {last(done.stderr)}",
-                hint=f"check the checkout: git -C {self.co.path} fsck",
+                hint=f"check the checkout: {self.co.command('fsck')}",
             )
         return done
 
@@ -107,7 +99,7 @@ def store(co: Checkout) -> Path:
     """The checkout's object directory (a bare clone's `objects`, a work tree's `.git/objects`)."""
     out = co.git("rev-parse", "--git-path", "objects").strip()
     path = Path(out)
-    return path if path.is_absolute() else (co.path / path).resolve()
+    return path if path.is_absolute() else (co.git_dir / path).resolve()
 
 
 def _alternate(path: Path) -> str:
