@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fork_world import World, make
-from git_repos import ENV
+from git_repos import ENV, set_change
 
 from ci import escape
 
@@ -71,3 +71,15 @@ def test_redaction_keeps_what_is_no_secret_and_reaches_every_printer(tmp_path: P
                     tables.code(f"git fetch {TOKEN_URL}"), escape.quote(TOKEN_URL),
                     tables.text(["url"], [[TOKEN_URL]])):  # fmt: skip
         assert TOKEN not in printed and "*" in printed
+
+
+# 4. A base version that is no release is refused where it is given, naming the option
+
+
+@pytest.mark.parametrize("version", ["0.27.0rc1", "latest", "0.27", "1.0.0.dev3"])
+def test_a_base_version_that_is_no_release_exits_2_naming_the_option(world, version: str) -> None:
+    set_change(world.stack, "48407", upstream={"first_release": "0.27.0"})  # compared with the base's version
+    for verb in (("fork",), ("upstream",), ("fork", "bundle", "--out", "b.tar.gz"), ("plan",)):
+        done = _ci(world, *verb, "--fork", str(world.path), "--ref", "fork", "--base-version", version)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert f"argument --base-version: {version!r} is not a vLLM release" in done.stderr, done.stderr
