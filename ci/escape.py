@@ -91,7 +91,10 @@ def _ansi_c(c: str) -> str:
         return "\\" + c
     if "\udc80" <= c <= "\udcff":  # a byte a file name held that is no UTF-8 (os.fsdecode): the byte again
         return f"\\x{ord(c) - 0xDC00:02x}"
-    return escaped(c) if hidden(c) else c
+    if not hidden(c):
+        return c
+    # bash reads $'\xHH' as that byte, not as the character: U+0080 to U+00FF are written \u00HH (UTF-8's bytes)
+    return f"\\u{ord(c):04x}" if 0x80 <= ord(c) < 0x100 else escaped(c)
 
 
 def first_hidden(text: object) -> str | None:

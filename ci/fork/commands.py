@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ci import options, signals, tables
 from ci.errors import BuildError, StoppedError, UsageError, os_said
-from ci.escape import one_line
+from ci.escape import one_line, quote
 from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
@@ -166,11 +166,8 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"site {args.site}: vllm_build {built['vllm_build']} (changes: {', '.join(built['changes']) or 'none'})"
         )
     )
-    print(
-        one_line(
-            f"run with: PYTHONPATH={args.site}:{args.base_site}:$PYTHONPATH python -m ci run TARGET SUITE --host ..."
-        )
-    )
+    path = quote(f"{args.site}:{args.base_site}")
+    print(f'run with: PYTHONPATH={path}:"$PYTHONPATH" python -m ci run TARGET SUITE --host ...')
     return 0
 
 

@@ -54,7 +54,7 @@ def branch_name(co: Checkout, wanted: str, given: str | None) -> str:
     if co.commit(f"refs/heads/{name}"):
         raise UsageError(
             f"branch {name} already exists in {co.path}: a port never moves a branch",
-            hint=f"delete it (git -C {co.path} branch -D {name}) or pass --branch ANOTHER",
+            hint=f"delete it ({co.command('branch', '-D', name)}) or pass --branch ANOTHER",
         )
     return name
 

@@ -5,9 +5,9 @@ user's own and finish the port by hand. Nothing was made: no branch, no worktree
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
+from ci.escape import command, quote
 from ci.fork.source import Fork
 from ci.upstream import port_text
 from ci.upstream.port_make import Stopped, Unit
@@ -50,27 +50,34 @@ def reproduce(fork: Fork, applied: list[Unit], stopped: Unit | None, branch: str
     """The commands, each quoted for a POSIX shell: a detached worktree of the fork's ref, the commits that apply
     committed as the port commits them, the conflicting one applied three ways for the conflicts to be resolved. The
     worktree lies beside the checkout, named by an absolute path: the user's shell may be anywhere."""
-    fork_path = shlex.quote(str(fork.checkout.path))
-    where = shlex.quote(str(Path(fork.checkout.path).resolve().parent / f"port-{fork.commit[:12]}"))
-    out = [f"  git -C {fork_path} worktree add --detach {where} {fork.commit}", f"  cd {where}"]
+    where = str(Path(fork.checkout.path).resolve().parent / f"port-{fork.commit[:12]}")
+    out = [
+        f"  {fork.checkout.command('worktree', 'add', '--detach', where, fork.commit)}",
+        f"  {command(['cd', where])}",
+    ]
     for unit in applied:
         out += _apply(unit) + _commit(unit)
     if stopped is not None:
         out += _apply(stopped)
         out.append("  git status --short   # the files marked UU hold the conflicts: edit them, then")
         out += _commit(stopped)
-    out.append(f"  git switch -c {shlex.quote(branch)}   # python -m ci fork --ref {shlex.quote(branch)} then reads it")
+    read = command(["python", "-m", "ci", "fork", "--ref", branch])
+    out.append(f"  {command(['git', 'switch', '-c', branch])}   # {read} then reads it")
     return out
 
 
 def _apply(unit: Unit) -> list[str]:
-    return [f"  git diff --binary {unit.parent} {unit.commit} -- {PACKAGE} | git apply --3way"]
+    diff = command(["git", "diff", "--binary", unit.parent, unit.commit, "--", PACKAGE])
+    return [f"  {diff} | git apply --3way"]
 
 
 def _commit(unit: Unit) -> list[str]:
-    c = unit.commit
+    """The commit as the port makes it: upstream's message and author, and the cherry-pick line. The shell's own
+    syntax (a pipe, $(...)) is written here; every value in it is a commit id, quoted as every value is."""
+    c = quote(unit.commit)
+    picked = quote(f"\n(cherry picked from commit {unit.commit})\n")
     return [
-        f"  git add -- {PACKAGE}",
-        f'  {{ git log -1 --format=%B {c}; printf "\\n(cherry picked from commit {c})\\n"; }} | git commit -q -F - '
+        f"  {command(['git', 'add', '--', PACKAGE])}",
+        f"  {{ git log -1 --format=%B {c}; printf %s {picked}; }} | git commit -q -F - "
         f'--author="$(git log -1 --format=\'%an <%ae>\' {c})" --date="$(git log -1 --format=%aI {c})"',
     ]

@@ -42,7 +42,7 @@ def upstream_tip(co: Checkout, st: Stack, ref: str | None, recorded: str | None 
     if ours:
         raise UsageError(
             f"remote {ours[0]!r} is {_repo(st)}, but none of its branches is fetched in {co.path}",
-            hint=f"git -C {co.path} fetch {ours[0]}",
+            hint=co.command("fetch", "--", ours[0]),
         )
     return Upstream(ref=None, commit=None, how="")
 
@@ -69,7 +69,8 @@ def _of_remote(co: Checkout, name: str) -> tuple[str, str] | None:
 
 
 def add_remote(co: Checkout, st: Stack) -> str:
-    return f"git -C {co.path} remote add upstream https://github.com/{_repo(st)}.git && git -C {co.path} fetch upstream"
+    url = f"https://github.com/{_repo(st)}.git"
+    return f"{co.command('remote', 'add', 'upstream', url)} && {co.command('fetch', 'upstream')}"
 
 
 def no_remote(co: Checkout, st: Stack) -> str:
@@ -102,7 +103,7 @@ def require_vllm(co: Checkout, st: Stack, ref: str, head: str, up_ref: str | Non
     if co.shallow:
         raise UsageError(
             f"{co.path} is a shallow clone: {ref} and {up_ref} share no commit in the history it holds",
-            hint=f"fetch more history: git -C {co.path} fetch --unshallow",
+            hint=f"fetch more history: {co.command('fetch', '--unshallow')}",
         )
     raise UsageError(
         f"{ref} and {up_ref} share no history in {co.path}: the fork is not built on it",
@@ -122,9 +123,9 @@ def missing_merge(
         return state  # upstream here predates the merge: nothing to fix
     src = where.change_source(st.root, ch.id)
     line = src.lines.get(("upstream", "merge_commit"))
-    fetch = f"git -C {co.path} fetch https://github.com/{up.repo}.git main"
+    fetch = co.command("fetch", f"https://github.com/{up.repo}.git", "main")
     if co.shallow:
-        fetch = f"git -C {co.path} fetch --unshallow"
+        fetch = co.command("fetch", "--unshallow")
     return replace(
         state,
         fix=f"{ref} ({tip_date}) is newer than the merge but does not hold {up.merge_commit}: if it "

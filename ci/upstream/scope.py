@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci.errors import UsageError
+from ci.escape import command
 from ci.stack.model import Carried, Stack
 from ci.upstream import carries_check, history, release
 from ci.upstream.checkout import Checkout
@@ -69,7 +69,7 @@ class Scope:
 
     def command(self, verb: str, *more: str) -> str:
         """`python -m ci VERB` on this fork, every option the user gave repeated."""
-        return shlex.join(["python", "-m", "ci", *verb.split(), *self.options, *more])
+        return command(["python", "-m", "ci", *verb.split(), *self.options, *more])
 
     def require_base(self) -> Base:
         if self.base is None:
@@ -113,7 +113,7 @@ def checkout_path(st: Stack, override: Path | None = None) -> Path:
     if "://" in str(chosen) or str(chosen).startswith("git@"):
         raise UsageError(
             f"fork checkout {chosen} is a URL: stackgate reads a local clone, offline",
-            hint=f"git clone {chosen} DIR && export {ENV_FORK}=DIR",
+            hint=f"{command(['git', 'clone', chosen, 'DIR'])} && export {ENV_FORK}=DIR",
         )
     path = Path(chosen).expanduser()
     return path if path.is_absolute() else ((Path.cwd() if given else st.root) / path).resolve()
