@@ -23,11 +23,11 @@ HOSTILE = "a b$(touch PWNED)`touch PWNED`;x\n\u2028\x1b[2J'q\"\\"
 TOKEN = "ghp_T0k3nInAPath"
 
 
-@pytest.mark.parametrize(
-    "value",
-    ["plain", "a b", "$(touch PWNED)", "`touch PWNED`", "a;b|c&&d", "'\"\\", "new\nline", "sep\u2028par\u2029",
-     "esc\x1b[2J", "\x85", "tab\there", "-rf", HOSTILE, "/tmp/x\udcff"],  # fmt: skip
-)
+VALUES = ["plain", "a b", "$(touch PWNED)", "`touch PWNED`", "a;b|c&&d", "'\"\\", "new\nline", "sep\u2028par\u2029",
+          "esc\x1b[2J", "\x85", "tab\there", "-rf", HOSTILE, "/tmp/x\udcff"]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", VALUES)
 def test_a_quoted_value_parses_back_to_itself_on_one_line(tmp_path: Path, value: str) -> None:
     argv = ["git", "-C", value, "fetch", "--", value]
     line = escape.command(argv)
@@ -67,7 +67,7 @@ def _lines_with(text: str, *marks: str) -> list[str]:
 
 
 def test_every_command_printed_for_a_fork_at_a_hostile_path_quotes_it(hostile, tmp_path: Path) -> None:
-    repo, ids, stack, here = hostile
+    repo, _, stack, here = hostile
     path = str(repo.path)
     fork = ("--fork", path, "--ref", "fork")
     said: dict[str, str] = {}
@@ -93,7 +93,8 @@ def test_every_command_printed_for_a_fork_at_a_hostile_path_quotes_it(hostile, t
         for line in _lines_with(text, "git -C ", "--fork "):
             for mark in ("git -C ", "--fork "):
                 for after in line.split(mark)[1:]:
-                    assert after.startswith(quoted) or after.startswith(("PATH", "THERE", "DIR", "[PATH]")), (name, line)
+                    placeholder = after.startswith(("PATH", "THERE", "DIR", "[PATH]"))
+                    assert after.startswith(quoted) or placeholder, (name, line)
     # the commands that reproduce the conflict, pasted into a shell anywhere, do it, and run nothing else
     steps = said["port-conflict"].split("To reproduce it and finish the port by hand (in a worktree of your own):\n")[1]
     block = []
@@ -107,7 +108,7 @@ def test_every_command_printed_for_a_fork_at_a_hostile_path_quotes_it(hostile, t
 
 
 def test_the_reports_next_steps_and_the_pipeline_quote_the_hostile_path(hostile, tmp_path: Path) -> None:
-    repo, ids, stack, here = hostile
+    repo, _, stack, here = hostile
     fork = ("--fork", str(repo.path), "--ref", "fork")
     up = _ci(stack, "upstream", *fork, "--format", "json")
     assert up.returncode == 0, up.stderr

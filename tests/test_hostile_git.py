@@ -5,6 +5,7 @@ here is made by git itself (fork_world, test_port's world); nothing is mocked.""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -83,3 +84,25 @@ def test_a_base_version_that_is_no_release_exits_2_naming_the_option(world, vers
         done = _ci(world, *verb, "--fork", str(world.path), "--ref", "fork", "--base-version", version)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert f"argument --base-version: {version!r} is not a vLLM release" in done.stderr, done.stderr
+
+
+# 5. A tag of the fork's own is never its base release
+
+
+def _judged(w: World) -> dict:
+    done = _ci(w, "fork", "--fork", str(w.path), "--ref", "fork", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("tag", ["v0.26.0-spark1", "v1.0.0"])
+def test_a_release_like_tag_of_the_forks_own_is_passed_over_for_the_release_below_it(world, tag, tmp_path) -> None:
+    before = _judged(world)
+    assert before["base"]["version"] == "0.26.0"
+    world.repo.git("tag", tag, world.ids["part"])  # the fork tags a commit of its own
+    after = _judged(world)
+    assert after["base"]["version"] == "0.26.0" and after["base"]["ref"] == "v0.26.0", after["base"]
+    assert {c["change"]: c["state"] for c in after["changes"]} == {c["change"]: c["state"] for c in before["changes"]}
+    done = _ci(world, "fork", "bundle", "--fork", str(world.path), "--ref", "fork", "--out", str(tmp_path / "b.tgz"))
+    assert done.returncode == 0, done.stderr
+    assert "over vLLM 0.26.0" in done.stdout and "#48407 converged" in done.stdout, done.stdout

@@ -6,8 +6,10 @@ tags are) or near it, or the version file where the tree has one. A release bran
 line the ref is on, never which release of it: its patch releases share it. A tag further
 than NEAR_COMMITS commits or NEAR_DAYS days before that point is stale (a clone that lacks upstream's recent tags
 still reaches its old ones through main): it is never taken, and the problem names the point, its date and what
-makes the base known. A fork on upstream's main between releases is said to be so: no release wheel holds its
-compiled parts.
+makes the base known. A tag of the fork's own is never a release, and the search goes on to the tag below it: a name
+that is no release (v0.26.0-spark1), or a release's name on a line that is no release line (after the point, not
+one commit up to it says it was cherry-picked, as a release branch's do: the fork's own branch). A fork on
+upstream's main between releases is said to be so: no release wheel holds its compiled parts.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ _BRANCH = re.compile(r"(?:^|/)releases?/v?\d+\.\d+(?:\.\d+)?$")
 _VERSION_FILE = "vllm/_version.py"
 _VERSION = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"](\d+\.\d+\.\d+)['"]""", re.M)
 PICKED = "(cherry picked from commit "
+TAGS_PASSED = 20  # release-named tags of the fork's own looked past before the search gives up
 
 
 UPSTREAM_URL = "https://github.com/vllm-project/vllm.git"
@@ -79,21 +82,24 @@ def left(co: Checkout, head: str, upstream_ref: str | None, upstream: str | None
 
 def find(co: Checkout, ref: str, head: str, where: Left | None) -> Base | Unknown:
     """The base release of `ref` (`head`), from history alone; else why it is not known."""
-    tag = _newest_tag(co, head)
+    tag, passed = _newest_tag(co, head, where)
     stale = f"no release tag (vX.Y.Z) is in {ref}'s history"
+    if passed:
+        stale += f" but the fork's own ({', '.join(passed)})"
+    over = f" (passed over, the fork's own: {', '.join(passed)})" if passed else ""
     if tag is not None:
         name, commit = tag
         version = version_of(name)
         assert version is not None  # _newest_tag matches release names only
         if where is not None and co.is_ancestor(where.commit, commit):
-            how = f"{name}, the newest release tag in {ref}'s history, on the line {ref} took from {where.said()}"
+            how = f"{name}, the newest release tag in {ref}'s history, on the line {ref} took from {where.said()}{over}"
             return Base(version=version, ref=name, commit=commit, how=how)
         point, at = (where.commit, f"where {ref} left {where.said()}") if where else (head, ref)
         commits = int(co.git("rev-list", "--count", f"{commit}..{point}").strip() or 0)
         days = _days(co.date(commit), co.date(point))
         far = f"{counted(commits, 'commit')} and {counted(days, 'day')}"
         if commits <= NEAR_COMMITS and days <= NEAR_DAYS:
-            how = f"{name}, the newest release tag in {ref}'s history, {far} before {at}"
+            how = f"{name}, the newest release tag in {ref}'s history, {far} before {at}{over}"
             return Base(version=version, ref=name, commit=commit, how=how)
         stale = (
             f"the newest release tag in {ref}'s history, {name} ({co.date(commit)}), is {far} before {at}: too far to "
@@ -153,17 +159,32 @@ def _unknown(co: Checkout, ref: str, head: str, where: Left | None, stale: str) 
     )
 
 
-def _newest_tag(co: Checkout, commit: str) -> tuple[str, str] | None:
-    """The newest release tag (vX.Y.Z, no rc or dev tag) in the history of `commit`, and its commit; or None."""
-    out = co.git(
-        "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*.[0-9]*.[0-9]*", "--exclude", "*rc*", "--exclude",
-        "*dev*", commit, ok=(0, 128),
-    )  # fmt: skip
-    name = out.strip()
-    if not name or version_of(name) is None:
-        return None
-    found = co.commit(name)
-    return (name, found) if found else None
+def _newest_tag(co: Checkout, commit: str, where: Left | None) -> tuple[tuple[str, str] | None, list[str]]:
+    """The newest release tag (vX.Y.Z, no rc or dev tag) in the history of `commit` that is no tag of the fork's own,
+    and its commit (or None); and the tags passed over as the fork's own, nearest first."""
+    passed: list[str] = []
+    while len(passed) < TAGS_PASSED:
+        out = co.git(
+            "describe", "--tags", "--abbrev=0", "--match", "v[0-9]*.[0-9]*.[0-9]*", "--exclude", "*rc*", "--exclude",
+            "*dev*", *(x for name in passed for x in ("--exclude", name)), commit, ok=(0, 128),
+        )  # fmt: skip
+        name = out.strip()
+        if not name:
+            return None, passed
+        found = co.commit(name)
+        if version_of(name) is None or found is None or _own_tag(co, found, where):
+            passed.append(name)  # a tag name holds none of * ? [ (git check-ref-format): excluded by its name alone
+            continue
+        return (name, found), passed
+    return None, passed
+
+
+def _own_tag(co: Checkout, tagged: str, where: Left | None) -> bool:
+    """Whether a release-named tag after where the ref left upstream's main is the fork's own: no commit from the
+    point up to it says it was cherry-picked (a release line is made of cherry-picks from main)."""
+    if where is None or tagged == where.commit or not co.is_ancestor(where.commit, tagged):
+        return False  # on upstream's main (before the point), or nothing says where the fork's own begin
+    return _picked(co, where.commit, tagged) == 0
 
 
 def _release_branch(co: Checkout, head: str, where: Left) -> str:
