@@ -171,6 +171,12 @@ def add_fork(p: argparse.ArgumentParser, *, switch: bool) -> None:
         help="the vLLM release --base-ref holds, where its name is not vX.Y.Z; alone: the release over where REF "
         "left upstream's main",
     )
+    p.add_argument(
+        "--fetch-missing",
+        action="store_true",
+        help="where the checkout is a partial clone: fetch the objects it lacks from its promisor remote first, in "
+        "one fetch (without it such a clone is refused, with the commands that fill it)",
+    )
 
 
 def exit_codes(*codes: int) -> str:

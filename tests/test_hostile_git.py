@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fork_world import World, make
-from git_repos import ENV, set_change
+from git_repos import ENV, Repo, clone, set_change
 
 from ci import escape
 
@@ -106,3 +106,42 @@ def test_a_release_like_tag_of_the_forks_own_is_passed_over_for_the_release_belo
     done = _ci(world, "fork", "bundle", "--fork", str(world.path), "--ref", "fork", "--out", str(tmp_path / "b.tgz"))
     assert done.returncode == 0, done.stderr
     assert "over vLLM 0.26.0" in done.stdout and "#48407 converged" in done.stdout, done.stdout
+
+
+# 6. A partial clone never fetches behind the user's back
+
+
+def _partial_clone(w: World, dest: Path) -> Repo:
+    """A `--filter=blob:none` clone of the world's repository (its promisor: origin, a file:// URL), with upstream's
+    main and the fork's branch as the world has them."""
+    w.repo.git("config", "uploadpack.allowFilter", "true")
+    w.repo.git("config", "uploadpack.allowAnySHA1InWant", "true")
+    c = clone(w.repo, dest, "--filter=blob:none", "--no-checkout")
+    c.git("remote", "add", "upstream", "https://github.com/vllm-project/vllm.git")
+    c.git("update-ref", "refs/remotes/upstream/main", w.repo.git("rev-parse", "upstream/main"))
+    assert c.git("rev-parse", "--abbrev-ref", "HEAD") == "fork"  # the world's checked-out branch
+    return c
+
+
+def _lacking(c: Repo) -> int:
+    return sum(line.startswith("?") for line in c.git("rev-list", "--objects", "--missing=print", "--all").split())
+
+
+def test_a_partial_clone_is_refused_before_any_fetch_and_filled_in_one_fetch_when_asked(world, tmp_path) -> None:
+    whole = _judged(world)
+    c = _partial_clone(world, tmp_path / "partial")
+    lacking = _lacking(c)
+    assert lacking > 0
+    done = _ci(world, "fork", "--fork", str(c.path), "--ref", "fork")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{c.path} is a partial clone: git would fetch each object it lacks from its promisor, remote origin" in (
+        done.stderr)  # fmt: skip
+    fill = f"git -C {c.path} config --unset remote.origin.partialclonefilter && git -C {c.path} fetch --refetch"
+    assert fill in done.stderr and "fsck" not in done.stderr
+    assert _lacking(c) == lacking  # nothing was fetched
+    done = _ci(world, "fork", "--fork", str(c.path), "--ref", "fork", "--format", "json", "--fetch-missing")
+    assert done.returncode == 0, done.stderr
+    assert f"fetching {lacking:,} objects the partial clone lacks from remote origin (file://" in done.stderr
+    assert _lacking(c) == 0
+    states = {x["change"]: x["state"] for x in json.loads(done.stdout)["changes"]}
+    assert states == {x["change"]: x["state"] for x in whole["changes"]}

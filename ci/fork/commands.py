@@ -217,7 +217,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for p in (b, h, o):
         options.add_stack(p)
         for action in f._actions:  # the fork options again after the sub-verb, as --stack is
-            if action.dest in ("fork", "ref", "upstream_ref", "base_ref", "base_version"):
+            if action.dest == "fetch_missing":
+                p.add_argument(*action.option_strings, action="store_true", default=argparse.SUPPRESS, help=action.help)
+            elif action.dest in ("fork", "ref", "upstream_ref", "base_ref", "base_version"):
                 p.add_argument(
                     *action.option_strings,
                     type=action.type,

@@ -70,11 +70,17 @@ class Checkout:
         return self.run(*args, stdin=stdin, ok=ok).stdout
 
     def run(
-        self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,), extra: Mapping[str, str] | None = None
+        self,
+        *args: str,
+        stdin: str | None = None,
+        ok: Sequence[int] = (0,),
+        extra: Mapping[str, str] | None = None,
+        network: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         """git ARGS in the checkout's git directory (ci.git); an exit status outside `ok` is a UsageError naming the
-        checkout. `extra`: environment of stackgate's own (a scratch index or object directory, an author)."""
-        done = git.run(self.git_dir, *args, stdin=stdin, extra=extra)
+        checkout. `extra`: environment of stackgate's own (a scratch index or object directory, an author);
+        `network`: a fetch the user asked for."""
+        done = git.run(self.git_dir, *args, stdin=stdin, extra=extra, network=network)
         if done.returncode not in ok:
             raise UsageError(
                 f"git {' '.join(args[:3])} failed in {self.path}: {last(done.stderr)}",
@@ -109,12 +115,13 @@ class Checkout:
         return out.strip() or None
 
     def remotes(self) -> dict[str, str]:
-        """Each remote's name -> its fetch URL."""
-        out = self.git("config", "--get-regexp", r"^remote\..*\.url$", ok=(0, 1))
+        """Each remote's name -> its fetch URL (a name may hold a space: each entry is read whole)."""
+        out = self.git("config", "--null", "--get-regexp", r"^remote\..*\.url$", ok=(0, 1))
         found = {}
-        for line in git_lines(out):
-            key, _, url = line.partition(" ")
-            found[key.removeprefix("remote.").removesuffix(".url")] = url
+        for entry in out.split("\0"):
+            key, _, url = entry.partition("\n")
+            if key:
+                found[key.removeprefix("remote.").removesuffix(".url")] = url
         return found
 
     def has_path(self, commit: str, path: str) -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 from ci.errors import UsageError
 from ci.escape import command
 from ci.stack.model import Carried, Stack
-from ci.upstream import carries_check, history, release
+from ci.upstream import carries_check, history, partial, release
 from ci.upstream.checkout import Checkout
 from ci.upstream.release import Base, Left
 
@@ -127,6 +127,7 @@ def open_scope(
     upstream_ref: str | None = None,
     base_ref: str | None = None,
     base_version: str | None = None,
+    fetch_missing: bool = False,
 ) -> Scope:
     path = checkout_path(st, fork)
     if not path.exists():
@@ -135,6 +136,7 @@ def open_scope(
             hint=f"clone the fork there, or pass --fork PATH_OF_YOUR_CLONE (or export {ENV_FORK}=PATH)",
         )
     co = Checkout.open(path)
+    partial.require(co, fetch_missing)  # before anything reads the history a partial clone lacks
     src = st.fork
     recorded = src is not None and _same_fork(st, co, path)
     named = ref or os.environ.get(ENV_REF) or (src.ref if recorded and src else None) or "HEAD"
@@ -272,4 +274,5 @@ def from_args(st: Stack, args: object) -> Scope:
         upstream_ref=getattr(args, "upstream_ref", None),
         base_ref=getattr(args, "base_ref", None),
         base_version=getattr(args, "base_version", None),
+        fetch_missing=bool(getattr(args, "fetch_missing", False)),
     )
