@@ -145,3 +145,25 @@ def test_a_partial_clone_is_refused_before_any_fetch_and_filled_in_one_fetch_whe
     assert _lacking(c) == 0
     states = {x["change"]: x["state"] for x in json.loads(done.stdout)["changes"]}
     assert states == {x["change"]: x["state"] for x in whole["changes"]}
+
+
+# 7. A port's branch never shadows a ref, nor is ambiguous with one
+
+
+@pytest.fixture
+def ports(tmp_path: Path, stack_copy: Path):
+    from test_port import make_world
+
+    return make_world(tmp_path / "vllm", stack_copy)
+
+
+@pytest.mark.parametrize("branch", ["upstream/main", "upstream/later", "upstream", "@", "HEAD", "v0.26.0", "-x"])
+def test_a_port_branch_that_shadows_or_is_ambiguous_with_a_ref_is_refused(ports, branch) -> None:
+    repo, ids, stack = ports
+    fork = ("--fork", str(repo.path), "--ref", "fork")
+    refs = repo.git("for-each-ref")
+    done = subprocess.run([sys.executable, "-m", "ci", "--stack", str(stack), "fork", "port", "46514", *fork,
+                           f"--branch={branch}"], cwd=REPO, capture_output=True, text=True, env=ENV)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert f"--branch {branch!r}" in done.stderr
+    assert repo.git("for-each-ref") == refs  # no branch made

@@ -47,14 +47,30 @@ def find(snap: Snapshot, wanted: str) -> Readiness:
 
 
 def branch_name(co: Checkout, wanted: str, given: str | None) -> str:
-    """The new branch: a valid name that does not exist yet (it is never moved once it exists)."""
+    """The new branch: a valid name that does not exist yet (it is never moved once it exists), and that no other
+    name git reads resolves to, now or after a fetch: not a tag's, a remote-tracking branch's (`upstream/main` as a
+    branch would be read as upstream's main by every later `ci fork`), a remote's, HEAD or `@`."""
     name = given or f"stackgate/port-{wanted.removeprefix('#')}"
-    if co.git("check-ref-format", "--branch", name, ok=(0, 1, 128)).strip() != name:
+    valid = (
+        name not in ("@", "HEAD")
+        and co.git("check-ref-format", "--branch", name, ok=(0, 1, 128)).strip() == name
+        and co.run("check-ref-format", f"refs/heads/{name}", ok=(0, 1)).returncode == 0
+    )
+    if not valid:
         raise UsageError(f"--branch {name!r} is not a valid branch name", hint="see git check-ref-format --branch")
     if co.commit(f"refs/heads/{name}"):
         raise UsageError(
             f"branch {name} already exists in {co.path}: a port never moves a branch",
             hint=f"delete it ({co.command('branch', '-D', name)}) or pass --branch ANOTHER",
+        )
+    named = co.git("rev-parse", "--verify", "--quiet", "--symbolic-full-name", "--end-of-options", name, ok=(0, 1))
+    remote = next((r for r in co.remotes() if name == r or name.startswith(f"{r}/")), None)
+    if named.strip() or co.commit(name) or remote:
+        what = f"the remote {remote}'s" if remote else named.strip() or "a ref"
+        raise UsageError(
+            f"--branch {name!r} would shadow or be ambiguous with {what} in {co.path}: git, and every later ci fork, "
+            f"would read {name} as either",
+            hint="pass --branch a name no ref or remote of the checkout uses (the default: stackgate/port-CHANGE)",
         )
     return name
 
