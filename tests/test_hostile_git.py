@@ -159,7 +159,7 @@ def ports(tmp_path: Path, stack_copy: Path):
 
 @pytest.mark.parametrize("branch", ["upstream/main", "upstream/later", "upstream", "@", "HEAD", "v0.26.0", "-x"])
 def test_a_port_branch_that_shadows_or_is_ambiguous_with_a_ref_is_refused(ports, branch) -> None:
-    repo, ids, stack = ports
+    repo, _, stack = ports
     fork = ("--fork", str(repo.path), "--ref", "fork")
     refs = repo.git("for-each-ref")
     done = subprocess.run([sys.executable, "-m", "ci", "--stack", str(stack), "fork", "port", "46514", *fork,

@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from ci.errors import UsageError
+from ci import signals
+from ci.errors import StoppedError, UsageError
+from ci.escape import command
 from ci.fork import port_notice, source
 from ci.stack import loader
 from ci.stack.model import Stack
@@ -76,8 +78,26 @@ def branch_name(co: Checkout, wanted: str, given: str | None) -> str:
 
 
 def cmd_port(args: argparse.Namespace) -> int:
+    """The port, with a stop (SIGTERM, SIGINT, SIGHUP) taken where it lands: the scratch folders go with it, and what
+    was made is said (the branch, where it was made before the stop; else nothing)."""
     st = loader.load(args.stack)
     fork = source.from_command(st, args)
+    named: list[str] = []  # the branch, once chosen
+    try:
+        with signals.raising():
+            return _port(st, fork, args, named)
+    except signals.Stopped as stop:
+        branch = named[0] if named else ""
+        made = fork.checkout.commit(f"refs/heads/{branch}") if branch else None
+        if made:
+            read = command(["python", "-m", "ci", "fork", "--ref", branch])
+            said = f"the branch {branch} ({made[:12]}) was made and holds the port ({read} reads it)"
+        else:
+            said = f"nothing was made (no branch {branch})" if branch else "nothing was made"
+        raise StoppedError(stop.signum, f"stopped by {stop.name}: {said}; no temporary file is left") from None
+
+
+def _port(st: Stack, fork: source.Fork, args: argparse.Namespace, named: list[str]) -> int:
     snap = port_check.assess(st, fork.scope, fork.snap)
     r = find(snap, args.change_id)
     if r.verdict == "unknown":
@@ -85,6 +105,7 @@ def cmd_port(args: argparse.Namespace) -> int:
     if r.verdict == "in the fork":
         raise UsageError(f"{r.label} is already in {fork.ref}: {r.detail}", hint="nothing to port")
     branch = branch_name(fork.checkout, args.change_id, args.branch)
+    named.append(branch)
     todo = port_make.units(fork.checkout, r, args.with_prerequisites)
     made = port_make.make(fork.checkout, fork.commit, todo, branch, f"stackgate: port {r.label}")
     if not isinstance(made, Made):
