@@ -5,7 +5,10 @@ here is made by git itself (fork_world, test_port's world); nothing is mocked.""
 
 from __future__ import annotations
 
+import ast
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +170,95 @@ def test_a_port_branch_that_shadows_or_is_ambiguous_with_a_ref_is_refused(ports,
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stdout + done.stderr
     assert f"--branch {branch!r}" in done.stderr
     assert repo.git("for-each-ref") == refs  # no branch made
+
+
+# 11. The user's work tree never changes a verdict: git reads no attribute of it
+
+
+def test_an_untracked_gitattributes_changes_no_verdict(ports) -> None:
+    repo, _, stack = ports
+    argv = ["--stack", str(stack), "fork", "--fork", str(repo.path), "--ref", "fork", "--format", "json"]
+
+    def states() -> dict[str, str]:
+        done = subprocess.run([sys.executable, "-m", "ci", *argv], cwd=REPO, capture_output=True, text=True, env=ENV)
+        assert done.returncode == 0, done.stderr
+        return {c["change"]: c["state"] for c in json.loads(done.stdout)["changes"]}
+
+    before = states()
+    assert before["46849"] == "absent"  # the fork's own commit edits its file, vllm/three.py, otherwise
+    (repo.path / ".gitattributes").write_text("*.py -diff\n")  # every .py diff "Binary files differ": one patch-id
+    assert states() == before
+    repo.git("add", ".gitattributes")  # staged, not committed: still the user's work, not history
+    assert states() == before
+
+
+def test_a_merge_union_attribute_in_the_work_tree_never_makes_a_conflicting_port(ports) -> None:
+    repo, _, stack = ports
+    (repo.path / ".gitattributes").write_text("*.py merge=union\n")  # would take both sides of every conflict
+    refs = repo.git("for-each-ref")
+    argv = ["--stack", str(stack), "fork", "port", "49903", "--fork", str(repo.path), "--ref", "fork"]
+    done = subprocess.run([sys.executable, "-m", "ci", *argv], cwd=REPO, capture_output=True, text=True, env=ENV)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "vllm/pre.py: upstream lines 5-5, fork lines 5-5" in done.stdout
+    assert repo.git("for-each-ref") == refs
+
+
+# git runs from one place, with one environment: nothing bypasses it
+
+
+def _recording_git(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """An environment whose `git` is the real one, after writing each call's working folder, environment and argv."""
+    log, real, bin_dir = tmp_path / "git-calls.jsonl", shutil.which("git"), tmp_path / "bin"
+    bin_dir.mkdir()
+    record = f"import json, os, sys; open({str(log)!r}, 'a').write(json.dumps({{'cwd': os.getcwd(), " \
+             "'env': dict(os.environ), 'argv': sys.argv[1:]}) + '\\n')"  # fmt: skip
+    (bin_dir / "git").write_text(f'#!/bin/sh\n"{sys.executable}" -c "{record}" "$@"\nexec "{real}" "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "GIT_DIR": "/elsewhere", "GIT_CONFIG_PARAMETERS": "'x.y=1'",
+            "GIT_EXTERNAL_DIFF": "touch PWNED"}, log  # fmt: skip
+
+
+def test_every_git_process_runs_in_the_git_directory_with_the_safe_environment(world, tmp_path) -> None:
+    from ci import git
+
+    env, log = _recording_git(tmp_path)
+    for argv in (("fork", "--fork", str(world.path), "--ref", "fork"),
+                 ("fork", "port", "46849", "--fork", str(world.path), "--ref", "fork")):  # fmt: skip
+        done = _ci(world, *argv, env=env)
+        assert done.returncode == 0, done.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(calls) > 20
+    for call in calls:
+        argv, environ = call["argv"], call["env"]
+        assert argv[: len(git.GIT) - 1] == list(git.GIT[1:]), argv  # the fixed options first
+        where, verb = argv[len(git.GIT)], argv[len(git.GIT) + 1 :]
+        opening = verb[:2] in (["rev-parse", "--absolute-git-dir"], ["rev-parse", "--is-bare-repository"],
+                               ["rev-parse", "--show-toplevel"])  # fmt: skip
+        assert where == str(world.path / ".git") or (opening and where == str(world.path)), argv
+        assert {k: environ.get(k) for k in git.SAFE} == git.SAFE
+        assert not {"GIT_DIR", "GIT_CONFIG_PARAMETERS", "GIT_EXTERNAL_DIFF"} & set(environ)
+    assert not list(tmp_path.rglob("PWNED"))
+
+
+def test_no_module_but_ci_git_starts_a_git_process() -> None:
+    """A git command built anywhere else would bypass ci.git's environment: every call that starts a process is read
+    from the source, and none but ci/git.py names git (a literal "git", or a GIT constant)."""
+    starters = {"run", "Popen", "call", "check_call", "check_output", "execv", "execvp", "execvpe", "spawnv", "system"}
+    wrong = []
+    for path in sorted((REPO / "ci").rglob("*.py")):
+        if path == REPO / "ci" / "git.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name not in starters:
+                continue
+            first = node.args[0]
+            head = first.elts[0] if isinstance(first, ast.List | ast.Tuple) and first.elts else first
+            if isinstance(head, ast.Starred):
+                head = head.value
+            said = ast.unparse(head)
+            if said in ("'git'", '"git"', "GIT") or said.endswith(".GIT") or said.startswith(("'git ", '"git ')):
+                wrong.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert wrong == []
