@@ -262,3 +262,50 @@ def test_no_module_but_ci_git_starts_a_git_process() -> None:
             if said in ("'git'", '"git"', "GIT") or said.endswith(".GIT") or said.startswith(("'git ", '"git ')):
                 wrong.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert wrong == []
+
+
+# 12. A revert undoes what it reverts
+
+
+def _fork_states(repo: Repo, stack: Path, ref: str = "fork") -> dict[str, dict]:
+    argv = ["--stack", str(stack), "fork", "--fork", str(repo.path), "--ref", ref, "--format", "json"]
+    done = subprocess.run([sys.executable, "-m", "ci", *argv], cwd=REPO, capture_output=True, text=True, env=ENV)
+    assert done.returncode == 0, done.stderr
+    return {c["change"]: c for c in json.loads(done.stdout)["changes"]}
+
+
+@pytest.mark.parametrize("how", ["git revert", "a reverse patch"])
+def test_a_change_cherry_picked_then_reverted_is_absent_and_picked_again_is_ported(ports, how) -> None:
+    repo, ids, stack = ports
+    repo.git("cherry-pick", "-x", ids["46514"])
+    assert _fork_states(repo, stack)["46514"]["state"] == "ported"
+    if how == "git revert":
+        repo.git("revert", "--no-edit", "HEAD")
+    else:  # the same undoing, by a commit whose message says nothing of it
+        repo.git("revert", "--no-commit", "HEAD")
+        repo.git("commit", "-q", "-m", "fork: back to the old clean.py")
+    after = _fork_states(repo, stack)["46514"]
+    assert after["state"] == "absent" and after["port"]["verdict"] == "clean", after
+    repo.git("cherry-pick", "-x", ids["46514"])  # applied again after its revert: held again
+    assert _fork_states(repo, stack)["46514"]["state"] == "ported"
+
+
+def test_a_follow_up_cherry_picked_then_reverted_is_missing_and_ports(ports) -> None:
+    repo, ids, stack = ports
+    repo.git("cherry-pick", "-x", ids["52512"])
+    repo.git("revert", "--no-edit", "HEAD")
+    held = _fork_states(repo, stack)["48407"]
+    [port] = held["follow_up_ports"]
+    assert port["verdict"] == "clean", port
+    argv = ["--stack", str(stack), "fork", "port", "52512", "--fork", str(repo.path), "--ref", "fork"]
+    done = subprocess.run([sys.executable, "-m", "ci", *argv], cwd=REPO, capture_output=True, text=True, env=ENV)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "follow-up #52512: in the fork" in done.stdout
+
+
+def test_a_follow_up_cherry_picked_then_reverted_is_flagged_missing_again(world) -> None:
+    world.repo.git("cherry-pick", "-x", world.ids["52512"])
+    assert next(c for c in _judged(world)["changes"] if c["change"] == "48407")["follow_ups_missing"] == []
+    world.repo.git("revert", "--no-edit", "HEAD")
+    held = next(c for c in _judged(world)["changes"] if c["change"] == "48407")
+    assert held["follow_ups_missing"] == ["vllm-project/vllm#52512"], held

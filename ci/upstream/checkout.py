@@ -194,13 +194,16 @@ class Checkout:
     def merge_base(self, a: str, b: str) -> str | None:
         return self.git("merge-base", a, b, ok=(0, 1)).strip() or None
 
-    def patch_ids(self, *revs: str, walk: bool = True) -> dict[str, str]:
-        """commit -> `git patch-id --stable` of its patch, for every non-merge commit of the range `revs` (or of
-        exactly the commits `revs`, walk=False): one `git log -p` streamed into one `git patch-id`. Merges and
-        empty commits have no patch and no entry."""
+    def patch_ids(self, *revs: str, walk: bool = True, reverse: bool = False) -> dict[str, str]:
+        """commit -> `git patch-id --stable` of its patch (`reverse`: of its patch reversed, as its revert's is), for
+        every non-merge commit of the range `revs` (or of exactly the commits `revs`, walk=False): one `git log -p`
+        streamed into one `git patch-id`. Merges and empty commits have no patch and no entry."""
         if not revs:
             return {}
-        args = ["log", *PATCH, *(["--no-merges"] if walk else ["--no-walk=unsorted"]), *revs, "--"]
+        # reversed, its prefixes as its revert's are (-R swaps them, and the patch-id reads the file names)
+        back = ["-R", "--src-prefix=b/", "--dst-prefix=a/"] if reverse else []
+        how = [*(["--no-merges"] if walk else ["--no-walk=unsorted"]), *back]
+        args = ["log", *PATCH, *how, *revs, "--"]
         with tempfile.TemporaryFile() as errors:
             log = git.start(self.git_dir, *args, stderr=errors)
             assert log.stdout is not None

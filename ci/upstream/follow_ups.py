@@ -21,16 +21,17 @@ def ids(changes: Iterable[Change]) -> list[str]:
 
 def flag(
     scope: Scope, ch: Change, state: ChangeState, full: Mapping[str, str | None], patch_ids: Mapping[str, str],
-    in_fork: Mapping[str, str], tip_date: str,
+    in_fork: Mapping[str, str], tip_date: str, undone: frozenset[str] = frozenset(),
 ) -> ChangeState:  # fmt: skip
-    """`state` with a flag for each merged follow-up the fork lacks while holding the change."""
+    """`state` with a flag for each merged follow-up the fork lacks while holding the change (`undone`: commits the
+    fork took back, ci.upstream.reverts)."""
     if ch.upstream is None or not state.held:
         return state
     flags, missing = list(state.flags), []
     for f in ch.upstream.follow_ups:
         if not f.merge_commit or (tip_date and f.merged_on and tip_date < f.merged_on.isoformat()):
             continue
-        said = _said(scope, f, full.get(f.merge_commit), patch_ids, in_fork)
+        said = _said(scope, f, full.get(f.merge_commit), patch_ids, in_fork, undone)
         if said:
             flags.append(said)
             missing.append(f.ref)
@@ -38,8 +39,9 @@ def flag(
 
 
 def _said(
-    scope: Scope, f: FollowUp, commit: str | None, patch_ids: Mapping[str, str], in_fork: Mapping[str, str]
-) -> str:
+    scope: Scope, f: FollowUp, commit: str | None, patch_ids: Mapping[str, str], in_fork: Mapping[str, str],
+    undone: frozenset[str],
+) -> str:  # fmt: skip
     """The flag for one follow-up ("" where the fork holds it)."""
     merged = f" (merged {f.merged_on})" if f.merged_on else ""
     if commit is None:
@@ -47,7 +49,7 @@ def _said(
             f"follow-up {f.ref}{merged}, which fixes {f.what}, could not be checked: this checkout lacks its merge "
             f"commit {f.merge_commit} (fetch upstream)"
         )
-    if scope.co.is_ancestor(commit, scope.head) or patch_ids.get(commit) in in_fork:
+    if (commit not in undone and scope.co.is_ancestor(commit, scope.head)) or patch_ids.get(commit) in in_fork:
         return ""
     return (
         f"follow-up {f.ref}{merged} missing: the fork carries this change without the fix of {f.what} (port it: "

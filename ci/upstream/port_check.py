@@ -42,8 +42,8 @@ def assess(st: Stack, scope: Scope, snap: Snapshot) -> Snapshot:
     ids = [i for ch in changes if ch.upstream for i in _ids(ch)]
     states = {s.change: s for s in snap.changes}
     with Scratch(scope.co) as sc:
-        ctx = Context(st=st, scope=scope, sc=sc, sides=Sides(scope), states=states, full=scope.co.resolve(ids),
-                      flags=port_command.fork_flags(st, scope))  # fmt: skip
+        ctx = Context(st=st, scope=scope, sc=sc, sides=Sides(scope, snap.undone), states=states,
+                      full=scope.co.resolve(ids), flags=port_command.fork_flags(st, scope))  # fmt: skip
         ports: dict[str, Readiness] = {}
         for c in _stacked_first(st, [s.change for s in snap.changes if s.state in LACKING]):
             ports[c] = change(ctx, st.changes[c], states[c], ports)
@@ -119,7 +119,7 @@ def _held(ctx: Context, unit: Unit) -> str:
     """Why the fork holds an upstream commit ("" where nothing says so): in the ref's history, or a fork commit
     since they parted with its subject, its cherry-pick line or its patch."""
     scope = ctx.scope
-    if scope.co.is_ancestor(unit.commit, scope.head):
+    if unit.commit not in ctx.sides.undone and scope.co.is_ancestor(unit.commit, scope.head):
         return f"upstream's merge {unit.commit[:12]} is in the history of {scope.ref}"
     base = ctx.sides.base_with(unit.commit)
     if not base:

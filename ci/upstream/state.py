@@ -145,6 +145,8 @@ class Snapshot:
     base_unknown: str = ""  # why it is not known, and what makes it known
     left_date: str = ""  # the date of merge_base: where the ref left upstream's main
     options: tuple[str, ...] = ()  # the options that name this fork at this ref, as the user gave them
+    # the commits whose patch the fork took back (ci.upstream.reverts): known where the fork was read, not written
+    undone: frozenset[str] = frozenset()
 
     def get(self, change: str) -> ChangeState:
         return next(c for c in self.changes if c.change == change)
