@@ -59,8 +59,18 @@ def read(path: Path, model: type[M], kind: Kind) -> M:
 
 
 def read_bytes(path: Path, kind: Kind) -> bytes:
+    """The file's bytes, at most its kind's limit, a block at a time (read(limit) would set the whole limit aside
+    for every file, however small); one that grew past the limit since it was opened is refused."""
     with _opened(path, kind) as fh:
-        return fh.read(kind.limit)
+        blocks, size = [], 0
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            size += len(block)
+            if size > kind.limit:
+                raise BadInput(
+                    f"{escape.one_line(path)}: over the {kind.limit:,}-byte limit for {kind.what}", hint=kind.fix
+                )
+            blocks.append(block)
+        return b"".join(blocks)
 
 
 def _opened(path: Path, kind: Kind) -> BinaryIO:
