@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fork_world import World, make
-from git_repos import ENV, Repo, clone, set_change
+from git_repos import ENV, Repo, bash_argv, clone, set_change
 
 from ci import escape
 
@@ -309,3 +309,17 @@ def test_a_follow_up_cherry_picked_then_reverted_is_flagged_missing_again(world)
     world.repo.git("revert", "--no-edit", "HEAD")
     held = next(c for c in _judged(world)["changes"] if c["change"] == "48407")
     assert held["follow_ups_missing"] == ["vllm-project/vllm#52512"], held
+
+
+# 14. A remote's name never reaches git where it would read an option, and is read whole
+
+
+def test_a_remote_named_like_an_option_or_with_a_space_is_named_after_double_dash(world) -> None:
+    name = "--upload-pack=touch PWNED"
+    world.repo.git("remote", "remove", "upstream")
+    world.repo.git("config", f"remote.{name}.url", "https://github.com/vllm-project/vllm.git")
+    done = _ci(world, "fork", "--fork", str(world.path), "--ref", "fork")
+    assert done.returncode == 2, done.stderr
+    assert f"remote {name!r} is vllm-project/vllm, but none of its branches is fetched" in done.stderr, done.stderr
+    hint = done.stderr.split("fix: ", 1)[1].strip()
+    assert bash_argv(hint) == ["git", "-C", str(world.path), "fetch", "--", name]
