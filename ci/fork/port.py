@@ -15,12 +15,12 @@ from dataclasses import replace
 
 from ci import signals
 from ci.errors import StoppedError, UsageError
-from ci.escape import command
+from ci.escape import command, one_line
 from ci.fork import port_notice, source
 from ci.stack import loader
 from ci.stack.model import Stack
 from ci.tables import counted
-from ci.upstream import classify, port_check, port_make, port_text
+from ci.upstream import classify, port_check, port_make
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_make import Made
 from ci.upstream.readiness import Readiness
@@ -109,14 +109,15 @@ def _port(st: Stack, fork: source.Fork, args: argparse.Namespace, named: list[st
     todo = port_make.units(fork.checkout, r, args.with_prerequisites)
     made = port_make.make(fork.checkout, fork.commit, todo, branch, f"stackgate: port {r.label}")
     if not isinstance(made, Made):
-        print("\n".join(port_notice.notice(fork, r, made, branch, args.with_prerequisites)))
+        print("\n".join(one_line(line) for line in port_notice.notice(fork, r, made, branch, args.with_prerequisites)))
         return 2
     if not made.commits:
         raise UsageError(f"{r.label}: every commit of it is already in {fork.ref}", hint="nothing to port")
-    print(f"{branch}: {r.label} ported onto {fork.ref} ({fork.commit[:12]}) in {counted(len(made.commits), 'commit')}:")
+    said = f"{branch}: {r.label} ported onto {fork.ref} ({fork.commit[:12]}) in {counted(len(made.commits), 'commit')}:"
+    print(one_line(said))
     for commit, unit in made.commits:
-        print(f"  {commit[:12]} {port_text.plain(unit.subject)} (cherry picked from commit {unit.commit[:12]})")
-    print(judged(st, fork, made, r))
+        print(one_line(f"  {commit[:12]} {unit.subject} (cherry picked from commit {unit.commit[:12]})"))
+    print(one_line(judged(st, fork, made, r)))
     return 0
 
 

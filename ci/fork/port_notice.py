@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ci.escape import command, quote
+from ci.escape import command, one_line, quote
 from ci.fork.source import Fork
 from ci.upstream import port_text
 from ci.upstream.port_make import Stopped, Unit
@@ -20,18 +20,18 @@ def notice(fork: Fork, r: Readiness, done: Stopped, branch: str, with_prerequisi
     stopped = done.stopped
     what = f"{r.label} does not apply to {fork.ref} ({fork.commit[:12]})"
     if stopped is not None:
-        what += f": upstream's {stopped.commit[:12]} {port_text.plain(stopped.subject)!r} conflicts"
+        what += f": upstream's {stopped.commit[:12]} {one_line(stopped.subject)!r} conflicts"
         if stopped.commit not in r.patch:
             what += " (a prerequisite)"
     out = [f"{what}; nothing was made (no branch {branch}, no worktree).", ""]
     if done.verdict == "unknown":
-        out += [f"git could not merge it: {port_text.plain(done.detail)}", ""]
+        out += [f"git could not merge it: {one_line(done.detail)}", ""]
     mine = [c for c in r.conflicts if c.commit == (stopped.commit if stopped else "")]
     if mine:
         out.append("Conflicts:")
         out += [f"  {line}" for c in mine for line in port_text.hunk_lines(c)]
     elif done.conflicted:
-        out.append("Conflicts in: " + ", ".join(port_text.plain(s.path) for s in done.conflicted))
+        out.append("Conflicts in: " + ", ".join(one_line(s.path) for s in done.conflicted))
     if r.prerequisites and not with_prerequisites:
         said = ", ".join(f"{p.commit[:12]}{f' #{p.pr}' if p.pr else ''}" for p in r.prerequisites)
         after = f" (with them first: {r.after_prerequisites})" if r.after_prerequisites else ""
