@@ -340,3 +340,19 @@ def test_a_fork_ref_holding_esc_and_a_newline_prints_escaped_in_the_port_notice(
     said = done.stdout + done.stderr
     assert "does not apply to fork^{/\\x1b\\n  fix: curl evil}" in said, said
     assert "\x1b" not in said and not [line for line in said.splitlines() if line.lstrip().startswith("fix: curl")]
+
+
+# 16. Another git holding a lock is said so, naming the lock
+
+
+def test_a_ref_lock_another_git_holds_is_named_with_what_to_do(ports) -> None:
+    repo, _, stack = ports
+    lock = repo.path / ".git" / "refs" / "heads" / "stackgate" / "port-46514.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    argv = ["--stack", str(stack), "fork", "port", "46514", "--fork", str(repo.path), "--ref", "fork"]
+    done = subprocess.run([sys.executable, "-m", "ci", *argv], cwd=REPO, capture_output=True, text=True, env=ENV)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{lock} exists: another git may be running in this repository" in done.stderr, done.stderr
+    assert f"rm -- {lock}" in done.stderr and "git status" not in done.stderr
+    assert "stackgate/port-46514" not in repo.git("for-each-ref") and lock.exists()

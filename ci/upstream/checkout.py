@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ci import git
-from ci.errors import BuildError, StackgateError, UsageError
+from ci.errors import StackgateError, UsageError
 from ci.escape import command
-from ci.upstream.git_streams import PATCH, REC, Touch, file_ids_of, last, touches
+from ci.upstream.git_streams import PATCH, REC, Touch, failure, file_ids_of, last, touches
 
 
 def git_lines(out: str) -> list[str]:
@@ -86,28 +86,9 @@ class Checkout:
         return done
 
     def failed(self, what: str, stderr: str, hint: str = "") -> StackgateError:
-        """A git process that failed, in words: a full disk (exit 3) or a checkout that cannot be written (exit 2) said
-        so, with what to do; else git's last word and `hint` (default: look at the checkout)."""
-        said = last(stderr)
-        if "No space left on device" in stderr:
-            return BuildError(
-                f"{what} failed in {self.path}: no space left on device ({said})",
-                hint="free space where the checkout (and $TMPDIR) is, then run it again",
-            )
-        unwritable = (
-            "Read-only file system",
-            "Permission denied",
-            "Operation not permitted",
-            "insufficient permission",
-        )
-        if any(s in stderr for s in unwritable):
-            return UsageError(
-                f"{what} failed: {self.path} cannot be written ({said})",
-                hint="run it in a checkout you can write (a clone of this one), or make this one writable",
-            )
-        return UsageError(
-            f"{what} failed in {self.path}: {said}", hint=hint or f"check the checkout: {self.command('status')}"
-        )
+        """A git process that failed, in words (ci.upstream.git_streams.failure); `hint` where nothing better is
+        known (default: look at the checkout)."""
+        return failure(what, self.path, stderr, hint or f"check the checkout: {self.command('status')}")
 
     def raw(self, *args: str, stdin: bytes | None = None) -> bytes:
         """git ARGS's output as bytes (blobs as git stores them)."""

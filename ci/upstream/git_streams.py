@@ -5,7 +5,13 @@ they touch, file patch-ids, the last line of an error). Every git process runs t
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
+
+from ci.errors import BuildError, StackgateError, UsageError
+from ci.escape import command
 
 PATCH = (
     "-p",
@@ -73,3 +79,33 @@ def touches(out: str) -> list[Touch]:
 def last(stderr: str) -> str:
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "no message"
+
+
+_LOCKED = re.compile(r"Unable to create '([^'\n]+\.lock)': File exists")
+_UNWRITABLE = ("Read-only file system", "Permission denied", "Operation not permitted", "insufficient permission")
+
+
+def failure(what: str, where: Path, stderr: str, hint: str) -> StackgateError:
+    """A git process that failed in the checkout `where`, in words: a lock another git holds (named, where git's last
+    line says only "remove the file manually"), a full disk (exit 3), a checkout that cannot be written; else git's
+    last word and `hint`."""
+    said = last(stderr)
+    if lock := _LOCKED.search(stderr):
+        held = os.path.normpath(lock.group(1))
+        return UsageError(
+            f"{what} failed in {where}: {held} exists: another git may be running in this repository (or one that "
+            "crashed left it behind)",
+            hint=f"let the other git finish, then run it again; if none is running, remove the lock: "
+            f"{command(['rm', '--', held])}",
+        )
+    if "No space left on device" in stderr:
+        return BuildError(
+            f"{what} failed in {where}: no space left on device ({said})",
+            hint="free space where the checkout (and $TMPDIR) is, then run it again",
+        )
+    if any(s in stderr for s in _UNWRITABLE):
+        return UsageError(
+            f"{what} failed: {where} cannot be written ({said})",
+            hint="run it in a checkout you can write (a clone of this one), or make this one writable",
+        )
+    return UsageError(f"{what} failed in {where}: {said}", hint=hint)
