@@ -32,7 +32,6 @@ import tempfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import IO
 
 MANIFEST = "stackgate-vllm-build.json"  # beside the vllm package, in the same site folder
 SCHEMA = 1
@@ -222,9 +221,7 @@ def apply(bundle: Path, site: Path) -> dict:
                 rel = _safe(member[len(OVERLAY) :])
                 if not info.isfile():
                     raise ValueError(f"{bundle}: {member} is not a regular file")
-                src = tar.extractfile(info)
-                assert src is not None  # a regular file
-                if not _replace_checked(site / rel, src, doc["files"].get(rel.as_posix())):
+                if not _replace(site / rel, tar.extractfile(info), doc["files"].get(rel.as_posix())):  # type: ignore[arg-type]
                     raise ValueError(f"{bundle}: {member} does not match the bundle's manifest (a damaged bundle)")
                 laid.add(rel.as_posix())
     except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a write's own OSError goes up as such
@@ -250,14 +247,11 @@ _SHAPE = {"base": dict, "deleted": list, "files": dict, "fork": dict, "changes":
 
 
 def _bundle_manifest(bundle: Path, tar: tarfile.TarFile) -> dict:
-    first = tar.next()  # the manifest is the first member: no further header is read to find it
-    head = tar.extractfile(first) if first is not None and first.name == BUNDLE_MANIFEST else None
-    if head is None:
-        raise ValueError(f"{bundle}: no {BUNDLE_MANIFEST}: not a fork bundle (make one with `ci fork bundle`)")
-    if first is None or first.size > MEMBER_BYTES_MAX:  # from the header, before a byte is read
-        raise ValueError(f"{bundle}: {BUNDLE_MANIFEST} is over {MEMBER_BYTES_MAX:,} bytes: not a bundle manifest")
+    first = tar.next()  # the manifest is the first member, its size read from its header before a byte of it
+    if first is None or first.name != BUNDLE_MANIFEST or first.size > MEMBER_BYTES_MAX:
+        raise ValueError(f"{bundle}: no {BUNDLE_MANIFEST} of at most {MEMBER_BYTES_MAX:,} bytes: not a fork bundle")
     try:  # bounded in size; no NaN or Infinity; a nesting too deep for the parser is no manifest
-        doc = json.loads(_read_all(head, MEMBER_BYTES_MAX), parse_constant=_not_a_number)
+        doc = json.loads(tar.extractfile(first).read(), parse_constant=_not_a_number)  # type: ignore[union-attr]
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"{bundle}: {BUNDLE_MANIFEST} is not JSON ({type(exc).__name__})") from None
     wrong = [k for k, kind in _SHAPE.items() if not isinstance(doc, dict) or not isinstance(doc.get(k), kind)]
@@ -274,53 +268,24 @@ def _bundle_manifest(bundle: Path, tar: tarfile.TarFile) -> dict:
     return doc
 
 
-def _read_all(src: IO[bytes], limit: int) -> bytes:
-    """All `src` holds, at most `limit` bytes, read a block at a time (read(limit) would set `limit` bytes aside)."""
-    blocks, size = [], 0
-    for block in iter(lambda: src.read(1 << 20), b""):
-        size += len(block)
-        if size > limit:
-            raise ValueError(f"over {limit:,} bytes")
-        blocks.append(block)
-    return b"".join(blocks)
-
-
 def _not_a_number(name: str) -> float:
     raise ValueError(f"{name} is no number JSON has")
 
 
-def _replace_checked(target: Path, src: IO[bytes], sha256: str | None) -> bool:
-    """`target` as a new inode holding what `src` streams, where its sha256 is `sha256` (False, `target` as it was,
-    where it is not): read and hashed a block at a time into a file beside `target`, never whole in memory (a
-    bundle of 2 MB can hold a member of 60 MB of zeros), then renamed over it, as `_replace` does."""
+def _replace(target: Path, src: tarfile.ExFileObject | bytes, sha256: str | None = None) -> bool:
+    """A new file beside `target` (a random name), `src` streamed into it and hashed, renamed over it where `sha256`."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".stackgate-tmp")
     try:
         h = hashlib.sha256()
         with os.fdopen(fd, "wb") as fh:
-            for block in iter(lambda: src.read(1 << 20), b""):
+            for block in [src] if isinstance(src, bytes) else iter(lambda: src.read(1 << 20), b""):
                 h.update(block)
                 fh.write(block)
-        if h.hexdigest() != sha256:
-            return False
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-        return True
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
-def _replace(target: Path, data: bytes) -> None:
-    """`target` as a new inode holding `data`: made exclusively beside it (a random name), then renamed over it, so
-    neither a symlink at a fixed temporary name nor a hard link at `target` is written through."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".stackgate-tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+        if sha256 is None or h.hexdigest() == sha256:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        return not os.path.lexists(tmp)  # renamed in: its bytes were the ones named
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
