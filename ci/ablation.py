@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from ci import contract, options
 from ci.errors import NOTHING_RAN, UsageError
-from ci.escape import one_line
+from ci.escape import command, one_line
 from ci.run import execute, host, rounds, run_spec
 from ci.stack import plan
 from ci.stack.model import Stack, Target
@@ -103,7 +103,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
             print(clock.ran(label, time.monotonic() - started), flush=True)
     from ci.report import write as report
 
-    _step(f"python -m ci report {out / 'arms' / FORK} --compare ... -> {out / 'report'}")
+    _step(f"{command(['python', '-m', 'ci', 'report', out / 'arms' / FORK])} --compare ... -> {out / 'report'}")
     sides = [out / "arms" / label for label in labels]
     rep = report.build(
         args.stack, [sides[0]], None, targets=[target.id], changes=[change], compare_paths=sides[1:], labels=labels

@@ -14,7 +14,6 @@ come from the target's data (ci.stack.model.Devices), never from `if target == .
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from functools import cache
 from typing import Any
 
 from ci.errors import BuildError, RunError, StackgateError
+from ci.escape import command
 from ci.signals import forwarding
 from ci.stack.model import Target
 
@@ -129,7 +129,7 @@ class ContainerSpec:
 
     def cli(self) -> str:
         """The equivalent `docker run` line, one line, shell-quoted."""
-        return shlex.join(self.argv())
+        return command(self.argv())
 
     def argv(self) -> list[str]:
         """The equivalent `docker run` command as arguments."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ci import signals
 from ci.upstream import port_apply, port_files, port_source
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_apply import Stages
@@ -81,10 +82,10 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
             parent = sc.git("commit-tree", step.tree, "-p", parent, stdin=message, ident={**author, **ident}).strip()
             made.append((parent, step.unit))
         skipped = tuple(s.unit for s in done.steps if s.how == "in the fork")
-        if made:
-            sc.keep()
-    if made:  # an empty value as the old one: the ref is created, never moved
-        co.git("update-ref", "-m", reflog, f"refs/heads/{branch}", parent, "")
+        if made:  # the objects, then the branch (an empty old value: created, never moved); a stop waits for both
+            with signals.held():
+                sc.keep()
+                co.git("update-ref", "-m", reflog, f"refs/heads/{branch}", parent, "")
     return Made(branch=branch, tip=parent, commits=tuple(made), skipped=skipped)
 
 
