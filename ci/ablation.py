@@ -192,14 +192,14 @@ def _environ(arm: Arm, *, allow_jit: bool = False) -> Iterator[None]:
     caches root (a build's warm-up fills it; the other build's runs never read it); `allow_jit`: the rows may compile
     (a cold run's first request compiles what the warm-up did not)."""
     given = {"PYTHONPATH": arm.path, "STACKGATE_RUNTIME_CACHES": str(arm.caches) if arm.caches else None,
-             "STACKGATE_REFUSE_JIT": "0" if allow_jit else None}  # fmt: skip
+             contract.ENV_REFUSE_JIT: "0" if allow_jit else None}  # fmt: skip
     before = {k: os.environ.get(k) for k in given}
     if arm.path is not None:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (arm.path, before["PYTHONPATH"]) if p)
     if arm.caches is not None:
         os.environ["STACKGATE_RUNTIME_CACHES"] = str(arm.caches)
     if allow_jit:
-        os.environ["STACKGATE_REFUSE_JIT"] = "0"
+        os.environ[contract.ENV_REFUSE_JIT] = "0"
     try:
         yield
     finally:

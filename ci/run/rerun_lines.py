@@ -29,7 +29,7 @@ _TEST_MODULE = re.compile(r"^(test_.*|.*_test)\Z")  # pytest's default python_fi
 _SUITE = re.compile(r"[a-z][a-z0-9_]*")
 ROW_ID = contract.SAFE_NAME  # no '/' and no '..': it names a folder
 IMAGE = re.compile(r"(?:[a-z0-9][a-z0-9._/:-]*@)?sha256:[0-9a-f]{64}")  # an image by content: id, or repo@digest
-REFUSE_JIT = "STACKGATE_REFUSE_JIT"  # the one env key a run sets apart from the target's (ci run --host, allowed JIT)
+REFUSE_JIT = contract.ENV_REFUSE_JIT  # the one env key a run sets apart from the target's (ci run --host, allowed JIT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,9 +163,9 @@ def lines(
     spec = docker_spec(r, rows_json, out, image)
     env = {
         **r.env,
-        "STACKGATE_ROWS": str(rows_json),
+        contract.ENV_ROWS: str(rows_json),
         "PYTHONPATH": f"{STARTUP}:{DEFAULT_SUITES}",
-        "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl"),
+        contract.ENV_JIT_LOG: str(out / "jit-events.jsonl"),
     }
     only = ("--stackgate-timeout", f"{r.timeout_s:g}", *r.select)
     junit = str(out / f"junit-repro-{r.name}.xml")
