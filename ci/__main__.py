@@ -1,4 +1,4 @@
-from ci.startup import Held
+from ci.common.startup import Held
 
 held = Held()  # a Ctrl-C while the command line's modules import: taken up by cli.main once they have
 

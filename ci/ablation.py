@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import contract, options
-from ci.errors import NOTHING_RAN, UsageError
-from ci.escape import command, one_line
+from ci.common import contract, options
+from ci.common.errors import NOTHING_RAN, UsageError
+from ci.common.escape import command, one_line
 from ci.run import execute, host, rounds, run_spec
 from ci.stack import plan
 from ci.stack.model import Stack, Target

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ci
-from ci import escape, options, startup, teardown
-from ci.errors import EXIT_CODES, StackgateError, UsageError
+from ci.common import escape, options, startup, teardown
+from ci.common.errors import EXIT_CODES, StackgateError, UsageError
 
 if TYPE_CHECKING:
     from ci.stack.model import Target

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from ci import contract
-from ci.errors import BuildError, RunError, StackgateError
-from ci.escape import command
-from ci.signals import forwarding
+from ci.common import contract
+from ci.common.errors import BuildError, RunError, StackgateError
+from ci.common.escape import command
+from ci.common.signals import forwarding
 from ci.stack.model import Target
 
 ENV_CLIENT = "STACKGATE_DOCKER"

@@ -22,12 +22,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import options
+from ci.common import options
+from ci.common.tables import counted
 from ci.report import commands as report_commands
 from ci.report.write import OUTPUTS, render, write_atomic
 from ci.run import execute
 from ci.stack.model import Stack
-from ci.tables import counted
 
 EVIDENCE = options.REPO / "evidence"
 

@@ -16,14 +16,15 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ci import contract, engine, options, subject
-from ci.errors import NOTHING_RAN, StackgateError, UsageError
+from ci import engine, subject
+from ci.common import contract, options
+from ci.common.errors import NOTHING_RAN, StackgateError, UsageError
+from ci.common.tables import counted
 from ci.images import build, verify
 from ci.run import commands as run_commands
 from ci.run import execute, host, outcome, run_spec, scheduled
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
-from ci.tables import counted
 from ci.upstream import kept
 
 

@@ -10,8 +10,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ci import options, tables
-from ci.errors import UsageError
+from ci.common import options, tables
+from ci.common.errors import UsageError
 from ci.fork import source
 from ci.fork.planned import split
 from ci.run import costs, estimate

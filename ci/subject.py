@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import escape
-from ci.errors import UsageError
-from ci.escape import command
+from ci.common import escape
+from ci.common.errors import UsageError
+from ci.common.escape import command
+from ci.common.tables import counted
 from ci.images import build, lock
 from ci.run import host
 from ci.stack import plan
 from ci.stack.model import Stack, Target
-from ci.tables import counted
 from ci.upstream import scope
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from report_helpers import write_rows
 
 from ci.buildkite import steps as bk_steps
 from ci.cli import main
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.fork import ablate, bundle, planned, site, source
 from ci.stack import loader
 from ci.upstream.checkout import Checkout

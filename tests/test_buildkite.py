@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ci import cli
-from ci.errors import GATE_CLOSED
+from ci.common.errors import GATE_CLOSED
 from ci.stack import loader, plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -372,7 +372,7 @@ def test_every_step_has_a_timeout_and_a_run_step_asks_for_the_gpus_of_its_rows(t
     """A hung job holds an agent only until its timeout: every row at its whole item timeout, one after another.
     Each run step's rows need one GPU count, and its job asks for an agent with that many."""
     from ci.buildkite import steps as bk
-    from ci.options import DEFAULT_TIMEOUT_S
+    from ci.common.options import DEFAULT_TIMEOUT_S
 
     _, made = pipeline(tmp_path, "--target", "cuda-sm90")
     st = loader.load(REPO / "stack")

@@ -14,8 +14,8 @@ import pytest
 
 import ci
 from ci import cli
-from ci.errors import EXIT_CODES
-from ci.tables import md_cell
+from ci.common.errors import EXIT_CODES
+from ci.common.tables import md_cell
 
 REPO = Path(__file__).resolve().parent.parent
 NO_ENGINE = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}

@@ -1,12 +1,12 @@
-"""One contract per boundary: the host side (`ci/contract.py`) and the harness (`suites/harness/contract.py`) spell
-a row id, the <testsuite> name and the property prefix alike, and the plan makes ids the contract parses."""
+"""One contract per boundary: the host side (`ci/common/contract.py`) and the harness (`suites/harness/contract.py`)
+spell a row id, the <testsuite> name and the property prefix alike, and the plan makes ids the contract parses."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from ci import contract
+from ci.common import contract
 from ci.stack import loader, plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "suites"))  # the harness, as the images import it

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ci import cli
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.run import costs, estimate
 from ci.run.packing import Device, jobs
 from ci.stack import loader, plan

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from junitparser.xunit2 import JUnitXml
 
-from ci.errors import EXIT_CODES
+from ci.common.errors import EXIT_CODES
 from ci.stack import loader, plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -112,7 +112,7 @@ def test_an_internal_error_of_the_harness_after_some_rows_is_a_run_error_with_th
     (INTERNALERROR)."""
     import pytest
 
-    from ci.errors import RunError
+    from ci.common.errors import RunError
     from ci.run.outcome import verdict
 
     junit = tmp_path / "junit-cpu-selftest-0.xml"

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import evidence, options
+from ci import evidence
+from ci.common import options
 
 REPORTS = evidence.reports()
 

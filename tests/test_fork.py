@@ -20,7 +20,7 @@ import pytest
 from git_repos import Repo, record_fork, set_change
 
 from ci import cli
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.fork import ablate, bundle, site, source
 from ci.stack import loader
 from ci.upstream import scope

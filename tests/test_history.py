@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.history import join, past, schema, store
 from ci.history.record import Build, Judged, Run
 

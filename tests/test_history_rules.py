@@ -199,7 +199,7 @@ def test_a_move_inside_the_floor_or_without_one_is_no_headline() -> None:
 
 
 def test_a_fail_rate_band_given_upside_down_is_refused_naming_its_line(stack_copy, edit) -> None:
-    from ci.errors import StackError
+    from ci.common.errors import StackError
 
     edit(stack_copy / "flaky.yaml", "fail_rate: [0.10, 0.90]", "fail_rate: [0.90, 0.10]")
     with pytest.raises(StackError, match=r"flaky.yaml:\d+: \[quarantine.fail_rate\] \[0.9, 0.1\] is empty"):

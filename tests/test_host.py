@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.run import host
 from ci.stack import loader as stack
 

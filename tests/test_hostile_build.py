@@ -17,7 +17,7 @@ import pytest
 from test_fork import _base_site, _stack, fork_repo  # noqa: F401 (fork_repo: a fixture)
 
 from ci import cli
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.fork import bundle, site, source
 from ci.stack import loader
 

@@ -140,7 +140,7 @@ def test_a_stack_whose_files_differ_is_never_served_a_kept_one(tmp_path: Path, s
     """The case seen: two consecutive files of a valid stack, kept, then joined into the first (NUL, the second's name,
     NUL, its bytes) and the second removed: the old framing made the same key, and `ci plan` read the valid stack
     back; loaded anew, the joined file is refused."""
-    from ci.errors import StackError
+    from ci.common.errors import StackError
     from ci.stack import loader
 
     monkeypatch.setenv("STACKGATE_CACHE", str(tmp_path / "c"))

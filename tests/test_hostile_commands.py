@@ -1,6 +1,6 @@
 """Every command stackgate prints (a fix line, a next step, the commands that reproduce a conflict, a port, a pipeline's
-step, a re-run line) is made of quoted values (`ci.escape.quote`, the one quoting function): pasted into a shell, it
-runs with the very arguments stackgate meant, whatever a path, a ref or a URL holds (a space, `$(...)`, a newline,
+step, a re-run line) is made of quoted values (`ci.common.escape.quote`, the one quoting function): pasted into a shell,
+it runs with the very arguments stackgate meant, whatever a path, a ref or a URL holds (a space, `$(...)`, a newline,
 U+2028, ESC, a token), prints on one line, and names no secret. The fork here lives at a path holding all of them."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from git_repos import ENV, bash_argv
 from test_port import make_world
 
-from ci import escape
+from ci.common import escape
 
 REPO = Path(__file__).resolve().parent.parent
 HOSTILE = "a b$(touch PWNED)`touch PWNED`;x\n\u2028\x1b[2J'q\"\\"

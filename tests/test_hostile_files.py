@@ -1,7 +1,7 @@
-"""Every input from elsewhere goes through one reader (ci.untrusted): a regular file within its kind's size, strict
-JSON nested no deeper than its kind, finite numbers only, each field of its type; a tar's members bounded in count
-and size before a byte of them is read. Whatever a file holds, the verb exits 2 (or its documented code) naming the
-file and the field, never with a traceback, and never hangs on a FIFO."""
+"""Every input from elsewhere goes through one reader (ci.common.untrusted): a regular file within its kind's size,
+strict JSON nested no deeper than its kind, finite numbers only, each field of its type; a tar's members bounded in
+count and size before a byte of them is read. Whatever a file holds, the verb exits 2 (or its documented code) naming
+the file and the field, never with a traceback, and never hangs on a FIFO."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_a_deep_costs_file_or_store_is_refused_naming_it_and_never_stops_a_run(t
 
 
 def test_a_costs_entry_dated_in_the_future_is_refused_and_new_measurements_replace_kept_ones(tmp_path: Path) -> None:
-    from ci.errors import UsageError
+    from ci.common.errors import UsageError
     from ci.run import costs
 
     row = rows("selftest")[0]
@@ -189,7 +189,7 @@ def test_a_fifo_as_an_artefact_is_refused_at_once(tmp_path: Path, verb: str) -> 
     ],
 )  # fmt: skip
 def test_a_number_json_has_none_of_is_refused_naming_the_field_and_the_value(tmp_path: Path, text: str, said: str):
-    from ci.errors import UsageError
+    from ci.common.errors import UsageError
     from ci.run import costs
 
     path = tmp_path / "costs.json"

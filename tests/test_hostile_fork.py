@@ -19,9 +19,9 @@ from git_repos import Repo, record_fork
 from test_fork import _base_site, _stack
 
 from ci import cli
-from ci.errors import UsageError
+from ci.common.errors import UsageError
+from ci.common.untrusted import BadInput
 from ci.fork import bundle_pair, bundle_read
-from ci.untrusted import BadInput
 
 REPO = Path(__file__).resolve().parent.parent
 fork_repo = test_fork.fork_repo  # the synthetic fork's fixture, by its name

@@ -10,7 +10,7 @@ import pytest
 from report_helpers import rows, write_rows
 
 from ci import cli
-from ci.errors import GATE_CLOSED
+from ci.common.errors import GATE_CLOSED
 
 
 def _failing_report(tmp_path: Path, stack: Path, capsys) -> Path:

@@ -18,7 +18,7 @@ import yaml
 from fork_world import World, make
 from git_repos import ENV, Repo, bash_argv, clone, set_change
 
-from ci import escape
+from ci.common import escape
 
 REPO = Path(__file__).resolve().parent.parent
 TOKEN = "ghp_S3cr3tT0k3nValue"
@@ -64,7 +64,7 @@ def test_a_token_in_a_remotes_url_is_never_printed(world) -> None:
 
 
 def test_redaction_keeps_what_is_no_secret_and_reaches_every_printer(tmp_path: Path) -> None:
-    from ci import tables
+    from ci.common import tables
 
     assert escape.redacted(f"fetch {TOKEN_URL} now") == "fetch https://***@github.com/vllm-project/vllm.git now"
     assert escape.redacted("https://TOKEN@host/x and http://u:p@ss@h/y") == "https://***@host/x and http://***@h/y"
@@ -219,7 +219,7 @@ def _recording_git(tmp_path: Path) -> tuple[dict[str, str], Path]:
 
 
 def test_every_git_process_runs_in_the_git_directory_with_the_safe_environment(world, tmp_path) -> None:
-    from ci import git
+    from ci.common import git
 
     env, log = _recording_git(tmp_path)
     for argv in (("fork", "--fork", str(world.path), "--ref", "fork"),
@@ -241,8 +241,8 @@ def test_every_git_process_runs_in_the_git_directory_with_the_safe_environment(w
 
 
 def test_no_module_but_ci_git_starts_a_git_process() -> None:
-    """A git command built anywhere else would bypass ci.git's environment: every call that starts a process is read
-    from the source, and none but ci/git.py names git (a literal "git", or a GIT constant)."""
+    """A git command built anywhere else would bypass ci.common.git's environment: every call that starts a process is
+    read from the source, and none but ci/common/git.py names git (a literal "git", or a GIT constant)."""
     starters = {"run", "Popen", "call", "check_call", "check_output", "execv", "execvp", "execvpe", "spawnv", "system"}
     wrong = []
     for path in sorted((REPO / "ci").rglob("*.py")):

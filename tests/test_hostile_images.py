@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import flow, revision
+from ci import flow
+from ci.common import revision
 from ci.images import build, verify
 from ci.run import execute
 from ci.stack import loader

@@ -10,7 +10,7 @@ import pytest
 from report_helpers import rows, write_rows
 
 from ci import cli
-from ci.errors import GATE_CLOSED
+from ci.common.errors import GATE_CLOSED
 
 
 def test_a_gating_change_the_report_never_judged_closes_the_gate(
@@ -242,7 +242,7 @@ def test_tampered_json_is_exit_2_naming_the_field(tmp_path: Path, capsys, verb: 
 def test_the_report_set_is_replaced_whole_when_a_rename_fails(tmp_path: Path, monkeypatch) -> None:
     import os
 
-    from ci.errors import ReportError
+    from ci.common.errors import ReportError
     from ci.report import write
 
     out = tmp_path / "report"

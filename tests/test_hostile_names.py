@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ci import cli, escape
+from ci import cli
+from ci.common import escape
 
 BASH = shutil.which("bash") or "/bin/bash"
 BREAKS = ["\n", "\r", "\x85", "\u2028", "\u2029", "\x0b", "\x0c", "\x1c"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from ci import contract
+from ci.common import contract
 from ci.run import scheduled
 
 REPO = Path(__file__).resolve().parent.parent

@@ -76,7 +76,7 @@ def test_a_stop_while_packing_a_bake_leaves_no_temporary_file_and_says_so(
 
 
 def test_a_full_disk_while_packing_a_bake_is_exit_3_naming_it(warm_root: Path, tmp_path: Path) -> None:
-    from ci.errors import BuildError
+    from ci.common.errors import BuildError
     from ci.run import bake
     from ci.stack import loader
 
@@ -98,7 +98,7 @@ def test_a_full_disk_while_packing_a_bake_is_exit_3_naming_it(warm_root: Path, t
 def test_a_lock_that_fails_to_resolve_leaves_the_previous_lock_whole(tmp_path: Path, monkeypatch) -> None:
     """uv writes its answer beside the lock; the lock is replaced only once resolved (a resolver that writes half an
     answer and fails, or a stop, leaves the previous one)."""
-    from ci.errors import StackgateError
+    from ci.common.errors import StackgateError
     from ci.images import build, lock
     from ci.stack import loader
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from test_fork import _base_site, _stack, fork_repo  # noqa: F401 (fork_repo: a fixture)
 
-from ci import cli, files
+from ci import cli
+from ci.common import files
 from ci.fork import bundle, site, source
 from ci.run import guard
 from ci.stack import loader

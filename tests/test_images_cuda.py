@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import BuildError
+from ci.common.errors import BuildError
 from ci.images import build as images
 from ci.images import rebuild, verify
 from ci.stack import loader

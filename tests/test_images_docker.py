@@ -18,7 +18,7 @@ import docker.errors
 import pytest
 
 from ci import engine as container
-from ci.errors import BuildError
+from ci.common.errors import BuildError
 from ci.images import bake, debs, rebuild, verify, wheels
 from ci.images import build as images
 from ci.stack import loader as stack

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ci import engine as docker_cli
-from ci import revision
+from ci.common import revision
+from ci.common.errors import BuildError, NotHere
 from ci.engine import target_devices
-from ci.errors import BuildError, NotHere
 from ci.images import build as images
 from ci.images.build import LABELS, Base
 from ci.stack import loader as stack
@@ -109,7 +109,7 @@ def test_every_target_names_existing_kernel_lists(st):
 
 
 def test_no_engine_is_named_as_such_not_blamed_on_the_client(monkeypatch):
-    from ci.errors import BuildError
+    from ci.common.errors import BuildError
 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.delenv(docker_cli.ENV_CLIENT, raising=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import BuildError, NotHere
+from ci.common.errors import BuildError, NotHere
 from ci.images import debs, normalize, rebuild
 from ci.stack import loader
 

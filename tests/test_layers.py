@@ -14,23 +14,6 @@ SUITES = CI.parent / "suites"
 # history against the stack's changes; the report shows its document beside the verdicts. ci.history remembers each
 # report's build (rows' results, verdicts) across builds; the report reads it back.
 STAGES = ("stack", "upstream", "fork", "engine", "images", "run", "results", "history", "report")
-SHARED = {
-    "ci.errors",
-    "ci.options",
-    "ci.tables",
-    "ci.revision",
-    "ci.signals",
-    "ci.startup",
-    "ci.files",
-    "ci.untrusted",
-    "ci.escape",
-    "ci.git",
-    "ci.contract",
-    "ci.second_cpu",
-    "ci.teardown",
-    "ci.owned",
-    "ci",
-}
 ON_TOP = {
     "ci.flow", "ci.ablation", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite", "ci.evidence", "ci.plan_command",
     "ci.subject",
@@ -87,7 +70,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def _stage(module: str) -> str:
-    if module in SHARED:
+    if module in ("ci", "ci.common") or module.startswith("ci.common."):
         return "shared"
     if module == "ci.engine":
         return "engine"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ci.cli import main
-from ci.errors import NotHere, UsageError
+from ci.common.errors import NotHere, UsageError
 from ci.images import lock
 from ci.stack import loader
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.upstream import port_text, state
 from ci.upstream.port_hunks import Change, Region, group
 from ci.upstream.readiness import Conflict, Hunk, Prerequisite, Readiness

@@ -300,11 +300,11 @@ def test_a_cause_ending_in_a_record_of_what_was_seen_is_one_cause() -> None:
 
 
 def test_a_markdown_table_escapes_each_cell_as_md_cell_does() -> None:
-    """ci.tables.markdown escapes a whole table in one pass: the same cells as escaping each alone, a cell holding the
-    character it splits on and a row of another width included."""
+    """ci.common.tables.markdown escapes a whole table in one pass: the same cells as escaping each alone, a cell
+    holding the character it splits on and a row of another width included."""
     import random
 
-    from ci.tables import markdown, md_cell
+    from ci.common.tables import markdown, md_cell
 
     def one_by_one(headers, rows) -> str:
         lines = ["| " + " | ".join(md_cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]

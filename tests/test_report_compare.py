@@ -15,14 +15,14 @@ from report_helpers import rows, write_rows
 
 from ci.bench import synthetic
 from ci.cli import main
-from ci.errors import ResultsError
+from ci.common.errors import ResultsError
+from ci.common.tables import md_cell
 from ci.report import comparison
 from ci.report import write as report
 from ci.results.compare import Comparison, Line
 from ci.results.stats import shift
 from ci.stack.loader import DEFAULT_STACK
 from ci.stack.plan import Row
-from ci.tables import md_cell
 
 REPO = Path(__file__).resolve().parent.parent
 ROW, ROW2, ROW3 = rows("48804", target="cuda-sm121a")[:3]

@@ -12,7 +12,7 @@ from junitparser.xunit2 import JUnitXml
 
 from ci import cli
 from ci import engine as container
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.run import execute as run
 from ci.run import rerun_lines, run_spec
 from ci.stack import loader as stack

@@ -1,5 +1,5 @@
-"""The report's second CPU (ci.second_cpu): a forked reader and renderer give what this process alone gives, and a
-child that dies or raises costs time, never a result."""
+"""The report's second CPU (ci.common.second_cpu): a forked reader and renderer give what this process alone gives, and
+a child that dies or raises costs time, never a result."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from report_helpers import PLAN, STACK, rows, write_rows
 
-from ci import second_cpu
+from ci.common import second_cpu
 from ci.report import write
 from ci.results import reading
 
@@ -147,8 +147,8 @@ def test_a_report_written_by_two_processes_is_the_one_rendered_here(junit_files,
 
 
 def test_a_kept_graph_ends_the_process_at_once_with_its_output_and_code() -> None:
-    """ci.teardown: a command that kept its report exits without Python's teardown; what it printed to a pipe (block
-    buffered) still arrives, and the exit code is the command's."""
+    """ci.common.teardown: a command that kept its report exits without Python's teardown; what it printed to a pipe
+    (block buffered) still arrives, and the exit code is the command's."""
     import subprocess
     import sys
 
@@ -160,7 +160,7 @@ def test_a_kept_graph_ends_the_process_at_once_with_its_output_and_code() -> Non
 def test_a_library_caller_gets_the_kept_graph_back_under_the_collector() -> None:
     import gc
 
-    from ci import teardown
+    from ci.common import teardown
 
     teardown.keep(["a report"])
     assert gc.get_freeze_count() > 0

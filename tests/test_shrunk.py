@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import StackError
+from ci.common.errors import StackError
 from ci.stack import loader as stack
 from ci.stack import plan
 

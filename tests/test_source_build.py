@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import BuildError, UsageError
+from ci.common.errors import BuildError, UsageError
 from ci.images import build as images
 from ci.images import source_build as sb
 from ci.stack import loader

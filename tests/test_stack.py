@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci.cli import main
-from ci.errors import StackError
+from ci.common.errors import StackError
 from ci.stack import loader as stack
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import StackError
+from ci.common.errors import StackError
 from ci.stack import cache, loader, plan
 
 REPO = Path(__file__).resolve().parent.parent

@@ -55,7 +55,7 @@ def test_the_recorded_facts_of_the_four_merged_changes() -> None:
 def test_a_proven_regression_test_names_both_builds_and_evidence_that_exists() -> None:
     """#52512's guard is #48407's regression test: the stack names the build it failed on, the build it passed on
     and the campaign that shows both; the report's change heading says so."""
-    from ci import options
+    from ci.common import options
     from ci.report.view import change_heading
     from ci.results.acceptance import Verdict
 

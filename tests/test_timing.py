@@ -15,7 +15,7 @@ from report_helpers import rows, write_rows
 from test_schedule import _drive, _props
 
 from ci.bench import synthetic
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.report import write as report
 from ci.results import runs
 from ci.stack import loader
@@ -244,7 +244,7 @@ def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_al
     import pytest
 
     from ci import ablation
-    from ci.errors import UsageError
+    from ci.common.errors import UsageError
     from ci.run import host
     from ci.stack import loader, plan
 

@@ -13,7 +13,7 @@ import pytest
 from git_repos import Repo, clone, copy_change, record_fork, set_change
 
 from ci.cli import main
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.stack import loader
 from ci.upstream import classify, record, scope
 from ci.upstream.checkout import Checkout

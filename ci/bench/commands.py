@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ci import options
 from ci.bench import history, planning, runs, upstream
+from ci.common import options
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -19,9 +19,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ci import tables
 from ci.bench import real_shaped, synthetic
 from ci.bench.planning import _whole_command
+from ci.common import tables
 from ci.history import store
 from ci.history.record import Build, Judged, Run
 from ci.results import criteria

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ci
-from ci import tables
 from ci.bench import real_shaped, synthetic
+from ci.common import tables
 from ci.stack import loader as stack
 from ci.stack import plan
 
@@ -63,7 +63,7 @@ def make_junit(st: stack.Stack, folder: Path, files: int = REPORT_FILES, cases: 
 
 
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork and exec, so a child of a big benchmark
-# process would report the parent's size. A command that ends without Python's teardown (ci.teardown) leaves by
+# process would report the parent's size. A command that ends without Python's teardown (ci.common.teardown) leaves by
 # os._exit: the figures are printed there too, by this process and not by the children it forked.
 _WHOLE = """import os, runpy, sys, time
 sys.argv = ["ci", *sys.argv[1:]]

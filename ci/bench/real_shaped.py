@@ -10,7 +10,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from ci import options
+from ci.common import options
 from ci.stack.model import Stack
 from ci.stack.plan import build
 

@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ci import options, tables
-from ci.errors import StackgateError
+from ci.common import options, tables
+from ci.common.errors import StackgateError
 from ci.images import build as images
 from ci.run import execute, run_spec
 from ci.stack import loader as stack

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ci import git, tables
+from ci.common import git, tables
 from ci.stack import loader
 from ci.upstream import classify, scope
 

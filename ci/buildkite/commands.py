@@ -7,10 +7,10 @@ import argparse
 import os
 import sys
 
-from ci import options
 from ci.buildkite import gate, render, steps
-from ci.errors import UsageError
-from ci.escape import first_hidden, one_line
+from ci.common import options
+from ci.common.errors import UsageError
+from ci.common.escape import first_hidden, one_line
 from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.upstream import scope

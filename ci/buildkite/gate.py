@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from ci import files, options, untrusted
-from ci.errors import GATE_CLOSED, UsageError
-from ci.tables import counted
+from ci.common import files, options, untrusted
+from ci.common.errors import GATE_CLOSED, UsageError
+from ci.common.tables import counted
 
 Style = Literal["success", "warning", "error"]
 
@@ -55,7 +55,7 @@ REPORT = untrusted.Kind(
 
 def read(report: Path) -> tuple[tuple[ChangeState, ...], str | None]:
     """Each change's verdict as report.json states it, and the digest of the stack that judged them; read as data
-    from elsewhere (`ci.untrusted`): a usage error names the file, the field and what was wrong."""
+    from elsewhere (`ci.common.untrusted`): a usage error names the file, the field and what was wrong."""
     doc = untrusted.read(report, _Report, REPORT)
     changes = tuple(ChangeState(id=c.id, ready=c.ready, gating=c.gating, verdict=c.verdict) for c in doc.changes)
     return changes, doc.stack.digest if doc.stack and doc.stack.digest else None

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import orjson
 
-from ci import options
-from ci.errors import StackgateError
-from ci.tables import counted
+from ci.common import options
+from ci.common.errors import StackgateError
+from ci.common.tables import counted
 
 API = "https://api.buildkite.com/v2"
 ENV_API = "STACKGATE_BUILDKITE_API"  # another API root (a proxy, or a test's server)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ci import contract
 from ci.buildkite.pipeline_model import (
     ABSENT,
     GATE_MIN,
@@ -18,6 +17,7 @@ from ci.buildkite.pipeline_model import (
     ci,
     results_root,
 )
+from ci.common import contract
 
 
 def report_step(opts: Options, queue: str) -> Step:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci.escape import command
+from ci.common.escape import command
 
 TOOLS = "source .buildkite/tools.sh"  # the pinned nox and uv on PATH (.buildkite/tools.txt, hashed)
 BUILD_MIN, REPORT_MIN, GATE_MIN = 180, 20, 10  # minutes: an image of 8+ GB built, verified and baked; the report

@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 
 from ci.buildkite.steps import TOOLS, Options, Step, Wait, key, nox
-from ci.errors import UsageError
-from ci.escape import command, one_line, redacted
-from ci.tables import counted
+from ci.common.errors import UsageError
+from ci.common.escape import command, one_line, redacted
+from ci.common.tables import counted
 
 MAX_JOBS = 500  # per upload: Buildkite rejects more ("exceeds your organization limit of 500")
 

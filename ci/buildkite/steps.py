@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ci import contract, options
-
 # the parts, here too: ci.buildkite.render and the tests name them through this module
 from ci.buildkite import timing
 from ci.buildkite.judging import gate_step, report_step
@@ -37,7 +35,8 @@ from ci.buildkite.pipeline_model import (  # noqa: F401
     nox,
     results_root,
 )
-from ci.escape import command, quote
+from ci.common import contract, options
+from ci.common.escape import command, quote
 from ci.stack.model import Stack, Target
 from ci.stack.plan import Plan, Row
 

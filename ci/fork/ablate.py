@@ -16,10 +16,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
+from ci.common.tables import counted
 from ci.fork.source import Fork
 from ci.stack.model import Stack
-from ci.tables import counted
 from ci.upstream import release
 
 _FAILED = re.compile(r"^error: (?:patch failed: (.+?):\d+|(.+?): patch does not apply)$", re.M)

@@ -21,9 +21,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ci import files
-from ci.errors import UsageError
-from ci.escape import one_line
+from ci.common import files
+from ci.common.errors import UsageError
+from ci.common.escape import one_line
 from ci.fork.ablate import Dropped
 from ci.fork.bundle_read import MANIFEST, OVERLAY  # the names harness.vllm_build reads
 from ci.fork.source import Fork

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ci.errors import UsageError
-from ci.escape import one_line
+from ci.common.errors import UsageError
+from ci.common.escape import one_line
 from ci.fork import bundle_read
 
 

@@ -10,8 +10,8 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import Field
 
-from ci import untrusted
-from ci.escape import one_line
+from ci.common import untrusted
+from ci.common.escape import one_line
 
 MANIFEST = "stackgate-fork.json"  # the names harness.vllm_build reads (a test holds them together)
 OVERLAY = "overlay/"

@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import options, signals, tables
-from ci.errors import BuildError, StoppedError, UsageError, os_said
-from ci.escape import one_line, quote
+from ci.common import options, signals, tables
+from ci.common.errors import BuildError, StoppedError, UsageError, os_said
+from ci.common.escape import one_line, quote
 from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
 from ci.stack.model import Stack

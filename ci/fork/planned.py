@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import contract
+from ci.common import contract
 from ci.fork.source import Fork
 from ci.stack.model import Stack
 from ci.stack.plan import Plan

@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from ci import signals
-from ci.errors import StoppedError, UsageError
-from ci.escape import command, one_line
+from ci.common import signals
+from ci.common.errors import StoppedError, UsageError
+from ci.common.escape import command, one_line
+from ci.common.tables import counted
 from ci.fork import port_notice, source
 from ci.stack import loader
 from ci.stack.model import Stack
-from ci.tables import counted
 from ci.upstream import classify, kept, port_check, port_make
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_make import Made

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ci.escape import command, one_line, quote
+from ci.common.escape import command, one_line, quote
 from ci.fork.source import Fork
 from ci.upstream import port_files, port_text
 from ci.upstream.port_make import ByHand, Stopped, Unit

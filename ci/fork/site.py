@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
-from ci import options
-from ci.errors import UsageError
-from ci.escape import command, one_line
+from ci.common import options
+from ci.common.errors import UsageError
+from ci.common.escape import command, one_line
 from ci.fork import bundle_read
 
 VLLM_BUILD = options.REPO / "suites" / "harness" / "vllm_build.py"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.stack.model import Stack
 from ci.upstream import classify
 from ci.upstream.checkout import Checkout
@@ -75,5 +75,5 @@ def open_fork(st: Stack, override: Path | None = None, **refs: str | None) -> Fo
 
 
 def from_command(st: Stack, args: object) -> Fork:
-    """The fork a command line's fork options name (ci.options.add_fork)."""
+    """The fork a command line's fork options name (ci.common.options.add_fork)."""
     return of(st, from_args(st, args))

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ci.errors import ReportError, UsageError
+from ci.common.errors import ReportError, UsageError
 from ci.history import schema
 from ci.history.record import STATUSES, Build
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.errors import BuildError
+from ci.common.errors import BuildError
 from ci.stack.model import Target
 
 WARMUP = ("python", "-m", "harness.warmup")

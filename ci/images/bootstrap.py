@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.common.errors import BuildError
 from ci.engine import DockerCli, image_id
-from ci.errors import BuildError
 from ci.images import debs, normalize
 from ci.stack.model import Target
 

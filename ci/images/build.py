@@ -22,8 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO
 
-from ci import engine, options, revision
-from ci.errors import BuildError, NotHere
+from ci import engine
+from ci.common import options, revision
+from ci.common.errors import BuildError, NotHere
 from ci.images import bootstrap, fork_layer, normalize, wheels
 
 # what other modules and tests name through this one

@@ -8,8 +8,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ci import engine, options
-from ci.errors import NotHere
+from ci import engine
+from ci.common import options
+from ci.common.errors import NotHere
 from ci.stack.model import Target
 
 REPO_ROOT = options.REPO

@@ -7,8 +7,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import options
-from ci.errors import NotHere, UsageError
+from ci.common import options
+from ci.common.errors import NotHere, UsageError
 from ci.images import build, debs, lock, rebuild, verify
 from ci.stack import loader
 from ci.stack.model import Stack, Target

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import files
-from ci.errors import BuildError, NotHere
+from ci.common import files
+from ci.common.errors import BuildError, NotHere
 from ci.stack.model import Target
 
 SUFFIX = ".debs.txt"

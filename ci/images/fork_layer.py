@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.stack.model import Target
 
 FORK = Path(".fork")

@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from ci import files, options
-from ci.errors import UsageError
+from ci.common import files, options
+from ci.common.errors import UsageError
 
 EVENTS = "jit-events.jsonl"
 # Triton's default stages per backend: an entry states num_stages only where a launch asked for another,

@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ci import escape, files
-from ci.errors import NotHere, UsageError
+from ci.common import escape, files
+from ci.common.errors import NotHere, UsageError
 from ci.images.build import REPO_ROOT, lock_path
 from ci.stack.model import Target
 

@@ -36,9 +36,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from ci import files
+from ci.common import files
+from ci.common.errors import BuildError
 from ci.engine import DockerCli, image_id
-from ci.errors import BuildError
 
 _KEEP_PAX = "SCHILY.xattr."  # file capabilities and other extended attributes are content
 RULES = 2  # bump when the rewrite changes: `finish` remembers the images made under these rules only

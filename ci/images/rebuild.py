@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ci import engine, revision, tables
-from ci.errors import BuildError
+from ci import engine
+from ci.common import revision, tables
+from ci.common.errors import BuildError
 from ci.images import bootstrap, build, normalize
 from ci.stack.model import Target
 

@@ -13,10 +13,11 @@ import re
 import subprocess
 from pathlib import Path
 
-from ci import engine, files
-from ci.errors import BuildError, RunError, UsageError
+from ci import engine
+from ci.common import files
+from ci.common.errors import BuildError, RunError, UsageError
+from ci.common.options import ENV_REGISTRY, without_secret
 from ci.images import build
-from ci.options import ENV_REGISTRY, without_secret
 from ci.stack.model import Target
 
 _BY_DIGEST = re.compile(r"(?P<repo>[a-z0-9][a-z0-9.:/_\-]*)@(?P<digest>sha256:[0-9a-f]{64})")

@@ -20,8 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import engine, options
-from ci.errors import BuildError, NotHere, UsageError
+from ci import engine
+from ci.common import options
+from ci.common.errors import BuildError, NotHere, UsageError
 from ci.images import build as images
 from ci.images import normalize, wheels
 from ci.stack import loader as stack

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from ci import engine as container
-from ci import tables
-from ci.errors import BuildError
+from ci.common import tables
+from ci.common.errors import BuildError
 from ci.images import bootstrap
 from ci.images.build import LABELS
 from ci.stack.model import Stack, Target

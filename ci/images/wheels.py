@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ci import files, options
-from ci.errors import BuildError
+from ci.common import files, options
+from ci.common.errors import BuildError
 from ci.stack.model import Target
 
 _MACHINE = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}

@@ -11,9 +11,9 @@ import shlex
 from collections import Counter
 from pathlib import Path
 
+from ci.common.tables import counted
 from ci.history.trends import Trend
 from ci.report.view import Report, Table
-from ci.tables import counted
 
 MARK = {"pass": "✔", "failure": "✘", "error": "✘", "conflict": "⚠", "skipped": "–", "incomplete": "?"}
 _SHOWN = 3  # rows named on a line before the rest are counted
@@ -144,7 +144,7 @@ def bisect(report: Report, row: str) -> tuple[str, str]:
 
 
 def _checkout(report: Report) -> Path | None:
-    from ci.errors import UsageError
+    from ci.common.errors import UsageError
     from ci.upstream import scope
 
     try:
@@ -156,7 +156,7 @@ def _checkout(report: Report) -> Path | None:
 def _between(checkout: Path, good: str, bad: str) -> list[tuple[str, str]]:
     """The fork's commits after `good` up to `bad`, oldest first, each imported change's marked ("(#48407)"); none
     where the checkout lacks either."""
-    from ci.errors import UsageError
+    from ci.common.errors import UsageError
     from ci.upstream.checkout import Checkout, git_lines
 
     try:

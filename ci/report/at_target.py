@@ -12,14 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ci.escape import command
+from ci.common.escape import command
+from ci.common.tables import counted
 from ci.report import cards, in_fork
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
 from ci.results.criteria import CRITERIA, EFFECT, MATRIX, NO_SIDE_WITHOUT, REGRESSION, TIED, baked, compiled_in
 from ci.results.merge import RowResult
 from ci.stack.change import Change
-from ci.tables import counted
 
 # the criterion in the words the first screen uses (its full title is in the change's section)
 SHORT = {r.name: r.short for r in CRITERIA}

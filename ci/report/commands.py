@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci import options, teardown
-from ci.errors import STRICT_INPUTS, UsageError
+from ci.common import options, teardown
+from ci.common.errors import STRICT_INPUTS, UsageError
 
 if TYPE_CHECKING:
     from ci.report.view import Report

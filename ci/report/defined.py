@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ci import contract
+from ci.common import contract
 from ci.results.merge import Results
 from ci.run import rows_json_read
 from ci.stack import meaning, rows_json

@@ -10,11 +10,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ci import tables
+from ci.common import tables
+from ci.common.tables import Markdown, counted, md_cell
 from ci.report import across_view, at_target, in_fork, port_step, rerun_hints, triage
 from ci.report.view import FAILING, Report, Table, banner
 from ci.results.acceptance import Verdict
-from ci.tables import Markdown, counted, md_cell
 
 _SHOWN = 6  # causes named in one cell; the rest are counted
 CAUSES = "Causes of failing tests (rows)"  # a criterion failing on rows that passed theirs is said per target

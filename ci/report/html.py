@@ -15,8 +15,8 @@ import jinja2
 import jinja2.bccache
 import markupsafe
 
-from ci import options, owned, tables
-from ci.escape import redacted
+from ci.common import options, owned, tables
+from ci.common.escape import redacted
 from ci.report import across_view, at_target, comparison, composition, first_screen, models, plot, rebase, triage
 from ci.report.view import (
     FAILING,
@@ -70,7 +70,7 @@ class _Compiled(jinja2.FileSystemBytecodeCache):
 
 
 def _secretless(value: object) -> object:
-    """Every value the page prints without a URL's userinfo (`ci.escape.redacted`); markup stays markup."""
+    """Every value the page prints without a URL's userinfo (`ci.common.escape.redacted`); markup stays markup."""
     if isinstance(value, str) and "://" in value:
         text = redacted(value)
         return markupsafe.Markup(text) if isinstance(value, markupsafe.Markup) else text
@@ -78,8 +78,8 @@ def _secretless(value: object) -> object:
 
 
 def _compiled_cache() -> _Compiled | None:
-    """Compiled code runs as it loads: it is kept only in a folder nobody else could write to (`ci.owned`; Jinja's own
-    check of ownership and mode applies only to the folder it picks itself)."""
+    """Compiled code runs as it loads: it is kept only in a folder nobody else could write to (`ci.common.owned`;
+    Jinja's own check of ownership and mode applies only to the folder it picks itself)."""
     folder = options.cache_home() / "jinja"
     try:
         owned.make(folder)

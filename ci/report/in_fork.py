@@ -11,7 +11,7 @@ holds a fork's states names that fork first.
 
 from __future__ import annotations
 
-from ci.escape import command
+from ci.common.escape import command
 from ci.report.view import Report
 from ci.results import ported
 from ci.results.acceptance import Verdict

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 
 import ci
-from ci import revision
+from ci.common import revision
 from ci.report import across_json, at_target, comparison_json, in_fork, rebase
 from ci.report.rerun_hints import image_beside, rerun, rerun_test, rows_json_beside, shown
 from ci.report.view import FAILING, Report

@@ -7,7 +7,7 @@ so every table that remains is whole, and a note says what was left out and wher
 
 from __future__ import annotations
 
-from ci import tables
+from ci.common import tables
 from ci.report import across_view, at_target, comparison, composition, first_screen, models, rebase
 from ci.report.view import (
     FAILING,

@@ -7,7 +7,7 @@ never taken from the document: an upstream.json is a file from elsewhere."""
 
 from __future__ import annotations
 
-from ci.options import RELEASE
+from ci.common.options import RELEASE
 from ci.report import in_fork
 from ci.report.view import Report
 from ci.upstream import port_command, port_text

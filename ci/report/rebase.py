@@ -4,8 +4,8 @@ A change the document does not list says so; nothing is shown where no document 
 
 from __future__ import annotations
 
+from ci.common.tables import counted
 from ci.report.view import Report
-from ci.tables import counted
 from ci.upstream.state import ChangeState
 
 NOT_LISTED = "not in the upstream state given"

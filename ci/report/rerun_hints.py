@@ -74,7 +74,7 @@ def _rerun(st: Stack, row_id: str, file: str, in_image: bool, cwd: str) -> Rerun
     rows_json = rows_json_beside(file)
     if rows_json is None:
         return Rerun(hint=repro(row_id), command="", why_not=f"no rows.json beside {file}")
-    from ci.errors import UsageError
+    from ci.common.errors import UsageError
     from ci.run import rerun_lines as repro_cmd  # the run stage makes the line; the report only shows it
 
     try:
@@ -102,7 +102,7 @@ def rerun_test(case: Case, st: Stack) -> str:
     rows_json = rows_json_beside(case.file)
     if case.status not in ("failure", "error") or rows_json is None:
         return ""
-    from ci.errors import UsageError
+    from ci.common.errors import UsageError
     from ci.run import rerun_lines as repro_cmd
 
     try:
@@ -117,7 +117,7 @@ def image_beside(case: Case) -> str | None:
     rows_json = rows_json_beside(case.file)
     if rows_json is None:
         return None
-    from ci.errors import UsageError
+    from ci.common.errors import UsageError
     from ci.run import rerun_lines as repro_cmd
     from ci.run import rows_json_read
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci import tables
+from ci.common import tables
 from ci.report import cards, defined
 from ci.report.across import Across
 from ci.report.rerun_hints import hint, rerun_test

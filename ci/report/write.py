@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 import orjson
 
-from ci import second_cpu
-from ci.errors import ReportError, UsageError
-from ci.escape import redacted
+from ci.common import second_cpu
+from ci.common.errors import ReportError, UsageError
+from ci.common.escape import redacted
+from ci.common.tables import counted
 from ci.report import across as across_builds
 from ci.report import first_screen, html, json_doc, markdown
 from ci.report.first_screen import outside
@@ -31,7 +32,6 @@ from ci.results.junit import FileRead
 from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
-from ci.tables import counted
 from ci.upstream import state as upstream_state
 
 OUTPUTS = ("report.md", "report.html", "report.json")
@@ -151,9 +151,9 @@ def render(report: Report) -> dict[str, bytes]:
 
 def write(report: Report, out: Path) -> None:
     """Render `report` and write it to `out` as `write_atomic` does. A large report is rendered by two processes
-    (ci.second_cpu): the status matrices, for the HTML and the Markdown, and what both halves read of every row are made
-    first (`_settle`); then a forked child renders report.json, writes it to its temporary file, and renders the
-    Markdown around the matrices, while this process renders the HTML and puts report.md together (cut to
+    (ci.common.second_cpu): the status matrices, for the HTML and the Markdown, and what both halves read of every row
+    are made first (`_settle`); then a forked child renders report.json, writes it to its temporary file, and renders
+    the Markdown around the matrices, while this process renders the HTML and puts report.md together (cut to
     Buildkite's limit). The two halves then take about as long, and the 15 MB of a 10,000-testcase report.json never
     cross between them."""
 
@@ -209,8 +209,8 @@ def _fill(tmp: str, data: bytes) -> None:
 
 
 def _secretless(data: bytes) -> bytes:
-    """A report file with no URL's userinfo in it (`ci.escape.redacted`): a token in a fork's remote, an upstream.json
-    or a failure message is never written."""
+    """A report file with no URL's userinfo in it (`ci.common.escape.redacted`): a token in a fork's remote, an
+    upstream.json or a failure message is never written."""
     if b"://" not in data or b"@" not in data:
         return data
     return redacted(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")

@@ -18,8 +18,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-from ci import files, untrusted
-from ci.errors import ReportError
+from ci.common import files, untrusted
+from ci.common.errors import ReportError
 from ci.results.metrics import metric_from_json
 from ci.results.runs import MIN_RUNS, pct
 from ci.results.stats import Shift, mann_whitney_greater, shift, sign_test_greater

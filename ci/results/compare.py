@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
-from ci.errors import ResultsError, UsageError
-from ci.escape import quote
+from ci.common.errors import ResultsError, UsageError
+from ci.common.escape import quote
 from ci.results import acceptance, ported
 from ci.results.acceptance import Verdict
 from ci.results.baseline import Baseline

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from ci.common.tables import counted
 from ci.results.effect import effect as _effect
 from ci.results.junit import Case
 from ci.results.merge import RowResult, paid_once
@@ -36,7 +37,6 @@ from ci.results.rule import (
 )
 from ci.results.rule import NO_SIDE_WITHOUT as NO_SIDE_WITHOUT  # the report names it through this module
 from ci.stack.change import Change
-from ci.tables import counted
 
 
 def _tied(ev: Evidence) -> Criterion:

@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from ci.contract import NOT_RUN, change_of, junit_stem
+from ci.common.contract import NOT_RUN, change_of, junit_stem
 from ci.results import junit, reading
 from ci.results.junit import Case, FileRead
 from ci.results.metrics import Metric

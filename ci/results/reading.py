@@ -20,8 +20,8 @@ from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
 from lxml import etree
 
-from ci import files, second_cpu
-from ci.contract import NOT_RUN
+from ci.common import files, second_cpu
+from ci.common.contract import NOT_RUN
 from ci.results.junit import Case, FileRead, FileStatus, Scope
 from ci.results.testcase import PREFIX, props_of, read_case, row_from_name, scope_of
 
@@ -85,8 +85,8 @@ def expand(paths: Iterable[Path]) -> list[Path | FileRead]:
 
 def _start(paths: Iterable[Path]) -> Callable[[], list[FileRead]]:
     """Start reading `paths`; the callable returned finishes and gives every file's FileRead, in order. Once lxml
-    has parsed, reading is CPU-bound Python: where the files are large, a forked reader (`ci.second_cpu.share`) starts
-    on them now, and this process takes its part of them when it calls the callable, so a caller that has other
+    has parsed, reading is CPU-bound Python: where the files are large, a forked reader (`ci.common.second_cpu.share`)
+    starts on them now, and this process takes its part of them when it calls the callable, so a caller that has other
     work first (imports, loading the stack) does it while the files are being read."""
     todo = list(paths)
     if sum(map(_size, todo)) < _FORK_BYTES or not second_cpu.possible():

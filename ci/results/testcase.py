@@ -8,7 +8,7 @@ from typing import Any
 
 from lxml import etree
 
-from ci import contract
+from ci.common import contract
 from ci.results.junit import Case, CaseStatus, Scope, made
 from ci.results.metrics import finite, metrics_of
 

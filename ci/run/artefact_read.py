@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from ci import contract, untrusted
-from ci.escape import one_line
+from ci.common import contract, untrusted
+from ci.common.escape import one_line
 
 MANIFEST = "stackgate-caches.json"
 _MANIFEST_MAX = 16 << 20  # every file of every cache, with its sha256: a few MB

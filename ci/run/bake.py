@@ -17,16 +17,16 @@ from pathlib import Path
 
 from lxml import etree
 
-from ci import contract, files, options, revision, signals
 from ci import engine as container
-from ci.errors import NOTHING_RAN, BuildError, StackgateError, UsageError, os_said
+from ci.common import contract, files, options, revision, signals
+from ci.common.errors import NOTHING_RAN, BuildError, StackgateError, UsageError, os_said
+from ci.common.tables import counted
 from ci.images import bake as image_bake
 from ci.images import build
 from ci.run import artefact_read, caches, commands, execute, harness_env, host_aot, resume, run_spec
 from ci.run.scheduled import DeadlineReached
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack, Target
-from ci.tables import counted
 
 BAKE_TIMEOUT_S = 1800.0  # the warm-up starts every row's engine once: far longer than one test item
 

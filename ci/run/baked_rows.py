@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ci.errors import UsageError
-from ci.escape import one_line
+from ci.common.errors import UsageError
+from ci.common.escape import one_line
 from ci.run import artefact_read
 from ci.stack import plan
 

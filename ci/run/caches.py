@@ -26,10 +26,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ci import untrusted
-from ci.errors import UsageError
-from ci.escape import one_line
-from ci.files import staged
+from ci.common import untrusted
+from ci.common.errors import UsageError
+from ci.common.escape import one_line
+from ci.common.files import staged
 from ci.run import artefact_read, host, smi
 from ci.stack.model import Target
 

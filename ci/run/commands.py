@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ci import options
-from ci.errors import UsageError
+from ci.common import options
+from ci.common.errors import UsageError
 from ci.run import baked_rows, execute, host, run_spec
 from ci.stack import loader as stack
 from ci.stack import plan

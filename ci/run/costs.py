@@ -22,9 +22,9 @@ from typing import Any
 
 from lxml import etree
 
-from ci import contract, files, untrusted
-from ci.errors import UsageError
-from ci.escape import one_line
+from ci.common import contract, files, untrusted
+from ci.common.errors import UsageError
+from ci.common.escape import one_line
 from ci.run import resume
 from ci.stack.plan import Row
 

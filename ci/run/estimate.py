@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.errors import UsageError
-from ci.escape import one_line
+from ci.common.errors import UsageError
+from ci.common.escape import one_line
+from ci.common.tables import counted
 from ci.run.costs import Measured, config, load, store
 from ci.run.packing import Device, Packing, jobs, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
-from ci.tables import counted
 
 
 class Costs:

@@ -16,9 +16,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ci import contract, revision, signals
 from ci import engine as container
-from ci.errors import RunError
+from ci.common import contract, revision, signals
+from ci.common.errors import RunError
+from ci.common.tables import counted
 from ci.images import build as images
 from ci.run import gpus, guard, harness_command, harness_env
 
@@ -29,7 +30,6 @@ from ci.run.outcome import verdict
 from ci.run.run_spec import RunSpec
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack
-from ci.tables import counted
 
 
 def select_rows(st: Stack, target: str, suite: str, ids: list[str]) -> tuple[plan.Row, ...]:

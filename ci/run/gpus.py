@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.run import smi
 from ci.run.packing import Device
 from ci.stack.model import Target

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ci.errors import RunError, StackgateError, UsageError
+from ci.common.errors import RunError, StackgateError, UsageError
 
 LOCK = ".stackgate-run.lock"
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ci import contract, options
 from ci import engine as container
+from ci.common import contract, options
 
 ENV_MODEL_CACHE = "STACKGATE_MODEL_CACHE"
 DEFAULT_SUITES = options.REPO / "suites"

@@ -8,8 +8,8 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ci import contract
 from ci import engine as container
+from ci.common import contract
 from ci.run import baked_rows, caches, host_aot
 from ci.run.harness_command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, model_cache
 from ci.stack import plan

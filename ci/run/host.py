@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.run import smi
 from ci.stack.model import Stack, Target
 

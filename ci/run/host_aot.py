@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci import contract, files, options
+from ci.common import contract, files, options
 from ci.run import caches
 from ci.stack.model import Target
 

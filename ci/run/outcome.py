@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ci.contract import NOT_RUN, record_not_run
-from ci.errors import NOTHING_RAN, RunError
+from ci.common.contract import NOT_RUN, record_not_run
+from ci.common.errors import NOTHING_RAN, RunError
 from ci.stack.plan import Row
 
 HARNESS_DONE = (0, 1)  # pytest's exits for "every item ran": all passed, some failed

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from ci import contract
+from ci.common import contract
 from ci.stack import rows_json
 from ci.stack.model import Stack
 from ci.stack.plan import Row

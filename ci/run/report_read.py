@@ -1,6 +1,6 @@
 """A report.json from elsewhere (another agent, another user's PR, a download), read for what `ci repro` names from
 it: a row's status, the tests that failed, the image and timeout its run recorded, the builds it ran on. Read as
-data (`ci.untrusted`): a regular file within a report's size, strict JSON of bounded depth, these fields of their
+data (`ci.common.untrusted`): a regular file within a report's size, strict JSON of bounded depth, these fields of their
 types; each name is checked again where the re-run is made (`ci.run.rerun_lines`)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ci import files, untrusted
-from ci.errors import UsageError
-from ci.escape import one_line
+from ci.common import files, untrusted
+from ci.common.errors import UsageError
+from ci.common.escape import one_line
 from ci.run import rerun_lines
 from ci.run.rows_json_read import Image
 
@@ -101,5 +101,5 @@ def node_ids(entry: RowEntry, suite: str) -> tuple[str, ...]:
 
 
 def builds(entry: RowEntry) -> list[str]:
-    """The vLLM versions the row's runs recorded (a report's own words: print them through `ci.escape`)."""
+    """The vLLM versions the row's runs recorded (a report's own words: print them through `ci.common.escape`)."""
     return sorted({r.vllm_version for r in entry.runs if r.vllm_version})

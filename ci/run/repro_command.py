@@ -20,9 +20,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ci import engine, options, revision
-from ci.errors import NotHere, RunError, UsageError
-from ci.escape import command, one_line
+from ci import engine
+from ci.common import options, revision
+from ci.common.errors import NotHere, RunError, UsageError
+from ci.common.escape import command, one_line
 from ci.run import host, report_read, rerun_lines
 from ci.run.harness_command import DEFAULT_SUITES
 from ci.run.report_read import RanBlock, RowEntry

@@ -5,7 +5,7 @@ They are made from a `Rerun`, every field of which is checked data: the target i
 and env: never what a rows.json or a report says they were), the image is named by content (`sha256:…` or
 `repo@sha256:…`), the suite a suite's name, the tests pytest node ids inside that suite, the row a row id. A report or
 a rows.json from elsewhere chooses none of the flags, mounts or devices; the lines are quoted argv, never text of
-theirs, and a block's comments print what they name through `ci.escape`: pasted into a shell, a block runs its
+theirs, and a block's comments print what they name through `ci.common.escape`: pasted into a shell, a block runs its
 commands and nothing else, and a terminal shows it as it is.
 """
 
@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci import contract, engine, options
-from ci.errors import UsageError
-from ci.escape import one_line, quote
+from ci import engine
+from ci.common import contract, options
+from ci.common.errors import UsageError
+from ci.common.escape import one_line, quote
 from ci.run import rows_json_read
 from ci.run.harness_command import DEFAULT_SUITES, STARTUP, make_container_spec, pytest_command
 from ci.stack.model import Stack, Target

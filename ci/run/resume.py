@@ -17,9 +17,9 @@ from typing import Any
 
 from lxml import etree
 
-from ci import contract, files
-from ci.errors import UsageError
-from ci.tables import counted
+from ci.common import contract, files
+from ci.common.errors import UsageError
+from ci.common.tables import counted
 
 _WORST = ("skipped", "pass", "failure", "error", "interrupted")  # a row of several testcases says its worst
 

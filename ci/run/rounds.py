@@ -11,10 +11,10 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
+from ci.common.tables import counted
 from ci.run.estimate import clock, measured_in
 from ci.stack.plan import Row
-from ci.tables import counted
 
 
 def before(rows: Sequence[Row], runs: int, folder: Path, *, cold: bool) -> str:

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ci import untrusted
-from ci.errors import UsageError
+from ci.common import untrusted
+from ci.common.errors import UsageError
 
 KIND = untrusted.Kind(
     what="a rows.json written by ci run",

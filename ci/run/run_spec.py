@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import contract
+from ci.common import contract
 from ci.stack import plan
 from ci.stack.model import Target
 

@@ -19,15 +19,15 @@ from pathlib import Path
 
 from lxml import etree
 
-from ci import contract, files, signals
-from ci.errors import NOTHING_RAN, StackgateError
+from ci.common import contract, files, signals
+from ci.common.errors import NOTHING_RAN, StackgateError
+from ci.common.tables import counted
 from ci.run import costs, estimate, guard, host, tenancy
 from ci.run.outcome import NOT_RUN, record_not_run
 from ci.run.packing import Device, Job, Packing, jobs, measured_peaks, next_jobs
 from ci.run.resume import lost_case, outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
 from ci.stack.model import Stack
 from ci.stack.plan import Row
-from ci.tables import counted
 
 DEADLINE_EXIT = 9
 UNREACHED = "not run"  # a row of a shared job that a stop ended before it began: --resume runs it

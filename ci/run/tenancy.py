@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from ci import contract, files
+from ci.common import contract, files
 
 SHARED = contract.PREFIX + "gpu_shared_with"
 

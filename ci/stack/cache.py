@@ -8,9 +8,8 @@ anew; each part is framed by its length, so that no two sets of files make one k
 never kept (its error is raised every time). A cache that cannot be read or written is a miss, never an error.
 
 A pickle runs code as it loads, so the cache is read only from a folder nobody but this user (and root) could have
-written (`ci.owned`): one another user can write to, or reached through another user's symlink, is not used at all,
-and a warning says so once.
-"""
+written (`ci.common.owned`): one another user can write to, or reached through another user's symlink, is not used at
+all, and a warning says so once."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ci import options, owned
+from ci.common import options, owned
 
 if TYPE_CHECKING:
     from ci.stack.model import Stack

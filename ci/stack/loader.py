@@ -9,8 +9,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ci import options
-from ci.errors import StackError
+from ci.common import options
+from ci.common.errors import StackError
 from ci.stack import cache, digest, flaky, fork_file, pins, provenance, shrunk
 from ci.stack.change import Change, Matrix
 from ci.stack.eligibility import trait_mismatch

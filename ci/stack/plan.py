@@ -14,8 +14,8 @@ import math
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, fields
 
-from ci import contract
-from ci.errors import StackError, UsageError
+from ci.common import contract
+from ci.common.errors import StackError, UsageError
 from ci.stack.change import Change, Combo, Matrix
 from ci.stack.eligibility import kv_supported, model_kv, pending_proof, row_backends, target_mismatch, trait_mismatch
 from ci.stack.model import HistoryRow, Model, Stack, Target

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ci import options
+from ci.common import options
 from ci.stack.change import Change
 
 if TYPE_CHECKING:  # YAML is parsed only where a stack is loaded, not read back from the cache

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ci import contract
+from ci.common import contract
 from ci.stack import meaning, plan
 from ci.stack.model import Model, Stack, Target
 from ci.stack.plan import Row

@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from ci import files
-from ci.errors import StackError
+from ci.common import files
+from ci.common.errors import StackError
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

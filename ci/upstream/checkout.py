@@ -1,6 +1,6 @@
-"""A fork checkout, read through git (ci.git: no network, no hook, no attribute of its work tree): refs, ancestry,
-patch-ids and the files commits touch. Every git process runs inside the checkout's git directory, where git has no
-work tree: what it answers is the history's, whatever the user's work tree holds.
+"""A fork checkout, read through git (ci.common.git: no network, no hook, no attribute of its work tree): refs,
+ancestry, patch-ids and the files commits touch. Every git process runs inside the checkout's git directory, where git
+has no work tree: what it answers is the history's, whatever the user's work tree holds.
 
 Each question over many commits is one git process (or one `git log -p | git patch-id` pair) over the whole
 range or list, never one process per commit, so a long history costs a few streams.
@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import git
-from ci.errors import StackgateError, UsageError
-from ci.escape import command
+from ci.common import git
+from ci.common.errors import StackgateError, UsageError
+from ci.common.escape import command
 from ci.upstream.git_streams import PATCH, REC, Touch, failure, file_ids_of, last, touches
 
 
@@ -63,7 +63,7 @@ class Checkout:
         return cls(path, head, shallow, git_dir)
 
     def command(self, *args: str) -> str:
-        """`git -C CHECKOUT ARGS` as a line to print (a fix line), every value quoted (`ci.escape.command`)."""
+        """`git -C CHECKOUT ARGS` as a line to print (a fix line), every value quoted (`ci.common.escape.command`)."""
         return command(["git", "-C", str(self.path), *args])
 
     def git(self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)) -> str:
@@ -77,8 +77,8 @@ class Checkout:
         extra: Mapping[str, str] | None = None,
         network: bool = False,
     ) -> subprocess.CompletedProcess[str]:
-        """git ARGS in the checkout's git directory (ci.git); an exit status outside `ok` is a UsageError naming the
-        checkout. `extra`: environment of stackgate's own (a scratch index or object directory, an author);
+        """git ARGS in the checkout's git directory (ci.common.git); an exit status outside `ok` is a UsageError naming
+        the checkout. `extra`: environment of stackgate's own (a scratch index or object directory, an author);
         `network`: a fetch the user asked for."""
         done = git.run(self.git_dir, *args, stdin=stdin, extra=extra, network=network)
         if done.returncode not in ok:

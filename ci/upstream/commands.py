@@ -8,8 +8,8 @@ import json
 import sys
 from dataclasses import replace
 
-from ci import options, tables
-from ci.escape import one_line
+from ci.common import options, tables
+from ci.common.escape import one_line
 from ci.stack import loader
 from ci.stack.table import change_label
 from ci.upstream import classify, kept, port_text, record, scope

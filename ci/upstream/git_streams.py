@@ -1,6 +1,6 @@
 """What `ci upstream` reads from git: how a patch is diffed (the same everywhere: patch-ids are recorded in the stack
 and compared with ones computed on another machine), and the parsers of its output streams (commits with the files
-they touch, file patch-ids, the last line of an error). Every git process runs through `ci.git`."""
+they touch, file patch-ids, the last line of an error). Every git process runs through `ci.common.git`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.errors import BuildError, StackgateError, UsageError
-from ci.escape import command
+from ci.common.errors import BuildError, StackgateError, UsageError
+from ci.common.escape import command
 
 PATCH = (
     "-p",

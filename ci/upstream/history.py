@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from ci.errors import UsageError
-from ci.escape import redacted
+from ci.common.errors import UsageError
+from ci.common.escape import redacted
 from ci.stack.change import Change
 from ci.stack.model import Stack
 from ci.upstream import where

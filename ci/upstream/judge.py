@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from ci.common.tables import folded
 from ci.stack.change import Change, Upstream
-from ci.tables import folded
 from ci.upstream.edited import Edited
 from ci.upstream.scope import Scope
 from ci.upstream.state import ChangeState, State, Upstreamed

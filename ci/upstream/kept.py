@@ -9,7 +9,7 @@ its commit, upstream's commit and how it was found, where the ref left it, the b
 is not known, and the options that name them), and what the checkout holds of every commit the stack names (a fetch
 that brings one makes another key). A kept answer is upstream.json's own JSON, read back as data through its reader
 (a file that does not read is a miss, never an error), only from a folder nobody but this user could have written
-(ci.owned): it could otherwise say a port is clean that is not."""
+(ci.common.owned): it could otherwise say a port is clean that is not."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ci import options, owned
+from ci.common import options, owned
 from ci.stack.model import Stack
 from ci.upstream import classify, follow_ups, found, port_check
 from ci.upstream.scope import Scope

@@ -1,15 +1,15 @@
 """A partial clone (`git clone --filter=blob:none`), found before anything is read from it. Git fetches what such a
 clone lacks from its promisor remote as it reads, one object at a time: a network call the user did not ask for, to
-whatever that remote's URL names. stackgate runs git with every transport refused (ci.git), so it would fail half-way
-instead; it says so first: the clone is refused with the commands that fill it, unless the user asks stackgate to
-fetch what it lacks (`--fetch-missing`), which it then does in one fetch, saying from where and how many objects."""
+whatever that remote's URL names. stackgate runs git with every transport refused (ci.common.git), so it would fail
+half-way instead; it says so first: the clone is refused with the commands that fill it, unless the user asks stackgate
+to fetch what it lacks (`--fetch-missing`), which it then does in one fetch, saying from where and how many objects."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.upstream.checkout import Checkout, git_lines
 from ci.upstream.git_streams import last
 

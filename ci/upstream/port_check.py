@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from ci.common.tables import counted
 from ci.stack.change import Change, FollowUp
 from ci.stack.model import Stack
-from ci.tables import counted
 from ci.upstream import (
     follow_ups,
     port_apply,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ci.escape import command
+from ci.common.escape import command
 from ci.stack.model import Stack
 from ci.upstream.readiness import PORTABLE, Readiness
 from ci.upstream.scope import Scope

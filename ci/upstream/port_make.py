@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci import signals
+from ci.common import signals
 from ci.upstream import port_apply, port_files, port_source
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_apply import Stages

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ci.tables import counted
+from ci.common.tables import counted
 from ci.upstream import port_apply, port_source, port_why
 from ci.upstream.port_apply import Outcome, Step
 from ci.upstream.port_source import Unit

@@ -4,7 +4,7 @@ command)."""
 
 from __future__ import annotations
 
-from ci.escape import one_line
+from ci.common.escape import one_line
 from ci.upstream.readiness import Conflict, Missing, Readiness
 from ci.upstream.state import ChangeState
 

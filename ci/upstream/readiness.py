@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from ci.tables import counted
+from ci.common.tables import counted
 
 Verdict = Literal["clean", "clean by three-way merge", "conflicts", "needs prerequisites", "in the fork", "unknown"]
 VERDICTS: tuple[str, ...] = get_args(Verdict)

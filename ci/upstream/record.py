@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from ci import files
-from ci.errors import StackError, UsageError
+from ci.common import files
+from ci.common.errors import StackError, UsageError
 from ci.stack import loader
 from ci.stack.model import Carried, Stack
 from ci.upstream.scope import Scope

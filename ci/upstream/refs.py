@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from ci.errors import UsageError
+from ci.common.errors import UsageError
 from ci.upstream.checkout import Checkout
 
 

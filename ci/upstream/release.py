@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.escape import command
-from ci.tables import counted
+from ci.common.escape import command
+from ci.common.tables import counted
 from ci.upstream.checkout import Checkout
 
 NEAR_COMMITS = 300  # upstream's main takes about this many commits in a week

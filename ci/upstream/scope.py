@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.errors import UsageError
-from ci.escape import command
+from ci.common.errors import UsageError
+from ci.common.escape import command
 from ci.stack.model import Carried, Stack
 from ci.upstream import carries_check, history, partial, refs, release
 from ci.upstream.checkout import Checkout
@@ -265,7 +265,7 @@ def _name(path: Path) -> str:
 
 
 def from_args(st: Stack, args: object) -> Scope:
-    """The scope the fork options of a command line name (ci.options.add_fork)."""
+    """The scope the fork options of a command line name (ci.common.options.add_fork)."""
     given = getattr(args, "fork", None)
     return open_scope(
         st,

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci import git, signals
+from ci.common import git, signals
 from ci.upstream.checkout import Checkout
 
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ci.errors import UsageError
-from ci.escape import one_line
+from ci.common.errors import UsageError
+from ci.common.escape import one_line
 from ci.upstream.readiness import Readiness
 
 State = Literal[
@@ -216,9 +216,9 @@ _MAKE = "python -m ci upstream --fork CHECKOUT --ref REF --format json > upstrea
 
 
 def read(path: Path) -> Snapshot:
-    """upstream.json as `ci upstream --format json` wrote it, read as data from elsewhere (`ci.untrusted`); anything
-    else is a UsageError naming the file."""
-    from ci import untrusted  # its validation library loads only where a file from elsewhere is read
+    """upstream.json as `ci upstream --format json` wrote it, read as data from elsewhere (`ci.common.untrusted`);
+    anything else is a UsageError naming the file."""
+    from ci.common import untrusted  # its validation library loads only where a file from elsewhere is read
 
     kind = untrusted.Kind(what="an upstream.json written by python -m ci upstream", limit=64 << 20, fix=_MAKE)
     doc = untrusted.json_value(untrusted.read_bytes(Path(path), kind), kind, str(path))

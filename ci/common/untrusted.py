@@ -26,8 +26,8 @@ from typing import Any, BinaryIO, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ci import escape, files
-from ci.errors import UsageError
+from ci.common import escape, files
+from ci.common.errors import UsageError
 
 
 class BadInput(UsageError):

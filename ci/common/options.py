@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ci.errors import EXIT_CODES, UsageError
+from ci.common.errors import EXIT_CODES, UsageError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ENV_STACK = "STACKGATE_STACK"
 DEFAULT_TIMEOUT_S = 900.0  # seconds per test item; rows.json carries it to the harness
 

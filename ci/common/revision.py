@@ -6,10 +6,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.errors import BuildError
-from ci.git import run as run_git
+from ci.common.errors import BuildError
+from ci.common.git import run as run_git
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True, kw_only=True)

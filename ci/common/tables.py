@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ci.escape import one_line, redacted
+from ci.common.escape import one_line, redacted
 
 # "&" first: the entities the others make must not be escaped again. Function names must not turn italic;
 # failure text must not make links or images. Chained str.replace: a translate table with string values
@@ -27,7 +27,7 @@ _MD_ESCAPES = (
 
 def md_cell(value: object) -> str:
     """Escape text for a Markdown table cell: no pipes that split cells, no raw HTML, one line of visible characters
-    (`ci.escape`), no URL's userinfo."""
+    (`ci.common.escape`), no URL's userinfo."""
     text = redacted(str(value))
     for char, escaped in _MD_ESCAPES:
         if char in text:

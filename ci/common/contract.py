@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import files
+from ci.common import files
 
 # A row id is <change>.<target>.<model>.<8 hex>: the hash covers the row's backend and every axis value that differs
 # from its default, so an id is the same on every run. pytest puts it in a test's name as the parameter id.
