@@ -19,7 +19,8 @@ from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.table import PLAN_HEADERS, change_label, counts, plan_table_rows
-from ci.upstream import kept, port_text, scope
+from ci.upstream import kept, scope
+from ci.upstream.port import words
 from ci.upstream.readiness import Readiness
 
 
@@ -70,13 +71,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 step = f": {r.command}" if r.command else ""
                 print(
                     f"    porting it would add {'this' if n == 1 else 'these'} {tables.counted(n, 'row')}; its port: "
-                    f"{port_text.cell_of(r)}{step}"
+                    f"{words.cell_of(r)}{step}"
                 )
     return 0
 
 
 def _if_ported(st: Stack, fork: source.Fork, absent: Plan) -> list[tuple[str, int, Readiness | None]]:
-    """Per change the fork lacks: the rows its port would add, and whether it ports (ci.upstream.port_check)."""
+    """Per change the fork lacks: the rows its port would add, and whether it ports (ci.upstream.port.decision)."""
     snap = kept.answer(st, fork.scope)
     ports = {c.change: c.port for c in snap.changes}
     return [(c, n, ports.get(c)) for c, n in Counter(r.change for r in absent.rows).items()]

@@ -109,7 +109,7 @@ def test_the_report_first_screen_leads_with_the_fork_state_and_ports_what_it_lac
     assert "| converged; follow-up #52512 missing (it fixes GLM-5.2 repeated tokens" in lines["#48407"]
     assert "| partially ported |" in lines["#46514"]
     assert "| absent in the fork |" in lines["#46849"]
-    # what it lacks: its port as the next step, with its verdict (ci.upstream.port_check), not rows to run
+    # what it lacks: its port as the next step, with its verdict (ci.upstream.port.decision), not rows to run
     assert (
         f"`python -m ci fork port 46849 --fork {world.path} --ref fork` absent in the fork; its port: clean"
         in (lines["#46849"])

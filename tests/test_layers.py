@@ -86,6 +86,20 @@ def test_the_import_graph_of_ci_has_no_circle() -> None:
     assert _cycle(import_graph()) is None, " -> ".join(_cycle(import_graph()) or [])
 
 
+def _room(module: str) -> str:
+    """Where a module stands: itself at a stage's top, else the concept folder it sits in (`ci.upstream.port`)."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if _stage(module) in STAGES and len(parts) > 3 else module
+
+
+def test_a_stages_concept_folders_and_modules_import_each_other_in_no_circle() -> None:
+    """A concept folder is one room: it may use its stage's modules, or they it, never both ways round."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        rooms.setdefault(_room(module), set()).update(_room(t) for t in targets if _room(t) != _room(module))
+    assert _cycle(rooms) is None, " -> ".join(_cycle(rooms) or [])
+
+
 def test_the_cycle_finder_finds_one() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
@@ -131,19 +145,36 @@ def test_the_report_imports_nothing_from_the_command_line() -> None:
     } == set()
 
 
-def _exports(stage: str) -> set[str] | None:
-    """A stage package's `__all__`: the modules it lets other stages import (None where it declares none)."""
-    for node in ast.parse((CI / stage / "__init__.py").read_text()).body:
+def _exports(package: str) -> set[str] | None:
+    """A package's `__all__`: the modules (and concept folders) it lets other stages import (None where it declares
+    none). A stage's folder lists what it exports; a concept folder inside it lists its own."""
+    init = CI.parent.joinpath(*package.split(".")) / "__init__.py"
+    for node in ast.parse(init.read_text()).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
             return {ast.literal_eval(e) for e in node.value.elts}  # type: ignore[attr-defined]
     return None
 
 
-@pytest.mark.parametrize("stage", [s for s in STAGES if (CI / s / "__init__.py").exists()])
-def test_each_stage_exports_modules_it_has(stage: str) -> None:
-    exported = _exports(stage)
-    assert exported, f"ci/{stage}/__init__.py declares no __all__"
-    assert {m for m in exported if not (CI / stage / f"{m}.py").exists()} == set()
+def _packages(stage: str) -> list[str]:
+    """The stage's folder and every concept folder in it, dotted."""
+    root = CI / stage
+    return [".".join(p.parent.relative_to(CI.parent).parts) for p in sorted(root.rglob("__init__.py"))]
+
+
+@pytest.mark.parametrize("package", [p for s in STAGES if (CI / s / "__init__.py").exists() for p in _packages(s)])
+def test_each_package_of_a_stage_exports_modules_it_has(package: str) -> None:
+    exported = _exports(package)
+    assert exported, f"{package.replace('.', '/')}/__init__.py declares no __all__"
+    folder = CI.parent.joinpath(*package.split("."))
+    assert {
+        m for m in exported if not (folder / f"{m}.py").exists() and not (folder / m / "__init__.py").exists()
+    } == set()
+
+
+def _exported(module: str) -> bool:
+    """Each package on the way from the stage to `module` lists the next step in its `__all__`."""
+    parts = module.split(".")
+    return all(parts[i] in (_exports(".".join(parts[:i])) or set()) for i in range(2, len(parts)))
 
 
 def test_no_module_imports_another_stages_private_modules() -> None:
@@ -154,7 +185,7 @@ def test_no_module_imports_another_stages_private_modules() -> None:
             stage, parts = _stage(t), t.split(".")
             if stage in ("shared", "engine", "top", "?") or stage == _stage(module) or len(parts) < 3:
                 continue
-            if parts[2] not in (_exports(stage) or set()):
+            if not _exported(t):
                 wrong.append(f"{module} -> {t}")
     assert wrong == []
 

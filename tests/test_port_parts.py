@@ -8,8 +8,9 @@ import json
 import pytest
 
 from ci.common.errors import UsageError
-from ci.upstream import port_text, state
-from ci.upstream.port_hunks import Change, Region, group
+from ci.upstream import state
+from ci.upstream.port import words
+from ci.upstream.port.hunks import Change, Region, group
 from ci.upstream.readiness import Conflict, Hunk, Prerequisite, Readiness
 
 
@@ -24,9 +25,9 @@ def test_a_port_read_back_is_validated_and_its_text_shown_on_one_line(tmp_path) 
     snap = state.Snapshot(fork="f", head="h", upstream_ref="", upstream="", merge_base="", shallow=False,
                           fork_commits=0, changes=(state.ChangeState(change="7", state="absent", detail="d",
                                                                     recorded="r", port=r),))  # fmt: skip
-    text = port_text.lines(snap.changes[0])
+    text = words.lines(snap.changes[0])
     assert all("\n" not in line and "\x1b" not in line and "\u2028" not in line for line in text)
-    assert "\n" not in port_text.cell(snap.changes[0])
+    assert "\n" not in words.cell(snap.changes[0])
     doc = snap.to_json()
     doc["changes"][0]["port"]["verdict"] = "merged by magic"
     (tmp_path / "upstream.json").write_text(json.dumps(doc))

@@ -15,8 +15,9 @@ from git_repos import Repo, clone, copy_change, record_fork, set_change
 from ci.cli import main
 from ci.common.errors import UsageError
 from ci.stack import loader
-from ci.upstream import classify, record, scope
+from ci.upstream import carries_write, scope
 from ci.upstream.checkout import Checkout
+from ci.upstream.holds import classify
 from ci.upstream.state import ChangeState, Snapshot
 
 REPO = Path(__file__).resolve().parent.parent
@@ -186,7 +187,7 @@ def test_port_commits_a_rebase_took_away_are_unknown_until_their_patch_ids_are_r
 def _record(stack: Path, fork: Path) -> list[str]:
     st = loader.load(stack)
     where = scope.open_scope(st, fork=fork)
-    return record.record(st, where, classify.survey(st, where))
+    return carries_write.record(st, where, classify.survey(st, where))
 
 
 def test_record_writes_with_the_fork_and_keeps_its_comments(repo, stack_copy):

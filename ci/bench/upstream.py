@@ -19,7 +19,8 @@ import yaml
 
 from ci.common import git, tables
 from ci.stack import loader
-from ci.upstream import classify, scope
+from ci.upstream import scope
+from ci.upstream.holds import classify
 
 COMMITS, FORK_OWN, BEHIND = 20_000, 2_000, 500
 BUDGET_S = 5.0

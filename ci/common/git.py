@@ -12,7 +12,7 @@ depend on the history alone.
 - History as committed, not as locally rewritten: no replace refs, no grafts.
 - No attributes but the repository's committed state: no system or global attributes file, and a checkout's git is
   run inside its git directory (`Checkout.git_dir`), where git has no work tree: an untracked `.gitattributes`
-  (`*.py -diff`, `merge=union`) is never read, nor the index's; a scratch index (ci.upstream.scratch) holds a
+  (`*.py -diff`, `merge=union`) is never read, nor the index's; a scratch index (ci.upstream.port.scratch) holds a
   commit's tree, its `.gitattributes` included, and nothing else.
 - Nothing points it elsewhere: the variables that name another repository, index, object store or config are taken
   out of the environment it inherits.

@@ -1,7 +1,7 @@
 """The fork without one imported change, whatever way the fork holds it: the fork commits that carry a port (as
-ci.upstream.classify found them, or as the fork records them) reverted, or, for a change the fork has by upstream's
-merge (through its base release or a merge of upstream), that merge's patch reverted. The result is a commit of the
-fork's own repository (`refs/stackgate/without/<change>`) on top of the ref, built with git plumbing on a scratch
+ci.upstream.holds.classify found them, or as the fork records them) reverted, or, for a change the fork has by
+upstream's merge (through its base release or a merge of upstream), that merge's patch reverted. The result is a commit
+of the fork's own repository (`refs/stackgate/without/<change>`) on top of the ref, built with git plumbing on a scratch
 index, so no work tree is touched and bare clones work; the same inputs give the same commit id.
 
 Dropping a change that later work builds on would judge a fork nobody has, so it is refused, naming both: a later

@@ -148,8 +148,8 @@ _KINDS = {"120000": "a symlink", "160000": "a submodule", "040000": "a folder"}
 
 
 def manifest(fork: Fork, ov: Overlay, *, dropped: Dropped | None) -> dict:
-    """What the bundle is: the fork, its base, and each imported change as ci.upstream.classify found it (its state
-    and the commits that carry it); for an ablation, the change removed and the commits reverted."""
+    """What the bundle is: the fork, its base, and each imported change as ci.upstream.holds.classify found it (its
+    state and the commits that carry it); for an ablation, the change removed and the commits reverted."""
     base = fork.base
     without = dropped.change if dropped else None
     held = {

@@ -20,7 +20,8 @@ from ci.common.escape import one_line, quote
 from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
-from ci.upstream import kept, port_text, record, scope
+from ci.upstream import carries_write, kept, scope
+from ci.upstream.port import words
 
 if TYPE_CHECKING:
     from ci.fork import ablate, bundle
@@ -33,7 +34,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     at = scope.from_args(st, args)
     if args.record:
         fork = source.of(st, at)
-        for line in record.record(st, fork.scope, fork.snap):
+        for line in carries_write.record(st, fork.scope, fork.snap):
             print(line)
         return 0
     snap = kept.answer(st, at)  # the states and port readiness, kept per (fork tip, upstream commit)
@@ -76,14 +77,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(one_line(f"  {line}"))
     print(one_line(f"  its own commits: {fork.snap.own} ({fork.snap.fork_commits})") + "\n")
     rows = [
-        [f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", one_line(c.detail), port_text.cell(c)]
+        [f"#{c.change}", c.state, ", ".join(x[:12] for x in c.carried_by) or "—", one_line(c.detail), words.cell(c)]
         for c in changes
     ]
     print(tables.text(HEADERS, rows), end="")
     for c in changes:
         for line in (*c.flags, *([f"fix: {c.fix}"] if c.fix else [])):
             print(one_line(f"  #{c.change}: {line}"))
-    ports = [one_line(line) for c in changes for line in port_text.lines(c)]
+    ports = [one_line(line) for c in changes for line in words.lines(c)]
     if ports:
         print("\nTo port:\n" + "\n".join(f"  {line}" for line in ports))
     return 0

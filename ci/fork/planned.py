@@ -1,5 +1,5 @@
-"""The fork's plan: the rows the fork under test can run. A row of a change the fork lacks (ci.upstream.classify says
-"absent") is planned as "absent in the fork" and never scheduled: it can only fail "absent", spending GPU hours.
+"""The fork's plan: the rows the fork under test can run. A row of a change the fork lacks (ci.upstream.holds.classify
+says "absent") is planned as "absent in the fork" and never scheduled: it can only fail "absent", spending GPU hours.
 `ci plan --fork` shows them, `ci main --fork` and the pipeline record them as not run, with the reason, so the report
 lists them (count and change)."""
 

@@ -2,7 +2,7 @@
 branch, `stackgate/port-X` from the fork's ref unless `--branch` names another; never the user's branch, index or
 work tree. One commit per upstream commit (a squash merge is one), each with upstream's message, author and date,
 and `(cherry picked from commit …)` as `git cherry-pick -x` writes it; then the branch is judged as `ci fork` would
-judge it. `--with-prerequisites` ports first the prerequisite chain the readiness names (ci.upstream.port_prerequisites:
+judge it. `--with-prerequisites` ports first the prerequisite chain the readiness names (ci.upstream.port.prerequisites:
 the PRs it is stacked on, the upstream commits that bring the files it lacks and those behind its conflicting lines,
 transitively), oldest first: exactly that chain, then the change.
 
@@ -22,9 +22,11 @@ from ci.common.tables import counted
 from ci.fork import port_notice, source
 from ci.stack import loader
 from ci.stack.model import Stack
-from ci.upstream import classify, kept, port_check, port_make
+from ci.upstream import kept
 from ci.upstream.checkout import Checkout
-from ci.upstream.port_make import Made
+from ci.upstream.holds import classify
+from ci.upstream.port import decision, make
+from ci.upstream.port.make import Made
 from ci.upstream.readiness import Readiness
 from ci.upstream.state import Snapshot
 
@@ -108,8 +110,8 @@ def _port(st: Stack, fork: source.Fork, args: argparse.Namespace, named: list[st
         raise UsageError(f"{r.label} is already in {fork.ref}: {r.detail}", hint="nothing to port")
     branch = branch_name(fork.checkout, args.change_id, args.branch)
     named.append(branch)
-    todo = port_make.units(fork.checkout, r, args.with_prerequisites)
-    made = port_make.make(fork.checkout, fork.commit, todo, branch, f"stackgate: port {r.label}")
+    todo = make.units(fork.checkout, r, args.with_prerequisites)
+    made = make.make(fork.checkout, fork.commit, todo, branch, f"stackgate: port {r.label}")
     if not isinstance(made, Made):
         print("\n".join(one_line(line) for line in port_notice.notice(fork, r, made, branch, args.with_prerequisites)))
         return 2
@@ -126,7 +128,7 @@ def _port(st: Stack, fork: source.Fork, args: argparse.Namespace, named: list[st
 def judged(st: Stack, fork: source.Fork, made: Made, r: Readiness) -> str:
     """What `ci fork --ref BRANCH` reads there for the change (and, for a follow-up, whether it is now held)."""
     scope = replace(fork.scope, ref=made.branch, head=made.tip)
-    snap = port_check.assess(st, scope, classify.survey(st, scope))
+    snap = decision.assess(st, scope, classify.survey(st, scope))
     state = snap.get(r.change)
     if r.follow_up:
         held = next((f.verdict for f in state.follow_up_ports if f.pr == r.pr), "not listed")

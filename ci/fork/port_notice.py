@@ -9,11 +9,11 @@ from pathlib import Path
 
 from ci.common.escape import command, one_line, quote
 from ci.fork.source import Fork
-from ci.upstream import port_files, port_text
-from ci.upstream.port_make import ByHand, Stopped, Unit
+from ci.upstream.port import patch_files, words
+from ci.upstream.port.make import ByHand, Stopped, Unit
 from ci.upstream.readiness import PORTABLE, Readiness
 
-PACKAGE = "vllm/"  # what a port carries (ci.upstream.port_source)
+PACKAGE = "vllm/"  # what a port carries (ci.upstream.port.commits)
 
 
 def notice(fork: Fork, r: Readiness, done: Stopped, branch: str, with_prerequisites: bool) -> list[str]:
@@ -30,11 +30,11 @@ def notice(fork: Fork, r: Readiness, done: Stopped, branch: str, with_prerequisi
         out += [f"git could not merge it: {one_line(done.detail)}", ""]
     if done.verdict == "needs prerequisites" and stopped is not None and stopped.commit in r.patch and r.missing:
         out.append("Files it needs that the fork lacks:")
-        out += [f"  {line}" for line in port_text.missing_lines(r.missing)]
+        out += [f"  {line}" for line in words.missing_lines(r.missing)]
     mine = [c for c in r.conflicts if c.commit == (stopped.commit if stopped else "")]
     if mine:
         out.append("Conflicts:")
-        out += [f"  {line}" for c in mine for line in port_text.hunk_lines(c)]
+        out += [f"  {line}" for c in mine for line in words.hunk_lines(c)]
     elif done.conflicted:
         out.append("Conflicts in: " + ", ".join(one_line(s.path) for s in done.conflicted))
     if r.prerequisites:
@@ -79,7 +79,7 @@ def _apply(step: ByHand) -> list[str]:
     """The commit's `vllm/` diff, its renames as renames, applied three ways (a moved file followed); a file it
     deletes that the fork changed is removed apart, git merging no deletion."""
     unit = step.unit
-    follow = f" | {port_files.sed(dict(step.moved))}" if step.moved else ""
+    follow = f" | {patch_files.sed(dict(step.moved))}" if step.moved else ""
     apart = [f":(exclude){p}" for p in (*step.removed, *step.retyped)]
     diff = command(["git", "diff", "--binary", "--find-renames", unit.parent, unit.commit, "--", PACKAGE, *apart])
     out = [f"  {diff}{follow} | git apply --3way"]

@@ -1,6 +1,6 @@
 """The fork under test, found and read: one fork at one ref (ci.upstream.scope) and what it holds of each imported
-change, as ci.upstream.classify answers it for every verb: converged (the base release or a merge of upstream holds
-it), ported (as it is, edited, or in part) by commits of the fork's own, absent, unknown."""
+change, as ci.upstream.holds.classify answers it for every verb: converged (the base release or a merge of upstream
+holds it), ported (as it is, edited, or in part) by commits of the fork's own, absent, unknown."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ci.common.errors import UsageError
 from ci.stack.model import Stack
-from ci.upstream import classify
 from ci.upstream.checkout import Checkout
+from ci.upstream.holds import classify
 from ci.upstream.scope import Base, Scope, from_args, open_scope
 from ci.upstream.state import ChangeState, Snapshot
 

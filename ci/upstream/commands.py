@@ -12,7 +12,9 @@ from ci.common import options, tables
 from ci.common.escape import one_line
 from ci.stack import loader
 from ci.stack.table import change_label
-from ci.upstream import classify, kept, port_text, record, scope
+from ci.upstream import carries_write, kept, scope
+from ci.upstream.holds import classify
+from ci.upstream.port import words
 from ci.upstream.state import ChangeState, Snapshot
 
 HEADERS = ("Change", "Upstream", "State", "Found", "Flags", "Port")
@@ -20,7 +22,7 @@ HEADERS = ("Change", "Upstream", "State", "Found", "Flags", "Port")
 
 def rows(snap: Snapshot) -> list[list[str]]:
     return [
-        [f"{change_label(c.change)}", c.recorded, c.state, c.detail, "; ".join(c.flags), port_text.cell(c)]
+        [f"{change_label(c.change)}", c.recorded, c.state, c.detail, "; ".join(c.flags), words.cell(c)]
         for c in snap.changes
     ]
 
@@ -51,7 +53,7 @@ def cmd_upstream(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     where = scope.from_args(st, args)
     if args.record:
-        for line in record.record(st, where, classify.survey(st, where)):
+        for line in carries_write.record(st, where, classify.survey(st, where)):
             print(line)
         return 0
     snap = kept.answer(st, where)  # the states and port readiness, kept per (fork tip, upstream commit)
@@ -63,7 +65,7 @@ def cmd_upstream(args: argparse.Namespace) -> int:
     render = tables.markdown if args.format == "markdown" else tables.text
     print(one_line(header(snap)) if args.format == "table" else tables.md_cell(header(snap)), end="\n\n")
     sys.stdout.write(render(HEADERS, rows(snap)))
-    ports = [line for c in snap.changes for line in port_text.lines(c)]
+    ports = [line for c in snap.changes for line in words.lines(c)]
     if ports:
         print("\nTo port:" if args.format == "table" else "\n**To port:**\n")
         for line in ports:

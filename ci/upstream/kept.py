@@ -1,6 +1,6 @@
-"""One fork's whole answer (every change's state, ci.upstream.classify, and its port readiness, ci.upstream.port_check),
-kept between commands per (fork tip, upstream commit): a far fork's prerequisite chains take seconds of git to find,
-and `ci fork` is asked again and again of the same two commits.
+"""One fork's whole answer (every change's state, ci.upstream.holds.classify, and its port readiness,
+ci.upstream.port.decision), kept between commands per (fork tip, upstream commit): a far fork's prerequisite chains take
+seconds of git to find, and `ci fork` is asked again and again of the same two commits.
 
 The answer is kept under `<cache home>/fork/` ($STACKGATE_CACHE, else $XDG_CACHE_HOME/stackgate): delete that folder
 at will, it is made again. The key is content, never time: the code that judges (this stage's modules), the stack
@@ -22,7 +22,8 @@ from pathlib import Path
 
 from ci.common import options, owned
 from ci.stack.model import Stack
-from ci.upstream import classify, follow_ups, found, port_check
+from ci.upstream.holds import classify, follow_ups, found
+from ci.upstream.port import decision
 from ci.upstream.scope import Scope
 from ci.upstream.state import Snapshot
 
@@ -35,7 +36,7 @@ def answer(st: Stack, scope: Scope) -> Snapshot:
     key = _key(st, scope)
     snap = _read(key)
     if snap is None:
-        snap = port_check.assess(st, scope, classify.survey(st, scope))
+        snap = decision.assess(st, scope, classify.survey(st, scope))
         _write(key, snap)
     return snap
 
@@ -47,8 +48,8 @@ def folder() -> Path:
 @functools.cache
 def _code() -> str:
     h = hashlib.sha256()
-    for path in sorted(_CODE.glob("*.py")):
-        h.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    for path in sorted(_CODE.rglob("*.py")):
+        h.update(str(path.relative_to(_CODE)).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()
 
 

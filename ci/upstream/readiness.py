@@ -1,6 +1,6 @@
 """Whether a change the fork lacks (or a follow-up it lacks of a change it carries) would port onto the fork's ref
 today, and what stands in the way: the answer `ci fork`, `ci upstream`, `ci plan --fork`, `ci fork port` and the
-report show, as data (ci.upstream.port_check decides it from git).
+report show, as data (ci.upstream.port.decision decides it from git).
 
 Verdicts:
 - clean: upstream's patch (the merge's vllm/ diff against its first parent; a PR never merged, its commits) applies
@@ -183,7 +183,7 @@ class Readiness:
     # The prerequisite chain, closed, oldest first (the order to port them in, and what --with-prerequisites ports):
     # the PRs it is stacked on that the fork lacks, the upstream commits that created and changed the files it needs,
     # and those that touched its conflicting lines; then the same for each of them, to a bound
-    # (ci.upstream.port_prerequisites)
+    # (ci.upstream.port.prerequisites)
     prerequisites: tuple[Prerequisite, ...] = ()
     after_prerequisites: str = ""  # the verdict with the chain ported first ("" where there is no chain)
     chain: str = ""  # the chain's outcome in one line: "ports after 2 prerequisites (#47327, #46808): all clean"

@@ -6,7 +6,7 @@ to the stack folder). Where it is fork.yaml's checkout, that file's facts apply 
 records); any other checkout is another fork, judged from its history alone. The ref is `--ref`, else
 $STACKGATE_FORK_REF, else fork.yaml's (for its own checkout), else HEAD.
 
-The fork's own commits are those of the ref that neither upstream's main (ci.upstream.history) nor the base release's
+The fork's own commits are those of the ref that neither upstream's main (ci.upstream.remote) nor the base release's
 tree reach. The base is `--base-ref` (with `--base-version` where its name is not vX.Y.Z; `--base-version` alone: the
 release over where the ref left upstream's main), else fork.yaml's, else found from history (ci.upstream.release);
 a change that base release holds is converged through the base.
@@ -23,7 +23,7 @@ from pathlib import Path
 from ci.common.errors import UsageError
 from ci.common.escape import command
 from ci.stack.model import Carried, Stack
-from ci.upstream import carries_check, history, partial, refs, release
+from ci.upstream import carries_check, partial, refs, release, remote
 from ci.upstream.checkout import Checkout
 from ci.upstream.release import Base, Left
 
@@ -142,21 +142,21 @@ def open_scope(
     named = ref or os.environ.get(ENV_REF) or (src.ref if recorded and src else None) or "HEAD"
     named = refs.as_typed(co, named, "--ref" if ref or not os.environ.get(ENV_REF) else f"${ENV_REF}")
     head = refs.commit(co, named, "--ref")
-    up = history.upstream_tip(co, st, upstream_ref, src.upstream if recorded and src else None)
+    up = remote.upstream_tip(co, st, upstream_ref, src.upstream if recorded and src else None)
     where = release.left(co, head, up.ref, up.commit)
     base, unknown = _base(co, st, named, head, where, base_ref, base_version, recorded)
     if up.commit is None and base is None:
         raise UsageError(
-            f"{path}: nothing says which commits of {named} are the fork's own: {history.no_remote(co, st)}, "
+            f"{path}: nothing says which commits of {named} are the fork's own: {remote.no_remote(co, st)}, "
             f"and {unknown.problem}",
-            hint=f"{history.add_remote(co, st)}; or set upstream once (${history.ENV_UPSTREAM}=REF, or stack/fork.yaml "
+            hint=f"{remote.add_remote(co, st)}; or set upstream once (${remote.ENV_UPSTREAM}=REF, or stack/fork.yaml "
             "upstream: REMOTE); or pass --base-ref REF --base-version X.Y.Z (the release the fork is built on)",
         )
-    history.require_vllm(co, st, named, head, up.ref, up.commit, shared=where is not None)
+    remote.require_vllm(co, st, named, head, up.ref, up.commit, shared=where is not None)
     if recorded and src is not None:
         carries_check.own_commits(st, co, src.carries, base, up.commit)
     # what names it again in a fresh shell: the options given, and an upstream given only by the environment
-    env_up = os.environ.get(history.ENV_UPSTREAM) if up.how.startswith(f"${history.ENV_UPSTREAM}") else None
+    env_up = os.environ.get(remote.ENV_UPSTREAM) if up.how.startswith(f"${remote.ENV_UPSTREAM}") else None
     given = [("--upstream-ref", upstream_ref or env_up), ("--base-ref", base_ref), ("--base-version", base_version)]
     return Scope(
         name=(src.name if recorded and src else _name(path)),

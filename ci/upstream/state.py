@@ -60,7 +60,7 @@ class ChangeState:
     carried_by: tuple[str, ...] = ()
     merge: str = ""  # converged: upstream's merge commit, full, where the checkout holds it (an ablation reverts it)
     follow_ups_missing: tuple[str, ...] = ()  # merged follow-ups (a fix of it) the fork lacks while holding it
-    port: Readiness | None = None  # absent or partially ported: whether it ports today (ci.upstream.port_check)
+    port: Readiness | None = None  # absent or partially ported: whether it ports today (ci.upstream.port.decision)
     follow_up_ports: tuple[Readiness, ...] = ()  # held: each follow-up upstream merged, held or how it would port
 
     @property
@@ -144,7 +144,7 @@ class Snapshot:
     base_unknown: str = ""  # why it is not known, and what makes it known
     left_date: str = ""  # the date of merge_base: where the ref left upstream's main
     options: tuple[str, ...] = ()  # the options that name this fork at this ref, as the user gave them
-    # the commits whose patch the fork took back (ci.upstream.reverts): known where the fork was read, not written
+    # the commits whose patch the fork took back (ci.upstream.holds.reverts): known where the fork was read, not written
     undone: frozenset[str] = frozenset()
 
     def get(self, change: str) -> ChangeState:

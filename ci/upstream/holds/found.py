@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 from ci.stack.change import Change, Upstream
 from ci.stack.model import Carried
-from ci.upstream import edited
 from ci.upstream.checkout import Checkout
-from ci.upstream.edited import Edited
-from ci.upstream.judge import Added, Found
+from ci.upstream.holds import edited
+from ci.upstream.holds.edited import Edited
+from ci.upstream.holds.judge import Added, Found
 from ci.upstream.scope import Scope
 
 
@@ -26,7 +26,7 @@ class Facts:
     source_ids: dict[str, str]  # full id of each recorded port (or PR, or merge) commit -> its patch-id
     titled: dict[str, str]  # subject -> a fork commit with it (to name a port commit whose patch changed)
     source_titles: dict[str, str]  # full id of each recorded port (or PR, or merge) commit -> its subject
-    undone: frozenset[str] = frozenset()  # commits whose patch the fork took back (ci.upstream.reverts)
+    undone: frozenset[str] = frozenset()  # commits whose patch the fork took back (ci.upstream.holds.reverts)
 
     @property
     def co(self) -> Checkout:

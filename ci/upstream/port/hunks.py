@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ci.upstream.port_apply import Stages
-from ci.upstream.scratch import Scratch
+from ci.upstream.port.apply import Stages
+from ci.upstream.port.scratch import Scratch
 
 _HEAD = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 

@@ -4,7 +4,7 @@ naming the follow-up, what it fixes and the commit that brings it. A follow-up i
 is in the ref's history, or its patch or its subject is among the fork's own commits' (a cherry-pick whose conflict
 was resolved keeps the subject); where the checkout lacks its merge commit, the flag says it could not be checked
 (unless upstream's main there predates the follow-up: nothing was missed yet). This is the one rule: the follow-ups
-offered for porting (ci.upstream.port_check) are exactly those it lists missing."""
+offered for porting (ci.upstream.port.decision) are exactly those it lists missing."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def flag(
     undone: frozenset[str] = frozenset(),
 ) -> ChangeState:  # fmt: skip
     """`state` with a flag for each merged follow-up the fork lacks while holding the change (`undone`: commits the
-    fork took back, ci.upstream.reverts)."""
+    fork took back, ci.upstream.holds.reverts)."""
     if ch.upstream is None or not state.held:
         return state
     flags, missing = list(state.flags), []

@@ -3,13 +3,13 @@ the Linux stable process's "possible dependencies" and its maintainers' per-comm
 here by trying them.
 
 It starts from what the change is known to need first (the PRs it is stacked on that the fork lacks), then applies
-the chain and the change in a scratch index (ci.upstream.port_apply), oldest first. Where a commit stops it, what it
+the chain and the change in a scratch index (ci.upstream.port.apply), oldest first. Where a commit stops it, what it
 needs is added: for a file it changes that the fork lacks, the upstream commits that created and changed that file
-since the fork left upstream (ci.upstream.port_files); for a conflicting hunk, the upstream commits that touched its
-lines (ci.upstream.port_blame); each only where the fork does not hold it already. Then it is tried again, until the
+since the fork left upstream (ci.upstream.port.patch_files); for a conflicting hunk, the upstream commits that touched
+its lines (ci.upstream.port.blame); each only where the fork does not hold it already. Then it is tried again, until the
 change applies, or a commit stops it with nothing more to add (a conflict with the fork's own edits, a file the fork
-removed), or the chain would pass BOUND commits. The outcome is one line: "ports after 2 prerequisites (#47327,
-#46808): all clean", "the chain stops at #47000: conflicts in vllm/ctx.py"."""
+removed), or the chain would pass BOUND commits. The outcome is one line: "ports after 2 prerequisites (#47327, #46808):
+all clean", "the chain stops at #47000: conflicts in vllm/ctx.py"."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ci.common.tables import counted
-from ci.upstream import port_apply, port_source, port_why
-from ci.upstream.port_apply import Outcome, Step
-from ci.upstream.port_source import Unit
-from ci.upstream.port_why import Sides
+from ci.upstream.port import apply, commits, why
+from ci.upstream.port.apply import Outcome, Step
+from ci.upstream.port.commits import Unit
+from ci.upstream.port.scratch import Scratch
+from ci.upstream.port.why import Sides
 from ci.upstream.readiness import Prerequisite
-from ci.upstream.scratch import Scratch
 
 BOUND = 24  # prerequisites in one chain: past that, rebasing onto upstream is the shorter road, and it is said so
 NAMED = 4  # prerequisites named in the outcome line; the rest are counted
@@ -55,7 +55,7 @@ def close(
     stops: dict[str, tuple[Outcome, str]] = {}  # the commits that stop it, each with how and why, in order found
     while True:
         order = _ordered(sides, chosen)
-        made.update(port_source.units(co, [c for c in order if c not in made]))
+        made.update(commits.units(co, [c for c in order if c not in made]))
         todo = [made[c] for c in order if c in made] + list(units)
         done = _attempt(sc, head, todo, kept, frozenset(stops))
         if done.verdict not in ("conflicts", "needs prerequisites") or done.stopped is None:
@@ -63,7 +63,7 @@ def close(
                 return _stopped(chosen, order, done, label, stops), done
             return _settled(chosen, order, done, label), done
         stopped = done.stopped
-        wanted, why = _wanted(sides, sc, done)
+        wanted, reason = _wanted(sides, sc, done)
         more = [p for p in wanted if p.commit not in chosen and p.commit not in own]
         if len(chosen) + len(more) > BOUND:
             past = f"it needs more than {counted(BOUND, 'prerequisite')} (next: {_named(more)})"
@@ -72,7 +72,7 @@ def close(
         if more:
             chosen.update((p.commit, p) for p in more)
             continue
-        stops[stopped.commit] = (done, why)
+        stops[stopped.commit] = (done, reason)
         if stopped.commit in own:  # the change itself: nothing after it to find
             return _stopped(chosen, order, done, label, stops), done
         if len(stops) > BOUND:
@@ -102,7 +102,7 @@ def _attempt(
     else:
         sc.read_tree(head)
     steps = [k[2] for k in kept]
-    done = port_apply.resume(sc, todo[same:], done=steps, force=force, on_step=lambda step: kept.append(
+    done = apply.resume(sc, todo[same:], done=steps, force=force, on_step=lambda step: kept.append(
         (step.unit.commit, sc.save(f"after-{len(kept)}"), step)))  # fmt: skip
     return done
 
@@ -118,16 +118,16 @@ def _wanted(sides: Sides, sc: Scratch, done: Outcome) -> tuple[list[Prerequisite
         if side is None:
             return [], f"it needs {', '.join(done.missing)}, which the fork lacks (it shares no history with upstream)"
         found = sides.lacking(sc, stopped, done.missing)
-        why = []
+        reasons = []
         for m in found:
             if m.removed_by is not None:
                 e = m.removed_by
-                why.append(f"it changes {m.file}, which the fork removed in {e.commit[:12]} {e.subject!r}")
+                reasons.append(f"it changes {m.file}, which the fork removed in {e.commit[:12]} {e.subject!r}")
             elif not any(not p.held for p in m.commits):
-                why.append(f"it changes {m.file}, which the fork lacks though it holds the commits that bring it")
-        return [p for m in found for p in m.commits if not p.held], "; ".join(why)
+                reasons.append(f"it changes {m.file}, which the fork lacks though it holds the commits that bring it")
+        return [p for m in found for p in m.commits if not p.held], "; ".join(reasons)
     said = f"conflicts in {', '.join(dict.fromkeys(s.path for s in done.conflicted))}"
-    return [p for p in port_why.touched(sc, sides, done) if not p.held], said
+    return [p for p in why.touched(sc, sides, done) if not p.held], said
 
 
 def _settled(chosen: dict[str, Prerequisite], order: list[str], done: Outcome, label: str) -> Chain:
@@ -150,7 +150,7 @@ def _stopped(
 ) -> Chain:  # fmt: skip
     """Where the chain stops first, and why, and the commits past it that conflict too; the whole chain still (the
     commits past the stop are needed too), or where the bound cut it."""
-    first, (how, why) = next(iter(stops.items()))
+    first, (how, reason) = next(iter(stops.items()))
     stopped = how.stopped
     assert stopped is not None
     held = {s.unit.commit for s in done.steps if s.how == "in the fork"}
@@ -158,7 +158,7 @@ def _stopped(
     name = {c: _label_of(chosen[c]) if c in chosen else label for c in stops}
     more = [c for c in stops if c != first]
     last = list(stops)[-1]
-    said = f"{label} itself: {why}" if first not in chosen else f"the chain stops at {name[first]}: {why}"
+    said = f"{label} itself: {reason}" if first not in chosen else f"the chain stops at {name[first]}: {reason}"
     if first not in chosen and chain:
         said = f"after {counted(len(chain), 'prerequisite')} ({_named(chain)}), {said}"
     plain = [c for c in more if not (cut and c == last)]
@@ -181,5 +181,5 @@ def _label_of(p: Prerequisite) -> str:
 
 
 def _label(unit: Unit) -> str:
-    pr = port_source.pr_of(unit.subject)
+    pr = commits.pr_of(unit.subject)
     return f"#{pr}" if pr else unit.commit[:12]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from ci.common.tables import folded
 from ci.stack.change import Change, Upstream
-from ci.upstream.edited import Edited
+from ci.upstream.holds.edited import Edited
 from ci.upstream.scope import Scope
 from ci.upstream.state import ChangeState, State, Upstreamed
 

@@ -1,4 +1,4 @@
-"""A port made: upstream's commits applied in turn onto the fork's ref in a scratch index (ci.upstream.port_apply),
+"""A port made: upstream's commits applied in turn onto the fork's ref in a scratch index (ci.upstream.port.apply),
 each committed with upstream's message, author and date and `(cherry picked from commit …)` as `git cherry-pick -x`
 writes it, the objects kept and a new branch pointed at the last; or, where any commit conflicts, nothing at all
 (the scratch directory goes, no ref moves) and what stopped it."""
@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ci.common import signals
-from ci.upstream import port_apply, port_files, port_source
 from ci.upstream.checkout import Checkout
-from ci.upstream.port_apply import Stages
-from ci.upstream.port_source import Unit
+from ci.upstream.port import apply, commits, patch_files
+from ci.upstream.port.apply import Stages
+from ci.upstream.port.commits import Unit
+from ci.upstream.port.scratch import Scratch
 from ci.upstream.readiness import PORTABLE, Readiness
-from ci.upstream.scratch import Scratch
 
 STACKGATE = {"GIT_COMMITTER_NAME": "stackgate", "GIT_COMMITTER_EMAIL": "stackgate@localhost"}
 
@@ -54,13 +54,13 @@ class Stopped:
 def units(co: Checkout, r: Readiness, with_prerequisites: bool) -> list[Unit]:
     """The upstream commits the port applies, in order: its prerequisites first where asked."""
     first = [p.commit for p in r.prerequisites] if with_prerequisites else []
-    found = port_source.units(co, [*first, *r.patch])
+    found = commits.units(co, [*first, *r.patch])
     return [found[c] for c in dict.fromkeys((*first, *r.patch)) if c in found]
 
 
 def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) -> Made | Stopped:
     with Scratch(co) as sc:
-        done = port_apply.attempt(sc, head, todo, trees=True)
+        done = apply.attempt(sc, head, todo, trees=True)
         if done.verdict not in (*PORTABLE, "in the fork"):
             return Stopped(
                 verdict=done.verdict,
@@ -89,7 +89,7 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
     return Made(branch=branch, tip=parent, commits=tuple(made), skipped=skipped)
 
 
-def _by_hand(sc: port_apply.Scratch, head: str, todo: list[Unit], done: port_apply.Outcome) -> tuple[ByHand, ...]:
+def _by_hand(sc: apply.Scratch, head: str, todo: list[Unit], done: apply.Outcome) -> tuple[ByHand, ...]:
     """Each commit of `todo` with the files it needs that the fork holds under another name, those it deletes that
     the fork changed, and those the fork holds as another kind: as the attempt found them up to the stop, and from it
     on as the fork's tree has them (those commits were not reached; a file an earlier commit of the port brings is
@@ -104,12 +104,12 @@ def _by_hand(sc: port_apply.Scratch, head: str, todo: list[Unit], done: port_app
     out = []
     fresh = False
     for unit in todo:
-        found = port_files.changes(sc, unit)
+        found = patch_files.changes(sc, unit)
         if unit.commit not in moves:
             if not fresh:
                 sc.read_tree(head)
                 fresh = True
-            read = port_files.read(sc, unit, found)
+            read = patch_files.read(sc, unit, found)
             moves[unit.commit] = {a: b for a, b in read.moved.items() if a not in brought}
             removed.update(read.removed)
             retyped.update(read.retyped)

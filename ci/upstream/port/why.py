@@ -1,5 +1,5 @@
 """Why a port conflicts and what it needs first: each conflicting file's hunks with the upstream commits and the
-fork's commits that touched their lines (ci.upstream.port_blame), the PRs the change is stacked on and what the fork
+fork's commits that touched their lines (ci.upstream.port.blame), the PRs the change is stacked on and what the fork
 holds of them, and every prerequisite the fork lacks in the order to port them (oldest first)."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 
 from ci.stack.change import Change
-from ci.upstream import port_blame, port_files
 from ci.upstream.git_streams import REC
-from ci.upstream.port_apply import Outcome, Stages
-from ci.upstream.port_blame import ForkSide
-from ci.upstream.port_hunks import regions
-from ci.upstream.port_source import Unit, pr_of
+from ci.upstream.port import blame, patch_files
+from ci.upstream.port.apply import Outcome, Stages
+from ci.upstream.port.blame import ForkSide
+from ci.upstream.port.commits import Unit, pr_of
+from ci.upstream.port.hunks import regions
+from ci.upstream.port.scratch import Scratch
 from ci.upstream.readiness import Conflict, Hunk, Missing, Prerequisite, Readiness, Stacked
 from ci.upstream.scope import Scope
-from ci.upstream.scratch import Scratch
 from ci.upstream.state import ChangeState
 
 STACKED_WINDOW = dt.timedelta(days=90)  # a PR stacked on another is looked for in the quarter before it merged
@@ -28,7 +28,7 @@ class Sides:
 
     def __init__(self, scope: Scope, undone: frozenset[str] = frozenset()) -> None:
         self.scope = scope
-        self.undone = undone  # commits whose patch the fork took back: they hold nothing (ci.upstream.reverts)
+        self.undone = undone  # commits whose patch the fork took back: they hold nothing (ci.upstream.holds.reverts)
         self._by_base: dict[str, ForkSide] = {}
         self._bases: dict[str, str] = {}
         self._after: set[str] | None = None  # upstream's commits after where the ref left it
@@ -45,13 +45,13 @@ class Sides:
                 self.missing[key] = tuple(Missing(file=f, commit=unit.commit) for f in paths)
             else:
                 side = self.at(base)
-                self.missing[key] = port_files.history(sc, side, base, unit, self.scope.head, paths, side.own)
+                self.missing[key] = patch_files.history(sc, side, base, unit, self.scope.head, paths, side.own)
         return self.missing[key]
 
     def at(self, base: str) -> ForkSide:
         if base not in self._by_base:
             s = self.scope
-            self._by_base[base] = port_blame.fork_side(s.co, s.head, base, s.own, self.undone)
+            self._by_base[base] = blame.fork_side(s.co, s.head, base, s.own, self.undone)
         return self._by_base[base]
 
     def base_with(self, commit: str) -> str:
@@ -90,8 +90,8 @@ def touched(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Prerequisite, 
     found: tuple[Prerequisite, ...] = ()
     if base:
         spans = [(s.path, r.upstream) for s in outcome.conflicted if s.base for r in regions(sc, s)][:MAX_HUNKS]
-        lines = port_blame.touching_any(sc, (unit.parent, f"^{base}"), spans)
-        found = port_blame.prerequisites(sides.scope.co, lines, sides.at(base))
+        lines = blame.touching_any(sc, (unit.parent, f"^{base}"), spans)
+        found = blame.prerequisites(sides.scope.co, lines, sides.at(base))
     sides.touched[key] = found
     return found
 
@@ -111,11 +111,11 @@ def _conflicts(sc: Scratch, sides: Sides, outcome: Outcome) -> tuple[Conflict, .
             if side is not None and asked < MAX_HUNKS:
                 asked += 1
                 if stages.base:
-                    lines = port_blame.touching(sc, (unit.parent, f"^{base}"), stages.path, r.upstream)
-                    pre = port_blame.prerequisites(sides.scope.co, lines, side)
+                    lines = blame.touching(sc, (unit.parent, f"^{base}"), stages.path, r.upstream)
+                    pre = blame.prerequisites(sides.scope.co, lines, side)
                 if stages.ours:
-                    mine = port_blame.touching(sc, (head, f"^{base}"), stages.path, r.fork)
-                    edits = port_blame.fork_edits(mine, side)
+                    mine = blame.touching(sc, (head, f"^{base}"), stages.path, r.fork)
+                    edits = blame.fork_edits(mine, side)
             hunks.append(Hunk(upstream_lines=r.upstream, fork_lines=r.fork, prerequisites=pre, fork_edits=edits))
         out.append(Conflict(file=stages.path, commit=unit.commit, hunks=tuple(hunks)))
     return tuple(out)

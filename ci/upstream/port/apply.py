@@ -1,11 +1,11 @@
-"""Upstream's patch tried on the fork's tree, in a scratch index (ci.upstream.scratch): each commit's `vllm/` diff
-in turn, its files read against the tree first (ci.upstream.port_files: a file the fork holds under another name is
-followed there; one it lacks stops the attempt, as needing prerequisites), then applied as it is (`git apply
---cached`: all or nothing), else, where it reverses cleanly, found already there, else by a three-way merge of each
-file (`git apply --cached --3way`) from the blobs the patch names. The first commit that leaves conflicts stops the
-attempt: its files' three index stages are what the hunks are read from. A file the patch adds that the fork has
-already (with other contents), one it deletes that the fork changed, and one the fork holds as a symlink where
-upstream has a file (or the other way) conflict as a whole (git merges none of them)."""
+"""Upstream's patch tried on the fork's tree, in a scratch index (ci.upstream.port.scratch): each commit's `vllm/` diff
+in turn, its files read against the tree first (ci.upstream.port.patch_files: a file the fork holds under another name
+is followed there; one it lacks stops the attempt, as needing prerequisites), then applied as it is (`git apply
+--cached`: all or nothing), else, where it reverses cleanly, found already there, else by a three-way merge of each file
+(`git apply --cached --3way`) from the blobs the patch names. The first commit that leaves conflicts stops the attempt:
+its files' three index stages are what the hunks are read from. A file the patch adds that the fork has already (with
+other contents), one it deletes that the fork changed, and one the fork holds as a symlink where upstream has a file (or
+the other way) conflict as a whole (git merges none of them)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ci.upstream import port_files
 from ci.upstream.git_streams import last
-from ci.upstream.port_source import PORT_DIFF, Unit
+from ci.upstream.port import patch_files
+from ci.upstream.port.commits import PORT_DIFF, Unit
+from ci.upstream.port.scratch import Scratch
 from ci.upstream.readiness import Verdict
-from ci.upstream.scratch import Scratch
 
 _FAILED = re.compile(r"^error: (.+?): (?:patch does not apply|does not exist in index|already exists in index)$")
 
@@ -79,14 +79,14 @@ def resume(
     moved: dict[tuple[str, str], None] = dict.fromkeys(m for s in done for m in s.moved)
     steps: list[Step] = list(done)
     for unit in units:
-        found = port_files.changes(sc, unit)
+        found = patch_files.changes(sc, unit)
         if not found:
             steps.append(Step(unit=unit, how="in the fork", tree=""))
             if on_step is not None:
                 on_step(steps[-1])
             continue
         files.update(dict.fromkeys(c.path for c in found))
-        read = port_files.read(sc, unit, found)
+        read = patch_files.read(sc, unit, found)
         followed = tuple(read.moved.items())
         moved.update(dict.fromkeys(followed))
         lacking = [c for c in found if c.needs in read.missing]
@@ -106,7 +106,7 @@ def resume(
         stages: tuple[Stages, ...] = ()
         if apply:
             patch = sc.git("diff", *PORT_DIFF, unit.parent, unit.commit, "--", *(f":(literal){p}" for p in apply))
-            how, merged, stages, said = _apply(sc, port_files.rewrite(patch, read.moved))
+            how, merged, stages, said = _apply(sc, patch_files.rewrite(patch, read.moved))
             three.update(dict.fromkeys(merged))
             if how == "unknown":
                 return Outcome(verdict="unknown", detail=f"upstream's {unit.commit[:12]} cannot be merged here: {said}",
@@ -146,7 +146,7 @@ def resume(
                    moved=tuple(moved))  # fmt: skip
 
 
-def _upstreams(sc: Scratch, unit: Unit, paths: Sequence[str], lacking: Sequence[port_files.Change]) -> None:
+def _upstreams(sc: Scratch, unit: Unit, paths: Sequence[str], lacking: Sequence[patch_files.Change]) -> None:
     """`paths` (conflicting) and the files of `lacking` set in the scratch index as upstream has them after `unit`:
     its blob and mode, or no entry where it deleted the file."""
     wanted = [*paths, *(c.path for c in lacking), *(c.old for c in lacking if c.status == "R")]

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from ci.upstream.checkout import Checkout
 from ci.upstream.git_streams import REC, touches
-from ci.upstream.port_source import pr_of
+from ci.upstream.port.commits import pr_of
+from ci.upstream.port.scratch import Scratch
 from ci.upstream.readiness import ForkEdit, Prerequisite
-from ci.upstream.scratch import Scratch
 
 _PICKED = re.compile(r"cherry picked from commit ([0-9a-f]{40})")
 

@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ci.upstream.git_streams import REC, touches
-from ci.upstream.port_blame import ForkSide, Line, prerequisites
-from ci.upstream.port_source import PACKAGE, Unit
+from ci.upstream.port.blame import ForkSide, Line, prerequisites
+from ci.upstream.port.commits import PACKAGE, Unit
+from ci.upstream.port.scratch import Scratch
 from ci.upstream.readiness import ForkEdit, Missing
-from ci.upstream.scratch import Scratch
 
 RENAME_LIMIT = "-l5000"  # sources x destinations git compares for inexact renames (a far fork has many of both)
 _PLAIN = re.compile(r"^[A-Za-z0-9_./+@,=-]+$")  # a path git writes unquoted and a shell and sed take as it is

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 
 from ci.stack.change import Change
 from ci.stack.model import Stack
-from ci.upstream import follow_ups, found, history, reverts
-from ci.upstream.found import Facts
-from ci.upstream.judge import judge, with_bases
+from ci.upstream import remote
+from ci.upstream.holds import follow_ups, found, reverts
+from ci.upstream.holds.found import Facts
+from ci.upstream.holds.judge import judge, with_bases
 from ci.upstream.scope import Scope
 from ci.upstream.state import Snapshot, Upstreamed
 
@@ -56,7 +57,7 @@ def survey(st: Stack, scope: Scope) -> Snapshot:
     for ch in changes:
         state = judge(scope, _file(st, ch.id), ch, seen[ch.id], touched.get(ch.id, ()), candidates)
         if scope.upstream_ref and state.state != "converged":
-            state = history.missing_merge(st, co, scope.upstream_ref, tip_date, ch, full, state)
+            state = remote.missing_merge(st, co, scope.upstream_ref, tip_date, ch, full, state)
         states.append(state)
     by_id = {s.change: s for s in states}
     by_pr = {ch.upstream.pr: ch.id for ch in changes if ch.upstream}

@@ -1,10 +1,10 @@
-"""Port readiness, decided once beside the presence classifier (ci.upstream.classify) and shown by every verb that
+"""Port readiness, decided once beside the presence classifier (ci.upstream.holds.classify) and shown by every verb that
 asks (`ci fork`, `ci upstream`, `ci plan --fork`, `ci fork port`, the report through upstream.json): for each change
 the fork lacks (absent, partially ported), and for each follow-up it lacks of a change it holds, whether upstream's
 patch applies to the ref, and what stands in the way (ci.upstream.readiness says what each verdict means).
 
-Everything is tried in a scratch index and object directory (ci.upstream.scratch): the checkout, its index, refs and
-object store are left as they were."""
+Everything is tried in a scratch index and object directory (ci.upstream.port.scratch): the checkout, its index, refs
+and object store are left as they were."""
 
 from __future__ import annotations
 
@@ -14,21 +14,14 @@ from dataclasses import dataclass, replace
 from ci.common.tables import counted
 from ci.stack.change import Change, FollowUp
 from ci.stack.model import Stack
-from ci.upstream import (
-    follow_ups,
-    port_apply,
-    port_command,
-    port_prerequisites,
-    port_source,
-    port_why,
-    stability,
-)
-from ci.upstream.port_apply import Outcome
-from ci.upstream.port_source import Source
-from ci.upstream.port_why import Sides
+from ci.upstream.holds import follow_ups
+from ci.upstream.port import apply, command_line, commits, prerequisites, stability, why
+from ci.upstream.port.apply import Outcome
+from ci.upstream.port.commits import Source
+from ci.upstream.port.scratch import Scratch
+from ci.upstream.port.why import Sides
 from ci.upstream.readiness import PORTABLE, Conflict, Missing, Readiness, Stability, Stacked
 from ci.upstream.scope import Scope
-from ci.upstream.scratch import Scratch
 from ci.upstream.state import ChangeState, Snapshot
 
 LACKING = ("absent", "partially ported")  # states whose change gets a port verdict
@@ -52,7 +45,7 @@ def assess(st: Stack, scope: Scope, snap: Snapshot) -> Snapshot:
     states = {s.change: s for s in snap.changes}
     with Scratch(scope.co) as sc:
         ctx = Context(st=st, scope=scope, sc=sc, sides=Sides(scope, snap.undone), states=states,
-                      full=scope.co.resolve(ids), flags=port_command.fork_flags(st, scope))  # fmt: skip
+                      full=scope.co.resolve(ids), flags=command_line.fork_flags(st, scope))  # fmt: skip
         ports: dict[str, Readiness] = {}
         for c in _stacked_first(st, [s.change for s in snap.changes if s.state in LACKING]):
             ports[c] = change(ctx, st.changes[c], states[c], ports)
@@ -103,7 +96,7 @@ def change(ctx: Context, ch: Change, state: ChangeState, earlier: Mapping[str, R
     """`earlier`: the readiness of the changes already assessed (those it is stacked on among them)."""
     up = ch.upstream
     assert up is not None
-    source = port_source.of_change(ctx.scope.co, ch, state.missing, ctx.full)
+    source = commits.of_change(ctx.scope.co, ch, state.missing, ctx.full)
     merge = ctx.full.get(up.merge_commit or "") or ""
     subject = next((u.subject for u in source.units if u.commit == merge), "")
     stable = stability.of_change(ctx.scope, up, merge, subject)
@@ -111,15 +104,15 @@ def change(ctx: Context, ch: Change, state: ChangeState, earlier: Mapping[str, R
     merges = {
         c.id: m for c in ctx.st.changes.values() if c.upstream and (m := ctx.full.get(c.upstream.merge_commit or ""))
     }
-    on = port_why.stacked(ctx.sides, ch, ctx.states, by_pr, merges)
+    on = why.stacked(ctx.sides, ch, ctx.states, by_pr, merges)
     return _tried(ctx, ch.id, source, stable, on, earlier, follow_up=False)
 
 
 def follow_up(ctx: Context, ch: Change, f: FollowUp, state: ChangeState) -> Readiness | None:
-    """A follow-up's port, where the fork lacks it by the one rule that lists it missing (ci.upstream.follow_ups:
+    """A follow-up's port, where the fork lacks it by the one rule that lists it missing (ci.upstream.holds.follow_ups:
     `state.follow_ups_missing`); one the fork holds reads "in the fork", and one upstream's main here predates (its
     merge not in the checkout) is not listed: the follow-ups offered for porting are the ones listed missing."""
-    source = port_source.of_follow_up(ctx.scope.co, ch, f, ctx.full)
+    source = commits.of_follow_up(ctx.scope.co, ch, f, ctx.full)
     merge = source.units[0].commit if source.units else ""
     stable = stability.of_follow_up(ctx.scope, f, merge, source.units[0].subject if source.units else "")
     if f.ref not in state.follow_ups_missing and not merge:
@@ -146,7 +139,7 @@ def _tried(
     if not source.units:
         return replace(shell, command=f"fix: {source.fix}" if source.fix else "")
     scope = ctx.scope
-    done = port_apply.attempt(ctx.sc, scope.head, source.units)
+    done = apply.attempt(ctx.sc, scope.head, source.units)
     patch = tuple(u.commit for u in source.units)
     shell = replace(shell, patch=patch, files=done.files, three_way=done.three_way, detail=done.detail,
                     moved=done.moved)  # fmt: skip
@@ -170,7 +163,7 @@ def _tried(
             f"{', '.join(done.missing)}{moved}"
         )
     else:
-        found = port_why.conflicts(ctx.sc, ctx.sides, done)
+        found = why.conflicts(ctx.sc, ctx.sides, done)
         hunks = sum(len(c.hunks) for c in found)
         clean = len(done.files) - len(found)
         detail = (
@@ -178,14 +171,14 @@ def _tried(
             f"({counted(hunks, 'hunk')}); {counted(clean, 'other file')} {'merges' if clean == 1 else 'merge'} "
             f"cleanly{moved}"
         )
-    first = port_why.needs(ctx.sides, (), on, earlier)  # the PRs it is stacked on that the fork lacks
+    first = why.needs(ctx.sides, (), on, earlier)  # the PRs it is stacked on that the fork lacks
     shell = replace(shell, verdict=done.verdict, detail=detail, conflicts=found, missing=missing)
     if done.verdict in PORTABLE and not first:
-        return replace(shell, command=port_command.port(ctx.flags, source.pr))
-    chain, _ = port_prerequisites.close(ctx.sides, ctx.sc, source.units, first, f"#{source.pr}")
+        return replace(shell, command=command_line.port(ctx.flags, source.pr))
+    chain, _ = prerequisites.close(ctx.sides, ctx.sc, source.units, first, f"#{source.pr}")
     after = chain.verdict if chain.prerequisites else ""
     first_them = bool(chain.prerequisites) and after in PORTABLE
-    command = port_command.port(ctx.flags, source.pr, with_prerequisites=first_them)
+    command = command_line.port(ctx.flags, source.pr, with_prerequisites=first_them)
     return replace(shell, prerequisites=chain.prerequisites, after_prerequisites=after, chain=chain.outcome,
                    stopped_at=chain.stopped.commit if chain.stopped else "", stops=chain.stops, cut=chain.cut,
                    command=command)  # fmt: skip
