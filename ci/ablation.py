@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from ci.common import contract, options
 from ci.common.errors import NOTHING_RAN, UsageError
 from ci.common.escape import command, one_line
-from ci.run import execute, host, rounds, run_spec
+from ci.run import execute, host, run_spec
+from ci.run.schedule import rounds
 from ci.stack import plan
 from ci.stack.model import Stack, Target
 

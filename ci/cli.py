@@ -30,7 +30,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "ci.run.bake": ("bake",),
     "ci.images.kernels": ("kernels",),
     "ci.run.commands": ("run",),
-    "ci.run.repro_command": ("repro",),
+    "ci.run.rerun.commands": ("repro",),
     "ci.report.commands": ("report",),
     "ci.upstream.commands": ("upstream",),
     "ci.fork.commands": ("fork",),

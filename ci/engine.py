@@ -7,7 +7,7 @@ client builds with the engine's own BuildKit when DOCKER_BUILDKIT=1. So: $STACKG
 else the first client on the candidate list whose `buildx version` works, else a pre-23 client.
 
 One invocation is described once (`ContainerSpec`) and either run through the SDK (`ci.run`) or printed
-as a `docker run` line a person can paste (`ci.run.rerun_lines`), so the two cannot drift apart. Device flags
+as a `docker run` line a person can paste (`ci.run.rerun.lines`), so the two cannot drift apart. Device flags
 come from the target's data (ci.stack.model.Devices), never from `if target == ...`.
 """
 

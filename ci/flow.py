@@ -22,7 +22,8 @@ from ci.common.errors import NOTHING_RAN, StackgateError, UsageError
 from ci.common.tables import counted
 from ci.images import build, verify
 from ci.run import commands as run_commands
-from ci.run import execute, host, outcome, run_spec, scheduled
+from ci.run import execute, exit_status, host, run_spec
+from ci.run.schedule import dispatch
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
 from ci.upstream import kept
@@ -59,7 +60,7 @@ def record_not_run(folder: Path, target: Target, suite: str, rows: list[str], wh
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("junit-*.xml"):
         stale.unlink()
-    outcome.record_not_run(folder, target.id, suite, rows, why.reason, why.fix)
+    exit_status.record_not_run(folder, target.id, suite, rows, why.reason, why.fix)
     print(f"not run: {counted(len(rows), 'row')} of {target.id}/{suite}: {why.reason}\n  fix: {why.fix}", flush=True)
 
 
@@ -99,7 +100,7 @@ def run_target(
             record_not_run(folder, target, suite, [r.id for r in rows], why)
             continue
         if schedule is not None and not schedule.resume:
-            (folder / outcome.NOT_RUN).unlink(missing_ok=True)
+            (folder / exit_status.NOT_RUN).unlink(missing_ok=True)
         spec = run_spec.RunSpec(
             target=target,
             suite=suite,
@@ -121,11 +122,11 @@ def run_target(
             why = Blocked(reason="not started before --deadline", fix="run the same command with --resume")
             for spec in specs:
                 record_not_run(spec.out, target, spec.suite, [r.id for r in spec.rows], why)
-            return scheduled.DEADLINE_EXIT
+            return dispatch.DEADLINE_EXIT
         given = [replace(spec, schedule=replace(schedule, deadline_s=left)) for spec in specs]
         try:
             return execute.run_scheduled(st, given, host=use_host, image=image)
-        except scheduled.DeadlineReached as exc:
+        except dispatch.DeadlineReached as exc:
             print(f"{exc.message}", flush=True)  # the report still follows, in the time kept for it
             return exc.exit_code
     for spec in specs:  # one session per suite, one after another (a deadline asks for the schedule)

@@ -14,7 +14,7 @@ from ci.stack.loader import DEFAULT_STACK
 
 @pytest.fixture(autouse=True)
 def _costs_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test its own store of measured costs (ci.run.costs), never the host's: a schedule reads it."""
+    """Each test its own store of measured costs (ci.run.schedule.costs), never the host's: a schedule reads it."""
     monkeypatch.setenv("STACKGATE_COSTS", str(tmp_path_factory.mktemp("costs") / "costs.json"))
 
 

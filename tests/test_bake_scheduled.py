@@ -167,9 +167,9 @@ def test_a_sigterm_keeps_the_finished_groups_and_resume_bakes_the_rest(bench: di
 
 
 def _finished(results: Path) -> int:
-    from ci.run import scheduled
+    from ci.run.schedule import dispatch
 
-    return sum(o == "pass" for f in results.glob("junit-*.xml") for o in scheduled.row_outcomes(f).values())
+    return sum(o == "pass" for f in results.glob("junit-*.xml") for o in dispatch.row_outcomes(f).values())
 
 
 def test_the_deadline_packs_every_finished_configuration_and_a_fresh_host_goes_on_from_it(bench: dict) -> None:
@@ -179,10 +179,10 @@ def test_the_deadline_packs_every_finished_configuration_and_a_fresh_host_goes_o
     baked = _kernels(partial)
     assert 1 <= len(baked) < 3, said
     assert "the configurations finished are in the artefact above" in said and "--resume" in said
-    from ci.run import scheduled
+    from ci.run.schedule import dispatch
 
     results = bench["tmp"] / "art" / "bake-results" / "cpu-selftest-0"
-    finished = {r: o for f in results.glob("junit-*.xml") for r, o in scheduled.row_outcomes(f).items()
+    finished = {r: o for f in results.glob("junit-*.xml") for r, o in dispatch.row_outcomes(f).items()
                 if o == "pass"}  # fmt: skip
     recorded = json.loads(_manifest(partial))["rows"]
     assert recorded == finished and 4 <= len(recorded) < 12, (recorded, said)  # the rows it finished, no other

@@ -15,7 +15,8 @@ from junitparser.xunit2 import JUnitXml
 
 from ci import cli
 from ci import engine as container
-from ci.run import execute, gpus, harness_env, run_spec
+from ci.run import execute, harness_env, run_spec
+from ci.run.schedule import gpus
 from ci.stack import loader as stack
 from ci.stack import plan
 
@@ -148,7 +149,7 @@ def test_a_two_gpu_row_runs_on_two_gpus_and_is_skipped_on_one(tmp_path, monkeypa
 
 
 def test_a_run_that_allows_jit_records_the_env_its_rows_got_for_the_repro(tmp_path: Path, monkeypatch):
-    from ci.run import rerun_lines
+    from ci.run.rerun import lines
 
     row = _two_gpu_row()
     monkeypatch.setenv("STACKGATE_REFUSE_JIT", "0")
@@ -156,7 +157,7 @@ def test_a_run_that_allows_jit_records_the_env_its_rows_got_for_the_repro(tmp_pa
     env = json.loads((tmp_path / "rows.json").read_text())["target"]["env"]
     assert env["STACKGATE_REFUSE_JIT"] == "0" and "FLASHINFER_DISABLE_JIT" not in env
     assert env["VLLM_USE_AOT_COMPILE"] == "0"  # the target's other switches stay
-    line = rerun_lines.from_rows_json(stack.load(), tmp_path / "rows.json", row.id).host
+    line = lines.from_rows_json(stack.load(), tmp_path / "rows.json", row.id).host
     assert "STACKGATE_REFUSE_JIT=0" in line and "FLASHINFER_DISABLE_JIT" not in line
     monkeypatch.delenv("STACKGATE_REFUSE_JIT")
     cli.main(["run", "cuda-sm90", "composition", "--host", "--rows", row.id, "--out", str(tmp_path / "refused")])

@@ -1,5 +1,6 @@
-"""Measured costs (ci.run.costs): what a job's JUnit and wall time say per engine configuration, the store a schedule
-reads for its order and its ETA, a costs file from elsewhere checked as data, and `ci plan --estimate`'s projection."""
+"""Measured costs (ci.run.schedule.costs): what a job's JUnit and wall time say per engine configuration, the store a
+schedule reads for its order and its ETA, a costs file from elsewhere checked as data, and `ci plan --estimate`'s
+projection."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 
 from ci import cli
 from ci.common.errors import UsageError
-from ci.run import costs, estimate
-from ci.run.packing import Device, jobs
+from ci.run.schedule import costs, estimate
+from ci.run.schedule.packing import Device, jobs
 from ci.stack import loader, plan
 
 REPO = Path(__file__).resolve().parent.parent

@@ -113,7 +113,7 @@ def test_an_internal_error_of_the_harness_after_some_rows_is_a_run_error_with_th
     import pytest
 
     from ci.common.errors import RunError
-    from ci.run.outcome import verdict
+    from ci.run.exit_status import verdict
 
     junit = tmp_path / "junit-cpu-selftest-0.xml"
     junit.write_text(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci import cli
-from ci.run import costs
+from ci.run.schedule import costs
 from ci.stack import loader, plan
 
 REPO = Path(__file__).resolve().parent.parent

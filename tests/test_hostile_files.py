@@ -80,7 +80,7 @@ def test_a_deep_costs_file_or_store_is_refused_naming_it_and_never_stops_a_run(t
     assert done.returncode == 2 and f"{path}: " in _said(done) and "nested deeper than" in done.stderr
     done = _ci(*argv, env={"STACKGATE_COSTS": str(path)})
     assert done.returncode == 2 and f"{path}: " in _said(done)
-    from ci.run import estimate
+    from ci.run.schedule import estimate
 
     os.environ["STACKGATE_COSTS"] = str(path)  # the conftest's store for this test, replaced (monkeypatched back)
     assert not estimate.measured_in([])  # the schedule goes by plan order, said
@@ -89,7 +89,7 @@ def test_a_deep_costs_file_or_store_is_refused_naming_it_and_never_stops_a_run(t
 
 def test_a_costs_entry_dated_in_the_future_is_refused_and_new_measurements_replace_kept_ones(tmp_path: Path) -> None:
     from ci.common.errors import UsageError
-    from ci.run import costs
+    from ci.run.schedule import costs
 
     row = rows("selftest")[0]
     m = costs.Measured(
@@ -118,7 +118,7 @@ def test_a_costs_entry_dated_in_the_future_is_refused_and_new_measurements_repla
 
 
 def test_estimate_prints_a_costs_files_host_escaped(tmp_path: Path, capsys) -> None:
-    from ci.run import costs
+    from ci.run.schedule import costs
 
     row = next(r for r in rows() if r.target == "cuda-sm90")
     m = costs.Measured(phase="run", target=row.target, config=costs.config(row), model=row.model, suite=row.suite,
@@ -190,7 +190,7 @@ def test_a_fifo_as_an_artefact_is_refused_at_once(tmp_path: Path, verb: str) -> 
 )  # fmt: skip
 def test_a_number_json_has_none_of_is_refused_naming_the_field_and_the_value(tmp_path: Path, text: str, said: str):
     from ci.common.errors import UsageError
-    from ci.run import costs
+    from ci.run.schedule import costs
 
     path = tmp_path / "costs.json"
     path.write_text(text)

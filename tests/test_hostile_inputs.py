@@ -153,17 +153,17 @@ def _artefact(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
     """A real artefact of the cpu target's root (caches.pack), and that root emptied again."""
     import shutil
 
-    from ci.run import caches
+    from ci.run.artefact import jit_caches
     from ci.stack import loader
 
     monkeypatch.setenv("STACKGATE_RUNTIME_CACHES", str(tmp_path / "rt"))
     target = loader.load().targets["cpu"]
-    top = caches.root(target)
+    top = jit_caches.root(target)
     (top / "triton" / "k1").mkdir(parents=True)
     (top / "triton" / "k1" / "kernel.bin").write_bytes(b"\x01" * 4096)
     (top / "triton" / "k2").mkdir(parents=True)
     (top / "triton" / "k2" / "kernel.json").write_text('{"name": "k2"}\n')
-    art = caches.pack(target, tmp_path / "art", kind="aot")  # the AOT bake's kind: no GPU or switch in its key
+    art = jit_caches.pack(target, tmp_path / "art", kind="aot")  # the AOT bake's kind: no GPU or switch in its key
     shutil.rmtree(top)
     return art, top
 
@@ -310,20 +310,20 @@ def test_a_sigterm_while_the_harness_collects_is_143_and_every_row_not_run(tmp_p
 def test_a_pack_cut_short_leaves_no_file_under_an_artefact_name(tmp_path: Path, monkeypatch) -> None:
     import tarfile
 
-    from ci.run import caches
+    from ci.run.artefact import jit_caches
     from ci.stack import loader
 
     monkeypatch.setenv("STACKGATE_RUNTIME_CACHES", str(tmp_path / "rt"))
     target = loader.load().targets["cpu"]
-    (caches.root(target) / "triton").mkdir(parents=True)
-    (caches.root(target) / "triton" / "k.bin").write_bytes(b"x" * 100)
+    (jit_caches.root(target) / "triton").mkdir(parents=True)
+    (jit_caches.root(target) / "triton" / "k.bin").write_bytes(b"x" * 100)
 
     def full_disk(self, *args, **kwargs):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tarfile.TarFile, "add", full_disk)
     with pytest.raises(OSError):
-        caches.pack(target, tmp_path / "art", kind="aot")
+        jit_caches.pack(target, tmp_path / "art", kind="aot")
     assert list((tmp_path / "art").iterdir()) == []
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from lxml import etree
 
 from ci.common import contract
-from ci.run import scheduled
+from ci.run.schedule import dispatch
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEDULED = ("--gpus", "a", "--gpu-memory", "36")  # the scheduler, on a stand-in device: every row its own result
@@ -25,7 +25,7 @@ def _ci(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _outcomes(out: Path) -> dict[str, str]:
-    return {r: said for f in out.glob("junit-*.xml") for r, said in scheduled.row_outcomes(f).items() if r}
+    return {r: said for f in out.glob("junit-*.xml") for r, said in dispatch.row_outcomes(f).items() if r}
 
 
 def test_a_result_made_before_the_stack_tightened_a_tolerance_is_run_again(tmp_path: Path, stack_copy: Path, edit):
@@ -99,7 +99,7 @@ def test_a_stopped_run_of_tests_outside_the_plan_is_not_resumed_and_its_junit_is
     said, _ = proc.communicate(timeout=120)
     assert proc.returncode == 143, said
     kept = junit.read_bytes()
-    assert sorted(scheduled.row_outcomes(junit).values()) == ["interrupted"]  # four passed, one interrupted: no rows
+    assert sorted(dispatch.row_outcomes(junit).values()) == ["interrupted"]  # four passed, one interrupted: no rows
     done = _ci("run", "cpu", "mine", "--host", "--suites-dir", str(suites), "--out", str(out), "--resume")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "interrupted tests outside the plan" in done.stderr and "without --resume" in done.stderr

@@ -76,7 +76,7 @@ def test_a_host_bake_that_cannot_import_triton_says_so_in_one_line(tmp_path: Pat
 def test_a_host_without_triton_does_not_try_the_bake(monkeypatch, capsys) -> None:
     import importlib.util
 
-    from ci.run import host_aot
+    from ci.run.artefact import host_aot
     from ci.stack import loader
 
     real = importlib.util.find_spec

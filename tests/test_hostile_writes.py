@@ -104,7 +104,8 @@ def test_no_module_writes_through_a_temporary_name_fixed_in_advance(path: Path) 
 
 STOP_MID_WRITE = """
 import os, signal, sys
-from ci import cli, files
+from ci import cli
+from ci.common import files
 real = os.replace
 def replace(src, dst):  # the stop comes once the bundle's temporary file is written, before it is renamed
     if str(dst).endswith(".tar.gz"):

@@ -78,13 +78,13 @@ def test_install_defers_until_triton_is_imported(sentinel, monkeypatch):
 
 def test_the_sentinel_watches_every_cache_the_runtime_root_holds() -> None:
     """Two sides of the boundary name the JIT caches: the sentinel (in the images, watching them) and
-    ci.run.caches (on the host, pointing them into the bake root). They must name the same ones."""
-    from ci.run import caches
+    ci.run.artefact.jit_caches (on the host, pointing them into the bake root). They must name the same ones."""
+    from ci.run.artefact import jit_caches
 
     spec = importlib.util.spec_from_file_location("sentinel_names", _PATH)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    assert set(mod.CACHE_ENV) == set(caches.CACHE_ENV)
+    assert set(mod.CACHE_ENV) == set(jit_caches.CACHE_ENV)
 
 
 @pytest.mark.parametrize("preset", [None, "/opt/cuda/bin/ptxas"])

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ci import cli
-from ci.run import host, report_read
+from ci.run import host
+from ci.run.rerun import report_read
 
 REPO = Path(__file__).resolve().parent.parent
 # serves every cpu self-test row; fails the two whose context is over 4096

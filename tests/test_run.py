@@ -14,7 +14,8 @@ from ci import cli
 from ci import engine as container
 from ci.common.errors import UsageError
 from ci.run import execute as run
-from ci.run import rerun_lines, run_spec
+from ci.run import run_spec
+from ci.run.rerun import lines
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json
 
@@ -86,7 +87,7 @@ def test_repro_reruns_exactly_one_row(st, tmp_path: Path) -> None:
     )
     row = spec.rows[2].id
     image = "stackgate/cpu@sha256:" + "a" * 64
-    r = rerun_lines.from_rows_json(st, tmp_path / "rows.json", row, image=image, python=sys.executable,
+    r = lines.from_rows_json(st, tmp_path / "rows.json", row, image=image, python=sys.executable,
                              out=tmp_path / f"repro-{row}")  # fmt: skip
     assert "--stackgate-row" in r.docker and row in r.docker and image in r.docker
     assert "--network none" in r.docker and "\n" not in r.docker and "\n" not in r.host
@@ -107,7 +108,7 @@ def test_repro_gpu_row_carries_the_device_flags(st, tmp_path: Path) -> None:
         timeout_s=900,
     )
     tmp_path.joinpath("rows.json").write_text(json.dumps(doc))
-    r = rerun_lines.from_rows_json(st, tmp_path / "rows.json", spec.rows[0].id)
+    r = lines.from_rows_json(st, tmp_path / "rows.json", spec.rows[0].id)
     assert "--device /dev/kfd --device /dev/dri --group-add video --group-add render" in r.docker
     assert f" r/x@sha256:{'d' * 64} " in r.docker
     assert cli.main(["repro", "missing", "--rows-json", str(tmp_path / "rows.json")]) == 2

@@ -230,9 +230,9 @@ def test_scheduled_rows_each_run_in_their_own_container(tmp_path: Path, test_ima
     assert not docker_client.containers.list(all=True, filters={"volume": str(out.resolve())})
     assert cli.main(argv) == 0
     (shared,) = out.glob("junit-cpu-selftest-0.*.xml")
-    from ci.run import scheduled
+    from ci.run.schedule import dispatch
 
-    assert sorted(scheduled.row_outcomes(shared).values()) == ["pass"] * 4
+    assert sorted(dispatch.row_outcomes(shared).values()) == ["pass"] * 4
     assert len(set(re.findall(r'name="pid" value="(\d+)"', shared.read_text()))) == 1
     assert len([p for p in (out / "logs").glob("selftest_test_rows.py*.log")]) == 4
     assert {p.stat().st_uid for p in out.rglob("*")} == {os.getuid()}

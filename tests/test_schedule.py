@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from ci import cli
-from ci.run import scheduled
-from ci.run.packing import (
+from ci.run.schedule import dispatch
+from ci.run.schedule.packing import (
     BESIDE_KV_GIB,
     DUMMY_KV_GIB,
     DUMMY_ROW_GIB,
@@ -142,8 +142,8 @@ DRIVER = textwrap.dedent("""
     import json, sys
     from dataclasses import replace
     from pathlib import Path
-    from ci.run import scheduled
-    from ci.run.packing import Device
+    from ci.run.schedule import dispatch
+    from ci.run.schedule.packing import Device
     from ci.stack import loader, plan
     out, spec = Path(sys.argv[1]), json.loads(sys.argv[2])
     st = loader.load(Path(spec["stack"]))
@@ -157,12 +157,12 @@ DRIVER = textwrap.dedent("""
         return [sys.executable, str(worker), str(junit), ",".join(r.id for r in job.rows), str(spec["seconds"])], \\
             {"CUDA_VISIBLE_DEVICES": ",".join(ids)}, None
     junit = lambda job: folder[job.row.suite] / f"junit-{job.row.id}.xml"
-    plans = {suite: scheduled.Plan(command=command, junit=junit, out=f) for suite, f in folder.items()}
+    plans = {suite: dispatch.Plan(command=command, junit=junit, out=f) for suite, f in folder.items()}
     for f in folder.values():
         f.mkdir(parents=True, exist_ok=True)
     devices = [Device(i, spec["memory"]) for i in spec["devices"]]
     try:
-        code = scheduled.run(st, rows, devices, plans,
+        code = dispatch.run(st, rows, devices, plans,
                              resume=spec.get("resume", False), deadline_s=spec.get("deadline"),
                              share=spec.get("share", False), alone=spec.get("alone", False))
     except Exception as exc:
@@ -218,8 +218,8 @@ def test_the_deadline_records_each_suites_rows_not_started_in_its_own_folder(tmp
     rows = [["a", 1, "s1"], ["b", 1, "s2"], ["c", 1, "s1"], ["d", 1, "s2"], ["e", 1, "s1"], ["f", 1, "s2"]]
     proc = _drive(tmp_path, rows=rows, memory=DUMMY_ROW_GIB, devices=["0"], seconds=2.0, deadline=6.0)
     said, _ = proc.communicate(timeout=60)
-    assert proc.returncode == scheduled.DEADLINE_EXIT, said
-    left = {s: json.loads((tmp_path / s / scheduled.NOT_RUN).read_text()) for s in ("s1", "s2")}
+    assert proc.returncode == dispatch.DEADLINE_EXIT, said
+    left = {s: json.loads((tmp_path / s / dispatch.NOT_RUN).read_text()) for s in ("s1", "s2")}
     assert left["s1"]["suite"] == "s1" and left["s2"]["suite"] == "s2"
     assert {r[0] for r in left["s1"]["rows"]} <= set("ace") and {r[0] for r in left["s2"]["rows"]} <= set("bdf")
     ran = {s: len(list((tmp_path / s).glob("junit-*.xml"))) for s in ("s1", "s2")}
@@ -256,23 +256,23 @@ def test_a_sigterm_keeps_what_finished_and_resume_runs_the_rest_and_the_interrup
     proc.send_signal(signal.SIGTERM)
     said, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143, said
-    outcomes = {f.name: scheduled.outcome(f) for f in tmp_path.glob("junit-*.xml")}
+    outcomes = {f.name: dispatch.outcome(f) for f in tmp_path.glob("junit-*.xml")}
     assert sorted(outcomes.values()) == ["interrupted", "pass"], outcomes
     proc = _drive(tmp_path, rows=[["r", 1]] * 4, memory=DUMMY_ROW_GIB, devices=["0"], resume=True)
     said, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, said
     assert "--resume: 1 row has a result" in said and "[3/3]" in said
-    assert sorted(scheduled.outcome(f) for f in tmp_path.glob("junit-*.xml")) == ["pass"] * 4
+    assert sorted(dispatch.outcome(f) for f in tmp_path.glob("junit-*.xml")) == ["pass"] * 4
 
 
 def test_the_deadline_stops_starting_rows_and_every_started_row_has_its_junit_in_time(tmp_path: Path) -> None:
     start = time.time()
     proc = _drive(tmp_path, rows=[["r", 1]] * 5, memory=DUMMY_ROW_GIB, devices=["0"], seconds=2.0, deadline=8.0)
     said, _ = proc.communicate(timeout=60)
-    assert proc.returncode == scheduled.DEADLINE_EXIT, said
+    assert proc.returncode == dispatch.DEADLINE_EXIT, said
     files = list(tmp_path.glob("junit-*.xml"))
     assert 1 <= len(files) < 5 and all(f.stat().st_mtime <= start + 8.0 for f in files)
-    left = json.loads((tmp_path / scheduled.NOT_RUN).read_text())
+    left = json.loads((tmp_path / dispatch.NOT_RUN).read_text())
     assert len(left["rows"]) + len(files) == 5 and "--resume" in left["fix"]
     assert "run the same command with --resume" in said
 
@@ -282,9 +282,9 @@ def test_when_no_row_can_end_before_the_deadline_the_run_ends_at_once(tmp_path: 
     idle until the deadline (on the H200 a 108 s row left 82 s of waiting before a 220 s deadline)."""
     proc = _drive(tmp_path, rows=[["r", 1]] * 2, memory=DUMMY_ROW_GIB, devices=["0"], seconds=4.0, deadline=10.0)
     said, _ = proc.communicate(timeout=60)
-    assert proc.returncode == scheduled.DEADLINE_EXIT, said
+    assert proc.returncode == dispatch.DEADLINE_EXIT, said
     (ran,) = tmp_path.glob("junit-*.xml")
-    waited = (tmp_path / scheduled.NOT_RUN).stat().st_mtime - ran.stat().st_mtime
+    waited = (tmp_path / dispatch.NOT_RUN).stat().st_mtime - ran.stat().st_mtime
     assert waited < 2.0, f"{waited:.1f} s between the last row's end and the stop"  # the reserve alone is 2.5 s
 
 
@@ -293,7 +293,7 @@ def test_a_session_that_dies_without_junit_fails_its_row_saying_so(tmp_path: Pat
     said, _ = proc.communicate(timeout=60)
     assert proc.returncode == 1, said
     (dead,) = [f for f in tmp_path.glob("junit-dies*.xml")]
-    assert scheduled.outcome(dead) == "error"  # the JUnit written in its place
+    assert dispatch.outcome(dead) == "error"  # the JUnit written in its place
     assert "without writing its JUnit" in dead.read_text() and "missing" in said
     assert 'tests="1"' in dead.read_text() and 'errors="1"' in dead.read_text()  # its counts agree with its testcase
 
@@ -306,7 +306,7 @@ def test_ci_run_schedules_the_cpu_rows_on_stand_in_gpus_and_the_report_reads_eve
     assert len(files) == 4 and (out / "rows.json").is_file()
     assert cli.main(argv) == 0  # shared: the four rows of one model and change are one job, one JUnit
     (file,) = out.glob("junit-cpu-selftest-0.*.xml")
-    assert sorted(scheduled.row_outcomes(file).values()) == ["pass"] * 4
+    assert sorted(dispatch.row_outcomes(file).values()) == ["pass"] * 4
     assert cli.main(["report", str(out), "--out", str(tmp_path / "report"), "--target", "cpu"]) == 0
     rows = [r for r in json.loads((tmp_path / "report" / "report.json").read_text())["rows"] if r["target"] == "cpu"]
     assert rows and all(r["status"] == "pass" for r in rows)
@@ -379,7 +379,7 @@ def test_a_crash_in_a_shared_process_fails_that_row_alone_and_the_group_still_pa
             "--gpu-memory", "36", "--out", str(out)]  # fmt: skip
     assert cli.main(argv) == 1
     (file,) = out.glob("junit-*.xml")
-    said = scheduled.row_outcomes(file)
+    said = dispatch.row_outcomes(file)
     assert said.pop(rows[1].id) == "error" and set(said.values()) == {"pass"} and len(said) == len(rows) - 1
     from lxml import etree
 
@@ -399,21 +399,21 @@ def test_a_shared_job_stopped_mid_way_resumes_at_the_row_it_was_in(tmp_path: Pat
     spec = {"rows": [["r", 1]] * 4, "change": "same", "share": True, "seconds": 1.0}
     proc = _drive(tmp_path, **spec)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and sum(len(scheduled.row_outcomes(f)) for f in tmp_path.glob("junit-*.xml")) < 2:
+    while time.monotonic() < deadline and sum(len(dispatch.row_outcomes(f)) for f in tmp_path.glob("junit-*.xml")) < 2:
         time.sleep(0.05)
     time.sleep(0.3)
     proc.send_signal(signal.SIGTERM)
     said, _ = proc.communicate(timeout=60)
     assert proc.returncode == 143, said
     (file,) = tmp_path.glob("junit-*.xml")
-    first = scheduled.row_outcomes(file)
+    first = dispatch.row_outcomes(file)
     assert sorted(first.values()) == ["interrupted", "pass", "pass"], first
     assert len({p["pid"] for p in _all_props(file)}) == 1  # one process for the job's rows
     proc = _drive(tmp_path, **spec, resume=True)
     said, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0, said
     assert "--resume: 2 rows have a result" in said and "[2/2]" in said and "(one process, 2 rows)" in said
-    found = {r: said for f in tmp_path.glob("junit-*.xml") for r, said in scheduled.row_outcomes(f).items() if r}
+    found = {r: said for f in tmp_path.glob("junit-*.xml") for r, said in dispatch.row_outcomes(f).items() if r}
     assert sorted(found.values()) == ["pass"] * 4
 
 

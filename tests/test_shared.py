@@ -195,7 +195,7 @@ def test_later_rows_of_a_shared_process_report_the_first_rows_cold_timings(engin
 def test_the_schedulers_budget_for_a_shared_job_is_what_the_engines_hold(engine_pkg) -> None:
     from engine import config, engines
 
-    from ci.run import packing as schedule
+    from ci.run.schedule import packing as schedule
 
     assert config.DUMMY_KV_CACHE_BYTES == schedule.DUMMY_KV_GIB * 2**30
     assert schedule.SHARED_JOB_GIB == schedule.DUMMY_ROW_GIB + (engines.SHARED_ENGINES - 1) * schedule.DUMMY_KV_GIB

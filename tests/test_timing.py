@@ -297,7 +297,7 @@ def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_al
 def test_one_run_and_one_row_are_said_in_the_singular(tmp_path, capsys, monkeypatch) -> None:
     """The protocol's clock and projection, and ci plan's totals, where the count is one: '1 run', '1 row'."""
     from ci import cli
-    from ci.run import rounds
+    from ci.run.schedule import rounds
 
     clock = rounds.Clock({"fork": 1})
     assert clock.ran("fork", 70.0).startswith("1 of 1 run done (fork: 70 s)")

@@ -116,7 +116,7 @@ def test_the_committed_46849_report_says_what_fails_and_how_many_runs_of_how_man
 
 def test_the_runs_hint_promises_no_bound() -> None:
     from ci.common.errors import UsageError
-    from ci.run import rounds
+    from ci.run.schedule import rounds
 
     with pytest.raises(UsageError) as err:
         rounds.aa_rounds(0, None)

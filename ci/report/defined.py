@@ -13,7 +13,7 @@ from typing import Any
 
 from ci.common import contract
 from ci.results.merge import Results
-from ci.run import rows_json_read
+from ci.run.rerun import rows_json_read
 from ci.stack import meaning, rows_json
 from ci.stack.model import Stack
 
@@ -67,5 +67,5 @@ def lines(st: Stack, results: Results) -> list[str]:
 
 def _rows(path: Path) -> Mapping[str, dict[str, Any]] | None:
     """The row documents of a rows.json, by id; None where there is none or it is not one (then nothing is said
-    from it: the row id still matched). Read as data from elsewhere (`ci.run.rows_json_read`)."""
+    from it: the row id still matched). Read as data from elsewhere (`ci.run.rerun.rows_json_read`)."""
     return rows_json_read.rows_by_id(path) if path.is_file() else None

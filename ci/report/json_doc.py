@@ -44,7 +44,7 @@ def _run_document(r: RowResult) -> dict[str, object] | None:
     path = rows_json_beside(case.file) if case else None
     if path is None:
         return None
-    from ci.run import rows_json_read  # the run stage reads its own file; the report only carries it
+    from ci.run.rerun import rows_json_read  # the run stage reads its own file; the report only carries it
 
     doc = rows_json_read.row_document(path, r.id)
     if doc and doc.get("suites_dir"):  # relative to the folder the report was made in, as every path it writes

@@ -37,9 +37,9 @@ def log_file(case: Case) -> Path | None:
 def repro(row_id: str, rows_json: Path | None = None) -> str:
     """The command that prints a row's re-run lines. Row ids come from result files: quoted, so pasting it
     runs nothing but this command."""
-    from ci.run import rerun_lines  # the run stage makes every re-run line; the report shows them
+    from ci.run.rerun import lines  # the run stage makes every re-run line; the report shows them
 
-    return rerun_lines.repro_line(row_id, shown(rows_json) if rows_json else None)
+    return lines.repro_line(row_id, shown(rows_json) if rows_json else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +75,7 @@ def _rerun(st: Stack, row_id: str, file: str, in_image: bool, cwd: str) -> Rerun
     if rows_json is None:
         return Rerun(hint=repro(row_id), command="", why_not=f"no rows.json beside {file}")
     from ci.common.errors import UsageError
-    from ci.run import rerun_lines as repro_cmd  # the run stage makes the line; the report only shows it
+    from ci.run.rerun import lines as repro_cmd  # the run stage makes the line; the report only shows it
 
     try:
         lines = repro_cmd.from_rows_json(st, rows_json, row_id, base=Path(cwd))
@@ -103,7 +103,7 @@ def rerun_test(case: Case, st: Stack) -> str:
     if case.status not in ("failure", "error") or rows_json is None:
         return ""
     from ci.common.errors import UsageError
-    from ci.run import rerun_lines as repro_cmd
+    from ci.run.rerun import lines as repro_cmd
 
     try:
         lines = repro_cmd.from_rows_json(st, rows_json, f"{case.classname}::{case.name}", base=Path.cwd())
@@ -118,8 +118,8 @@ def image_beside(case: Case) -> str | None:
     if rows_json is None:
         return None
     from ci.common.errors import UsageError
-    from ci.run import rerun_lines as repro_cmd
-    from ci.run import rows_json_read
+    from ci.run.rerun import lines as repro_cmd
+    from ci.run.rerun import rows_json_read
 
     try:
         image = rows_json_read.read(rows_json.resolve())[0].image

@@ -2,10 +2,9 @@
 
 Two routes, one verb: in the target's image, committing the caches as a new image (`ci.images.bake`), or with
 `--host` on this host's Python and GPUs, packing them as a portable artefact that `ci run --host --caches` installs
-(`ci.run.caches`). Both warm the same rows (the target's, narrowed by --suite, --change and --rows), each engine
-configuration built once: the host bake is scheduled as `ci run` is (shared processes, packed over the GPUs,
---resume, --deadline, its costs measured), the image bake runs each group of rows in one process.
-"""
+(`ci.run.artefact.jit_caches`). Both warm the same rows (the target's, narrowed by --suite, --change and --rows), each
+engine configuration built once: the host bake is scheduled as `ci run` is (shared processes, packed over the GPUs,
+--resume, --deadline, its costs measured), the image bake runs each group of rows in one process."""
 
 from __future__ import annotations
 
@@ -23,8 +22,9 @@ from ci.common.errors import NOTHING_RAN, BuildError, StackgateError, UsageError
 from ci.common.tables import counted
 from ci.images import bake as image_bake
 from ci.images import build
-from ci.run import artefact_read, caches, commands, execute, harness_env, host_aot, resume, run_spec
-from ci.run.scheduled import DeadlineReached
+from ci.run import commands, execute, finished, harness_env, run_spec
+from ci.run.artefact import host_aot, jit_caches, read
+from ci.run.schedule.dispatch import DeadlineReached
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack, Target
 
@@ -115,8 +115,8 @@ def _on_host(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpar
     try:
         code = execute.run_scheduled(st, specs, host=True, session_env=env, phase="bake")
     except DeadlineReached as exc:
-        finished = {**carried, **_ran(_outcomes(specs))}
-        _packed(target, out, "warm", env, start, seeded, rows=finished, results=results, partial=True)
+        reached = {**carried, **_ran(_outcomes(specs))}
+        _packed(target, out, "warm", env, start, seeded, rows=reached, results=results, partial=True)
         raise DeadlineReached(
             f"{exc.message}; the configurations finished are in the artefact above",
             hint=f"go on: the same command with --resume (on another host, add --from that artefact). {exc.hint}",
@@ -146,9 +146,9 @@ def _outcomes(specs: list[run_spec.RunSpec]) -> dict[str, str]:
     said: dict[str, str] = {}
     for spec in specs:
         for junit in spec.out.glob("junit-*.xml"):
-            said.update(resume.row_outcomes(junit))
+            said.update(finished.row_outcomes(junit))
             for tc in etree.parse(str(junit)).getroot().iter("testcase"):
-                if (lost := resume.lost_row(tc)) is not None:  # the scheduler's record of a session that died
+                if (lost := finished.lost_row(tc)) is not None:  # the scheduler's record of a session that died
                     said[lost] = "missing"
     return {r.id: said.get(r.id, "missing") for spec in specs for r in spec.rows}
 
@@ -178,14 +178,14 @@ def _seed(target: Target, artefact: Path, env: dict[str, str]) -> tuple[dict[str
     """The root seeded from an earlier bake's artefact (its key this host's but for the build's Python files): the
     files it put there, by path, with their sha256; and the rows it had baked, with their outcome, where it was made
     from this very build (a seed of another build's Python warmed its rows for that build: they are baked again)."""
-    seed = caches.install(target, artefact, env, seed=True)
+    seed = jit_caches.install(target, artefact, env, seed=True)
     return dict(seed.files), dict(seed.rows or {}) if seed.same_build else {}
 
 
 def _keep_bake_log(target: Target, results: Path) -> None:
     """The bake's compiles, with their key parts, into the root's warm-bake-jit.jsonl (what a later run that misses
     a kernel reads, harness.missed), each event once, however many times the bake was resumed."""
-    log = caches.root(target) / "warm-bake-jit.jsonl"
+    log = jit_caches.root(target) / "warm-bake-jit.jsonl"
     lines = dict.fromkeys(log.read_text().splitlines() if log.is_file() else [])
     for found in sorted(results.glob("*/jit-events*.jsonl")):
         lines.update(dict.fromkeys(line for line in found.read_text(errors="replace").splitlines() if line.strip()))
@@ -209,13 +209,14 @@ def _packed(
     stop or a full disk while packing leaves no artefact and no temporary file, and says so: the rows ran, and the
     same command with --resume packs their caches without running them again."""
     again = (
-        f"the warmed caches stay in {caches.root(target)}: the same command with --resume packs them, no row run again"
+        f"the warmed caches stay in {jit_caches.root(target)}: the same command with --resume packs them, "
+        "no row run again"
     )
     try:
         with signals.raising():
             if results is not None:
                 _keep_bake_log(target, results)
-            artefact = caches.pack(target, out, kind, env, rows)
+            artefact = jit_caches.pack(target, out, kind, env, rows)
     except signals.Stopped as stop:
         print(f"stopped by {stop.name} while packing the artefact into {out}: every row had run; no artefact was "
               f"written and no temporary file is left; {again}", file=sys.stderr, flush=True)  # fmt: skip
@@ -226,7 +227,7 @@ def _packed(
             "file is left",
             hint=f"free space there or pass another --out; {again}",
         ) from None
-    made = artefact_read.listing(artefact)
+    made = read.listing(artefact)
     what = "partial artefact" if partial else "artefact"
     holds = f", {counted(len(rows), 'row')} baked" if rows is not None else ""
     print(

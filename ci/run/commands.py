@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ci.common import options
 from ci.common.errors import UsageError
-from ci.run import baked_rows, execute, host, run_spec
+from ci.run import execute, host, run_spec
+from ci.run.artefact import baked_rows
 from ci.stack import loader as stack
 from ci.stack import plan
 from ci.stack.model import Target

@@ -21,13 +21,14 @@ from ci.common import contract, revision, signals
 from ci.common.errors import RunError
 from ci.common.tables import counted
 from ci.images import build as images
-from ci.run import gpus, guard, harness_command, harness_env
+from ci.run import guard, harness_command, harness_env
+from ci.run.exit_status import verdict
 
 # made in ci.run.harness_command; other modules and the tests name them through this one too
 from ci.run.harness_command import DEFAULT_SUITES, pytest_command
 from ci.run.harness_command import ENV_MODEL_CACHE as ENV_MODEL_CACHE  # read by ci.evidence
-from ci.run.outcome import verdict
 from ci.run.run_spec import RunSpec
+from ci.run.schedule import gpus
 from ci.stack import plan, rows_json
 from ci.stack.model import Stack
 
@@ -124,7 +125,7 @@ def run_scheduled(
     packed together, so a suite of few groups does not leave a GPU idle while the next suite waits. Each suite keeps
     its own results folder, rows.json and JUnit files, as `ci run` of that suite alone writes them. `session_env`:
     the host session's environment, made ready by the caller (the bake's: JIT allowed); `phase`: what the jobs'
-    costs are recorded as (ci.run.costs)."""
+    costs are recorded as (ci.run.schedule.costs)."""
     for spec in specs:
         guard.usable_folder(spec.out)
     with contextlib.ExitStack() as held:
@@ -176,7 +177,7 @@ def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str
 def _scheduled(
     st: Stack, prepared: Sequence[tuple[RunSpec, dict[str, str] | None, tuple[str, dict[str, str]]]], phase: str
 ) -> int:
-    from ci.run import scheduled
+    from ci.run.schedule import dispatch
 
     first = prepared[0][0]
     assert first.schedule is not None
@@ -186,7 +187,7 @@ def _scheduled(
     rows = [r for spec, _, _ in prepared for r in spec.rows]
     what = " and ".join(f"{counted(len(spec.rows), 'row')} of {spec.suite}" for spec, _, _ in prepared)
     print(f"scheduling {what} on {len(devices)} device(s): {gpus.described(devices)}", flush=True)
-    return scheduled.run(
+    return dispatch.run(
         st,
         rows,
         devices,
@@ -202,9 +203,9 @@ def _scheduled(
 
 def _plan(spec: RunSpec, env: dict[str, str] | None, image: str) -> Any:
     """How one suite's jobs start (on this host when `env` is given, else in `image`) and where their JUnit goes."""
-    from ci.run import scheduled
+    from ci.run.schedule import dispatch
 
-    junit = {r.id: scheduled.row_junit(spec.out, spec.target.id, spec.suite, spec.shard, r.id) for r in spec.rows}
+    junit = {r.id: dispatch.row_junit(spec.out, spec.target.id, spec.suite, spec.shard, r.id) for r in spec.rows}
 
     def command(job: Any, ids: tuple[str, ...], path: Path) -> tuple[list[str], dict[str, str] | None, Path | None]:
         one = tuple(a for r in job.rows for a in ("--stackgate-row", r.id))
@@ -231,4 +232,4 @@ def _plan(spec: RunSpec, env: dict[str, str] | None, image: str) -> Any:
         )
         return replace(c, env={**c.env, contract.ENV_JIT_LOG: f"{container.RESULTS}/{jit_log}"}).argv(), None, None
 
-    return scheduled.Plan(command=command, junit=lambda job: junit[job.row.id], out=spec.out)
+    return dispatch.Plan(command=command, junit=lambda job: junit[job.row.id], out=spec.out)

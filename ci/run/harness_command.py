@@ -1,5 +1,5 @@
 """The harness's command line, and the `docker run` a row's session is: made from rows.json's data alone, so that a
-run (`ci.run.execute`) and a re-run from a results folder (`ci.run.rerun_lines`) make the very same container."""
+run (`ci.run.execute`) and a re-run from a results folder (`ci.run.rerun.lines`) make the very same container."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def make_container_spec(
     tests: Sequence[str] = (),
     gpu_ids: Sequence[str] = (),
 ) -> container.ContainerSpec:
-    """Built from rows.json's data alone, so `ci.run.rerun_lines` makes the very same container from a results
+    """Built from rows.json's data alone, so `ci.run.rerun.lines` makes the very same container from a results
     folder."""
     mounts = [
         container.Mount(source=str(rows_json), target=container.ROWS, read_only=True),

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ci import engine as container
 from ci.common import contract
-from ci.run import baked_rows, caches, host_aot
+from ci.run.artefact import baked_rows, host_aot, jit_caches
 from ci.run.harness_command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, model_cache
 from ci.stack import plan
 
@@ -26,7 +26,7 @@ def rows_env(spec: RunSpec) -> dict[str, str]:
 def host_env(spec: RunSpec) -> dict[str, str]:
     env = container.without_jit_refusal({**os.environ, **spec.target.env})
     env.update(container.GPU_ENV)
-    env.update(caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
+    env.update(jit_caches.env(spec.target))  # every JIT cache in the target's root, at the paths its bake used
     path = [str(STARTUP), str(DEFAULT_SUITES), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in path if p)
     env.update(rows_env(spec))
@@ -42,11 +42,11 @@ def host_session(spec: RunSpec, rows: Sequence[plan.Row] | None = None) -> dict[
     holds more specs than `spec`)."""
     env = host_env(spec)
     if spec.unbaked:
-        env["STACKGATE_CACHES_FROM"] = caches.unbaked(spec.target, keep=spec.keep_caches)
+        env["STACKGATE_CACHES_FROM"] = jit_caches.unbaked(spec.target, keep=spec.keep_caches)
     else:
         came = ""
         if spec.caches is not None:
-            installed = caches.install(spec.target, spec.caches, env)
+            installed = jit_caches.install(spec.target, spec.caches, env)
             env.update(installed.env)
             came = installed.came
             if note := baked_rows.unreached(spec.rows if rows is None else rows, installed.rows):

@@ -36,11 +36,11 @@ class RunSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Schedule:
-    """`ci run` over the host's devices (ci.run.scheduled): each row its own session, packed by memory."""
+    """`ci run` over the host's devices (ci.run.schedule.dispatch): each row its own session, packed by memory."""
 
     gpus: tuple[str, ...] = ()  # --gpus: these devices (default every GPU of the target on this host)
     gpu_memory_gib: float | None = None  # --gpu-memory: each device's, in place of what it reports
     resume: bool = False
     deadline_s: float | None = None
     isolate: bool = False  # --isolate: every row a process of its own (the control of shared processes)
-    alone: bool = False  # --alone: each process has its GPUs to itself (timed runs: ci.run.tenancy)
+    alone: bool = False  # --alone: each process has its GPUs to itself (timed runs: ci.run.schedule.tenancy)

@@ -1,6 +1,6 @@
 """The one reader of `nvidia-smi` on the host side: each GPU's asked fields, in the order asked. What the host's
-target is (ci.run.host), which GPUs rows get (ci.run.gpus) and the driver a caches artefact is keyed by
-(ci.run.caches) all ask it here. No nvidia-smi, or one that fails or hangs: no GPUs, never an error."""
+target is (ci.run.host), which GPUs rows get (ci.run.schedule.gpus) and the driver a caches artefact is keyed by
+(ci.run.artefact.jit_caches) all ask it here. No nvidia-smi, or one that fails or hangs: no GPUs, never an error."""
 
 from __future__ import annotations
 

@@ -147,7 +147,7 @@ class Model:
     tp: Positive = 1  # the fewest GPUs (tensor parallel) its weights need
     # Random weights: the fixed KV-cache budget of its rows' engines (GiB), the same on every device, sized to hold
     # its largest row's batch x context (the harness checks vLLM's count of KV tokens against each engine's need);
-    # what the scheduler packs a device by (ci.run.packing). Hub weights take a share of the device instead.
+    # what the scheduler packs a device by (ci.run.schedule.packing). Hub weights take a share of the device instead.
     kv_cache_gib: Gib = 12.0
     # The KV-cache dtypes vLLM accepts for this model, its default first (None: whatever the backend accepts);
     # a row planned with "auto" takes the first where "auto" is not among them

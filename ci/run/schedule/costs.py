@@ -25,7 +25,7 @@ from lxml import etree
 from ci.common import contract, files, untrusted
 from ci.common.errors import UsageError
 from ci.common.escape import one_line
-from ci.run import resume
+from ci.run import finished
 from ci.stack.plan import Row
 
 SCHEMA = 1
@@ -78,7 +78,7 @@ def _times(junit: Path) -> list[tuple[str, float]]:
         return []
     found = []
     for tc in root.iter("testcase"):
-        if resume.testcase_outcome(tc) == "interrupted" or resume.lost_row(tc) is not None:
+        if finished.testcase_outcome(tc) == "interrupted" or finished.lost_row(tc) is not None:
             continue  # a row a stop cut short, or one its session never reached: it measured nothing
         row = next((p.get("value") for p in tc.iter("property") if p.get("name") == contract.PREFIX + "row"), None)
         try:

@@ -1,10 +1,9 @@
 """Measured costs looked up per configuration (`Costs`: what the scheduler orders its jobs and gives its ETA by), and
 `ci plan --estimate`: how long a target's matrix would take on N GPUs of a given memory, projected from the last
-measured costs (ci.run.costs), by the scheduler's own packing: the jobs it would make, started in its order as its
-budgets allow, each lasting what its configurations were measured to take. A projection, never a measurement: it says
-how many of its configurations were measured on that target, taken from another target's same configuration, or
-filled by a median.
-"""
+measured costs (ci.run.schedule.costs), by the scheduler's own packing: the jobs it would make, started in its order as
+its budgets allow, each lasting what its configurations were measured to take. A projection, never a measurement: it
+says how many of its configurations were measured on that target, taken from another target's same configuration, or
+filled by a median."""
 
 from __future__ import annotations
 
@@ -18,8 +17,8 @@ from pathlib import Path
 from ci.common.errors import UsageError
 from ci.common.escape import one_line
 from ci.common.tables import counted
-from ci.run.costs import Measured, config, load, store
-from ci.run.packing import Device, Packing, jobs, next_jobs
+from ci.run.schedule.costs import Measured, config, load, store
+from ci.run.schedule.packing import Device, Packing, jobs, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
 

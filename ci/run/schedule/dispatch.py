@@ -22,10 +22,11 @@ from lxml import etree
 from ci.common import contract, files, signals
 from ci.common.errors import NOTHING_RAN, StackgateError
 from ci.common.tables import counted
-from ci.run import costs, estimate, guard, host, tenancy
-from ci.run.outcome import NOT_RUN, record_not_run
-from ci.run.packing import Device, Job, Packing, jobs, measured_peaks, next_jobs
-from ci.run.resume import lost_case, outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
+from ci.run import guard, host
+from ci.run.exit_status import NOT_RUN, record_not_run
+from ci.run.finished import lost_case, outcome, recount, resume_from, row_outcomes  # noqa: F401 (outcome: named here too)
+from ci.run.schedule import costs, estimate, tenancy
+from ci.run.schedule.packing import Device, Job, Packing, jobs, measured_peaks, next_jobs
 from ci.stack.model import Stack
 from ci.stack.plan import Row
 
@@ -77,8 +78,8 @@ def run(
     the rows of a group run in one process each (`packing.jobs`), one JUnit per job. `contents`: each row's content
     digest in the rows.json just written, which a result must have been made with to count for `resume`. `alone`: each
     session has its GPUs to itself (timed runs); else which sessions shared a GPU is recorded in their JUnit. `phase`:
-    what the jobs' measured costs are recorded as ("run", or "bake": ci.run.costs), which the next schedule reads for
-    its packing order and its ETA."""
+    what the jobs' measured costs are recorded as ("run", or "bake": ci.run.schedule.costs), which the next schedule
+    reads for its packing order and its ETA."""
     start = time.monotonic()
     folders = sorted({p.out for p in plans.values()})
     for folder in folders:

@@ -1,6 +1,6 @@
 """A rows.json from elsewhere (a results folder, a report's inputs), read as data: a regular file within its bound,
 strict JSON nested no deeper than a rows.json is, and the fields a re-run or the report reads, of their types. What
-re-runs is still made from the stack's target (`ci.run.rerun_lines`): these fields name, they never choose flags."""
+re-runs is still made from the stack's target (`ci.run.rerun.lines`): these fields name, they never choose flags."""
 
 from __future__ import annotations
 

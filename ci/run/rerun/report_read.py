@@ -1,7 +1,7 @@
 """A report.json from elsewhere (another agent, another user's PR, a download), read for what `ci repro` names from
 it: a row's status, the tests that failed, the image and timeout its run recorded, the builds it ran on. Read as
 data (`ci.common.untrusted`): a regular file within a report's size, strict JSON of bounded depth, these fields of their
-types; each name is checked again where the re-run is made (`ci.run.rerun_lines`)."""
+types; each name is checked again where the re-run is made (`ci.run.rerun.lines`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pydantic import Field
 from ci.common import files, untrusted
 from ci.common.errors import UsageError
 from ci.common.escape import one_line
-from ci.run import rerun_lines
-from ci.run.rows_json_read import Image
+from ci.run.rerun import lines
+from ci.run.rerun.rows_json_read import Image
 
 KIND = untrusted.Kind(
     what="a report.json written by ci report",
@@ -93,7 +93,7 @@ def node_ids(entry: RowEntry, suite: str) -> tuple[str, ...]:
     bad = [r for r in entry.runs if r.status in ("failure", "error")] or entry.runs
     out: list[str] = []
     for run in bad:
-        node = rerun_lines.node_id(run.test, suite)
+        node = lines.node_id(run.test, suite)
         if node is None:
             return ()
         out.append(node)

@@ -32,7 +32,7 @@ class Entry(untrusted.Record):
 
 
 RowId = Annotated[str, StringConstraints(pattern=rf"^{contract.ROW_ID.pattern}$", max_length=300)]
-Baked = Literal["pass", "failure", "error", "skipped"]  # a row the bake ran to a result (resume.row_outcomes)
+Baked = Literal["pass", "failure", "error", "skipped"]  # a row the bake ran to a result (ci.run.finished.row_outcomes)
 
 
 class Manifest(untrusted.Record):

@@ -2,7 +2,7 @@
 host lines from a results folder's rows.json (`--rows-json`).
 
 A report comes from elsewhere (another agent, another user's PR, a download): it is read for names only
-(`ci.run.report_read`), each checked, and the command is made again from them (`ci.run.rerun_lines`, which makes
+(`ci.run.rerun.report_read`), each checked, and the command is made again from them (`ci.run.rerun.lines`, which makes
 every block this verb prints). The row must be one of this stack's plan, and its rows.json is written anew from the
 stack; the image must be named by content and held here (or pulled, with --pull); the platform, devices and env are
 the stack's target's; a suites tree is mounted only where --suites-dir names it here (a test of a suite of the run's
@@ -24,10 +24,11 @@ from ci import engine
 from ci.common import options, revision
 from ci.common.errors import NotHere, RunError, UsageError
 from ci.common.escape import command, one_line
-from ci.run import host, report_read, rerun_lines
+from ci.run import host
 from ci.run.harness_command import DEFAULT_SUITES
-from ci.run.report_read import RanBlock, RowEntry
-from ci.run.rows_json_read import Image
+from ci.run.rerun import lines, report_read
+from ci.run.rerun.report_read import RanBlock, RowEntry
+from ci.run.rerun.rows_json_read import Image
 from ci.stack import loader, plan, rows_json
 from ci.stack.model import Stack, Target
 
@@ -60,7 +61,7 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
     if "::" in args.row:  # a testcase outside the plan
         test = report_read.test(report, args.row)
         suite = str(test.suite)
-        r = rerun_lines.rerun(st, target=str(test.target), suite=suite, test=args.row,
+        r = lines.rerun(st, target=str(test.target), suite=suite, test=args.row,
                               image=_image(args, test.image, report))  # fmt: skip
         ran, rows = RanBlock(), []
         if args.suites_dir is None and not (DEFAULT_SUITES / suite).is_dir():
@@ -71,7 +72,7 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
             )
         entry_dir = None
     else:
-        rerun_lines.check_row_id(args.row)
+        lines.check_row_id(args.row)
         entry = report_read.row(report, args.row)
         ran, entry_dir = entry.rows_json or RanBlock(), entry.suites_dir
         row = _planned(st, args.row, report)
@@ -83,7 +84,7 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
                     hint="add --suites-dir DIR: the tree to run, on this host",
                 )
             return _on_this_host(args, st, row, entry, report)
-        r = rerun_lines.rerun(st, target=row.target, suite=row.suite, row=row.id,
+        r = lines.rerun(st, target=row.target, suite=row.suite, row=row.id,
                               tests=report_read.node_ids(entry, row.suite),
                               image=_image(args, ran.image, report), timeout_s=ran.timeout_s)  # fmt: skip
     if args.suites_dir is not None:
@@ -93,13 +94,13 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
             f"{args.row} ran from a suites tree of its own, which a report does not choose here",
             hint="add --suites-dir DIR: the tree to mount, on this host",
         )
-    out = (args.out or rerun_lines.default_out(r.name)).resolve()
+    out = (args.out or lines.default_out(r.name)).resolve()
     digest = r.image.rpartition("@")[2]
     doc = rows_json.document(st, r.target, r.suite, rows, image={"ref": r.image, "digest": digest, "id": digest},
                              git_revision=revision.git_revision(), timeout_s=r.timeout_s,
                              suites_dir=str(r.suites_dir) if r.suites_dir else None)  # fmt: skip
-    spec = rerun_lines.docker_spec(r, rows_json.write(out / "rows.json", doc), out)
-    print(rerun_lines.join(spec.argv()), flush=True)
+    spec = lines.docker_spec(r, rows_json.write(out / "rows.json", doc), out)
+    print(lines.join(spec.argv()), flush=True)
     print(f"wrote {one_line(out / 'rows.json')} (from {one_line(st.root)}); the re-run's JUnit: "
           f"{one_line(out)}/junit-repro-{r.name}.xml", file=sys.stderr)  # fmt: skip
     if args.print_only:
@@ -121,12 +122,12 @@ def _on_this_host(args: argparse.Namespace, st: Stack, row: plan.Row, entry: Row
     results folder (out/repro/<row>). The line to paste on a host of the row's target comes first; where this host
     lacks the target's GPU, that is said and nothing is written (exit 6)."""
     target = st.targets[row.target]
-    out = (args.out or rerun_lines.default_out(row.id)).resolve()
+    out = (args.out or lines.default_out(row.id)).resolve()
     argv = [sys.executable, "-m", "ci", "--stack", str(st.root), "run", row.target, row.suite, "--host",
             "--rows", row.id, "--out", str(out)]  # fmt: skip
     if args.suites_dir is not None:
         argv[-2:-2] = ["--suites-dir", str(args.suites_dir.resolve())]
-    print(rerun_lines.on_host_block(row.id, target, report_read.builds(entry), report, argv), flush=True)
+    print(lines.on_host_block(row.id, target, report_read.builds(entry), report, argv), flush=True)
     if args.print_only:
         return 0
     _check_here(target, row.id)
@@ -147,9 +148,9 @@ def _planned(st: Stack, row_id: str, report: Path) -> plan.Row:
 def _image(args: argparse.Namespace, recorded: Image | str | None, report: Path) -> str:
     """The image to re-run in, by content: --image where given, else the one the run recorded."""
     if args.image:
-        return rerun_lines.checked_image(args.image, "--image")
-    found = rerun_lines.image_of(recorded.model_dump()) if isinstance(recorded, Image) else str(recorded or "")
-    if not rerun_lines.IMAGE.fullmatch(found):
+        return lines.checked_image(args.image, "--image")
+    found = lines.image_of(recorded.model_dump()) if isinstance(recorded, Image) else str(recorded or "")
+    if not lines.IMAGE.fullmatch(found):
         raise UsageError(
             f"{one_line(report)}: {one_line(args.row)} names no image by content to re-run it in (it ran on a host's "
             "Python, or its image is not named by digest)",
@@ -188,8 +189,8 @@ def main(args: argparse.Namespace) -> int:
         return from_report(args, report)
     if not args.rows_json.exists():
         raise UsageError(f"{args.rows_json} not found", hint="point --rows-json at a results folder's rows.json")
-    image = rerun_lines.checked_image(args.image, "--image") if args.image else None
-    r = rerun_lines.from_rows_json(loader.load(args.stack), args.rows_json, args.row, image=image, out=args.out)
+    image = lines.checked_image(args.image, "--image") if args.image else None
+    r = lines.from_rows_json(loader.load(args.stack), args.rows_json, args.row, image=image, out=args.out)
     print(r.block())
     return 0
 

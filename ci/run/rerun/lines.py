@@ -22,8 +22,8 @@ from ci import engine
 from ci.common import contract, options
 from ci.common.errors import UsageError
 from ci.common.escape import one_line, quote
-from ci.run import rows_json_read
 from ci.run.harness_command import DEFAULT_SUITES, STARTUP, make_container_spec, pytest_command
+from ci.run.rerun import rows_json_read
 from ci.stack.model import Stack, Target
 
 _TEST_MODULE = re.compile(r"^(test_.*|.*_test)\Z")  # pytest's default python_files

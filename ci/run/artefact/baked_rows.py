@@ -1,10 +1,9 @@
 """Which of a run's rows a caches artefact's bake ran to a result: the rows a run from it finds warm.
 
-A warm bake records its rows and their outcome in the artefact's manifest (`ci.run.caches.pack`); a bake stopped at
-its --deadline records only the rows it finished. A run from the artefact (`ci run`/`ci main --host --caches`) says
-how many of its rows the bake did not reach (their first compile is refused where JIT is), and `--rows-baked` runs
-only the rows the bake reached.
-"""
+A warm bake records its rows and their outcome in the artefact's manifest (`ci.run.artefact.jit_caches.pack`); a bake
+stopped at its --deadline records only the rows it finished. A run from the artefact (`ci run`/`ci main --host
+--caches`) says how many of its rows the bake did not reach (their first compile is refused where JIT is), and
+`--rows-baked` runs only the rows the bake reached."""
 
 from __future__ import annotations
 
@@ -13,13 +12,13 @@ from pathlib import Path
 
 from ci.common.errors import UsageError
 from ci.common.escape import one_line
-from ci.run import artefact_read
+from ci.run.artefact import read
 from ci.stack import plan
 
 
 def recorded(artefact: Path) -> Mapping[str, str]:
     """The rows an artefact's bake ran to a result, and their outcome there; refused where it records none."""
-    made = artefact_read.manifest(artefact)
+    made = read.manifest(artefact)
     if made.rows is None:
         kind = made.key.get("kind", "warm")
         why = "an AOT bake warms no row" if kind == "aot" else "it was packed before artefacts recorded their rows"

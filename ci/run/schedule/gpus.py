@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from ci.common.errors import UsageError
 from ci.run import smi
-from ci.run.packing import Device
+from ci.run.schedule.packing import Device
 from ci.stack.model import Target
 
 

@@ -98,9 +98,9 @@ def jobs(
     seconds: Callable[[Sequence[Row]], float | None] | None = None,
 ) -> list[Job]:
     """The rows as jobs: the widest first (they would wait longest behind narrow ones), then the longest by measured
-    cost (`seconds`: a job's projected seconds, from ci.run.costs; the longest first packs tightest), then the rows of
-    the largest groups (a group's rows run one after another: the longest chains start first), else in plan order.
-    `share`: the random-weight rows of one GPU of a group are one job, one process (harness.shared), holding two
+    cost (`seconds`: a job's projected seconds, from ci.run.schedule.costs; the longest first packs tightest), then the
+    rows of the largest groups (a group's rows run one after another: the longest chains start first), else in plan
+    order. `share`: the random-weight rows of one GPU of a group are one job, one process (harness.shared), holding two
     engines. `peaks`: GiB a row's process held when it last ran (`measured_peaks`), which raises its budget."""
     peaks = peaks or {}
 

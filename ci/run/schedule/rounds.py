@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ci.common.errors import UsageError
 from ci.common.tables import counted
-from ci.run.estimate import clock, measured_in
+from ci.run.schedule.estimate import clock, measured_in
 from ci.stack.plan import Row
 
 

@@ -1,5 +1,5 @@
 """The image's AOT layer, on this host (`ci run --host`): the target's kernel lists compiled into the
-Triton cache of the target's runtime root (`ci.run.caches`, which `ci bake --host` packs), read by the rows
+Triton cache of the target's runtime root (`ci.run.artefact.jit_caches`, which `ci bake --host` packs), read by the rows
 at the same path, so a host run is judged with a baked cache like an image run."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ci.common import contract, files, options
-from ci.run import caches
+from ci.run.artefact import jit_caches
 from ci.stack.model import Target
 
 
@@ -26,7 +26,7 @@ def bake(target: Target, env: Mapping[str, str], suites: Path) -> dict[str, str]
     if importlib.util.find_spec("triton") is None:  # the cpu target's host: nothing to compile, and no reason to try
         print(f"host AOT bake of {target.id} not run: no triton in {sys.executable}; rows run unbaked", flush=True)
         return {}
-    aot = caches.root(target)  # the runtime caches' root: the bake artefact carries this cache too
+    aot = jit_caches.root(target)  # the runtime caches' root: the bake artefact carries this cache too
     baked = {"TRITON_CACHE_DIR": str(aot / "triton"), "STACKGATE_KERNEL_LIST": str(aot / "aot-manifest.json")}
     lists = [str(options.REPO / "containers" / "kernels" / name) for name in target.kernel_lists]
     key = _key(target, lists, env, suites)

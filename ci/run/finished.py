@@ -127,9 +127,9 @@ def resume_from(folders: Sequence[Path], rows: Sequence[Any], contents: Mapping[
 
 def _host_build() -> str | None:
     """The vLLM tree this host's Python imports, for a host run's results (None where results came from images)."""
-    from ci.run import caches
+    from ci.run.artefact import jit_caches
 
-    return caches.vllm_build_here()
+    return jit_caches.vllm_build_here()
 
 
 def _forget(out: Path, row_ids: set[str]) -> None:

@@ -30,10 +30,11 @@ from ci.common import untrusted
 from ci.common.errors import UsageError
 from ci.common.escape import one_line
 from ci.common.files import staged
-from ci.run import artefact_read, host, smi
+from ci.run import host, smi
+from ci.run.artefact import read
 from ci.stack.model import Target
 
-MANIFEST = artefact_read.MANIFEST
+MANIFEST = read.MANIFEST
 # each cache's environment variable and its folder under the root
 CACHE_ENV = {
     "TRITON_CACHE_DIR": "triton",
@@ -201,10 +202,10 @@ def install(
     staging = Path(tempfile.mkdtemp(prefix=f".{top.name}.install-", dir=top.parent))
     try:
         try:
-            with artefact_read.opened(artefact, fix) as (tar, members, made):
+            with read.opened(artefact, fix) as (tar, members, made):
                 listed, same_build = _for_here(made, target, rows_env, artefact, seed)
                 rows = made.rows
-                artefact_read.check_members(listed, members, artefact)
+                read.check_members(listed, members, artefact)
                 for m in members:
                     m.name = m.name.removeprefix("root/")
                 tar.extractall(staging, members=members, filter="data")
@@ -234,7 +235,7 @@ def install(
 
 
 def _for_here(
-    made: artefact_read.Manifest, target: Target, rows_env: Mapping[str, str] | None, artefact: Path, seed: bool
+    made: read.Manifest, target: Target, rows_env: Mapping[str, str] | None, artefact: Path, seed: bool
 ) -> tuple[dict[str, tuple[int, str]], bool]:
     """The artefact's files by path: (bytes, sha256), after its key is found to be this host's; and whether it was
     made from this host's very build (a seed's SEEDABLE fields may differ)."""
