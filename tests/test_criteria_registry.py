@@ -9,8 +9,9 @@ import json
 import pytest
 from report_helpers import rows, write_rows
 
-from ci.report import at_target, json_doc
+from ci.report import json_doc
 from ci.report import write as report
+from ci.report.sections import at_target
 from ci.results import criteria
 from ci.results.rule import Criterion, Evidence, Rule
 from ci.stack.change import Acceptance

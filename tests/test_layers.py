@@ -164,7 +164,7 @@ def _packages(stage: str) -> list[str]:
 @pytest.mark.parametrize("package", [p for s in STAGES if (CI / s / "__init__.py").exists() for p in _packages(s)])
 def test_each_package_of_a_stage_exports_modules_it_has(package: str) -> None:
     exported = _exports(package)
-    assert exported, f"{package.replace('.', '/')}/__init__.py declares no __all__"
+    assert exported is not None, f"{package.replace('.', '/')}/__init__.py declares no __all__ (an empty one: none)"
     folder = CI.parent.joinpath(*package.split("."))
     assert {
         m for m in exported if not (folder / f"{m}.py").exists() and not (folder / m / "__init__.py").exists()

@@ -10,7 +10,7 @@ import orjson
 from lxml import etree
 from report_helpers import PLAN, rows, write_rows
 
-from ci.report import triage
+from ci.report.sections import triage
 from ci.results import merge, reading, testcase
 
 TARGET = "cuda-sm121a"

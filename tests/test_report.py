@@ -239,7 +239,7 @@ def test_charts_read_at_any_width_log_where_values_span_decades() -> None:
     """Plain numbers with units (no scientific notation), each row's name on its own line (never clipped), and a log
     axis once a cold bar is decades above its warm one, so the warm bar stays visible."""
     from ci.report import plot
-    from ci.report.triage import Pair
+    from ci.report.sections.triage import Pair
 
     def m(name: str, value: float, phase: str) -> synthetic.Metric:
         return synthetic.metric(name, value, "ms", phase, [value * 0.98, value, value * 1.02])  # type: ignore[arg-type]
@@ -261,7 +261,7 @@ def test_charts_read_at_any_width_log_where_values_span_decades() -> None:
 def test_one_cause_worded_per_row_is_one_cause_with_its_rows_and_the_names_most_listed(tmp_path) -> None:
     """ "N Triton compile(s) after engine ready: <kernels>" names other kernels on each row: one cause, its count the
     range the rows span, the kernels most rows list first; the next step re-runs a row of the commonest cause."""
-    from ci.report import first_screen
+    from ci.report.sections import first_screen
 
     selected = rows("48804", target=TARGET)[:4]
     said = {
@@ -282,7 +282,7 @@ def test_one_cause_worded_per_row_is_one_cause_with_its_rows_and_the_names_most_
 
 def test_a_cause_with_a_version_in_it_is_said_once_without_failing() -> None:
     """A dotted version ("12.8.93") looks like a number to the folding: it is kept as the first row says it."""
-    from ci.report.triage import said_once
+    from ci.report.sections.triage import said_once
 
     assert (
         said_once(["needs CUDA 12.8.93 (3 calls)", "needs CUDA 12.9.1 (4 calls)"]) == "needs CUDA 12.8.93 (3–4 calls)"
@@ -292,7 +292,7 @@ def test_a_cause_with_a_version_in_it_is_said_once_without_failing() -> None:
 def test_a_cause_ending_in_a_record_of_what_was_seen_is_one_cause() -> None:
     """The #52512 guard names the reads it saw ("[{'read': 1, 'tokens': 512, ...}]"): one cause whatever the
     record, shown with the first row's record as an example."""
-    from ci.report.triage import cause_key, said_once
+    from ci.report.sections.triage import cause_key, said_once
 
     texts = ["read all -1 top-k rows [{'read': 1, 'tokens': 512}]", "read all -1 top-k rows [{'read': 1}, {'read': 2}]"]
     assert len({cause_key(t) for t in texts}) == 1

@@ -17,8 +17,8 @@ from ci.bench import synthetic
 from ci.cli import main
 from ci.common.errors import ResultsError
 from ci.common.tables import md_cell
-from ci.report import comparison
 from ci.report import write as report
+from ci.report.sections import comparison
 from ci.results.compare import Comparison, Line
 from ci.results.stats import shift
 from ci.stack.loader import DEFAULT_STACK

@@ -1,7 +1,7 @@
 """What one build leaves in the history: the build (what was judged, where, when), each row's run (its status, the
 image and fork commit it ran on, its metrics) and each criterion's verdict per change and target.
 
-Plain, typed records: the report makes them (`ci.report.recorded`), the store writes and reads them, the rules read
+Plain, typed records: the report makes them (`ci.report.this_build`), the store writes and reads them, the rules read
 them. A build is keyed: its Buildkite build id where it ran there, else a digest of its results, so that reporting the
 same results again replaces the build rather than counting it twice."""
 

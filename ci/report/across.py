@@ -19,7 +19,7 @@ from ci.history.past import Entry, Past
 from ci.history.record import Build, Seen
 from ci.history.rules import Failing, Flakiness
 from ci.history.trends import Trend
-from ci.report import recorded
+from ci.report import this_build
 from ci.results import criteria
 from ci.results.acceptance import Verdict
 from ci.results.merge import Results
@@ -67,9 +67,9 @@ def make(stack: Stack, results: Results, path: Path, judge: Judge) -> tuple[Acro
     judges a set of results: once with every row, and where rows are quarantined, once without them)."""
     rule = stack.flaky
     counted = judge(results)
-    this = recorded.build(stack, results, (), {})  # its runs and facts; its verdicts are the report's (`written`)
+    this = this_build.build(stack, results, (), {})  # its runs and facts; its verdicts are the report's (`written`)
     window = timedelta(days=max(rule.quarantine.window_days, trends.BEST_DAYS))
-    now = recorded.seen(this)
+    now = this_build.seen(this)
     failing_rows = [row for row, s in now.items() if s.failed]
     earlier: Past = past.read(path, since=this.at - window, last=trends.SHOWN, failing=failing_rows,
                               branch=this.branch, leave_out=this.key, metrics=trends.METRICS)  # fmt: skip
@@ -115,7 +115,7 @@ def _touched(change: str, results: Results, quarantined: set[str]) -> bool:
 
 def written(across: Across, verdicts: Sequence[Verdict]) -> Build:
     """This build as it is written into the history: its runs, and each criterion's verdict as the report gives it."""
-    return replace(across.build, verdicts=recorded.judged(verdicts, criteria.ids()))
+    return replace(across.build, verdicts=this_build.judged(verdicts, criteria.ids()))
 
 
 def remember(across: Across, verdicts: Sequence[Verdict]) -> int:

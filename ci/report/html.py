@@ -17,7 +17,17 @@ import markupsafe
 
 from ci.common import options, owned, tables
 from ci.common.escape import redacted
-from ci.report import across_view, at_target, comparison, composition, first_screen, models, plot, rebase, triage
+from ci.report import plot
+from ci.report.sections import (
+    across_view,
+    at_target,
+    combinations,
+    comparison,
+    first_screen,
+    model_pairs,
+    rebase,
+    triage,
+)
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -152,11 +162,11 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
         )
     status = status_tables(report) if tables is None else tables
     matrices = [_matrix(target, t) for target, t in status.items()]
-    comp = composition.table(report)
-    named = models.table(report)
+    comp = combinations.table(report)
+    named = model_pairs.table(report)
     extra: list[tuple[str, Table]] = [
-        (f"{composition.heading(report)} ({composition.tally(comp)})", comp),
-        (f"Named models, each beside its shrunk twin ({models.tally(named)})", named),
+        (f"{combinations.heading(report)} ({combinations.tally(comp)})", comp),
+        (f"Named models, each beside its shrunk twin ({model_pairs.tally(named)})", named),
         ("Inputs", inputs_table(report)),
         ("Rows run more than once (kept side by side, never merged)", duplicates_table(report.results)),
         ("Results outside the plan", unplanned_table(report)),

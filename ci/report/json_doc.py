@@ -9,8 +9,8 @@ import orjson
 
 import ci
 from ci.common import revision
-from ci.report import across_json, at_target, comparison_json, in_fork, rebase
 from ci.report.rerun_hints import image_beside, rerun, rerun_test, rows_json_beside, shown
+from ci.report.sections import across_json, at_target, comparison_json, in_fork, rebase
 from ci.report.view import FAILING, Report
 from ci.results import criteria
 from ci.results.merge import RowResult

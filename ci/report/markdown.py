@@ -8,7 +8,7 @@ so every table that remains is whole, and a note says what was left out and wher
 from __future__ import annotations
 
 from ci.common import tables
-from ci.report import across_view, at_target, comparison, composition, first_screen, models, rebase
+from ci.report.sections import across_view, at_target, combinations, comparison, first_screen, model_pairs, rebase
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -124,22 +124,22 @@ def _head(report: Report) -> list[str]:
         for heading, t in comparison.tables(c):
             out += [f"### {md(heading)}", "", *_table(t), ""]
         out += [md(comparison.intro(c)), ""]
-    comp = composition.table(report)
+    comp = combinations.table(report)
     if comp.rows:
         out += [
-            f"## {md(composition.heading(report))}",
+            f"## {md(combinations.heading(report))}",
             "",
             md(
-                f"The seed table's shape: {composition.tally(comp)}. A crash or hang is the row's outcome, "
+                f"The seed table's shape: {combinations.tally(comp)}. A crash or hang is the row's outcome, "
                 "with its cause."
             ),
             "",
             *_table(comp),
             "",
         ]
-    named = models.table(report)
+    named = model_pairs.table(report)
     if named.rows:
-        intro = f"Each named model's rows beside its shrunk twin's (random weights): {models.tally(named)}."
+        intro = f"Each named model's rows beside its shrunk twin's (random weights): {model_pairs.tally(named)}."
         out += ["## Named models", "", md(intro), "", *_table(named), ""]
     out += [
         "## Failing rows",

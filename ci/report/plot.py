@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from html import escape
 
 from ci.history.trends import Trend
-from ci.report.triage import Pair
+from ci.report.sections.triage import Pair
 
 LEFT, PLOT_W, BAR_H, NAME_H, GAP = 24, 420, 14, 18, 10  # LEFT: room for the first tick's number
 COLD, WARM = "#b03a2e", "#e6a39b"

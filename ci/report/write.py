@@ -23,9 +23,10 @@ from ci.common.errors import ReportError, UsageError
 from ci.common.escape import redacted
 from ci.common.tables import counted
 from ci.report import across as across_builds
-from ci.report import first_screen, html, json_doc, markdown
-from ci.report.first_screen import outside
+from ci.report import html, json_doc, markdown
 from ci.report.rerun_hints import forget
+from ci.report.sections import first_screen
+from ci.report.sections.first_screen import outside
 from ci.report.view import Report, counts, status_tables
 from ci.results import baseline, compare, merge, reading
 from ci.results.junit import FileRead

@@ -8,7 +8,7 @@ never taken from the document: an upstream.json is a file from elsewhere."""
 from __future__ import annotations
 
 from ci.common.options import RELEASE
-from ci.report import in_fork
+from ci.report.sections import in_fork
 from ci.report.view import Report
 from ci.upstream.port import command_line, words
 from ci.upstream.readiness import PORTABLE, Readiness

@@ -1,6 +1,6 @@
 """The comparison section (`python -m ci report A --compare B`): its tables for report.md and report.html (its
-object in report.json: `ci.report.comparison_json`). Side A is the reference; the rest of the report is side A's
-own."""
+object in report.json: `ci.report.sections.comparison_json`). Side A is the reference; the rest of the report is side
+A's own."""
 
 from __future__ import annotations
 

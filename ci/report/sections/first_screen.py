@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from ci.common import tables
 from ci.common.tables import Markdown, counted, md_cell
-from ci.report import across_view, at_target, in_fork, port_step, rerun_hints, triage
+from ci.report import rerun_hints
+from ci.report.sections import across_view, at_target, in_fork, port_step, triage
 from ci.report.view import FAILING, Report, Table, banner
 from ci.results.acceptance import Verdict
 
@@ -44,7 +45,7 @@ def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
 
 def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
     """One command that moves the change on, and where it runs (plain text): for a change the fork lacks, its port
-    (ci.report.port_step); else re-run a failing row of its commonest cause (as `causes` counts them; one not
+    (ci.report.sections.port_step); else re-run a failing row of its commonest cause (as `causes` counts them; one not
     quarantined as flaky, where there is one); else run the rows a required target has not run (its lock first, where
     it has none); else what the change as a whole lacks (a baseline); else nothing."""
     if verdict.ready:

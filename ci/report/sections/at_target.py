@@ -14,7 +14,8 @@ from typing import Any
 
 from ci.common.escape import command
 from ci.common.tables import counted
-from ci.report import cards, in_fork
+from ci.report import cards
+from ci.report.sections import in_fork
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
 from ci.results.criteria import CRITERIA, EFFECT, MATRIX, NO_SIDE_WITHOUT, REGRESSION, TIED, baked, compiled_in

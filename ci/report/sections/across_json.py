@@ -4,7 +4,7 @@ gate setting, and the trends."""
 
 from __future__ import annotations
 
-from ci.report import across_view
+from ci.report.sections import across_view
 from ci.report.view import Report
 
 
