@@ -5,7 +5,7 @@ warmed once, untimed (its first engine compiles what its kernels need); then the
 times over: the fork, the fork without X, and with --aa the fork again as its own side (the A/A arm, the noise
 floor). Every arm run is a fresh engine process per row, each alone on its GPU (`--alone`: the schedule never packs
 two on one device), across every GPU of the host. The report then judges X as ported: its allowed regression over
-runs against the side without it, past the A/A floor (ci.results.runs, ci.results.baseline).
+runs against the side without it, past the A/A floor (ci.results.run_medians, ci.results.baseline).
 
 out/arms/<arm>/run-<i>/ holds each arm's runs (a side of the comparison: every run below it); out/warm-up/ the
 untimed first runs; out/report/ the report. With --cold (host route) there is no warm-up: every run starts from an

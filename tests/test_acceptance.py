@@ -11,9 +11,10 @@ from report_helpers import PLAN, STACK, rows, write_rows
 
 from ci.bench import synthetic
 from ci.bench.synthetic import metric
-from ci.results import acceptance, criteria, runs
+from ci.results import acceptance, run_medians
 from ci.results import merge as results
 from ci.results.baseline import Baseline, compare
+from ci.results.criteria import registry
 from ci.results.junit import Metric
 
 CHANGE = "48804"  # kernel warm-up: one regression test file, rows on three targets
@@ -24,7 +25,7 @@ GAIN = 0.7  # each row's effect metric on the fork, as a share of its value with
 
 
 def _judge(
-    tmp_path: Path, edit=lambda r, c: c, base: Baseline | None = None, selected=None, n: int = runs.MIN_RUNS
+    tmp_path: Path, edit=lambda r, c: c, base: Baseline | None = None, selected=None, n: int = run_medians.MIN_RUNS
 ) -> acceptance.Verdict:
     """Every row (or `selected`) run `n` times, each run as `edit` makes it."""
     for i in range(n):
@@ -49,10 +50,12 @@ def _nth(edit, i: int, share: float = GAIN):
 def _of(row: results.RowResult) -> MappingProxyType:
     """Each metric's runs (each run's median), as ci.results.baseline reads them from a report.json."""
     names = {m.name for c in row.ran for m in c.metrics}
-    return MappingProxyType({n: found.values for n in names if (found := runs.of_cases(row.ran, n))})
+    return MappingProxyType({n: found.values for n in names if (found := run_medians.of_cases(row.ran, n))})
 
 
-def _baseline_from(tmp_path: Path, edit=lambda r, c: c, n: int = runs.MIN_RUNS, without: bool = True) -> Baseline:
+def _baseline_from(
+    tmp_path: Path, edit=lambda r, c: c, n: int = run_medians.MIN_RUNS, without: bool = True
+) -> Baseline:
     """The side a verdict is judged against (`n` runs of every row): by default the fork without the change, each
     row's effect metric higher by the gain the change must show."""
     paths = [
@@ -82,7 +85,7 @@ def test_a_change_with_every_criterion_met_is_ready(tmp_path: Path) -> None:
 
 def test_without_a_baseline_the_regression_criterion_is_missing(tmp_path: Path) -> None:
     v = _judge(tmp_path)
-    assert not v.ready and [c.name for c in v.blocking] == [criteria.EFFECT, criteria.REGRESSION]
+    assert not v.ready and [c.name for c in v.blocking] == [registry.EFFECT, registry.REGRESSION]
     assert "--baseline" in v.blocking[1].evidence
     assert f"judged against the fork without #{CHANGE} only" in v.blocking[0].evidence
     assert f"ci main --compare-without {CHANGE} --aa" in v.blocking[0].evidence
@@ -93,15 +96,15 @@ def test_a_missing_cold_or_warm_measurement_blocks(tmp_path: Path, phase: str) -
     name = "cold_first_request_ms" if phase == "cold" else "warm_request_ms"
     v = _judge(tmp_path / "now", lambda r, c: synthetic.without_metric(c, name), base=_baseline_from(tmp_path))
     # the cold first request is also what the change acts on: without it, its effect is not judged either
-    also = [criteria.EFFECT] if name == EFFECT.metric else []
-    assert not v.ready and [c.name for c in v.blocking] == [criteria.COLD_WARM, *also]
+    also = [registry.EFFECT] if name == EFFECT.metric else []
+    assert not v.ready and [c.name for c in v.blocking] == [registry.COLD_WARM, *also]
     assert v.blocking[0].status == "missing" and f"{phase} {name} absent" in v.blocking[0].evidence
-    assert criteria.COLD_WARM in v.text
+    assert registry.COLD_WARM in v.text
 
 
 def test_cold_and_warm_averaged_together_fails(tmp_path: Path) -> None:
     v = _judge(tmp_path, lambda r, c: synthetic.with_metric(c, metric("cold_first_request_ms", 500, "ms", "none")))
-    assert _status(v)[criteria.COLD_WARM] == "fail"
+    assert _status(v)[registry.COLD_WARM] == "fail"
 
 
 def test_a_compile_after_warm_up_blocks_and_names_the_kernel(tmp_path: Path) -> None:
@@ -111,13 +114,13 @@ def test_a_compile_after_warm_up_blocks_and_names_the_kernel(tmp_path: Path) -> 
         return replace(c, jit_compiles=1, jit_kernels=("eagle_prepare_next_token_padded_kernel",)) if r == target else c
 
     v = _judge(tmp_path / "now", edit, base=_baseline_from(tmp_path))
-    assert [c.name for c in v.blocking] == [criteria.NO_JIT] and v.blocking[0].status == "fail"
+    assert [c.name for c in v.blocking] == [registry.NO_JIT] and v.blocking[0].status == "fail"
     assert target.id in v.blocking[0].evidence and "eagle_prepare_next_token_padded_kernel" in v.blocking[0].evidence
 
 
 def test_compiles_after_ready_metric_also_blocks(tmp_path: Path) -> None:
     v = _judge(tmp_path, lambda r, c: synthetic.with_metric(c, metric("compiles_after_ready", 2, "", "cold")))
-    assert _status(v)[criteria.NO_JIT] == "fail" and "2 after ready" in v.criteria[2].evidence
+    assert _status(v)[registry.NO_JIT] == "fail" and "2 after ready" in v.criteria[2].evidence
 
 
 def test_a_frame_torch_compile_traced_after_ready_blocks_and_is_named(tmp_path: Path) -> None:
@@ -127,7 +130,7 @@ def test_a_frame_torch_compile_traced_after_ready_blocks_and_is_named(tmp_path: 
     frame = "vllm/v1/spec_decode/utils.py:565:update_num_computed_tokens_for_batch_change (0.10 s)"
     v = _judge(tmp_path / "now", lambda r, c: replace(c, jit_traced=frame) if r == target else c,
                base=_baseline_from(tmp_path))  # fmt: skip
-    assert [c.name for c in v.blocking] == [criteria.NO_JIT] and v.blocking[0].status == "fail"
+    assert [c.name for c in v.blocking] == [registry.NO_JIT] and v.blocking[0].status == "fail"
     said = f"{target.id}: 0 compiles after the bake (kernels not named); torch.compile traced after ready: {frame}"
     assert said.replace("(0.10 s)", "(0.1 s)") in v.blocking[0].evidence
 
@@ -138,22 +141,22 @@ def test_tolerance_and_graph_replay_are_judged_on_the_changes_own_metrics(tmp_pa
         return synthetic.with_metric(c, metric("graph_captures_after_ready", 1, "", "warm"))
 
     v = _judge(tmp_path, edit)
-    assert _status(v)[criteria.TOLERANCE] == "fail" and _status(v)[criteria.GRAPH] == "fail"
+    assert _status(v)[registry.TOLERANCE] == "fail" and _status(v)[registry.GRAPH] == "fail"
     assert "against the row's own backend" in v.criteria[4].evidence
 
 
 def test_a_target_with_no_rows_run_leaves_the_matrix_missing(tmp_path: Path) -> None:
     selected = [r for r in rows(CHANGE) if r.target != "rocm-gfx1151"]
     v = _judge(tmp_path, selected=selected)
-    matrix = next(c for c in v.criteria if c.name == criteria.MATRIX)
+    matrix = next(c for c in v.criteria if c.name == registry.MATRIX)
     assert matrix.status == "missing" and "rocm-gfx1151:" in matrix.evidence and "not run" in matrix.evidence
 
 
 def test_a_failing_row_fails_the_matrix_and_the_regression_test(tmp_path: Path) -> None:
     bad = rows(CHANGE)[0]
     v = _judge(tmp_path, lambda r, c: replace(c, status="error", message="signal 11 (SIGSEGV)") if r == bad else c, n=1)
-    assert _status(v)[criteria.MATRIX] == "fail" and bad.id in v.criteria[3].evidence
-    assert _status(v)[criteria.TIED] == "fail" and "1 error" in v.criteria[0].evidence
+    assert _status(v)[registry.MATRIX] == "fail" and bad.id in v.criteria[3].evidence
+    assert _status(v)[registry.TIED] == "fail" and "1 error" in v.criteria[0].evidence
 
 
 def _engine(value: float, samples: list[float]) -> Metric:
@@ -170,7 +173,7 @@ def test_regression_beyond_the_bound_that_chance_explains_is_not_flagged(tmp_pat
     base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": tuple(before)} for r in rows(CHANGE)}))
     # median 30 -> 35 s is +16.7% (bound 15%), but runs this spread apart are chance (p > 0.05)
     v = _judge_runs(tmp_path / "now", _runs_of([27, 33, 35, 37, 40]), base)
-    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == registry.REGRESSION)
     assert reg.status == "pass" and "none worse past the bound beyond chance" in reg.evidence
 
 
@@ -178,7 +181,7 @@ def test_regression_beyond_the_bound_and_beyond_chance_fails(tmp_path: Path) -> 
     base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": (29.5, 29.8, 30, 30.2, 30.5)}
                                                      for r in rows(CHANGE)}))  # fmt: skip
     v = _judge_runs(tmp_path / "now", _runs_of([35.5, 35.8, 36, 36.2, 36.5]), base)
-    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == registry.REGRESSION)
     assert reg.status == "fail" and "+20.0% worse" in reg.evidence and "p=0.004 over runs" in reg.evidence
 
 
@@ -187,7 +190,7 @@ def test_a_doubling_is_flagged_even_where_the_ranges_overlap(tmp_path: Path) -> 
     before = (9.8, 9.9, 10, 10.05, 10.1, 10.2, 10.3, 25)
     base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": before} for r in rows(CHANGE)}))
     v = _judge_runs(tmp_path / "now", _runs_of([19.7, 19.8, 19.9, 20, 20.1, 20.2, 20.3, 20.4]), base)
-    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == registry.REGRESSION)
     assert reg.status == "fail" and "+99.0% worse" in reg.evidence and "p=0.005 over runs" in reg.evidence
 
 
@@ -198,7 +201,7 @@ def test_samples_within_one_run_are_not_runs(tmp_path: Path) -> None:
     )
     v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [35.5, 35.8, 36, 36.2, 36.5])),
                base=base, selected=rows(CHANGE)[:3], n=1)  # fmt: skip
-    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == registry.REGRESSION)
     assert reg.status == "missing" and "needs 4 runs a side" in reg.evidence and "runs 1/1" in reg.evidence
 
 
@@ -206,17 +209,17 @@ def test_single_runs_are_judged_across_rows(tmp_path: Path) -> None:
     """engine_ready_s, one run a side a row: many rows all 20% slower is a regression (sign test over rows)."""
     base = _baseline_from(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [30])), n=1)
     v = _judge(tmp_path / "now", lambda r, c: synthetic.with_metric(c, _engine(36, [36])), base=base, n=1)
-    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == registry.REGRESSION)
     assert reg.status == "fail" and "rows run once a side worse past the bound" in reg.evidence
     same = _judge(tmp_path / "same", lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base, n=1)
-    assert next(c for c in same.criteria if c.name == criteria.REGRESSION).status == "pass"
+    assert next(c for c in same.criteria if c.name == registry.REGRESSION).status == "pass"
 
 
 def test_too_few_single_run_rows_cannot_be_judged(tmp_path: Path) -> None:
     few = rows(CHANGE)[:3]
     base = Baseline(path="b", rows=MappingProxyType({r.id: {"engine_ready_s": (30.0,)} for r in few}))
     v = _judge(tmp_path, lambda r, c: synthetic.with_metric(c, _engine(30, [30])), base=base, selected=few)
-    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == registry.REGRESSION)
     assert reg.status == "missing" and "needs 4 runs a side" in reg.evidence
 
 
@@ -225,7 +228,7 @@ def test_rows_without_a_comparison_leave_the_criterion_missing(tmp_path: Path) -
     full = _baseline_from(tmp_path)
     two = Baseline(path="b", rows=MappingProxyType({r.id: full.rows[r.id] for r in rows(CHANGE)[:2]}))
     v = _judge(tmp_path / "now", base=two)
-    reg = next(c for c in v.criteria if c.name == criteria.REGRESSION)
+    reg = next(c for c in v.criteria if c.name == registry.REGRESSION)
     assert reg.status == "missing" and f"2 of {len(rows(CHANGE))} rows that ran compared" in reg.evidence
 
 
@@ -264,7 +267,7 @@ def test_a_cold_run_is_judged_on_what_compiled_after_ready_each_named_with_the_c
     paths = [p for i in range(3) for p in write_rows(tmp_path / "now", [target], cold, prefix=f"run{i}-")]
     res = results.collect(paths, PLAN)
     (v,) = [v for v in acceptance.evaluate(STACK, res, None) if v.change.id == CHANGE]
-    (jit,) = [c for c in v.criteria if c.name == criteria.NO_JIT]
+    (jit,) = [c for c in v.criteria if c.name == registry.NO_JIT]
     assert jit.status == "fail", jit.evidence
     assert (
         f"{target.id}: 3 compiles after ready: eagle_prepare_next_token_padded_kernel ×2 (#48804 of the kernel-warmup "

@@ -12,8 +12,8 @@ from report_helpers import rows, write_rows
 from ci.report import json_doc
 from ci.report import write as report
 from ci.report.sections import at_target
-from ci.results import criteria
-from ci.results.rule import Criterion, Evidence, Rule
+from ci.results.criteria import registry
+from ci.results.criteria.rule import Criterion, Evidence, Rule
 from ci.stack.change import Acceptance
 from ci.stack.loader import DEFAULT_STACK
 
@@ -40,18 +40,18 @@ def _schema_ids() -> list[str]:
 
 
 def test_the_schema_publishes_the_registry_ids_in_its_order() -> None:
-    assert _schema_ids() == [r.id for r in criteria.CRITERIA]
+    assert _schema_ids() == [r.id for r in registry.CRITERIA]
 
 
 def test_each_entry_is_named_once_and_reads_a_field_the_change_file_has() -> None:
     for key in ("name", "id", "short"):
-        values = [getattr(r, key) for r in criteria.CRITERIA]
+        values = [getattr(r, key) for r in registry.CRITERIA]
         assert len(values) == len(set(values)), key
     fields = {f.name for f in dataclasses.fields(Acceptance)}
-    read = {r.field for r in criteria.CRITERIA if r.field}
+    read = {r.field for r in registry.CRITERIA if r.field}
     assert read <= fields, read - fields
     assert fields <= read, f"change-file fields no criterion reads: {fields - read}"
-    assert {r.name: r.short for r in criteria.CRITERIA} == at_target.SHORT
+    assert {r.name: r.short for r in registry.CRITERIA} == at_target.SHORT
 
 
 def test_a_criterion_added_as_the_howto_says_is_judged_and_reported(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,11 +63,11 @@ def test_a_criterion_added_as_the_howto_says_is_judged_and_reported(tmp_path, mo
         return Criterion(name="rows ran at all", status="fail" if not ran else "pass", evidence=f"{len(ran)} ran")
 
     added = Rule(name="rows ran at all", id="rows_ran", short="ran", field="", reads="every row's status", whole=judge)
-    monkeypatch.setattr(criteria, "CRITERIA", (*criteria.CRITERIA, added))
+    monkeypatch.setattr(registry, "CRITERIA", (*registry.CRITERIA, added))
     monkeypatch.setattr(at_target, "SHORT", {**at_target.SHORT, added.name: added.short})
     from ci.results import acceptance
 
-    monkeypatch.setattr(acceptance, "CRITERIA", criteria.CRITERIA)
+    monkeypatch.setattr(acceptance, "CRITERIA", registry.CRITERIA)
     write_rows(tmp_path / "in", rows("48407", target="cuda-sm90")[:2])
     rep = report.build(DEFAULT_STACK, [tmp_path / "in"], None, changes=["48407"])
     (v,) = [v for v in rep.verdicts if v.change.id == "48407"]

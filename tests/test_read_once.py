@@ -11,7 +11,7 @@ from lxml import etree
 from report_helpers import PLAN, rows, write_rows
 
 from ci.report.sections import triage
-from ci.results import merge, reading, testcase
+from ci.results import junit_read, merge, testcase
 
 TARGET = "cuda-sm121a"
 
@@ -20,7 +20,7 @@ def test_a_files_repeated_texts_are_each_kept_once(tmp_path: Path) -> None:
     """Every testcase of a row repeats its change, target, revision and vLLM, and every metric its name and unit:
     read from one file, equal texts are one object, and the file pickles (to the process that merges it) smaller."""
     (written,) = write_rows(tmp_path, rows("48804", TARGET)[:12])
-    cases = reading.read(written).cases
+    cases = junit_read.read(written).cases
     assert len(cases) == 12
     for field in ("classname", "change", "track", "target", "suite", "git_revision", "status"):
         values = [getattr(c, field) for c in cases]
@@ -86,5 +86,5 @@ def test_a_text_kept_once_is_always_itself(tmp_path: Path) -> None:
         '</testcase><testcase classname="c" name="t2"><properties>'
         '<property name="stackgate.change" value="stackgate.metric.m"/></properties></testcase></testsuite>'
     )
-    first, second = reading.read(tmp_path / "t.xml").cases
+    first, second = junit_read.read(tmp_path / "t.xml").cases
     assert [m.name for m in first.metrics] == ["m"] and second.change == "stackgate.metric.m"

@@ -19,8 +19,8 @@ from ci.common.errors import ResultsError
 from ci.common.tables import md_cell
 from ci.report import write as report
 from ci.report.sections import comparison
-from ci.results.compare import Comparison, Line
-from ci.results.stats import shift
+from ci.results.sides import Comparison, Line
+from ci.results.stat_tests import shift
 from ci.stack.loader import DEFAULT_STACK
 from ci.stack.plan import Row
 

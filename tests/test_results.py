@@ -10,7 +10,7 @@ from pathlib import Path
 
 from report_helpers import PLAN, rows, write_rows
 
-from ci.results import junit, reading
+from ci.results import junit, junit_read
 from ci.results import merge as results
 from ci.results.metrics import Metric, metrics_of
 
@@ -236,7 +236,7 @@ def test_a_case_read_is_the_case_its_fields_make(tmp_path: Path) -> None:
         '<properties><property name="stackgate.metric.m" value="[1]"/></properties><error message="e"/></testcase>'
         "</testsuite></testsuite></testsuites>"
     )
-    cases = [c for f in [*written, tmp_path / "odd.xml"] for c in reading.read(f).cases]
+    cases = [c for f in [*written, tmp_path / "odd.xml"] for c in junit_read.read(f).cases]
     assert len(cases) == 5 and {c.status for c in cases} >= {"pass", "failure", "error"}
     assert any(c.metrics for c in cases) and any(c.problems for c in cases)
     every = {f.name for f in fields(junit.Case)}
@@ -256,7 +256,7 @@ def test_a_case_holds_its_json_at_its_own_size(tmp_path: Path) -> None:
     source, first = inspect.getsourcelines(junit._derive)
     tracemalloc.start()
     try:
-        cases = [c for f in written for c in reading.read(f).cases]
+        cases = [c for f in written for c in junit_read.read(f).cases]
         snap = tracemalloc.take_snapshot()
     finally:
         tracemalloc.stop()
@@ -273,7 +273,7 @@ def test_nested_suites_are_each_read_once_in_document_order(tmp_path: Path) -> N
         '</testsuite><testcase name="t2"/><testsuite name="a2"><testcase name="t3"/></testsuite></testsuite>'
         '<testsuite name="b"><testcase name="t4"/></testsuite></testsuites>'
     )
-    read = reading.read(tmp_path / "n.xml")
+    read = junit_read.read(tmp_path / "n.xml")
     assert [(c.junit_suite, c.name) for c in read.cases] == [("a", "t2"), ("a11", "t1"), ("a2", "t3"), ("b", "t4")]
     assert len(read.scopes) == 5  # a, a1, a11, a2, b
 

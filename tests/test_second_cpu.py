@@ -14,7 +14,7 @@ from report_helpers import PLAN, STACK, rows, write_rows
 
 from ci.common import second_cpu
 from ci.report import write
-from ci.results import reading
+from ci.results import junit_read
 
 
 @pytest.fixture
@@ -40,18 +40,18 @@ def _needs_fork() -> None:
 
 def test_a_forked_reader_reads_what_one_process_reads(junit_files: list[Path], monkeypatch, tmp_path: Path) -> None:
     _needs_fork()
-    alone = list(reading.read_all(junit_files))
-    monkeypatch.setattr(reading, "_FORK_BYTES", 1)
+    alone = list(junit_read.read_all(junit_files))
+    monkeypatch.setattr(junit_read, "_FORK_BYTES", 1)
     who = tmp_path / "who"
-    real = reading.read
+    real = junit_read.read
 
     def spy(path: Path):
         with who.open("a") as fh:  # the child's calls are seen only through a file
             fh.write(f"{os.getpid()}\n")
         return real(path)
 
-    monkeypatch.setattr(reading, "read", spy)
-    shared = list(reading.read_all(junit_files))
+    monkeypatch.setattr(junit_read, "read", spy)
+    shared = list(junit_read.read_all(junit_files))
     assert shared == alone  # same cases, in the same order, the cut file's salvage included
     assert [r.status for r in shared].count("truncated") == 1
     pids = who.read_text().split()
@@ -77,10 +77,10 @@ def test_both_processes_take_items_as_they_get_free() -> None:
 
 def test_a_reader_that_dies_or_raises_costs_time_not_results(junit_files: list[Path], monkeypatch) -> None:
     _needs_fork()
-    alone = list(reading.read_all(junit_files))
-    monkeypatch.setattr(reading, "_FORK_BYTES", 1)
+    alone = list(junit_read.read_all(junit_files))
+    monkeypatch.setattr(junit_read, "_FORK_BYTES", 1)
     parent = os.getpid()
-    real = reading.read
+    real = junit_read.read
     for fault in ("exit", "raise"):
 
         def faulty(path: Path, fault=fault):
@@ -90,8 +90,8 @@ def test_a_reader_that_dies_or_raises_costs_time_not_results(junit_files: list[P
                 raise MemoryError("the child's share did not fit")
             return real(path)
 
-        monkeypatch.setattr(reading, "read", faulty)
-        assert list(reading.read_all(junit_files)) == alone, fault
+        monkeypatch.setattr(junit_read, "read", faulty)
+        assert list(junit_read.read_all(junit_files)) == alone, fault
 
 
 def test_an_error_is_raised_here_as_it_would_be_without_a_fork() -> None:

@@ -17,7 +17,7 @@ from test_schedule import _drive, _props
 from ci.bench import synthetic
 from ci.common.errors import UsageError
 from ci.report import write as report
-from ci.results import runs
+from ci.results import run_medians
 from ci.stack import loader
 from ci.stack.loader import DEFAULT_STACK
 from ci.stack.plan import Row
@@ -62,7 +62,7 @@ def test_one_run_a_side_is_not_evidence_of_a_regression_however_tight_its_sample
     _runs(fork, [3.976], build=FORK)
     _runs(without, [3.091], build=WITHOUT, without="46849")
     status, text = _regression(fork, without, labels=["fork", "without"])
-    assert status == "missing" and f"needs {runs.MIN_RUNS} runs a side" in text and "runs 1/1" in text
+    assert status == "missing" and f"needs {run_medians.MIN_RUNS} runs a side" in text and "runs 1/1" in text
     assert "+28.6% worse" in text
 
 
@@ -90,7 +90,7 @@ def test_an_aa_floor_wider_than_the_bound_is_inconclusive_and_printed(tmp_path: 
     _runs(without, [3.05, 3.35, 3.15, 3.55, 3.25], build=WITHOUT, without="46849")
     status, text = _regression(fork, without, aa, labels=["fork", "without", "aa"])
     bound = loader.load(DEFAULT_STACK).changes["46849"].acceptance.allowed_regression.max_pct
-    floor = runs.floor_pct([3.00, 3.40, 3.10, 3.60, 3.20], [3.50, 3.05, 3.70, 3.15, 3.30])
+    floor = run_medians.floor_pct([3.00, 3.40, 3.10, 3.60, 3.20], [3.50, 3.05, 3.70, 3.15, 3.30])
     assert floor is not None and floor > bound and f"A/A floor ±{floor:.1f}%" in text
     assert (
         status == "missing" and f"not judgeable at this floor (±{floor:.1f}%, as wide as the {bound:g}% bound)" in text

@@ -12,9 +12,9 @@ from types import MappingProxyType
 import pytest
 
 from ci import evidence
-from ci.results import baseline, runs
+from ci.results import baseline, run_medians
 from ci.results.baseline import Floor
-from ci.results.effect import Gain
+from ci.results.criteria.effect import Gain
 from ci.stack import loader
 from ci.stack.change import Effect
 from ci.stack.loader import DEFAULT_STACK
@@ -84,8 +84,8 @@ def test_higher_is_better_and_too_few_runs() -> None:
     rate = Effect(metric="decode_tok_s", better="higher", min_gain_pct=5)
     g = _gain([100, 101, 99, 100], [120, 121, 119, 122], effect=rate)
     assert g.pct == pytest.approx(20.5, abs=0.1) and g.status() == "pass"
-    few = _gain([100] * (runs.MIN_RUNS - 1), [120] * (runs.MIN_RUNS - 1), effect=rate)
-    assert few.status() == "missing" and few.verdict == f"needs {runs.MIN_RUNS} runs a side"
+    few = _gain([100] * (run_medians.MIN_RUNS - 1), [120] * (run_medians.MIN_RUNS - 1), effect=rate)
+    assert few.status() == "missing" and few.verdict == f"needs {run_medians.MIN_RUNS} runs a side"
     assert baseline.ALPHA == 0.05
 
 

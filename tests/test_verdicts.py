@@ -10,18 +10,19 @@ from report_helpers import PLAN, STACK, rows, write_rows
 
 from ci.report import write as report
 from ci.report.view import banner
-from ci.results import acceptance, criteria
+from ci.results import acceptance
 from ci.results import merge as results
+from ci.results.criteria import registry
 
 CHANGE = "48804"
 
 
-def _criterion(tmp_path: Path, name: str, edit, change: str = CHANGE) -> criteria.Criterion:
+def _criterion(tmp_path: Path, name: str, edit, change: str = CHANGE) -> registry.Criterion:
     write_rows(tmp_path, rows(change), edit)
     return _judged([tmp_path], name, change)
 
 
-def _judged(folders: list[Path], name: str, change: str) -> criteria.Criterion:
+def _judged(folders: list[Path], name: str, change: str) -> registry.Criterion:
     """Criterion `name` of `change`, judged on the JUnit in `folders` (several: runs of the same rows)."""
     v = acceptance.evaluate(STACK, results.collect(folders, PLAN), None)
     return next(c for ver in v if ver.change.id == change for c in ver.criteria if c.name == name)
@@ -29,26 +30,26 @@ def _judged(folders: list[Path], name: str, change: str) -> criteria.Criterion:
 
 def test_rows_that_failed_before_measuring_prove_no_absence_of_jit(tmp_path: Path) -> None:
     """Every row failed at start (triton missing, say): 0 compiles recorded, but nothing was measured."""
-    crit = _criterion(tmp_path, criteria.NO_JIT, lambda r, c: replace(c, status="failure", message="no triton",
+    crit = _criterion(tmp_path, registry.NO_JIT, lambda r, c: replace(c, status="failure", message="no triton",
                                                                       metrics=()))  # fmt: skip
     assert crit.status == "missing" and "no row measured its workload" in crit.evidence
 
 
 def test_rows_run_without_a_baked_cache_prove_nothing_about_aot(tmp_path: Path) -> None:
-    crit = _criterion(tmp_path, criteria.NO_JIT, lambda r, c: replace(c, aot="none"))
+    crit = _criterion(tmp_path, registry.NO_JIT, lambda r, c: replace(c, aot="none"))
     assert crit.status == "missing" and "ran without an ahead-of-time cache" in crit.evidence
-    baked = _criterion(tmp_path / "baked", criteria.NO_JIT, lambda r, c: c)
+    baked = _criterion(tmp_path / "baked", registry.NO_JIT, lambda r, c: c)
     assert baked.status == "pass" and "each with a baked cache" in baked.evidence
 
 
 def test_a_required_target_without_rows_is_said_and_blocks(tmp_path: Path) -> None:
     """#46514 (fp8_ds_mla) has no row on gfx1151, which the tracking issue names."""
-    crit = _criterion(tmp_path, criteria.MATRIX, lambda r, c: c, change="46514")
+    crit = _criterion(tmp_path, registry.MATRIX, lambda r, c: c, change="46514")
     assert crit.status == "missing"
     assert "rocm-gfx1151: no planned row, and the tracking issue names this target" in crit.evidence
     waived = replace(STACK.changes["46514"], waived_targets={"rocm-gfx1151": "FlashMLA's fp8 format is CUDA-only"})
     verdict = acceptance.judge(waived, results.collect([tmp_path], PLAN), None, ("cuda-sm121a", "rocm-gfx1151"))
-    matrix = next(c for c in verdict.criteria if c.name == criteria.MATRIX)
+    matrix = next(c for c in verdict.criteria if c.name == registry.MATRIX)
     assert matrix.status == "pass" and "waived: FlashMLA's fp8 format is CUDA-only" in matrix.evidence
 
 
@@ -100,7 +101,7 @@ def test_a_first_request_slower_than_the_bound_fails_cold_warm(tmp_path: Path) -
     from ci.bench.synthetic import metric, with_metric
 
     slow = metric("cold_warm_ratio", 13.6, "ratio", "none")
-    crit = _criterion(tmp_path, criteria.COLD_WARM, lambda r, c: with_metric(c, slow))
+    crit = _criterion(tmp_path, registry.COLD_WARM, lambda r, c: with_metric(c, slow))
     assert crit.status == "fail" and "cold first request over 1.2x warm" in crit.evidence and "13.60x" in crit.evidence
 
 
@@ -114,7 +115,7 @@ def test_a_slow_first_request_is_judged_from_its_samples_and_names_what_it_paid_
         c = with_metric(c, metric("warm_request_ms", 27.0, "ms", "warm", [26.5, 27.0, 28.0]))
         return replace(c, first_request_only="vLLM logits-processor plugin scan (31 ms)")
 
-    crit = _criterion(tmp_path, criteria.COLD_WARM, slow, change="48407")
+    crit = _criterion(tmp_path, registry.COLD_WARM, slow, change="48407")
     named = "paid once: vLLM logits-processor plugin scan (31 ms)"
     assert crit.status == "fail" and f"(2.59x; 43 ms over warm; {named}; not named: 12 ms)" in crit.evidence
 
@@ -122,13 +123,13 @@ def test_a_slow_first_request_is_judged_from_its_samples_and_names_what_it_paid_
         c = slow(r, c)
         return replace(c, first_request_only="vLLM logits-processor plugin scan (31 ms); a new length (12 ms)")
 
-    crit = _criterion(tmp_path / "all", criteria.COLD_WARM, named_all, change="48407")
+    crit = _criterion(tmp_path / "all", registry.COLD_WARM, named_all, change="48407")
     assert "43 ms over warm; paid once: vLLM logits-processor plugin scan (31 ms); a new length (12 ms))" in (
         crit.evidence
     )  # all 43 ms named: no "not named" part
     fine = _criterion(
         tmp_path / "fine",
-        criteria.COLD_WARM,
+        registry.COLD_WARM,
         lambda r, c: with_metric(
             without_metric(c, "cold_warm_ratio"), metric("cold_first_request_ms", 30.0, "ms", "cold")
         ),
@@ -152,7 +153,7 @@ def test_a_row_run_several_times_is_judged_on_its_worst_run(tmp_path: Path) -> N
     selected = rows("48407")
     write_rows(tmp_path / "1", selected, timed(44.0, "vLLM logits-processor plugin scan (3 ms)"))  # 1.10x: fine
     write_rows(tmp_path / "2", selected, timed(100.0, "vLLM logits-processor plugin scan (11 ms)"))  # 2.50x
-    crit = _judged([tmp_path / "1", tmp_path / "2"], criteria.COLD_WARM, "48407")
+    crit = _judged([tmp_path / "1", tmp_path / "2"], registry.COLD_WARM, "48407")
     assert crit.status == "fail"
     assert "(2.50x, the worst of 2 runs (1.10x–2.50x); 60 ms over warm; paid once: vLLM logits-processor plugin " \
            "scan (11 ms); not named: 49 ms)" in crit.evidence  # fmt: skip
@@ -169,7 +170,7 @@ def test_a_row_that_broke_a_rule_in_some_of_its_runs_is_named_once_with_the_coun
     selected = rows("46514")
     for n, steps in enumerate((0.0, 426.0, 431.0)):
         write_rows(tmp_path / str(n), selected, eager(steps))
-    crit = _judged([tmp_path / str(n) for n in range(3)], criteria.GRAPH, "46514")
+    crit = _judged([tmp_path / str(n) for n in range(3)], registry.GRAPH, "46514")
     first = selected[0].id
     assert crit.status == "fail" and f"{first} (426, 431 count; 2 of 3 runs)" in crit.evidence
     assert crit.evidence.count(first) == 1

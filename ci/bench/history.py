@@ -24,7 +24,7 @@ from ci.bench.planning import _whole_command
 from ci.common import tables
 from ci.history import store
 from ci.history.record import Build, Judged, Run
-from ci.results import criteria
+from ci.results.criteria import registry
 from ci.stack import loader as stack
 from ci.stack import plan
 
@@ -49,7 +49,7 @@ def make(stack_dir: Path, path: Path, builds: int = BUILDS, seed: int = 71) -> f
     verdicts = tuple(
         Judged(change=c, target=t, criterion=k, status=rng.choice(("pass", "fail", "missing")))
         for c in st.changes
-        for k in criteria.ids().values()
+        for k in registry.ids().values()
         for t in (targets[c] if k not in ("tied", "effect", "allowed_regression") else [""])
     )
     start = time.perf_counter()

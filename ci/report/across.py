@@ -20,8 +20,8 @@ from ci.history.record import Build, Seen
 from ci.history.rules import Failing, Flakiness
 from ci.history.trends import Trend
 from ci.report import this_build
-from ci.results import criteria
 from ci.results.acceptance import Verdict
+from ci.results.criteria import registry
 from ci.results.merge import Results
 from ci.stack.flaky import Flaky
 from ci.stack.model import Stack
@@ -115,7 +115,7 @@ def _touched(change: str, results: Results, quarantined: set[str]) -> bool:
 
 def written(across: Across, verdicts: Sequence[Verdict]) -> Build:
     """This build as it is written into the history: its runs, and each criterion's verdict as the report gives it."""
-    return replace(across.build, verdicts=this_build.judged(verdicts, criteria.ids()))
+    return replace(across.build, verdicts=this_build.judged(verdicts, registry.ids()))
 
 
 def remember(across: Across, verdicts: Sequence[Verdict]) -> int:

@@ -22,9 +22,9 @@ def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
             "--label names the sides of a comparison, and no --compare was given",
             hint="python -m ci report A --compare B --label A --label B --out DIR",
         )
-    from ci.results import reading
+    from ci.results import junit_read
 
-    begun = reading.begin(args.inputs)  # the JUnit is read (by a forked reader too) while the rest is imported
+    begun = junit_read.begin(args.inputs)  # the JUnit is read (by a forked reader too) while the rest is imported
     from ci.report import html
     from ci.report.write import build
 
@@ -48,7 +48,7 @@ def from_args(args: argparse.Namespace, argv: Sequence[str]) -> Report:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ci.results.reading import uncollected
+    from ci.results.junit_read import uncollected
 
     with uncollected():
         report = from_args(args, getattr(args, "argv", sys.argv[1:]))  # imports the rest once the reading has begun

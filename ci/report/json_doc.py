@@ -12,7 +12,7 @@ from ci.common import revision
 from ci.report.rerun_hints import image_beside, rerun, rerun_test, rows_json_beside, shown
 from ci.report.sections import across_json, at_target, comparison_json, in_fork, rebase
 from ci.report.view import FAILING, Report
-from ci.results import criteria
+from ci.results.criteria import registry
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
 from ci.stack.model import Stack
@@ -21,8 +21,8 @@ SCHEMA = Path(__file__).with_name("report.schema.json")  # the document's publis
 
 
 def criterion_id(name: str) -> str:
-    """A criterion's stable id for scripts, from the registry (ci.results.criteria)."""
-    return criteria.ids().get(name, name)
+    """A criterion's stable id for scripts, from the registry (ci.results.criteria.registry)."""
+    return registry.ids().get(name, name)
 
 
 def _upstream(up: Upstream | None) -> dict[str, object] | None:

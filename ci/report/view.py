@@ -13,11 +13,11 @@ from ci.common import tables
 from ci.report import cards, defined
 from ci.report.across import Across
 from ci.report.rerun_hints import hint, rerun_test
-from ci.results import ported
+from ci.results import as_ported
 from ci.results.acceptance import Verdict
-from ci.results.compare import Comparison
 from ci.results.junit import FileRead, Metric
 from ci.results.merge import Results, RowResult
+from ci.results.sides import Comparison
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.table import PLAN_HEADERS, change_label, plan_table_rows
@@ -167,7 +167,7 @@ def change_heading(verdict: Verdict, results: Results | None = None) -> tuple[st
         instead = " and ".join(f"#{pr}" for pr in up.superseded_by)
         how = f" ({up.superseded_how})" if up.superseded_how else ""
         state += f"; never merged, so no release holds it: upstream reached its goal by {instead}{how}"
-    held = ported.held(results, ch.id) if results is not None else None
+    held = as_ported.held(results, ch.id) if results is not None else None
     if held:
         state += f"; in the fork build ({held[0]}): {held[1]}"
     for f in (f for f in up.follow_ups if f.regression_test):

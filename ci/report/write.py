@@ -28,7 +28,7 @@ from ci.report.rerun_hints import forget
 from ci.report.sections import first_screen
 from ci.report.sections.first_screen import outside
 from ci.report.view import Report, counts, status_tables
-from ci.results import baseline, compare, merge, reading
+from ci.results import baseline, junit_read, merge, sides
 from ci.results.junit import FileRead
 from ci.stack import loader, plan
 from ci.stack.model import Stack
@@ -55,7 +55,7 @@ def build(
     out: Path | None = None,
     made_with: Sequence[str] = (),
     loaded: tuple[Stack, Plan] | None = None,
-    begun: reading.Begun | None = None,
+    begun: junit_read.Begun | None = None,
     subject: upstream_state.Snapshot | None = None,
     stock: bool = False,
     history: Path | None = None,
@@ -85,9 +85,9 @@ def build(
     in_scope = {r.change for r in p.rows} if (targets or suites or changes or rows) else set(st.changes)
     across = None
     if history is None:
-        verdicts = compare.judge(st, res, base, in_scope)
+        verdicts = sides.judge(st, res, base, in_scope)
     else:  # quarantined rows held or waived as the stack says, before anything else reads the verdicts
-        across, verdicts = across_builds.make(st, res, history, lambda r: compare.judge(st, r, base, in_scope))
+        across, verdicts = across_builds.make(st, res, history, lambda r: sides.judge(st, r, base, in_scope))
     rebase: dict[str, Any] = {**_upstream(upstream_path), "out": out, "made_with": tuple(made_with)}
     rebase["history"] = across
     rebase.update(left_out={k: v for k, v in left_out.items() if k not in kept}, subject=subject, stock=stock)
@@ -95,13 +95,13 @@ def build(
         rebase["upstream"] = subject
     if not compare_paths:
         return Report(stack=st, plan=p, results=res, verdicts=verdicts, baseline=base_read, **rebase)
-    names = compare.labels([inputs, *([c] for c in compare_paths)], labels)
+    names = sides.labels([inputs, *([c] for c in compare_paths)], labels)
     filtered = bool(targets or suites or changes or rows)
-    sides = [compare.side(names[0], inputs, res, verdicts, filtered)]
+    each = [sides.side(names[0], inputs, res, verdicts, filtered)]
     for name, path in zip(names[1:], compare_paths, strict=True):
         other = merge.collect([path], p)  # each side judged as side A is, against the same baseline
-        sides.append(compare.side(name, [path], other, compare.judge(st, other, base, in_scope), filtered))
-    compared = compare.compare(sides, st)
+        each.append(sides.side(name, [path], other, sides.judge(st, other, base, in_scope), filtered))
+    compared = sides.compare(each, st)
     # one judgement per criterion: a change judged as ported on side A is judged so everywhere the report says it
     as_ported = {p.change: p.verdict for p in compared.ported if p.fork == names[0]}
     verdicts = tuple(as_ported.get(v.change.id, v) for v in verdicts)
@@ -303,6 +303,6 @@ def summary(report: Report, out: Path, *, outside_informational: bool = False) -
 
 def problems(report: Report) -> bool:
     """Whether any input, of any side, or the --upstream document was missing, empty or unreadable (--strict)."""
-    sides = report.comparison.sides[1:] if report.comparison else ()
+    others = report.comparison.sides[1:] if report.comparison else ()
     rebase = report.upstream_read is not None and report.upstream_read.status != "ok"
-    return bool(report.results.problems()) or any(s.results.problems() for s in sides) or rebase
+    return bool(report.results.problems()) or any(s.results.problems() for s in others) or rebase

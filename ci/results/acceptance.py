@@ -1,4 +1,4 @@
-"""Judge each imported change against the seed's acceptance criteria (`ci.results.criteria`), with the
+"""Judge each imported change against the seed's acceptance criteria (`ci.results.criteria.registry`), with the
 evidence for each. A change is ready for default enablement only when every criterion passes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ci.results.baseline import Baseline
-from ci.results.criteria import CRITERIA, Criterion, Evidence
+from ci.results.criteria.registry import CRITERIA, Criterion, Evidence
 from ci.results.merge import Results, RowResult
 from ci.stack.change import Change
 from ci.stack.model import Stack

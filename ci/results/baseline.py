@@ -1,5 +1,5 @@
 """The side a regression is judged against (a previous report.json, or the fork without the change), and the
-comparison, over runs (ci.results.runs says why the run is the unit).
+comparison, over runs (ci.results.run_medians says why the run is the unit).
 
 A row's difference is flagged only when the median of its runs worsened past the allowed bound, past the noise
 floor an A/A arm measured (where one ran), and a one-sided exact Mann-Whitney test on the runs' medians says chance
@@ -21,8 +21,8 @@ from typing import Literal
 from ci.common import files, untrusted
 from ci.common.errors import ReportError
 from ci.results.metrics import metric_from_json
-from ci.results.runs import MIN_RUNS, pct
-from ci.results.stats import Shift, mann_whitney_greater, shift, sign_test_greater
+from ci.results.run_medians import MIN_RUNS, pct
+from ci.results.stat_tests import Shift, mann_whitney_greater, shift, sign_test_greater
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Baseline:
     # row id -> metric name -> the noise floor an A/A arm measured on the host, where one ran
     floors: Mapping[str, Mapping[str, Floor]] = field(default_factory=dict)
     aa: str = ""  # the A/A side's label, where one gave the floors
-    # the fork's own build without the change (ci.results.ported): what a change's effect is measured against; a
+    # the fork's own build without the change (ci.results.as_ported): what a change's effect is measured against; a
     # report.json given as --baseline is an earlier run of the same build, not one without the change
     without: bool = False
 

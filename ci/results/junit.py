@@ -1,5 +1,5 @@
 """The typed test cases of a JUnit file, as docs/boundary.md defines them: a case's row, scope, status,
-JIT properties and metrics. `ci.results.reading` reads files into them, each testcase by `ci.results.testcase`."""
+JIT properties and metrics. `ci.results.junit_read` reads files into them, each testcase by `ci.results.testcase`."""
 
 from __future__ import annotations
 

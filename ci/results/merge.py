@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from ci.common.contract import NOT_RUN, change_of, junit_stem
-from ci.results import junit, reading
+from ci.results import junit, junit_read
 from ci.results.junit import Case, FileRead
 from ci.results.metrics import Metric
 from ci.stack.plan import Plan, Row
@@ -157,9 +157,9 @@ def not_run_notes(paths: Iterable[Path]) -> tuple[dict[str, str], list[FileRead]
     return out, bad
 
 
-def collect(paths: Sequence[Path] | reading.Begun, plan: Plan) -> Results:
+def collect(paths: Sequence[Path] | junit_read.Begun, plan: Plan) -> Results:
     """Every testcase under `paths` (or what `reading.begin` started reading) merged into the plan's rows."""
-    begun = paths if isinstance(paths, reading.Begun) else reading.begin(paths)
+    begun = paths if isinstance(paths, junit_read.Begun) else junit_read.begin(paths)
     files = iter(begun.reads())
     reads = tuple(x if isinstance(x, FileRead) else next(files) for x in begun.given)
     notes, bad = not_run_notes(begun.paths)

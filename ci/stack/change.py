@@ -188,7 +188,7 @@ class Effect:
     """What the change acts on, and by how much it must move it: `metric` on the fork's build against the same fork
     without the change (`ci main --compare-without`), at least `min_gain_pct` better, on the rows `only` selects (every
     row where empty: `{context: [512], model: [...]}` keeps the rows whose axis values are listed). Judged only where
-    the A/A floor measured for the row is narrower than the bound (ci.results.effect)."""
+    the A/A floor measured for the row is narrower than the bound (ci.results.criteria.effect)."""
 
     metric: str
     better: Literal["higher", "lower"]
@@ -216,8 +216,8 @@ class Acceptance:
     graph_replay: GraphReplay
     allowed_regression: AllowedRegression
     measurements: Measurements
-    # what the change acts on, each judged against the fork without it (ci.results.effect); every imported change
-    # names at least one (tests/test_timing_criteria.py)
+    # what the change acts on, each judged against the fork without it (ci.results.criteria.effect); every imported
+    # change names at least one (tests/test_timing_criteria.py)
     effect: tuple[Effect, ...] = ()
 
 

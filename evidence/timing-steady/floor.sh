@@ -2,7 +2,7 @@
 # The A/A floor of one row on one build, alone: the fork's build warmed once (untimed), then RUNS pairs of timed runs
 # of the same build (arm "fork", arm "aa"), interleaved, each a fresh process alone on the GPU, under whatever
 # timing conditions the environment sets (STACKGATE_TIMING_CPUS: engine.steady). The floor the report would compute
-# for a --compare-without protocol's A/A arm comes from these two arms (ci.results.runs.floor_pct); summarize.py
+# for a --compare-without protocol's A/A arm comes from these two arms (ci.results.run_medians.floor_pct); summarize.py
 # prints it per metric. Detached, like ../protocol.sh (start, then wait S / collect), from the repository root there:
 #   ROW=46849.cuda-sm90.tiny-llama-eagle.cf3fb5bf RUNS=4 BUNDLE=.gpu-bundles-46849/fork.tar.gz \
 #     STACKGATE_TIMING_CPUS=2-9 bash evidence/timing-steady/floor.sh start

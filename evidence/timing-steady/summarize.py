@@ -1,5 +1,5 @@
 """The A/A floor of each timed metric from two arms of one build (floor.sh's arms/fork and arms/aa, or a
---compare-without protocol's arms/fork and arms/aa), as the report computes it (ci.results.runs.floor_pct): the
+--compare-without protocol's arms/fork and arms/aa), as the report computes it (ci.results.run_medians.floor_pct): the
 farthest end of the 95% interval of A' - A over runs, in % of A's median.
 
     python evidence/timing-steady/summarize.py WORK/arms/fork WORK/arms/aa [--baseline-report REPORT.json]
@@ -14,7 +14,7 @@ import json
 import statistics
 from pathlib import Path
 
-from ci.results import merge, runs
+from ci.results import merge, run_medians
 from ci.stack import loader, plan
 
 TIMED = ("draft_step_ms", "warm_itl_ms", "warm_request_ms", "prefill_ms", "cold_first_request_ms", "engine_ready_s",
@@ -41,12 +41,12 @@ def main() -> None:
     for row in sorted(r.id for r in a.rows if r.cases):
         ra, rb = next(r for r in a.rows if r.id == row), next((r for r in a2.rows if r.id == row), None)
         for name in TIMED:  # a skipped row's cases too: a rehearsal's self-test rows skip their bake check
-            x, y = runs.of_cases(ra.cases, name), runs.of_cases(rb.cases, name) if rb else None
+            x, y = run_medians.of_cases(ra.cases, name), run_medians.of_cases(rb.cases, name) if rb else None
             if not x or not x.runs:
                 continue
-            floor = runs.floor_pct(x.values, y.values) if y and y.runs else None
-            said = runs.pct(floor) if floor is not None else "—"
-            was = runs.pct(before[(row, name)]) if (row, name) in before else "—"
+            floor = run_medians.floor_pct(x.values, y.values) if y and y.runs else None
+            said = run_medians.pct(floor) if floor is not None else "—"
+            was = run_medians.pct(before[(row, name)]) if (row, name) in before else "—"
             ymed = f"{statistics.median(y.values):.4g}" if y and y.runs else "—"
             print(f"| {row} | {name} | {len(x.values)} | {len(y.values) if y else 0} | {x.median:.4g} "
                   f"[{min(x.values):.4g}-{max(x.values):.4g}] | {ymed} | {said} | {was} |")  # fmt: skip

@@ -18,7 +18,7 @@ from ci.report import cards
 from ci.report.sections import in_fork
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
-from ci.results.criteria import CRITERIA, EFFECT, MATRIX, NO_SIDE_WITHOUT, REGRESSION, TIED, baked, compiled_in
+from ci.results.criteria.registry import CRITERIA, EFFECT, MATRIX, NO_SIDE_WITHOUT, REGRESSION, TIED, baked, compiled_in
 from ci.results.merge import RowResult
 from ci.stack.change import Change
 

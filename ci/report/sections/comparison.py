@@ -7,9 +7,9 @@ from __future__ import annotations
 import math
 
 from ci.report.view import CRITERION_MARK, STATUS_MARK, Table
-from ci.results.compare import Comparison, Line, Summary, Versus
-from ci.results.ported import Ported
-from ci.results.stats import Shift
+from ci.results.as_ported import Ported
+from ci.results.sides import Comparison, Line, Summary, Versus
+from ci.results.stat_tests import Shift
 from ci.stack.table import change_label
 
 TOO_FEW = "n too small"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ci.results.compare import Comparison, Summary, Versus
+from ci.results.sides import Comparison, Summary, Versus
 
 
 def _summary_json(s: Summary | None) -> dict[str, object] | None:

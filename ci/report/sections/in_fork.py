@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ci.common.escape import command
 from ci.report.view import Report
-from ci.results import ported
+from ci.results import as_ported
 from ci.results.acceptance import Verdict
 from ci.upstream.state import ChangeState, Snapshot
 
@@ -68,7 +68,7 @@ def words(report: Report, change: str) -> str:
     """The change in the fork, in a few words ("" where no fork was judged): its state and each follow-up missing."""
     s = state(report, change)
     if s is None:
-        held = ported.held(report.results, change)
+        held = as_ported.held(report.results, change)
         return held[1] if held else ""
     said = s.state + (" in the fork" if s.state in NOT_HELD else "")
     ch = report.stack.changes.get(change)
@@ -100,7 +100,7 @@ def to_json(report: Report, change: str) -> dict[str, object] | None:
     """report.json's `fork` of a change: its state in the fork judged and the fork commits that carry it."""
     s = state(report, change)
     if s is None:
-        held = ported.held(report.results, change)
+        held = as_ported.held(report.results, change)
         return {"build": held[0], "state": held[1]} if held else None
     return {
         "state": s.state,

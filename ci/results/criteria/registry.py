@@ -10,14 +10,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 from ci.common.tables import counted
-from ci.results.effect import effect as _effect
-from ci.results.junit import Case
-from ci.results.merge import RowResult, paid_once
-from ci.results.node_ids import matcher
-from ci.results.regression import regression as _regression
+from ci.results.criteria.effect import effect as _effect
+from ci.results.criteria.regression import regression as _regression
 
 # the parts, also named through this module (ci.results.acceptance, ci.report.json_doc, the tests)
-from ci.results.rule import (
+from ci.results.criteria.rule import (
     COLD_WARM,
     EFFECT,
     GRAPH,
@@ -35,7 +32,10 @@ from ci.results.rule import (
     listed,
     ran_rows,
 )
-from ci.results.rule import NO_SIDE_WITHOUT as NO_SIDE_WITHOUT  # the report names it through this module
+from ci.results.criteria.rule import NO_SIDE_WITHOUT as NO_SIDE_WITHOUT  # the report names it through this module
+from ci.results.junit import Case
+from ci.results.merge import RowResult, paid_once
+from ci.results.node_ids import matcher
 from ci.stack.change import Change
 
 

@@ -1,12 +1,12 @@
 """The effect criterion: each metric a change acts on (`acceptance.effect`), on the fork's build against the same fork
-without the change, over runs (ci.results.runs says why the run is the unit).
+without the change, over runs (ci.results.run_medians says why the run is the unit).
 
 Per row the change's gain is the difference of the two sides' run medians, in % of the side without it, and its
-Hodges-Lehmann interval over runs (ci.results.stats) gives the gain's range. A row passes when the whole range is at
-least the bound and a one-sided exact Mann-Whitney test puts chance under 1 in 20; it fails when the whole range falls
-short of the bound. A bound no wider than the A/A floor measured on that row cannot be judged at all: the row says
-"not judgeable at this floor (±X%)", never pass or fail, and what would make it judgeable. Fewer than `MIN_RUNS` runs
-a side, a run that shared its GPU, or no side without the change leave it missing, saying which."""
+Hodges-Lehmann interval over runs (ci.results.stat_tests) gives the gain's range. A row passes when the whole range is
+at least the bound and a one-sided exact Mann-Whitney test puts chance under 1 in 20; it fails when the whole range
+falls short of the bound. A bound no wider than the A/A floor measured on that row cannot be judged at all: the row says
+"not judgeable at this floor (±X%)", never pass or fail, and what would make it judgeable. Fewer than `MIN_RUNS` runs a
+side, a run that shared its GPU, or no side without the change leave it missing, saying which."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from ci.results import baseline, runs
+from ci.results import baseline, run_medians
 from ci.results.baseline import Baseline, Floor
+from ci.results.criteria.rule import EFFECT, NO_SIDE_WITHOUT, Criterion, Evidence, Status, combine, listed, ran_rows
 from ci.results.merge import RowResult
-from ci.results.rule import EFFECT, NO_SIDE_WITHOUT, Criterion, Evidence, Status, combine, listed, ran_rows
-from ci.results.stats import mann_whitney_greater, shift
+from ci.results.stat_tests import mann_whitney_greater, shift
 from ci.stack.change import Effect
 
 
@@ -56,7 +56,7 @@ class Gain:
     @property
     def p_value(self) -> float | None:
         """One-sided, toward "better on the fork"; None with fewer than MIN_RUNS runs a side."""
-        if min(len(self.before), len(self.after)) < runs.MIN_RUNS:
+        if min(len(self.before), len(self.after)) < run_medians.MIN_RUNS:
             return None
         if self.effect.better == "lower":
             return mann_whitney_greater(self.after, self.before)
@@ -83,10 +83,10 @@ class Gain:
         rng = self.interval
         between = f" [{rng[0]:+.1f}%, {rng[1]:+.1f}%]" if rng else ""
         p = self.p_value
-        test = f"p={p:.3f} over runs" if p is not None else f"needs {runs.MIN_RUNS} runs a side"
+        test = f"p={p:.3f} over runs" if p is not None else f"needs {run_medians.MIN_RUNS} runs a side"
         floor = ""
         if self.floor.pct is not None:
-            floor = f"; A/A floor {runs.pct(self.floor.pct)} at {self.floor.measured_on}"
+            floor = f"; A/A floor {run_medians.pct(self.floor.pct)} at {self.floor.measured_on}"
         said = f"{b:g} -> {a:g} {self.unit} (gain {self.pct:+.1f}%{between}; runs {len(self.before)}/{len(self.after)}"
         return f"{said}, {test}{floor})"
 
@@ -110,8 +110,9 @@ class Gain:
         if not self.judgeable:
             assert self.floor.pct is not None
             return (
-                f"not judgeable at this floor ({runs.pct(self.floor.pct)}): a {want:g}% gain cannot be told from the "
-                f"run-to-run spread of one build; a quieter row, or a bound wider than the floor, can be judged"
+                f"not judgeable at this floor ({run_medians.pct(self.floor.pct)}): a {want:g}% gain cannot be told "
+                "from the run-to-run spread of one build; a quieter row, or a bound wider than the floor, can be "
+                "judged"
             )
         status = self.status()
         if status == "pass":
@@ -119,7 +120,7 @@ class Gain:
         if status == "fail":
             return f"less than the {want:g}% the change must gain"
         if self.p_value is None:
-            return f"needs {runs.MIN_RUNS} runs a side"
+            return f"needs {run_medians.MIN_RUNS} runs a side"
         return f"inconclusive: the gain's range straddles the {want:g}% bound"
 
 
@@ -168,7 +169,7 @@ def _judged(ev: Evidence, base: Baseline, want: Effect) -> tuple[dict[Status, li
     for r in ran_rows(ev.rows):
         if r.planned is None or not want.applies(_axes(r)):
             continue
-        now, before = runs.of_cases(r.ran, want.metric), base.runs(r.id, want.metric)
+        now, before = run_medians.of_cases(r.ran, want.metric), base.runs(r.id, want.metric)
         if now is not None and now.shared:
             judged.setdefault("missing", []).append(f"{r.id}: runs shared their GPU ({'; '.join(now.shared)})")
             short.append(f"{want.metric}: runs shared their GPU")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from ci.results.junit import Case
-from ci.results.stats import shift
+from ci.results.stat_tests import shift
 
 MIN_RUNS = 4  # a side's fewest runs at which the exact one-sided test can reach p < 0.05 (4 vs 4: 1/70)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
-from ci.results import acceptance, runs
+from ci.results import acceptance, run_medians
 from ci.results.acceptance import Verdict
 from ci.results.baseline import Baseline, Floor
 from ci.results.junit import Case
@@ -26,7 +26,7 @@ from ci.stack.model import Stack
 
 
 class SideOf(Protocol):
-    """What `find` reads of a comparison side (ci.results.compare.Side)."""
+    """What `find` reads of a comparison side (ci.results.sides.Side)."""
 
     label: str
     rows: dict[str, RowResult]
@@ -110,7 +110,7 @@ def _baseline(change: Change, fork: SideOf, without: SideOf, aa: SideOf | None, 
     before: dict[str, MappingProxyType] = {}
     floors: dict[str, MappingProxyType] = {}
     for r in rows:
-        theirs = {name: runs.of_cases(without.rows[r].ran, name) for name in names}
+        theirs = {name: run_medians.of_cases(without.rows[r].ran, name) for name in names}
         before[r] = MappingProxyType({n: t.values for n, t in theirs.items() if t and t.runs and not t.shared})
         if aa is not None:
             floors[r] = MappingProxyType({name: _floor(fork.rows[r], aa.rows[r], name) for name in names})
@@ -125,8 +125,8 @@ def _baseline(change: Change, fork: SideOf, without: SideOf, aa: SideOf | None, 
 
 def _floor(fork: RowResult, aa: RowResult, name: str) -> Floor:
     """The A/A floor of one row's metric: the fork side's runs against the A/A side's, neither shared."""
-    a, a2 = runs.of_cases(fork.ran, name), runs.of_cases(aa.ran, name)
-    floor = runs.floor_pct(a.values, a2.values) if a and a2 and not (a.shared or a2.shared) else None
+    a, a2 = run_medians.of_cases(fork.ran, name), run_medians.of_cases(aa.ran, name)
+    floor = run_medians.floor_pct(a.values, a2.values) if a and a2 and not (a.shared or a2.shared) else None
     sides = (len(a.values), len(a2.values)) if a and a2 else (0, 0)
     return Floor(floor, min(sides), sides)
 

@@ -17,14 +17,14 @@ from statistics import median
 
 from ci.common.errors import ResultsError, UsageError
 from ci.common.escape import quote
-from ci.results import acceptance, ported
+from ci.results import acceptance, as_ported
 from ci.results.acceptance import Verdict
+from ci.results.as_ported import Ported
 from ci.results.baseline import Baseline
 from ci.results.junit import Case
 from ci.results.merge import Results, RowResult
 from ci.results.metrics import Metric
-from ci.results.ported import Ported
-from ci.results.stats import Shift, shift
+from ci.results.stat_tests import Shift, shift
 from ci.stack.model import Stack
 
 
@@ -53,8 +53,8 @@ class Side:
 @dataclass(frozen=True, kw_only=True)
 class Summary:
     """One metric of one row on one side: its runs (each case of the row, one engine process), each summarised by
-    the median of its samples. The run is the unit (ci.results.runs): the side's median, range and n are its runs';
-    `samples` keeps every sample of every run, for what each run's own spread shows."""
+    the median of its samples. The run is the unit (ci.results.run_medians): the side's median, range and n are its
+    runs'; `samples` keeps every sample of every run, for what each run's own spread shows."""
 
     values: tuple[float, ...]  # each run's median
     samples: tuple[float, ...]
@@ -105,7 +105,7 @@ class Comparison:
     sides: tuple[Side, ...]
     lines: tuple[Line, ...]
     partial: tuple[tuple[str, tuple[bool, ...]], ...]  # rows some side lacks, with which sides hold them
-    ported: tuple[Ported, ...] = ()  # each change with a fork side and a side without it (ci.results.ported)
+    ported: tuple[Ported, ...] = ()  # each change with a fork side and a side without it (ci.results.as_ported)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -176,7 +176,7 @@ def compare(sides: Sequence[Side], stack: Stack | None = None) -> Comparison:
             (name, None) for name, attr in _JIT_COUNTS.items() if any(getattr(c, attr) is not None for c in cases)
         )
         lines += [_line(row, name, sides) for name in names]
-    judged = ported.find(stack, sides) if stack is not None else ()
+    judged = as_ported.find(stack, sides) if stack is not None else ()
     return Comparison(sides=tuple(sides), lines=tuple(lines), partial=tuple(partial), ported=judged)
 
 

@@ -1,5 +1,5 @@
 """What an acceptance criterion is made of: its result (Criterion), what a rule may read (Evidence), the rule itself
-(Rule) and the names of the eight the registry (`ci.results.criteria`) holds."""
+(Rule) and the names of the eight the registry (`ci.results.criteria.registry`) holds."""
 
 from __future__ import annotations
 

@@ -1,16 +1,16 @@
 """The allowed-regression criterion: the change's metric on each row against the baseline side, over runs
-(ci.results.baseline, ci.results.runs)."""
+(ci.results.baseline, ci.results.run_medians)."""
 
 from __future__ import annotations
 
-from ci.results import baseline, runs
+from ci.results import baseline, run_medians
 from ci.results.baseline import Comparison, compare
-from ci.results.rule import REGRESSION, Criterion, Evidence, Status, listed, ran_rows
+from ci.results.criteria.rule import REGRESSION, Criterion, Evidence, Status, listed, ran_rows
 
 
 def regression(ev: Evidence) -> Criterion:
-    """Judged over runs (ci.results.runs): every row that ran is compared, or the criterion is missing (a verdict on
-    2 of 40 rows is no verdict); a row with too few runs a side, an A/A floor as wide as the bound, or a run that
+    """Judged over runs (ci.results.run_medians): every row that ran is compared, or the criterion is missing (a verdict
+    on 2 of 40 rows is no verdict); a row with too few runs a side, an A/A floor as wide as the bound, or a run that
     shared its GPU leaves it missing, saying which."""
     change, rows, base = ev.change, ev.rows, ev.baseline
     reg = change.acceptance.allowed_regression
@@ -27,7 +27,7 @@ def regression(ev: Evidence) -> Criterion:
     ran = ran_rows(rows)
     absent, shared, judged, single, few = [], [], [], [], []
     for r in ran:
-        now, before = runs.of_cases(r.ran, reg.metric), base.runs(r.id, reg.metric)
+        now, before = run_medians.of_cases(r.ran, reg.metric), base.runs(r.id, reg.metric)
         if now is not None and now.shared:
             shared.append(f"{r.id} (with {'; '.join(now.shared)})")
             continue
@@ -67,13 +67,13 @@ def regression(ev: Evidence) -> Criterion:
     wide = [(rid, c) for rid, c in judged if c.inconclusive]
     if wide:
         widest = max(c.floor_pct or 0.0 for _, c in wide)
-        said = f"not judgeable at this floor ({runs.pct(widest)}, as wide as the {reg.max_pct:g}% bound)"
+        said = f"not judgeable at this floor ({run_medians.pct(widest)}, as wide as the {reg.max_pct:g}% bound)"
         return verdict("missing", f"{said}: {listed([_with_narrowing(rid, c) for rid, c in wide])}")
     if absent:
         return verdict("missing", f"{covered}; without the metric here or in the baseline: {listed(absent)}")
     if few or (single and pool is None):
         short = [_with_narrowing(rid, c) for rid, c in [*few, *single]]
-        return verdict("missing", f"needs {runs.MIN_RUNS} runs a side: {listed(short)}")
+        return verdict("missing", f"needs {run_medians.MIN_RUNS} runs a side: {listed(short)}")
     shown = [f"{rid}: {c.text}" for rid, c in judged]
     pooled_text = f"; {pool.text}" if pool is not None else ""
     return verdict("pass", f"{covered}, none worse past the bound beyond chance: {listed(shown)}{pooled_text}")
