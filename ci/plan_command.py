@@ -18,7 +18,7 @@ from ci.run.schedule import costs, estimate
 from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
-from ci.stack.table import PLAN_HEADERS, change_label, counts, plan_table_rows
+from ci.stack.seed_table import PLAN_HEADERS, change_label, counts, plan_table_rows
 from ci.upstream import kept, scope
 from ci.upstream.port import words
 from ci.upstream.readiness import Readiness

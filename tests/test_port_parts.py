@@ -51,3 +51,24 @@ def test_hunks_conflict_where_the_two_sides_overlap_or_touch_as_gits_merge_group
     assert group([c("ours", 0, 0, count=2), c("ours", 7, 8)], [c("theirs", 7, 8, body="y")]) == [
         Region(upstream=(8, 8), fork=(10, 10))
     ]
+
+
+def test_the_kept_answer_is_keyed_by_every_module_below_ci_upstream_its_concept_folders_included(
+    monkeypatch, tmp_path
+) -> None:
+    """A changed port decision (ci/upstream/port/) is a changed answer: the answer kept before it is not read back."""
+    import shutil
+    from pathlib import Path
+
+    from ci.upstream import kept
+
+    code = tmp_path / "upstream"
+    shutil.copytree(Path(kept.__file__).parent, code, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(kept, "_CODE", code)
+    kept._code.cache_clear()
+    before = kept._code()
+    decision = code / "port" / "decision.py"
+    decision.write_text(decision.read_text() + "\n# conflicts decided otherwise\n")
+    kept._code.cache_clear()
+    assert kept._code() != before
+    kept._code.cache_clear()

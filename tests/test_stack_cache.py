@@ -90,6 +90,19 @@ def test_a_changed_loader_loads_it_anew(stack_copy, kept, monkeypatch, tmp_path)
     assert len(validated) == 2
 
 
+def test_a_changed_module_in_a_concept_folder_loads_it_anew(stack_copy, kept, monkeypatch, tmp_path) -> None:
+    """The key holds every module below ci/stack, a concept folder's (ci.stack.checks) included."""
+    validated = _loads(monkeypatch)
+    loader.load(stack_copy)
+    code = tmp_path / "code"
+    shutil.copytree(Path(cache.__file__).parent, code, ignore=shutil.ignore_patterns("__pycache__"))
+    rule = code / "checks" / "provenance.py"
+    rule.write_text(rule.read_text() + "\n# a rule changed\n")
+    monkeypatch.setattr(cache, "_CODE", code)
+    loader.load(stack_copy)
+    assert len(validated) == 2
+
+
 def test_a_cache_cut_short_or_unwritable_is_a_miss_never_an_error(stack_copy, kept, monkeypatch, tmp_path) -> None:
     validated = _loads(monkeypatch)
     loader.load(stack_copy)

@@ -20,7 +20,7 @@ from ci.results.merge import Results, RowResult
 from ci.results.sides import Comparison
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
-from ci.stack.table import PLAN_HEADERS, change_label, plan_table_rows
+from ci.stack.seed_table import PLAN_HEADERS, change_label, plan_table_rows
 from ci.upstream.state import Snapshot
 
 STATUS_MARK = {

@@ -62,7 +62,7 @@ def _framed(h: Any, data: bytes) -> None:
 @functools.cache
 def _code(folder: Path) -> bytes:
     """The loader's source, hashed once a process: the code that runs is the code that was imported."""
-    return _files(hashlib.sha256(), folder, "*.py").digest()
+    return _files(hashlib.sha256(), folder, "**/*.py").digest()  # its concept folders too (ci.stack.checks)
 
 
 def _files(h: Any, folder: Path, pattern: str) -> Any:

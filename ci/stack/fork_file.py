@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.stack.change import Change
+from ci.stack.checks.provenance import RELEASE
 from ci.stack.model import ForkSource
-from ci.stack.provenance import RELEASE
 from ci.stack.schema import validate
 
 if TYPE_CHECKING:

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ci.common import options
 from ci.common.errors import StackError
-from ci.stack import cache, digest, flaky, fork_file, pins, provenance, shrunk
+from ci.stack import cache, digest, flaky, fork_file, shrunk
 from ci.stack.change import Change, Matrix
-from ci.stack.eligibility import trait_mismatch
+from ci.stack.checks import pins, provenance
+from ci.stack.checks.eligibility import trait_mismatch
 from ci.stack.model import Backend, HistoryRow, Model, Stack, Target, Track
 from ci.stack.schema import validate as _validate
 

@@ -17,7 +17,14 @@ from dataclasses import asdict, dataclass, fields
 from ci.common import contract
 from ci.common.errors import StackError, UsageError
 from ci.stack.change import Change, Combo, Matrix
-from ci.stack.eligibility import kv_supported, model_kv, pending_proof, row_backends, target_mismatch, trait_mismatch
+from ci.stack.checks.eligibility import (
+    kv_supported,
+    model_kv,
+    pending_proof,
+    row_backends,
+    target_mismatch,
+    trait_mismatch,
+)
 from ci.stack.model import HistoryRow, Model, Stack, Target
 
 PINS = ("models", "backend")  # include/exclude entries only: which models and backend an entry applies to

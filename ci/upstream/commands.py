@@ -11,7 +11,7 @@ from dataclasses import replace
 from ci.common import options, tables
 from ci.common.escape import one_line
 from ci.stack import loader
-from ci.stack.table import change_label
+from ci.stack.seed_table import change_label
 from ci.upstream import carries_write, kept, scope
 from ci.upstream.holds import classify
 from ci.upstream.port import words

@@ -10,7 +10,7 @@ from ci.report.view import CRITERION_MARK, STATUS_MARK, Table
 from ci.results.as_ported import Ported
 from ci.results.sides import Comparison, Line, Summary, Versus
 from ci.results.stat_tests import Shift
-from ci.stack.table import change_label
+from ci.stack.seed_table import change_label
 
 TOO_FEW = "n too small"
 INTRO = (
