@@ -30,7 +30,7 @@ def test_the_boundarys_environment_is_spelled_in_the_contract_pair_alone() -> No
     """Every other module names the contract's constants; the two that may import nothing (the image probe, the JIT
     sentinel that loads before the harness) spell the one name they read, and the test holds them to it."""
     repo = Path(__file__).resolve().parent.parent
-    standalone = {repo / "ci/images/probe.py", repo / "suites/harness/jit_sentinel.py"}
+    standalone = {repo / "ci/images/image_probe.py", repo / "suites/harness/jit_sentinel.py"}
     for name in (contract.ENV_ROWS, contract.ENV_JIT_LOG, contract.ENV_REFUSE_JIT):
         spelled = [
             p

@@ -19,8 +19,9 @@ import pytest
 
 from ci import engine as container
 from ci.common.errors import BuildError
-from ci.images import bake, debs, rebuild, verify, wheels
+from ci.images import baked_layer, rebuild, verify, wheels
 from ci.images import build as images
+from ci.images.debian import debs
 from ci.stack import loader as stack
 
 pytestmark = pytest.mark.docker
@@ -151,7 +152,7 @@ def test_verify_passes_and_lists_sm_121a(built, repo, capsys):
 
 def test_verify_fails_on_a_tag_only_base(built, repo, target, client):
     _, created = built
-    from ci.images import bootstrap
+    from ci.images.debian import bootstrap
 
     tag = f"{TAG}-unpinned"
     base = bootstrap.lock_tag(target, debs.read(target, repo))
@@ -216,24 +217,25 @@ def test_baked_kernels_compile_nothing_and_an_unlisted_one_is_recorded(built, cl
 def test_bake_commits_the_warm_run_as_one_layer(built, target, client, repo, tmp_path):
     _, created = built
     with pytest.raises(BuildError, match=r"no rows"):
-        bake.bake(target, TAG, tag=f"{TAG}-baked")  # the default warm-up needs the target's rows
+        baked_layer.bake(target, TAG, tag=f"{TAG}-baked")  # the default warm-up needs the target's rows
     from ci.stack import plan, rows_json
 
     st = stack.load()
     rows = plan.build(st).select(targets=["cpu"]).rows
     doc = rows_json.document(st, target, "*", rows, image={"ref": TAG}, git_revision="x", timeout_s=60)
     rows_json.write(tmp_path / "rows.json", doc)
-    default = bake.bake(target, TAG, tag=f"{TAG}-default", rows=tmp_path / "rows.json")
+    default = baked_layer.bake(target, TAG, tag=f"{TAG}-default", rows=tmp_path / "rows.json")
     created.append(default.tag)
     assert "nothing to warm for suite selftest" in default.log  # the self-test's kernels were baked at build
     assert client.images.get(default.tag).attrs["Config"]["Env"] == client.images.get(TAG).attrs["Config"]["Env"]
     warm = ["python", "-m", "harness.aot", "run", UNLISTED, "--targets", "hip:gfx1151"]
-    baked = bake.bake(target, TAG, command=warm, tag=f"{TAG}-baked")
+    baked = baked_layer.bake(target, TAG, command=warm, tag=f"{TAG}-baked")
     created.append(baked.tag)
     before, after = client.images.get(TAG), client.images.get(baked.tag)
     assert after.attrs["RootFS"]["Layers"][:-1] == before.attrs["RootFS"]["Layers"]
     assert after.attrs["Config"]["Env"] == before.attrs["Config"]["Env"]
-    seen = bake.bake(target, TAG, command=["sh", "-c", "env"], tag=f"{TAG}-env")  # what the warm-up's processes get
+    # what the warm-up's processes get
+    seen = baked_layer.bake(target, TAG, command=["sh", "-c", "env"], tag=f"{TAG}-env")
     created.append(seen.tag)
     assert all(f"{k}={v}" in seen.log.splitlines() for k, v in container.GPU_ENV.items())  # as the rows do
     assert client.images.get(seen.tag).attrs["Config"]["Env"] == before.attrs["Config"]["Env"]

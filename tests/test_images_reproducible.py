@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ci.common.errors import BuildError, NotHere
-from ci.images import debs, normalize, rebuild
+from ci.images import normalize, rebuild
+from ci.images.debian import debs
 from ci.stack import loader
 
 EPOCH = 1_700_000_000

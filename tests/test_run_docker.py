@@ -60,7 +60,7 @@ def _wheels(dest: Path) -> Path:
 @pytest.fixture(scope="session")
 def test_image(tmp_path_factory: pytest.TempPathFactory, docker_client) -> Iterator[str]:
     from ci import engine as docker_cli
-    from ci.images import bootstrap
+    from ci.images.debian import bootstrap
     from ci.stack import loader as stack
 
     client = docker_client
@@ -183,7 +183,7 @@ def test_a_bake_of_an_earlier_build_is_not_run(test_image: str, docker_client, c
     from dataclasses import replace
 
     from ci.images import build
-    from ci.images.bake import BAKED_FROM
+    from ci.images.baked_layer import BAKED_FROM
     from ci.stack import loader
 
     target = replace(loader.load().targets["cpu"], id=f"bakecheck-{os.getpid()}")

@@ -3,9 +3,8 @@
 A build plan is data computed from the target (platform, build args, labels, tags); `build` fetches the
 locked wheels on the host, stages them in the context, runs the docker CLI with BuildKit and
 `--network none`, and rewrites the result so one commit gives one image id (`ci.images.normalize`).
-Inspection, runs and commits go through the docker SDK (`ci.images.bake`, `ci.images.verify`), imported only by the
-verbs that need it so `python -m ci plan` stays fast.
-"""
+Inspection, runs and commits go through the docker SDK (`ci.images.baked_layer`, `ci.images.verify`), imported only by
+the verbs that need it so `python -m ci plan` stays fast."""
 
 from __future__ import annotations
 
@@ -25,10 +24,11 @@ from typing import IO
 from ci import engine
 from ci.common import options, revision
 from ci.common.errors import BuildError, NotHere
-from ci.images import bootstrap, fork_layer, normalize, wheels
+from ci.images import fork_layer, normalize, wheels
 
 # what other modules and tests name through this one
 from ci.images.build_host import BINFMT, check_buildable, ensure_base, host_platform, lock_path  # noqa: F401
+from ci.images.debian import bootstrap
 from ci.stack import loader as stack
 from ci.stack.model import Target
 
@@ -122,7 +122,7 @@ def image_for(target: Target, built_id: str) -> str:
 
 def _baked_from(cli: engine.DockerCli, baked: str) -> str | None:
     """The build the image `baked` was baked from, or None where there is no such image."""
-    from ci.images.bake import BAKED_FROM
+    from ci.images.baked_layer import BAKED_FROM
 
     done = subprocess.run(
         [cli.path, "image", "inspect", "--format", "{{json .Config.Labels}}|{{.Parent}}", baked],

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from ci.common import options
 from ci.common.errors import NotHere, UsageError
-from ci.images import build, debs, lock, rebuild, verify
+from ci.images import build, lock, rebuild, verify
+from ci.images.debian import debs
 from ci.stack import loader
 from ci.stack.model import Stack, Target
 
@@ -77,7 +78,7 @@ def cmd_source_build(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from ci.images import registry
+    from ci.images import push_pull
 
     target = build.target_for(args)
     to = options.given_registry(args.registry)
@@ -86,17 +87,17 @@ def cmd_push(args: argparse.Namespace) -> int:
             f"no registry: pass --registry or set ${options.ENV_REGISTRY}",
             hint="for example --registry registry.lan:5000/stackgate",
         )
-    ref = registry.push(target, to, args.image)
+    ref = push_pull.push(target, to, args.image)
     if args.digest_file:
-        registry.record(ref, args.digest_file)
+        push_pull.record(ref, args.digest_file)
     print(f"pushed {ref}")
     return 0
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from ci.images import registry
+    from ci.images import push_pull
 
-    print(f"pulled {args.ref}\nid     {registry.pull(args.ref)}")
+    print(f"pulled {args.ref}\nid     {push_pull.pull(args.ref)}")
     return 0
 
 

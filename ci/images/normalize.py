@@ -15,7 +15,7 @@ contents only, and the result is loaded back (`docker load`) as a normal image:
 - the config's `created` and the times of the history entries the build added set to SOURCE_DATE_EPOCH (a
   step BuildKit answered from its cache keeps the time of the build that ran it), keys sorted.
 
-The base's layers are kept as they are (`ci.images.bootstrap` makes a bootstrapped one deterministic
+The base's layers are kept as they are (`ci.images.debian.bootstrap` makes a bootstrapped one deterministic
 itself) and not sent back with `docker load`: the engine holds them, and finds a layer by its chain of ids
 before it reads the file. The file contents are the build's: a step that writes a time or a random name
 into a file still differs, and `ci verify --rebuild` names it.

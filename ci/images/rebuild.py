@@ -26,7 +26,8 @@ from typing import IO
 from ci import engine
 from ci.common import revision, tables
 from ci.common.errors import BuildError
-from ci.images import bootstrap, build, normalize
+from ci.images import build, normalize
+from ci.images.debian import bootstrap
 from ci.stack.model import Target
 
 FILES_SHOWN = 8

@@ -5,7 +5,7 @@ bootstrapped base, the Debian lock it was made from: `stackgate.base_lock`); the
 interpreter start; every kernel of the target's lists baked for every triton target (entry present, binary
 for the right arch: `cuobjdump --list-elf` names sm_<cc>a, the hsaco names gfx<id>); for cuda images,
 every shared object with device code carries SASS for the target arch.
-The image is inspected with the docker SDK and probed by running `ci/images/probe.py` inside it.
+The image is inspected with the docker SDK and probed by running `ci/images/image_probe.py` inside it.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import yaml
 from ci import engine as container
 from ci.common import tables
 from ci.common.errors import BuildError
-from ci.images import bootstrap
 from ci.images.build import LABELS
+from ci.images.debian import bootstrap
 from ci.stack.model import Stack, Target
 
-PROBE = Path(__file__).with_name("probe.py")
+PROBE = Path(__file__).with_name("image_probe.py")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 

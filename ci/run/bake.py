@@ -1,6 +1,6 @@
 """`python -m ci bake <target>`: warm the target's caches on its devices, once, for every row after it.
 
-Two routes, one verb: in the target's image, committing the caches as a new image (`ci.images.bake`), or with
+Two routes, one verb: in the target's image, committing the caches as a new image (`ci.images.baked_layer`), or with
 `--host` on this host's Python and GPUs, packing them as a portable artefact that `ci run --host --caches` installs
 (`ci.run.artefact.jit_caches`). Both warm the same rows (the target's, narrowed by --suite, --change and --rows), each
 engine configuration built once: the host bake is scheduled as `ci run` is (shared processes, packed over the GPUs,
@@ -20,8 +20,7 @@ from ci import engine as container
 from ci.common import contract, files, options, revision, signals
 from ci.common.errors import NOTHING_RAN, BuildError, StackgateError, UsageError, os_said
 from ci.common.tables import counted
-from ci.images import bake as image_bake
-from ci.images import build
+from ci.images import baked_layer, build
 from ci.run import commands, execute, finished, harness_env, run_spec
 from ci.run.artefact import host_aot, jit_caches, read
 from ci.run.schedule.dispatch import DeadlineReached
@@ -68,7 +67,7 @@ def _in_image(target: Target, st: Stack, rows: tuple[plan.Row, ...], args: argpa
     image = args.image or f"{build.image_name(target)}:latest"
     with tempfile.TemporaryDirectory(prefix="stackgate-bake-") as tmp:
         path = _rows_json(st, target, rows, Path(tmp), {"ref": image})
-        baked = image_bake.bake(target, image, command=args.command, tag=args.tag, rows=path)
+        baked = baked_layer.bake(target, image, command=args.command, tag=args.tag, rows=path)
     print(f"image {baked.tag}\nid    {baked.image_id}")
     return 0
 

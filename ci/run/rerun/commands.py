@@ -165,9 +165,9 @@ def _held(args: argparse.Namespace, image: str) -> str:
     not make the engine fetch what it names)."""
     found = engine.image_id(engine.find(), image)
     if found is None and args.pull and "@" in image:
-        from ci.images import registry
+        from ci.images import push_pull
 
-        found = registry.pull(image)
+        found = push_pull.pull(image)
     if found is None:
         raise RunError(
             f"image {image} is not held by this docker engine",

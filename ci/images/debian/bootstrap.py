@@ -1,6 +1,6 @@
 """An offline base image from Debian packages, for builders that cannot pull the pinned base.
 
-The base is made from the target's Debian package lock (`ci.images.debs`): mmdebstrap writes a root
+The base is made from the target's Debian package lock (`ci.images.debian.debs`): mmdebstrap writes a root
 filesystem holding exactly the locked versions, with the lock's SOURCE_DATE_EPOCH, as a tar; that tar is
 the image's one layer, and the config is written here (the target's platform, the lock's time), then
 `docker load`ed. So the base is a function of its lock: tagged by the lock's hash, made once and reused,
@@ -21,7 +21,8 @@ from pathlib import Path
 
 from ci.common.errors import BuildError
 from ci.engine import DockerCli, image_id
-from ci.images import debs, normalize
+from ci.images import normalize
+from ci.images.debian import debs
 from ci.stack.model import Target
 
 REPO = "localhost/stackgate-base-{suite}"
