@@ -72,7 +72,7 @@ def cmd_port(args: argparse.Namespace) -> int:
         raise UsageError(f"{r.label} is already in {fork.ref}: {r.detail}", hint="nothing to port")
     branch = branch_name(fork.checkout, args.change_id, args.branch)
     todo = port_make.units(fork.checkout, r, args.with_prerequisites)
-    made = port_make.make(fork.checkout, fork.commit, todo, branch, f"stackgate: port {r.label}")
+    made = port_make.make(fork.checkout, fork.commit, todo, f"refs/heads/{branch}", f"stackgate: port {r.label}")
     if not isinstance(made, Made):
         print("\n".join(port_notice.notice(fork, r, made, branch, args.with_prerequisites)))
         return 2
