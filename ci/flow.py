@@ -168,8 +168,9 @@ def main(args: argparse.Namespace) -> int:
         if len(targets) != 1:
             raise UsageError("--try-port times one target's rows", hint="give one --target")
         return try_port.main(st, args, targets[0], p, use_host)
-    if args.keep_port_branch:
-        raise UsageError("--keep-port-branch keeps the port --try-port makes", hint="add --try-port CHANGE")
+    if args.keep_port_branch or args.port_tip:
+        given = "--keep-port-branch keeps" if args.keep_port_branch else "--port-tip names the tip of"
+        raise UsageError(f"{given} the port --try-port makes", hint="add --try-port CHANGE")
     if args.compare_without:  # the timing protocol for one change (it implies --fork)
         from ci import ablation
 

@@ -21,8 +21,6 @@ and --rows narrow them as everywhere."""
 from __future__ import annotations
 
 import argparse
-from collections import Counter
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ci import ablation, options
@@ -32,7 +30,6 @@ from ci.escape import one_line
 from ci.signals import Stopped, raising
 from ci.stack import plan
 from ci.stack.model import Stack, Target
-from ci.tables import counted
 from ci.upstream import kept
 from ci.upstream.tried import Tried, triable
 
@@ -64,6 +61,8 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
             hint=said[0][1] if len(said) == 1 else "each change's fix is said above",
         )
     keep = port_trial.keep_name(fork, args.keep_port_branch, wanted)
+    if args.port_tip and len(wanted) != 1:
+        raise UsageError("--port-tip names the tip of one port", hint="give --try-port one change")
     timed = {r.change: rows.select(targets=[target.id], changes=[r.change], suites=args.suite) for r in wanted}
     for change, p in timed.items():
         if not p.rows:
@@ -72,7 +71,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
                 + (f" in suite {', '.join(args.suite)}" if args.suite else ""),
                 hint=f"python -m ci plan --change {change} lists its rows and targets",
             )
-    print(counted_line(timed.values(), {target.id: target.short}), flush=True)
+    print(port_trial.tally({c: p.rows for c, p in timed.items()}, {target.id: target.short}), flush=True)
     ablation.preflight(args, target, use_host, "--try-port")
     made: list[Tried] = []
     try:
@@ -80,6 +79,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
             for r in wanted:
                 t = port_trial.make(fork, r)
                 made.append(t)
+                port_trial.expect(t, args.port_tip)
                 _step(f"the port of #{t.change} ({t.said}) on {t.ref}")
                 for commit, upstream in t.commits:
                     print(f"  {commit[:12]} (cherry picked from commit {upstream[:12]})", flush=True)
@@ -92,15 +92,6 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
             said = f"kept as branch {t.ref}" if t.kept else f"{made[done.index(t)].ref} removed"
             print(one_line(f"the port of #{t.change} (tip {t.tip[:12]}): {said}"), flush=True)
     return _report(st, args, target, snap, done, codes)
-
-
-def counted_line(candidates: Iterable[plan.Plan], names: dict[str, str]) -> str:
-    """ "2 candidates, 261 rows on GB10, 120 on H200": the candidates and their rows per target, before anything
-    runs (`candidates`: each one's rows; `names`: each target's short name)."""
-    plans = list(candidates)
-    per = Counter(r.target for p in plans for r in p.rows)
-    where = [f"{counted(n, 'row') if i == 0 else n} on {names.get(t, t)}" for i, (t, n) in enumerate(per.items())]
-    return ", ".join([counted(len(plans), "candidate"), *where]) if where else counted(len(plans), "candidate")
 
 
 def _protocol(
@@ -167,6 +158,12 @@ def add_options(m: argparse.ArgumentParser) -> None:
         help="try the port of this change the fork lacks (its prerequisite chain first, where one is needed) on a "
         "scratch ref, and judge it by its rows on the fork with the port against the fork as it is (--runs each, "
         "interleaved, --aa); exit 2, building nothing, where it does not port cleanly (repeatable, or comma-separated)",
+    )
+    m.add_argument(
+        "--port-tip",
+        metavar="COMMIT",
+        help="with --try-port of one change: the commit its port must end at (a port tried is pinned: the same fork "
+        "commit and upstream commits make the same ids; ci pipeline --try-ports carries it): refused where it does not",
     )
     m.add_argument(
         "--keep-port-branch",

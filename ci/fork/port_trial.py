@@ -11,11 +11,14 @@ bound) is not tried: its readiness and the fix are said, before anything is buil
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ci.errors import UsageError
 from ci.fork import port, source
 from ci.stack.model import Stack
+from ci.stack.plan import Row
 from ci.tables import counted
 from ci.upstream import port_command, port_make, port_text, tried
 from ci.upstream.port_make import Made
@@ -62,12 +65,22 @@ def refusal(snap: Snapshot, r: Readiness) -> tuple[list[str], str]:
     return [port_text.plain(line) for line in out], port_text.plain(fix)
 
 
-def make(fork: source.Fork, r: Readiness) -> Tried:
-    """The port of `r`'s change (its chain first where it takes one) on a scratch ref of its own, pinned."""
+def candidates(snap: Snapshot, changes: Sequence[str] = ()) -> tuple[list[Readiness], list[Readiness]]:
+    """The changes the fork lacks (of `changes`, where given) whose port readiness is known: those that port cleanly
+    (as they are, or after their prerequisite chain), and those that do not (a conflict, a chain that stops)."""
+    found = [c.port for c in snap.changes if c.pr and c.state == "absent" and c.port is not None]
+    known = [r for r in found if r.verdict != "unknown" and (not changes or r.change in changes)]
+    return [r for r in known if tried.triable(r)], [r for r in known if not tried.triable(r)]
+
+
+def make(fork: source.Fork, r: Readiness, *, keep: bool = True) -> Tried:
+    """The port of `r`'s change (its chain first where it takes one) on a scratch ref of its own, pinned; with
+    `keep=False`, on none: its commits are made in a scratch store and dropped (their ids are what is asked: the
+    tip a pipeline carries)."""
     co = fork.checkout
     chain = tried.with_prerequisites(r)
     todo = port_make.units(co, r, chain)
-    ref = f"{SCRATCH}{r.change}-{os.getpid()}"
+    ref = f"{SCRATCH}{r.change}-{os.getpid()}" if keep else None
     made = port_make.make(co, fork.commit, todo, ref, f"stackgate: try the port of {r.label}", pinned=True)
     if not isinstance(made, Made):  # `ci fork` said it ports: the checkout moved since, or upstream did
         raise UsageError(
@@ -105,6 +118,30 @@ def finish(fork: source.Fork, t: Tried, keep_as: str | None) -> Tried:
     if t.ref.startswith(SCRATCH) and co.commit(t.ref):
         co.git("update-ref", "-d", t.ref, t.tip)
     return out
+
+
+def tally(rows: Mapping[str, Sequence[Row]], names: Mapping[str, str], refused: Sequence[str] = ()) -> str:
+    """The candidates and the rows they run, per target, before anything runs: "3 candidates, 261 rows on GB10, 120
+    on H200"; `rows`: each candidate that ports cleanly, its rows; `refused`: those that do not ("; 1 does not port
+    cleanly: #46849")."""
+    per = Counter(r.target for found in rows.values() for r in found)
+    where = [f"{counted(n, 'row') if i == 0 else n} on {names.get(t, t)}" for i, (t, n) in enumerate(per.items())]
+    said = ", ".join([counted(len(rows) + len(refused), "candidate"), *where])
+    if refused:
+        said += (f"; {len(refused)} {'does' if len(refused) == 1 else 'do'} not port cleanly: "
+                 f"{', '.join(f'#{c}' for c in refused)}")  # fmt: skip
+    return said
+
+
+def expect(t: Tried, tip: str | None) -> None:
+    """The port made here is the one a pipeline carried (`--port-tip`): else the fork or upstream moved since, and
+    this would judge another tree than the one the pipeline names."""
+    if tip and t.tip != tip and not t.tip.startswith(tip):
+        raise UsageError(
+            f"--try-port {t.change}: the port made here ends at {t.tip[:12]}, not at {tip[:12]} as --port-tip says: "
+            f"the fork commit {t.onto[:12]} or upstream's commits of it are not those the pipeline was made from",
+            hint="make the pipeline again from the fork as it is now (python -m ci pipeline --try-ports ...)",
+        )
 
 
 def keep_name(fork: source.Fork, name: str | None, candidates: list[Readiness]) -> str | None:
