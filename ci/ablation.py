@@ -78,7 +78,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     return max(failing) if failing else 0
 
 
-def preflight(args: argparse.Namespace, target: Target, use_host: bool, flag: str) -> None:
+def preflight(args: argparse.Namespace, target: Target, use_host: bool, flag: str, pipeline: str = "") -> None:
     """What the protocol refuses before anything is built: --aa-runs without --aa, or a count its rounds cannot
     spread; --cold on images; an --out holding an earlier protocol's runs; a host without the target's hardware."""
     if args.aa_runs is not None and not args.aa:
@@ -95,7 +95,8 @@ def preflight(args: argparse.Namespace, target: Target, use_host: bool, flag: st
     if not host.present(target):
         raise UsageError(
             f"{flag} times rows on {target.name}, and this host has none ({host.describe()})",
-            hint=f"run it on a host with {target.a_short}; ci pipeline {flag} does, on queue {target.queue}",
+            hint=f"run it on a host with {target.a_short}; ci pipeline {pipeline or flag} does, on queue "
+            f"{target.queue}",
         )
 
 

@@ -72,7 +72,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
                 hint=f"python -m ci plan --change {change} lists its rows and targets",
             )
     print(port_trial.tally({c: p.rows for c, p in timed.items()}, {target.id: target.short}), flush=True)
-    ablation.preflight(args, target, use_host, "--try-port")
+    ablation.preflight(args, target, use_host, "--try-port", "--try-ports")
     made: list[Tried] = []
     try:
         with raising():
