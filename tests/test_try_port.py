@@ -1,17 +1,22 @@
-"""`ci main --try-port`: a change the fork lacks, ported on a scratch ref and judged by its own rows on the fork's build,
-on an upstream and a fork made from scratch by git (tests/try_port_world.py), the rows run on the cpu target with the
-builds laid over a base install (--host --base-site), nothing mocked: #61001 ports cleanly after one prerequisite and is
-judged; #61002 conflicts and stops the command before anything is built."""
+"""`ci main --try-port` and `ci pipeline --try-ports`: a change the fork lacks, ported on a scratch ref and judged by
+its own rows on the fork's build, on an upstream and a fork made from scratch by git (tests/try_port_world.py), the
+rows run on the cpu target with the builds laid over a base install (--host --base-site), nothing mocked: #61001 ports
+cleanly after one prerequisite and is judged; #61002 conflicts and stops the command before anything is built. The
+demo fork's pipeline (evidence/try-port) is read as committed."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from git_repos import ENV, clone
+from test_buildkite import check_schema
+from test_fork_subject import _session_call
 from try_port_world import World, make
 
 from ci.cli import main
@@ -21,6 +26,7 @@ from ci.stack import loader
 from ci.upstream import kept
 
 SHA = re.compile(r"[0-9a-f]{40}")
+REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -95,7 +101,8 @@ def test_a_clean_port_is_made_on_a_scratch_ref_built_and_judged_by_its_rows(worl
     assert built["port_side"] == "port" and built["fork_side"] == "fork" and built["aa_side"] == "aa"
     assert built["isolated"] and built["port_build"] != built["fork_build"]
     md = (out / "report" / "report.md").read_text()
-    assert f"**#61001: not in the fork; tried as a port (clean, 1 prerequisite): ready on CPU.** Next: `{command}`" in md
+    lead = "#61001: not in the fork; tried as a port (clean, 1 prerequisite): ready on CPU"
+    assert f"**{lead}.** Next: `{command}`" in md
     assert "| #61001 | not in the fork; tried as a port (clean, 1 prerequisite) | ✔ ready |" in md
     html = (out / "report" / "report.html").read_text()
     assert "tried as a port (clean, 1 prerequisite): ready on CPU" in html
@@ -116,7 +123,7 @@ def test_the_ports_rows_failing_say_which_criterion_failed_on_the_port(tmp_path,
     lead = tried["lead"]
     assert lead.startswith("#61001: not in the fork; tried as a port (clean, 1 prerequisite): not ready: CPU fails:")
     assert "tolerance: max_abs_err" in lead and "wants <= 0" in lead
-    assert tried["next"]["command"].startswith("python -m ci repro 61001.cpu.") and "fork port" not in str(tried["next"])
+    assert tried["next"]["command"].startswith("python -m ci repro 61001.cpu.")  # what failed, not the port
     (target,) = [t for t in change["targets"] if t["target"] == "cpu"]
     assert target["state"] == "fails" and "tolerance" in target["text"]
     md = (out / "report" / "report.md").read_text()
@@ -137,6 +144,14 @@ def test_a_conflicting_port_stops_before_anything_is_built_with_its_readiness_an
         assert not out.exists()  # no build, no bundle, no run
         assert "== the port of" not in said.out
         assert _state(world) == before
+
+
+def test_a_generated_nox_session_passes_try_port_to_ci_main(world, tmp_path, capsys) -> None:
+    """`nox -s cpu_selftest -- --try-port X ...` is `ci main --target cpu --suite selftest ... --try-port X`."""
+    argv = _session_call("cpu", "selftest", ["--stack", str(world.stack), "--fork", str(world.path), "--ref", "fork",
+                                             "--try-port", "61002", "--out", str(tmp_path / "o")])  # fmt: skip
+    assert argv[:5] == ["main", "--target", "cpu", "--suite", "selftest"] and "--try-port" in argv
+    assert main(argv) == 2 and "#61002 is not tried as a port: conflicts" in capsys.readouterr().out
 
 
 def test_a_tried_port_is_pinned_and_kept_as_a_branch_only_when_asked(world, tmp_path, capsys) -> None:
@@ -162,3 +177,69 @@ def test_a_tried_port_is_pinned_and_kept_as_a_branch_only_when_asked(world, tmp_
     assert main(_try(world, tmp_path / "o", "--keep-port-branch", "x")) == 2
     assert "--keep-port-branch keeps the port --try-port makes" in capsys.readouterr().err
     assert _state(world) == before and not (tmp_path / "o").exists()
+
+
+def _pipeline(w: World, *more: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ci", "--stack", str(w.stack), "pipeline", "--one-agent", *more],
+                          cwd=REPO, capture_output=True, text=True, env=ENV, timeout=300)  # fmt: skip
+
+
+def test_the_pipeline_tries_each_clean_port_in_a_group_and_says_why_not_of_the_others(world, tmp_path) -> None:
+    """`ci pipeline --fork --try-ports`: the clean candidate's group runs `ci main --try-port` carrying the fork and the
+    port by commit id (the port's pinned tip, found at upload); the conflicting one's step says why and soft-fails on
+    exit 2; counted at upload; Buildkite's schema; nothing made in the checkout."""
+    before = _state(world)
+    done = _pipeline(world, "--fork", str(world.path), "--ref", "fork", "--try-ports")
+    assert done.returncode == 0, done.stderr
+    assert "ports tried: 2 candidates, 1 row on CPU; 1 does not port cleanly: #61002" in done.stderr
+    path = tmp_path / "pipeline.yml"
+    path.write_text(done.stdout)
+    check_schema(path)
+    assert done.stdout.splitlines()[2].startswith("# Ports tried (ci main --try-port, each on its target's queue): 2 ")
+    items = yaml.safe_load(done.stdout)["steps"]
+    (group,) = [s for s in items if "group" in s]
+    assert group["key"] == "try-port-61001"
+    st = loader.load(world.stack)
+    fork = source.open_fork(st, world.path, ref="fork")
+    tip = port_trial.make(fork, port_trial.readiness(kept.answer(st, fork.scope), "61001"), keep=False).tip
+    (step,) = group["steps"]
+    run = next(c for c in step["commands"] if " -m ci main " in c)
+    assert step["agents"]["queue"] == "cpu" and f"--ref {world.ids['head']} " in run
+    assert f"--try-port 61001 --port-tip {tip} --runs 5 --aa --rows 61001.cpu." in run
+    (refused,) = [s for s in items if s.get("key") == "try-port-61002"]
+    assert refused["soft_fail"] == [{"exit_status": 2}] and refused["agents"]["queue"] == "cpu"
+    assert any("--try-port 61002 > try-port-61002.txt" in c for c in refused["commands"])
+    assert _state(world) == before
+    no_fork = _pipeline(world, "--try-ports")
+    assert no_fork.returncode == 2 and "--try-ports tries the ports of the changes a fork lacks" in no_fork.stderr
+
+
+DEMO = REPO / "evidence" / "try-port" / "pipeline.yml"
+
+
+def test_the_demo_forks_pipeline_tries_46514_and_says_why_not_of_46849_and_49903() -> None:
+    """evidence/try-port: the demo fork at a400177 (after #48407's port, before #46514's): #46514 ports cleanly and
+    is tried on GB10 and H200, each step pinned to one fork commit and one port tip; #46849 and #49903 conflict."""
+    check_schema(DEMO)
+    text = DEMO.read_text()
+    counted = re.search(r"^# Ports tried .*?: (\d+) candidates, (\d+) rows on GB10, (\d+) on H200;", text, re.M)
+    assert counted is not None and counted.group(1) == "3"
+    items = yaml.safe_load(text)["steps"]
+    (group,) = [s for s in items if "group" in s]
+    assert group["key"] == "try-port-46514"
+    queues = {}
+    tips = set()
+    for step in group["steps"]:
+        words = next(c for c in step["commands"] if " -m ci main " in c).split()
+        target = words[words.index("--target") + 1]
+        rows = words[words.index("--rows") + 1].split(",")
+        assert words[words.index("--ref") + 1] == "a400177597d082812eeee85175020e0a0edecfde"
+        assert words[words.index("--try-port") + 1] == "46514" and "--aa" in words
+        tips.add(words[words.index("--port-tip") + 1])
+        assert all(r.startswith(f"46514.{target}.") for r in rows)
+        queues[step["agents"]["queue"]] = len(rows)
+    assert len(tips) == 1 and SHA.fullmatch(tips.pop())
+    assert queues == {"gpu-gb10": int(counted.group(2)), "gpu-h200": int(counted.group(3))}
+    for change in ("46849", "49903"):
+        (step,) = [s for s in items if s.get("key") == f"try-port-{change}"]
+        assert step["soft_fail"] == [{"exit_status": 2}] and not any("--port-tip" in c for c in step["commands"])
