@@ -2,11 +2,12 @@
 rows on the cpu target (the harness self-test's track, one row each).
 
 Upstream's main, after the release v0.26.0: #61000 adds vllm/knobs.py; #61001 turns it on and starts vLLM fast (its
-import no longer sleeps: vllm/startup.py's DELAY 0.4 -> 0); #61002 changes line 3 of vllm/own.py. The fork (branch
+import no longer sleeps: vllm/startup.py's DELAY 1.0 -> 0); #61002 changes line 3 of vllm/own.py. The fork (branch
 `fork`, off v0.26.0, checked out, with a staged edit, an unstaged one and an untracked file of the user's) changed
 that same line its own way. So #61001 ports cleanly after one prerequisite (#61000 brings the file it changes), and
 #61002 conflicts with the fork's own edit. #61001's rows time the build's `import vllm` (the self-test's record of a
-fork build, suites/selftest): its effect is real, an import 0.4 s faster."""
+fork build, suites/selftest): its effect is real, an import a second faster (a second, so that the run-to-run spread
+of a loaded machine, its A/A floor, stays well inside the bounds)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from ci.upstream.checkout import Checkout
 OWN = "".join(f"O{i} = {i}\n" for i in range(1, 11))
 BASE = {
     "vllm/__init__.py": "import time\n\nfrom vllm.startup import DELAY\n\ntime.sleep(DELAY)\n__version__ = '0.26.0'\n",
-    "vllm/startup.py": "DELAY = 0.4\n",
+    "vllm/startup.py": "DELAY = 1.0\n",
     "vllm/own.py": OWN,
 }
 SUBJECT = {
