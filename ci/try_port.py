@@ -91,7 +91,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
         for t in done:
             said = f"kept as branch {t.ref}" if t.kept else f"{made[done.index(t)].ref} removed"
             print(one_line(f"the port of #{t.change} (tip {t.tip[:12]}): {said}"), flush=True)
-    return _report(st, args, target, snap, done, codes)
+    return _report(args, target, snap, done, codes)
 
 
 def _protocol(
@@ -123,7 +123,7 @@ def _protocol(
 
 
 def _report(
-    st: Stack, args: argparse.Namespace, target: Target, snap: Snapshot, done: list[Tried], codes: dict[str, list[int]]
+    args: argparse.Namespace, target: Target, snap: Snapshot, done: list[Tried], codes: dict[str, list[int]]
 ) -> int:
     from ci.report import write as report
 

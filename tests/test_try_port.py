@@ -131,6 +131,32 @@ def test_the_ports_rows_failing_say_which_criterion_failed_on_the_port(tmp_path,
     assert "tried as a port (clean, 1 prerequisite): not ready: CPU fails:" in md
 
 
+def test_a_list_of_ports_each_runs_its_rows_on_its_own_build_and_leads_the_report(tmp_path, stack_copy, capsys):
+    """`--try-port 61001,61003`: counted together; each port on a scratch ref and a build of its own, each change's
+    rows on its build only (side `port` holds both), the same rows on the fork; the report leads with both."""
+    _needs_triton()
+    w = make(tmp_path, stack_copy, extra=True)
+    before = _state(w)
+    out = tmp_path / "out"
+    assert main(_try(w, out, "--try-port", "61001,61003", "--runs", "1", "--no-warm-up")) == 0
+    said = capsys.readouterr().out
+    assert "2 candidates, 2 rows on CPU" in said
+    for change in ("61001", "61003"):
+        ran = _props(out / "arms" / "port" / "run-1" / change)
+        assert len(ran) == 1 and ran[0]["stackgate.fork_port"] == change and ran[0]["stackgate.change"] == change
+        assert (out / "builds" / f"port-{change}" / "site").is_dir()
+    assert sorted(p["stackgate.change"] for p in _props(out / "arms" / "fork")) == ["61001", "61003"]
+    doc = json.loads((out / "report" / "report.json").read_text())
+    tried = {c["id"]: c["tried"] for c in doc["changes"]}
+    assert tried["61003"]["said"] == "clean" and tried["61003"]["prerequisites"] == []
+    assert tried["61001"]["said"] == "clean, 1 prerequisite"
+    assert tried["61003"]["upstream_commits"] == [w.ids["61003"]] and tried["61003"]["onto"] == w.ids["head"]
+    md = (out / "report" / "report.md").read_text()
+    assert "**#61001: not in the fork; tried as a port (clean, 1 prerequisite)" in md
+    assert "**#61003: not in the fork; tried as a port (clean)" in md
+    assert _state(w) == before
+
+
 def test_a_conflicting_port_stops_before_anything_is_built_with_its_readiness_and_fix(world, tmp_path, capsys) -> None:
     before = _state(world)
     for wanted in ("61002", "61001,61002"):  # with a clean one beside it: nothing of either is made

@@ -31,6 +31,7 @@ SUBJECT = {
     "61000": "[Core] A module of knobs (#61000)",
     "61001": "[Core] Start fast (#61001)",
     "61002": "[Core] Raise the block size (#61002)",
+    "61003": "[Core] A module of extras (#61003)",
 }
 WAIVED = {t: "the test stack's change runs on the cpu self-test only" for t in ("cuda-sm121a", "rocm-gfx1151")}
 
@@ -47,14 +48,17 @@ class World:
         return self.repo.path
 
 
-def make(root: Path, stack: Path, *, tolerance: float = 1.0e-6) -> World:
-    """The world; `tolerance`: #61001's numerical bound on its rows (0 makes every row of it fail that criterion)."""
+def make(root: Path, stack: Path, *, tolerance: float = 1.0e-6, extra: bool = False) -> World:
+    """The world; `tolerance`: #61001's numerical bound on its rows (0 makes every row of it fail that criterion);
+    `extra`: a third change, #61003 (a new file: clean as it is), tracked too."""
     r = Repo(root / "vllm-fork")
     ids = {"base": r.commit("vLLM 0.26.0", BASE)}
     r.git("tag", "v0.26.0")
     ids["61000"] = r.commit(SUBJECT["61000"], {"vllm/knobs.py": "FAST = False\n"})
     ids["61001"] = r.commit(SUBJECT["61001"], {"vllm/knobs.py": "FAST = True\n", "vllm/startup.py": "DELAY = 0.0\n"})
     ids["61002"] = r.commit(SUBJECT["61002"], {"vllm/own.py": OWN.replace("O3 = 3\n", "O3 = 30\n")})
+    if extra:
+        ids["61003"] = r.commit(SUBJECT["61003"], {"vllm/extra.py": "EXTRA = True\n"})
     r.upstream()
     r.git("checkout", "-q", "-b", "fork", "v0.26.0")
     ids["own"] = r.commit("fork: our block size", {"vllm/own.py": OWN.replace("O3 = 3\n", "O3 = 4096\n")})
@@ -65,7 +69,7 @@ def make(root: Path, stack: Path, *, tolerance: float = 1.0e-6) -> World:
     (r.path / "vllm" / "own.py").write_text(OWN.replace("O3 = 3\n", "O3 = 2048\n"))
     (r.path / "notes.txt").write_text("what to port next\n")
     co = Checkout.open(r.path)
-    for change in ("61001", "61002"):
+    for change in ("61001", "61002", *(("61003",) if extra else ())):
         _change_file(stack, change, ids[change], co, tolerance if change == "61001" else 1.0e-6)
     (stack / "fork.yaml").unlink()  # the stack's own demo fork is not this one
     return World(r, ids, stack, _base_site(root))

@@ -43,8 +43,9 @@ def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
 
 
 def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
-    """One command that moves the change on, and where it runs (plain text): for a change the fork lacks, its port
-    (ci.report.port_step); else re-run a failing row of its commonest cause (as `causes` counts them; one not
+    """One command that moves the change on, and where it runs (plain text): for a change tried as a port that held,
+    the command that makes the port for real; for a change the fork lacks (not tried), its port (ci.report.port_step);
+    else re-run a failing row of its commonest cause (as `causes` counts them; one not
     quarantined as flaky, where there is one); else run the rows a required target has not run (its lock first, where
     it has none); else what the change as a whole lacks (a baseline); else nothing."""
     if tried := port_step.tried_step(report, verdict):  # a port tried that held: make it for real
