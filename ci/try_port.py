@@ -88,9 +88,9 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
         raise StoppedError(stop.signum, f"stopped by {stop.name}: the scratch refs are removed") from None
     finally:
         done = [port_trial.finish(fork, t, keep) for t in made]  # the scratch refs go, whatever happened
-        for t in done:
-            said = f"kept as branch {t.ref}" if t.kept else f"{made[done.index(t)].ref} removed"
-            print(one_line(f"the port of #{t.change} (tip {t.tip[:12]}): {said}"), flush=True)
+        for scratch, t in zip(made, done, strict=True):
+            left = f"kept as branch {t.ref}" if t.kept else f"{scratch.ref} removed"
+            print(one_line(f"the port of #{t.change} (tip {t.tip[:12]}): {left}"), flush=True)
     return _report(args, target, snap, done, codes)
 
 
