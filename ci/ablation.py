@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from ci import contract, options
 from ci.errors import NOTHING_RAN, UsageError
-from ci.escape import one_line
+from ci.escape import command, one_line
 from ci.run import execute, host, rounds, run_spec
 from ci.stack import plan
 from ci.stack.model import Stack, Target
@@ -67,7 +67,7 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     from ci.report import write as report
 
     out = args.out
-    _step(f"python -m ci report {out / 'arms' / FORK} --compare ... -> {out / 'report'}")
+    _step(f"{command(['python', '-m', 'ci', 'report', out / 'arms' / FORK])} --compare ... -> {out / 'report'}")
     paths = [out / "arms" / label for label in labels]
     rep = report.build(
         args.stack, [paths[0]], None, targets=[target.id], changes=[change], compare_paths=paths[1:], labels=labels
@@ -265,14 +265,14 @@ def _environ(arm: Arm, *, allow_jit: bool = False) -> Iterator[None]:
     caches root (a build's warm-up fills it; the other build's runs never read it); `allow_jit`: the rows may compile
     (a cold run's first request compiles what the warm-up did not)."""
     given = {"PYTHONPATH": arm.path, "STACKGATE_RUNTIME_CACHES": str(arm.caches) if arm.caches else None,
-             "STACKGATE_REFUSE_JIT": "0" if allow_jit else None}  # fmt: skip
+             contract.ENV_REFUSE_JIT: "0" if allow_jit else None}  # fmt: skip
     before = {k: os.environ.get(k) for k in given}
     if arm.path is not None:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (arm.path, before["PYTHONPATH"]) if p)
     if arm.caches is not None:
         os.environ["STACKGATE_RUNTIME_CACHES"] = str(arm.caches)
     if allow_jit:
-        os.environ["STACKGATE_REFUSE_JIT"] = "0"
+        os.environ[contract.ENV_REFUSE_JIT] = "0"
     try:
         yield
     finally:

@@ -144,8 +144,8 @@ def main(argv: Sequence[str] | None = None, held: startup.Held | None = None) ->
             raise
         print(
             f"error: stackgate needs {', '.join(missing)}, which this Python ({sys.executable}) lacks\n"
-            f"  fix: {sys.executable} -m pip install {' '.join(missing)}   (on a host without a package index: "
-            "carry their wheels and install them with --no-index, as evidence/h200-env.sh does)",
+            f"  fix: {escape.command([sys.executable, '-m', 'pip', 'install', *missing])}   (on a host without a "
+            "package index: carry their wheels and install them with --no-index, as evidence/h200-env.sh does)",
             file=sys.stderr,
         )
         return UsageError.exit_code

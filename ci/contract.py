@@ -113,6 +113,10 @@ def junit_glob(target: str, suite: str, shard: int | str = "*") -> str:
 
 # --- JUnit: the <testsuite> name and the properties every row's testcase carries ----------------------------------
 
+# the environment the host gives the harness, and the harness's own warm-up gives its children
+ENV_ROWS = "STACKGATE_ROWS"  # the rows.json a session runs
+ENV_JIT_LOG = "STACKGATE_JIT_LOG"  # where the JIT sentinel writes each compile it saw
+ENV_REFUSE_JIT = "STACKGATE_REFUSE_JIT"  # "0": compiles allowed; else a row that compiles anything errors
 PREFIX = "stackgate."
 METRIC = PREFIX + "metric."
 CARD = PREFIX + "card"  # the cards a row ran on, in words (model, memory, driver): a target's label is not a card

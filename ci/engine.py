@@ -14,7 +14,6 @@ come from the target's data (ci.stack.model.Devices), never from `if target == .
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from ci import contract
 from ci.errors import BuildError, RunError, StackgateError
+from ci.escape import command
 from ci.signals import forwarding
 from ci.stack.model import Target
 
@@ -129,7 +130,7 @@ class ContainerSpec:
 
     def cli(self) -> str:
         """The equivalent `docker run` line, one line, shell-quoted."""
-        return shlex.join(self.argv())
+        return command(self.argv())
 
     def argv(self) -> list[str]:
         """The equivalent `docker run` command as arguments."""
@@ -205,7 +206,7 @@ JIT_FAIL_SWITCHES = ("CUDA_DISABLE_PTX_JIT", "FLASHINFER_DISABLE_JIT")
 
 def without_jit_refusal(env: Mapping[str, str]) -> dict[str, str]:
     """`env` less the JIT-failing switches where it allows JIT ($STACKGATE_REFUSE_JIT=0); else `env` as it is."""
-    if env.get("STACKGATE_REFUSE_JIT") != "0":
+    if env.get(contract.ENV_REFUSE_JIT) != "0":
         return dict(env)
     return {k: v for k, v in env.items() if k not in JIT_FAIL_SWITCHES}
 

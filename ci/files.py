@@ -29,11 +29,14 @@ _KINDS = {
 
 def read_regular(path: Path, limit: int) -> bytes:
     """The bytes of `path`; an OSError whose strerror says why not where it is no regular file or over `limit`."""
-    with open_regular(path, limit) as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"over the {limit:,}-byte limit for this input", str(path))
-    return data
+    blocks, size = [], 0
+    with open_regular(path, limit) as fh:  # a block at a time: read(limit) would set the whole limit aside
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            size += len(block)
+            if size > limit:
+                raise OSError(errno.EFBIG, f"over the {limit:,}-byte limit for this input", str(path))
+            blocks.append(block)
+    return b"".join(blocks)
 
 
 def open_regular(path: Path, limit: int | None = None) -> BinaryIO:

@@ -26,6 +26,18 @@ GPUS_MAX = 1024  # GPUs a projection packs rows on: a cluster, not a host
 RUNS_MAX = 1000  # runs of an arm of the timing protocol
 
 
+# a vLLM release as stackgate names one (a lock, a wheel, a tag's vX.Y.Z): no rc, dev or name such as "latest"
+RELEASE = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
+
+
+def release(text: str) -> str:
+    """A vLLM release, X.Y.Z or X.Y.Z.postN (argparse type): checked once, where it is given, so nothing after it
+    compares a version it cannot read."""
+    if not RELEASE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a vLLM release (X.Y.Z, e.g. 0.27.1; no rc, dev or name)")
+    return text
+
+
 def seconds(text: str) -> float:
     """A positive, finite number of seconds, at most a week (argparse type): 0, negatives, nan and inf are refused."""
     return _positive(text, "seconds", SECONDS_MAX)
@@ -155,8 +167,15 @@ def add_fork(p: argparse.ArgumentParser, *, switch: bool) -> None:
     p.add_argument(
         "--base-version",
         metavar="X.Y.Z",
+        type=release,
         help="the vLLM release --base-ref holds, where its name is not vX.Y.Z; alone: the release over where REF "
         "left upstream's main",
+    )
+    p.add_argument(
+        "--fetch-missing",
+        action="store_true",
+        help="where the checkout is a partial clone: fetch the objects it lacks from its promisor remote first, in "
+        "one fetch (without it such a clone is refused, with the commands that fill it)",
     )
 
 

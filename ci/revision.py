@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from ci.errors import BuildError
+from ci.git import run as run_git
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,7 @@ class GitInfo:
 
 def git_info(root: Path) -> GitInfo:
     def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
+        done = run_git(root, *args)
         if done.returncode != 0:
             raise BuildError(
                 f"git {' '.join(args)} failed in {root}: {done.stderr.strip()}",

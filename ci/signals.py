@@ -63,6 +63,17 @@ def raising() -> Iterator[None]:
             signal.signal(s, h)
 
 
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """While the block runs, SIGTERM, SIGINT and SIGHUP wait (blocked), then arrive as they would have: a step that
+    must not be cut in half (a ref moved, a lock held by a child) ends first, and the stop is taken after it."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def die_with_parent() -> None:
     """preexec_fn of the harness on this host: SIGTERM to it when `ci run` dies, however it dies; and a process group
     of its own, so that a terminal's Ctrl-C (SIGINT to the foreground group) reaches `ci run` alone, which passes it

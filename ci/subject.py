@@ -13,13 +13,14 @@ options repeated: run anywhere, it judges the same fork.
 from __future__ import annotations
 
 import argparse
-import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ci import escape
 from ci.errors import UsageError
+from ci.escape import command
 from ci.images import build, lock
 from ci.run import host
 from ci.stack import plan
@@ -47,7 +48,7 @@ class Subject:
         command = f"nox -s {target.sessions[0]}_{suite}"
         if self.takes(target):
             assert self.fork is not None
-            command += " -- " + shlex.join(self.fork.scope.options)
+            command += " -- " + escape.command(self.fork.scope.options)
         return f"{self.relock[target.id]}, then {command}" if target.id in self.relock else command
 
 
@@ -87,7 +88,7 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
         if target in here:
             lock.require_base(target, f"{fork.name} {fork.ref}", base.version, build.REPO_ROOT)
         elif lock.locked_vllm(target, build.REPO_ROOT) != base.version:
-            relock[target.id] = f"python -m ci lock {target.id} --vllm {base.version}"
+            relock[target.id] = escape.command(["python", "-m", "ci", "lock", target.id, "--vllm", base.version])
     print(f"judging the fork {fork.describe()} (--stock: the locked release instead)", flush=True)
     return Subject(fork=fork, over=frozenset(t.id for t in over), relock=relock)
 
@@ -95,7 +96,7 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
 def _session(target: Target, p: plan.Plan, fork: Fork) -> str:
     """The command that runs one of the target's suites on the fork, its options as given."""
     suite = next(r.suite for r in p.rows if r.target == target.id)
-    return f"nox -s {target.sessions[0]}_{suite} -- {shlex.join(fork.scope.options)}"
+    return command(["nox", "-s", f"{target.sessions[0]}_{suite}", "--", *fork.scope.options])
 
 
 def runs(p: plan.Plan, subject: Subject, args: argparse.Namespace) -> tuple[plan.Plan, list[Path]]:
@@ -119,6 +120,7 @@ def bundle(st: Stack, target: Target, subject: Subject, args: argparse.Namespace
     from ci.images import commands as image_commands
 
     assert subject.fork is not None
-    print(f"\n== python -m ci fork bundle{f' --without {args.without}' if args.without else ''}", flush=True)
+    without = ["--without", args.without] if args.without else []
+    print(f"\n== {escape.command(['python', '-m', 'ci', 'fork', 'bundle', *without])}", flush=True)
     name = "fork.tar.gz" if not args.without else f"without-{args.without}.tar.gz"
     return image_commands.fork_bundle(st, target, subject.fork, args.without, args.out / "fork" / target.id / name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ci.escape import one_line
+from ci.escape import one_line, redacted
 
 # "&" first: the entities the others make must not be escaped again. Function names must not turn italic;
 # failure text must not make links or images. Chained str.replace: a translate table with string values
@@ -27,8 +27,8 @@ _MD_ESCAPES = (
 
 def md_cell(value: object) -> str:
     """Escape text for a Markdown table cell: no pipes that split cells, no raw HTML, one line of visible characters
-    (`ci.escape`)."""
-    text = str(value)
+    (`ci.escape`), no URL's userinfo."""
+    text = redacted(str(value))
     for char, escaped in _MD_ESCAPES:
         if char in text:
             text = text.replace(char, escaped)
@@ -44,6 +44,7 @@ class Markdown(str):
 
 def code(command: str) -> Markdown:
     """A command as a Markdown code span inside a table cell (a pipe escaped, as a table cell needs)."""
+    command = one_line(command)  # a line break in it would end the cell and start a line of its own choosing
     fence = "``" if "`" in command else "`"
     pad = " " if fence == "``" else ""
     return Markdown(f"{fence}{pad}{command.replace('|', chr(92) + '|')}{pad}{fence}")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ci import ablation, options
 from ci.ablation import AA, Part, Side
 from ci.errors import NOTHING_RAN, StoppedError, UsageError
-from ci.escape import one_line
+from ci.escape import command, one_line
 from ci.signals import Stopped, raising
 from ci.stack import plan
 from ci.stack.model import Stack, Target
@@ -130,7 +130,7 @@ def _report(
     out = args.out
     labels = [PORT, FORK, *([AA] if args.aa else [])]
     paths = [out / "arms" / label for label in labels]
-    _step(f"python -m ci report {paths[0]} --compare ... -> {out / 'report'}")
+    _step(f"{command(['python', '-m', 'ci', 'report', paths[0]])} --compare ... -> {out / 'report'}")
     rep = report.build(
         args.stack, [paths[0]], None, targets=[target.id], changes=[t.change for t in done], compare_paths=paths[1:],
         labels=labels, subject=snap, tried=done,

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import json
+import math
 import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -59,8 +61,18 @@ def read(path: Path, model: type[M], kind: Kind) -> M:
 
 
 def read_bytes(path: Path, kind: Kind) -> bytes:
+    """The file's bytes, at most its kind's limit, a block at a time (read(limit) would set the whole limit aside
+    for every file, however small); one that grew past the limit since it was opened is refused."""
     with _opened(path, kind) as fh:
-        return fh.read(kind.limit)
+        blocks, size = [], 0
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            size += len(block)
+            if size > kind.limit:
+                raise BadInput(
+                    f"{escape.one_line(path)}: over the {kind.limit:,}-byte limit for {kind.what}", hint=kind.fix
+                )
+            blocks.append(block)
+        return b"".join(blocks)
 
 
 def _opened(path: Path, kind: Kind) -> BinaryIO:
@@ -89,6 +101,12 @@ def json_value(data: bytes, kind: Kind, where: str) -> Any:
                 f"{escape.one_line(where)}: nested deeper than {kind.depth} levels ({exc}): not {kind.what}",
                 hint=kind.fix,
             ) from None
+        if odd := not_a_number(data):  # JSON but for a number JSON has none of: named, field and value
+            raise BadInput(
+                f"{escape.one_line(where)}: {odd}: no JSON number (JSON has no NaN or Infinity, nor a number past a "
+                f"double's range): not {kind.what}",
+                hint=kind.fix,
+            ) from None
         raise BadInput(f"{escape.one_line(where)}: not {kind.what}: not JSON ({exc})", hint=kind.fix) from None
     deep = too_deep(value, kind.depth)
     if deep is not None:
@@ -96,6 +114,39 @@ def json_value(data: bytes, kind: Kind, where: str) -> Any:
             f"{escape.one_line(where)}: {deep}: nested deeper than {kind.depth} levels: not {kind.what}", hint=kind.fix
         )
     return value
+
+
+class _Odd(str):
+    """A number JSON has none of, as the document wrote it (NaN, -Infinity, 1e400)."""
+
+
+def not_a_number(data: bytes) -> str | None:
+    """Where a document that strict JSON refused holds a NaN, an Infinity or a number past a double's range (or an
+    integer past 64 bits): "measured[0].further_s[1]: Infinity"; None where it is not that (or not JSON at all).
+    Python's reader takes them, handed to hooks that mark them; it is only asked once orjson has refused."""
+
+    def number(text: str) -> float | _Odd:
+        value = float(text)
+        return value if math.isfinite(value) else _Odd(text)
+
+    def integer(text: str) -> int | _Odd:
+        value = int(text)
+        return value if -(2**63) <= value < 2**64 else _Odd(text)
+
+    try:
+        value = json.loads(data, parse_constant=_Odd, parse_float=number, parse_int=integer)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:  # depth first, in the document's order
+        node, at = stack.pop()
+        if isinstance(node, _Odd):
+            return f"{at or '(the document)'}: {escape.one_line(node)}"
+        if isinstance(node, dict):
+            stack.extend(reversed([(v, f"{at}.{k}" if at else escape.one_line(k)) for k, v in node.items()]))
+        elif isinstance(node, list):
+            stack.extend(reversed([(v, f"{at}[{i}]") for i, v in enumerate(node)]))
+    return None
 
 
 def validated(value: Any, model: type[M], kind: Kind, where: str) -> M:

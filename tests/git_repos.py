@@ -91,3 +91,10 @@ def copy_change(stack: Path, change: str, new: str, title: str) -> None:
     doc["id"], doc["title"] = new, title
     doc["upstream"] = {**doc["upstream"], "pr": int(new), "title": title, "stacked_on": []}
     (stack / "changes" / f"{new}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def bash_argv(command: str) -> list[str]:
+    """The argv bash reads from a printed command line (its words as bash splits, unquotes and expands them)."""
+    done = subprocess.run(["bash", "-c", f"printf '%s\\0' {command}"], capture_output=True, text=True, env=ENV)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("\0")[:-1]

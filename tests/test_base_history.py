@@ -79,7 +79,7 @@ def test_a_clone_without_the_recent_tags_never_takes_the_stale_one(fork, stack_c
     )
     assert f"mine left upstream/main at {ids['P'][:12]} ({date}) {line}" in problem
     assert "v0.9.0" in problem and "too far to be its release" in problem
-    assert "fetch upstream --tags" in doc["base_unknown"]["fix"]
+    assert "fetch --tags -- upstream" in doc["base_unknown"]["fix"]
     assert f"--base-ref {ids['v0.27.1'][:12]} --base-version X.Y.Z" in doc["base_unknown"]["fix"]
 
     site = ["--base-site", str(tmp_path / "base-site"), "--site", str(tmp_path / "site")]
@@ -90,7 +90,7 @@ def test_a_clone_without_the_recent_tags_never_takes_the_stale_one(fork, stack_c
         assert _ci(stack_copy, *verb, "--fork", str(f.path), "--ref", "mine") == 2, verb
         err = capsys.readouterr().err
         assert f"the base release of mine is not known: mine left upstream/main at {ids['P'][:12]} ({date})" in err
-        assert f"fix: fetch upstream's release tags (git -C {f.path} fetch upstream --tags)" in err
+        assert f"fix: fetch upstream's release tags (git -C {f.path} fetch --tags -- upstream)" in err
     assert not (tmp_path / "b.tar.gz").exists() and not (tmp_path / "site").exists()
 
     assert _ci(stack_copy, "upstream", "--fork", str(f.path), "--ref", "mine", "--format", "json") == 0
@@ -104,13 +104,13 @@ def test_the_fetch_line_for_the_tags_names_the_remote_that_is_upstream_else_its_
     f.git("remote", "rename", "upstream", "vllm")  # its main is now vllm/main
     assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "mine", "--format", "json") == 0
     fix = json.loads(capsys.readouterr().out)["base_unknown"]["fix"]
-    assert f"git -C {f.path} fetch vllm --tags" in fix and "fetch upstream --tags" not in fix
+    assert f"git -C {f.path} fetch --tags -- vllm" in fix and "-- upstream" not in fix
 
     f.git("remote", "remove", "vllm")
     given = ["--upstream-ref", ids["S"], "--format", "json"]
     assert _ci(stack_copy, "fork", "--fork", str(f.path), "--ref", "mine", *given) == 0
     fix = json.loads(capsys.readouterr().out)["base_unknown"]["fix"]
-    assert f"git -C {f.path} fetch https://github.com/vllm-project/vllm.git --tags" in fix, fix
+    assert f"git -C {f.path} fetch --tags -- https://github.com/vllm-project/vllm.git" in fix, fix
 
 
 def test_with_the_tags_fetched_the_base_is_the_release_line_and_says_how(fork, upstream, stack_copy, capsys) -> None:

@@ -19,9 +19,25 @@ def test_both_sides_spell_the_same_names() -> None:
     assert contract.WORKLOAD == harness.WORKLOAD
     assert contract.ROW_CONTENT == harness.ROW_CONTENT
     assert contract.ROW_MEANING == harness.ROW_MEANING
+    names = ("ENV_ROWS", "ENV_JIT_LOG", "ENV_REFUSE_JIT")
+    assert [getattr(contract, n) for n in names] == [getattr(harness, n) for n in names]
     for args in (("cuda-sm121a", "sparse_mla", 0), ("cpu", "selftest", "3")):
         assert contract.suite_name(*args) == harness.suite_name(*args)
         assert contract.parse_suite_name(harness.suite_name(*args)) == tuple(map(str, args))
+
+
+def test_the_boundarys_environment_is_spelled_in_the_contract_pair_alone() -> None:
+    """Every other module names the contract's constants; the two that may import nothing (the image probe, the JIT
+    sentinel that loads before the harness) spell the one name they read, and the test holds them to it."""
+    repo = Path(__file__).resolve().parent.parent
+    standalone = {repo / "ci/images/probe.py", repo / "suites/harness/jit_sentinel.py"}
+    for name in (contract.ENV_ROWS, contract.ENV_JIT_LOG, contract.ENV_REFUSE_JIT):
+        spelled = [
+            p
+            for p in [*(repo / "ci").rglob("*.py"), *(repo / "suites").rglob("*.py")]
+            if f'"{name}"' in p.read_text() and p.name != "contract.py"
+        ]
+        assert set(spelled) <= standalone, (name, spelled)
 
 
 def test_every_planned_row_id_is_a_row_id_of_the_contract() -> None:

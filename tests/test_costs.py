@@ -73,11 +73,13 @@ def test_the_store_keeps_the_newest_measurement_of_each_configuration(tmp_path: 
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
-        ({"phase": "warm"}, "phase 'warm' is not one of bake, run"),
-        ({"first_s": "__import__('os')"}, "first_s is not a number of seconds"),
-        ({"first_s": 1e7}, "first_s is not a number of seconds"),
-        ({"further_s": "1,2"}, "further_s is not a list"),
-        ({"configs_in_process": 0}, "configs_in_process is not a count"),
+        ({"phase": "warm"}, ".phase: 'warm': not one of bake, run"),
+        ({"first_s": "__import__('os')"}, ".first_s: \"__import__('os')\": not a number of seconds"),
+        ({"first_s": 1e7}, ".first_s: 10000000.0: not a number of seconds"),
+        ({"further_s": "1,2"}, ".further_s: '1,2': not a list"),
+        ({"further_s": [1, -2]}, ".further_s[1]: -2: not a number of seconds"),
+        ({"configs_in_process": 0}, ".configs_in_process: 0: not a count"),
+        ({"host": None}, ".host: None: not a string"),
     ],
 )
 def test_a_costs_file_from_elsewhere_is_data_checked_field_by_field(tmp_path: Path, edit: dict, said: str) -> None:
@@ -87,7 +89,7 @@ def test_a_costs_file_from_elsewhere_is_data_checked_field_by_field(tmp_path: Pa
     path.write_text(json.dumps({"schema": 1, "measured": [{**entry, **edit}]}))
     with pytest.raises(UsageError) as err:
         costs.load([path])
-    assert f"{path}: measured[0]: {said}" in err.value.message
+    assert f"{path}: measured[0]{said}" in err.value.message
     path.write_text("[]")
     with pytest.raises(UsageError, match="not a costs file of schema 1"):
         costs.load([path])

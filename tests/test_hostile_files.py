@@ -107,7 +107,7 @@ def test_a_costs_entry_dated_in_the_future_is_refused_and_new_measurements_repla
     )  # fmt: skip (2100-01-01)
     path = tmp_path / "costs.json"
     path.write_text(json.dumps({"schema": 1, "measured": [m.to_json()]}))
-    with pytest.raises(UsageError, match=r"measured\[0\]: when is 4102444800 .*after tomorrow"):
+    with pytest.raises(UsageError, match=r"measured\[0\]\.when: 4102444800: after tomorrow"):
         costs.load([path])
     from dataclasses import replace
 
@@ -135,8 +135,14 @@ def test_estimate_prints_a_costs_files_host_escaped(tmp_path: Path, capsys) -> N
     ("manifest", "said"),
     [
         (b'{"key": {}, "files": ' + DEEP + b"}", "nested deeper than"),
-        (b'{"key": {}, "files": [{"path": "a", "sha256": "' + b"0" * 64 + b'", "bytes": Infinity}]}', "not JSON"),
-        (b'{"key": {}, "files": [{"path": "a", "sha256": "' + b"0" * 64 + b'", "bytes": 1e400}]}', "not JSON"),
+        (
+            b'{"key": {}, "files": [{"path": "a", "sha256": "' + b"0" * 64 + b'", "bytes": Infinity}]}',
+            "files[0].bytes: Infinity: no JSON number",
+        ),
+        (
+            b'{"key": {}, "files": [{"path": "a", "sha256": "' + b"0" * 64 + b'", "bytes": 1e400}]}',
+            "files[0].bytes: 1e400: no JSON number",
+        ),
         (b'{"key": {}, "files": [{"path": "a", "sha256": "x", "bytes": 1}]}', "files[0].sha256"),
         (b'{"key": {}, "files": [{"path": "a", "sha256": "' + b"0" * 64 + b'", "bytes": 1.5}]}', "files[0].bytes"),
         (b'{"key": {}, "files": [], "rows": {"x; rm -rf ~": "pass"}}', "rows.x; rm -rf ~.[key]"),
@@ -168,3 +174,26 @@ def test_a_fifo_as_an_artefact_is_refused_at_once(tmp_path: Path, verb: str) -> 
     else:
         done = _ci("bake", "cpu", "--host", "--from", str(fifo), "--out", str(tmp_path / "o"), env=caches)
     assert done.returncode == 2 and "a FIFO, not a regular file" in _said(done)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"schema": 1, "measured": [{"phase": "run", "further_s": [1, Infinity]}]}',
+         "measured[0].further_s[1]: Infinity"),
+        ('{"schema": 1, "measured": [{"phase": NaN}]}', "measured[0].phase: NaN"),
+        ('{"schema": 1, "measured": [{"when": -Infinity}]}', "measured[0].when: -Infinity"),
+        ('{"schema": 1, "measured": [1e400]}', "measured[0]: 1e400"),
+        ('{"schema": NaN}', "schema: NaN"),
+        ('{"schema": 1, "measured": [{"phase": "run", "x": [[{"y": NaN}]]}]}', "measured[0].x[0][0].y: NaN"),
+    ],
+)  # fmt: skip
+def test_a_number_json_has_none_of_is_refused_naming_the_field_and_the_value(tmp_path: Path, text: str, said: str):
+    from ci.errors import UsageError
+    from ci.run import costs
+
+    path = tmp_path / "costs.json"
+    path.write_text(text)
+    with pytest.raises(UsageError) as err:
+        costs.load([path])
+    assert f"{path}: {said}: no JSON number" in err.value.message, err.value.message

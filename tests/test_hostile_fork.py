@@ -204,3 +204,35 @@ def test_a_checkout_whose_path_holds_a_unicode_line_break_opens(tmp_path: Path) 
     with pytest.raises(UsageError) as err:
         Checkout.open(where / "sub")
     assert err.value.message.endswith(f"it is a folder inside the repository {where}")
+
+
+def test_a_bundle_member_is_streamed_never_read_whole(tmp_path: Path) -> None:
+    """A 1 MB bundle can hold a member of 48 MB of zeros (within the bound for one member): laying it reads and
+    hashes it a block at a time, its bytes never whole in memory."""
+    import hashlib
+    import tracemalloc
+
+    from ci.fork import site
+
+    size = 48 << 20
+    digest = hashlib.sha256()
+    for _ in range(size >> 20):
+        digest.update(bytes(1 << 20))
+    bundle = tmp_path / "b.tar.gz"
+    manifest = json.dumps(_manifest(changes=[], files={"vllm/big.py": digest.hexdigest()})).encode()
+    with tarfile.open(bundle, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo("stackgate-fork.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+        info = tarfile.TarInfo("overlay/vllm/big.py")
+        info.size = size
+        tar.addfile(info, _Zeros())
+    assert bundle.stat().st_size < 1 << 20
+    tracemalloc.start()
+    try:
+        built = site.build(bundle, _base_site(tmp_path), tmp_path / "site")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (tmp_path / "site" / "vllm" / "big.py").stat().st_size == size and built["files"]["changed"] == 1
+    assert peak < 8 << 20, f"{peak:,} bytes held at once"

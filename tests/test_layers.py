@@ -24,6 +24,7 @@ SHARED = {
     "ci.files",
     "ci.untrusted",
     "ci.escape",
+    "ci.git",
     "ci.contract",
     "ci.second_cpu",
     "ci.teardown",

@@ -41,7 +41,12 @@ def _edit(text: str, old: str, new: str) -> str:
 
 @pytest.fixture
 def world(tmp_path: Path, stack_copy: Path) -> tuple[Repo, dict[str, str], Path]:
-    r = Repo(tmp_path / "vllm")
+    return make_world(tmp_path / "vllm", stack_copy)
+
+
+def make_world(path: Path, stack_copy: Path) -> tuple[Repo, dict[str, str], Path]:
+    """The upstream and the fork above, in one repository at `path`; the stack's change files name its commits."""
+    r = Repo(path)
     ids = {"base": r.commit("vLLM 0.26.0", BASE)}
     r.git("tag", "v0.26.0")
     pre = _edit(BASE["vllm/pre.py"], "P5 = 5\n", "P5 = 50\n")

@@ -37,7 +37,7 @@ def test_the_report_shows_each_changes_rebase_state_beside_its_verdict(tmp_path,
     capsys.readouterr()
     md = (out / "report.md").read_text()
     verdicts = md.split("## Verdicts", 1)[1].split("###", 1)[0]
-    assert "| Change | Track | Verdict | Why | Failing rows | Rebase state |" in verdicts
+    assert "| Change | Track | Verdict | Why | Rows failing their test | Rebase state |" in verdicts
     assert "| #48804 | kernel-warmup | ✘ not ready |" in verdicts and "| ported |" in verdicts
     # #46514: its demo-fork port (stack/fork.yaml) is not in this history, nor its merge; stacked on an untracked PR
     assert "| #46514 | fp8-ds-mla |" in verdicts and "| absent; 1 flag |" in verdicts

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ci import tables
+from ci import git, tables
 from ci.stack import loader
 from ci.upstream import classify, scope
 
@@ -76,14 +76,14 @@ def build(root: Path, own_only: bool = False, commits: int = COMMITS, fork_own: 
     upstream_at = 1 if own_only else marks["tip"]
     h.parts.append(f"reset refs/remotes/upstream/main\nfrom :{upstream_at}\n\n".encode())
     h.parts.append(b"done\n")
-    subprocess.run(["git", "init", "-q", "-b", "fork", str(root)], check=True)
+    root.mkdir(parents=True, exist_ok=True)
     marks_file = root / ".git" / "marks"
-    subprocess.run(
-        ["git", "-C", str(root), "fast-import", "--quiet", "--done", f"--export-marks={marks_file}"],
-        input=b"".join(h.parts),
-        check=True,
-    )
-    subprocess.run(["git", "-C", str(root), "reset", "-q", "--hard", "fork"], check=True)
+    for args, data in ((("init", "-q", "-b", "fork"), None),
+                       (("fast-import", "--quiet", "--done", f"--export-marks={marks_file}"), b"".join(h.parts)),
+                       (("reset", "-q", "--hard", "fork"), None)):  # fmt: skip
+        done = git.run(root, *args, stdin=data, text=False)
+        if done.returncode:
+            raise RuntimeError(f"git {args[0]} in {root}: {done.stderr.decode(errors='replace')[-2000:]}")
     ids = dict(line.split() for line in marks_file.read_text().splitlines())
     return {name: ids[f":{m}"] for name, m in marks.items()}
 

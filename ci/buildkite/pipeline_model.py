@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import copy
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ci.escape import command
 
 TOOLS = "source .buildkite/tools.sh"  # the pinned nox and uv on PATH (.buildkite/tools.txt, hashed)
 BUILD_MIN, REPORT_MIN, GATE_MIN = 180, 20, 10  # minutes: an image of 8+ GB built, verified and baked; the report
@@ -142,12 +143,12 @@ def key(*parts: object) -> str:
 
 
 def nox(session: str, *args: str) -> str:
-    return shlex.join(["nox", "-s", session, *(["--", *args] if args else [])])
+    return command(["nox", "-s", session, *(["--", *args] if args else [])])
 
 
 def ci(*args: str) -> str:
     """`python -m ci ...` from nox's venv: nox turns every failure into 1, and the agent must see 5, 7 and 8."""
-    return shlex.join([VENV_PYTHON, "-m", "ci", *args])
+    return command([VENV_PYTHON, "-m", "ci", *args])
 
 
 def results_root(without: str = "") -> str:

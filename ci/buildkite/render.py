@@ -8,7 +8,6 @@ and the gate come in the last part, after every run step of every part.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +15,7 @@ import yaml
 
 from ci.buildkite.steps import TOOLS, Group, Options, Step, Wait, key, nox
 from ci.errors import UsageError
-from ci.escape import one_line
+from ci.escape import command, one_line, redacted
 from ci.tables import counted
 
 MAX_JOBS = 500  # per upload: Buildkite rejects more ("exceeds your organization limit of 500")
@@ -84,7 +83,7 @@ def render(
         chosen.append(uploader(opts, part + 1, len(cut), queue))
     count = sum(jobs(s) for s in chosen)
     lines = [
-        comment(f"Generated from the stack by: python -m ci pipeline {shlex.join(opts.argv())}")
+        comment(f"Generated from the stack by: python -m ci pipeline {command(opts.argv())}")
         + (f" --part {part}" if part > 1 else ""),
         f"# Part {part} of {len(cut)}: {count} jobs (Buildkite takes at most {max_jobs} per upload).",
         f"# Each step starts with `{TOOLS}` (the pinned nox and uv); every $ is written $$ so that the step's",
@@ -103,7 +102,7 @@ def render(
         if isinstance(step, Wait):
             lines.append("  # the report runs whatever failed above: failing rows are what it reports")
         lines += _item(escape(step.to_yaml()))
-    return "\n".join(lines) + "\n"
+    return redacted("\n".join(lines) + "\n")
 
 
 def comment(text: str) -> str:

@@ -10,7 +10,6 @@ is a result, and a retry would hide it.
 from __future__ import annotations
 
 import math
-import shlex
 from collections.abc import Sequence
 
 from ci import contract, options
@@ -40,6 +39,7 @@ from ci.buildkite.pipeline_model import (  # noqa: F401
     nox,
     results_root,
 )
+from ci.escape import command, quote
 from ci.stack.model import Stack, Target
 from ci.stack.plan import Plan, Row
 
@@ -195,7 +195,7 @@ def run_step(
         queue=target.queue,
         depends_on=(key("build", target.id, *side),),
         # `ci run` itself runs the rows, from nox's venv: its exit status (1: a row failed) reaches the agent
-        commands=("nox -s run --install-only", *get_image, " ".join([shlex.join(run), *_shell_words(image_args)])),
+        commands=("nox -s run --install-only", *get_image, " ".join([command(run), *_shell_words(image_args)])),
         artifact_paths=(
             f"{out}/{contract.junit_glob(target.id, suite, shard)}",
             f"{out}/rows.json",
@@ -211,7 +211,7 @@ def run_step(
 
 def _shell_words(args: list[str]) -> list[str]:
     """Arguments for a command line, quoted; a `$name` is left for the shell to expand, in double quotes."""
-    return [f'"{a}"' if "$" in a else shlex.quote(a) for a in args]
+    return [f'"{a}"' if "$" in a else quote(a) for a in args]
 
 
 def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options, without: str = "") -> list[Step]:

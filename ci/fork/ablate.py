@@ -62,8 +62,8 @@ def without(st: Stack, fork: Fork, change: str) -> Dropped:
             raise UsageError(
                 f"cannot drop #{change}: {state.detail}, and the checkout does not hold upstream's merge commit to "
                 "revert",
-                hint=f"fetch upstream's history into {co.path} (git -C {co.path} fetch {release.UPSTREAM_URL} main), "
-                "then ablate again",
+                hint=f"fetch upstream's history into {co.path} "
+                f"({co.command('fetch', release.UPSTREAM_URL, 'main')}), then ablate again",
             )
         reverted, how = (state.merge,), f"upstream's merge commit {state.merge[:12]}"
     else:

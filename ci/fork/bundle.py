@@ -17,7 +17,6 @@ import hashlib
 import io
 import json
 import os
-import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -28,7 +27,6 @@ from ci.escape import one_line
 from ci.fork.ablate import Dropped
 from ci.fork.bundle_read import MANIFEST, OVERLAY  # the names harness.vllm_build reads
 from ci.fork.source import Fork
-from ci.upstream.checkout import GIT, git_env
 from ci.upstream.release import source_build
 from ci.upstream.tried import Tried
 
@@ -114,8 +112,8 @@ def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:
     is refused by name: the overlay holds regular files only, and leaving one out would build another tree."""
     if not paths:
         return {}
-    where = fork.checkout.path
-    listed = _git(where, "ls-tree", "-r", "-z", "--full-tree", commit, "--", PACKAGE)
+    co = fork.checkout
+    listed = co.raw("ls-tree", "-r", "-z", "--full-tree", commit, "--", PACKAGE)
     entries = {}
     for line in listed.split(b"\0"):
         meta, _, name = line.partition(b"\t")
@@ -133,14 +131,15 @@ def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:
             f"the fork's {commit[:12]} holds under {PACKAGE} what an overlay of regular files cannot: {', '.join(odd)}",
             hint="make them regular files in the fork (a symlink's target copied, a submodule's files vendored)",
         )
-    out = _git(where, "cat-file", "--batch", stdin="".join(f"{e[1]}\n" for e in wanted.values() if e).encode())
+    out = co.raw("cat-file", "--batch", stdin="".join(f"{e[1]}\n" for e in wanted.values() if e).encode())
     found, at = {}, 0
     for path, (_, oid) in ((p, e) for p, e in wanted.items() if e):
         header_end = out.index(b"\n", at)
         got_oid, _kind, size = out[at:header_end].split()
         if got_oid.decode() != oid:
             raise UsageError(
-                f"git cat-file answered {got_oid.decode()} for {one_line(path)} ({oid})", hint=f"git -C {where} fsck"
+                f"git cat-file answered {got_oid.decode()} for {one_line(path)} ({oid})",
+                hint=co.command("fsck"),
             )
         found[path] = out[header_end + 1 : header_end + 1 + int(size)]
         at = header_end + 1 + int(size) + 1
@@ -149,16 +148,6 @@ def _blobs(fork: Fork, commit: str, paths: list[str]) -> dict[str, bytes]:
 
 _FILES = ("100644", "100755")
 _KINDS = {"120000": "a symlink", "160000": "a submodule", "040000": "a folder"}
-
-
-def _git(where: Path, *args: str, stdin: bytes | None = None) -> bytes:
-    done = subprocess.run([*GIT, "-C", str(where), *args], input=stdin, capture_output=True, env=git_env())
-    if done.returncode != 0:
-        raise UsageError(
-            f"git {args[0]} failed in {where}: {done.stderr.decode(errors='replace').strip()[-300:]}",
-            hint=f"check the checkout: git -C {where} fsck",
-        )
-    return done.stdout
 
 
 def manifest(fork: Fork, ov: Overlay, *, dropped: Dropped | None, ported: Ported | None = None) -> dict:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from ci import options, signals, tables
 from ci.errors import BuildError, StoppedError, UsageError, os_said
-from ci.escape import one_line
-from ci.fork import port, source
+from ci.escape import one_line, quote
+from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
 from ci.tables import counted
@@ -194,7 +194,6 @@ def cmd_build(args: argparse.Namespace) -> int:
             "ci fork build builds a site folder for a host without docker",
             hint="add --host --base-site DIR --site DIR; images take the fork with ci build TARGET --fork",
         )
-    from ci.fork import site
 
     if args.bundle is None:
         st = loader.load(args.stack)
@@ -209,11 +208,8 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"site {args.site}: vllm_build {built['vllm_build']} (changes: {', '.join(built['changes']) or 'none'})"
         )
     )
-    print(
-        one_line(
-            f"run with: PYTHONPATH={args.site}:{args.base_site}:$PYTHONPATH python -m ci run TARGET SUITE --host ..."
-        )
-    )
+    path = quote(f"{args.site}:{args.base_site}")
+    print(f'run with: PYTHONPATH={path}:"$PYTHONPATH" python -m ci run TARGET SUITE --host ...')
     return 0
 
 
@@ -264,7 +260,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     for p in (b, h, o):
         options.add_stack(p)
         for action in f._actions:  # the fork options again after the sub-verb, as --stack is
-            if action.dest in ("fork", "ref", "upstream_ref", "base_ref", "base_version"):
+            if action.dest == "fetch_missing":
+                p.add_argument(*action.option_strings, action="store_true", default=argparse.SUPPRESS, help=action.help)
+            elif action.dest in ("fork", "ref", "upstream_ref", "base_ref", "base_version"):
                 p.add_argument(
                     *action.option_strings,
                     type=action.type,

@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from ci.errors import UsageError
+from ci import signals
+from ci.errors import StoppedError, UsageError
+from ci.escape import command, one_line
 from ci.fork import port_notice, source
 from ci.stack import loader
 from ci.stack.model import Stack
 from ci.tables import counted
-from ci.upstream import classify, kept, port_check, port_make, port_text
+from ci.upstream import classify, kept, port_check, port_make
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_make import Made
 from ci.upstream.readiness import Readiness
@@ -49,21 +51,55 @@ def find(snap: Snapshot, wanted: str) -> Readiness:
 
 
 def branch_name(co: Checkout, wanted: str, given: str | None) -> str:
-    """The new branch: a valid name that does not exist yet (it is never moved once it exists)."""
+    """The new branch: a valid name that does not exist yet (it is never moved once it exists), and that no other
+    name git reads resolves to, now or after a fetch: not a tag's, a remote-tracking branch's (`upstream/main` as a
+    branch would be read as upstream's main by every later `ci fork`), a remote's, HEAD or `@`."""
     name = given or f"stackgate/port-{wanted.removeprefix('#')}"
-    if co.git("check-ref-format", "--branch", name, ok=(0, 1, 128)).strip() != name:
+    valid = (
+        name not in ("@", "HEAD")
+        and co.git("check-ref-format", "--branch", name, ok=(0, 1, 128)).strip() == name
+        and co.run("check-ref-format", f"refs/heads/{name}", ok=(0, 1)).returncode == 0
+    )
+    if not valid:
         raise UsageError(f"--branch {name!r} is not a valid branch name", hint="see git check-ref-format --branch")
     if co.commit(f"refs/heads/{name}"):
         raise UsageError(
             f"branch {name} already exists in {co.path}: a port never moves a branch",
-            hint=f"delete it (git -C {co.path} branch -D {name}) or pass --branch ANOTHER",
+            hint=f"delete it ({co.command('branch', '-D', name)}) or pass --branch ANOTHER",
+        )
+    named = co.git("rev-parse", "--verify", "--quiet", "--symbolic-full-name", "--end-of-options", name, ok=(0, 1))
+    remote = next((r for r in co.remotes() if name == r or name.startswith(f"{r}/")), None)
+    if named.strip() or co.commit(name) or remote:
+        what = f"the remote {remote}'s" if remote else named.strip() or "a ref"
+        raise UsageError(
+            f"--branch {name!r} would shadow or be ambiguous with {what} in {co.path}: git, and every later ci fork, "
+            f"would read {name} as either",
+            hint="pass --branch a name no ref or remote of the checkout uses (the default: stackgate/port-CHANGE)",
         )
     return name
 
 
 def cmd_port(args: argparse.Namespace) -> int:
+    """The port, with a stop (SIGTERM, SIGINT, SIGHUP) taken where it lands: the scratch folders go with it, and what
+    was made is said (the branch, where it was made before the stop; else nothing)."""
     st = loader.load(args.stack)
     fork = source.from_command(st, args)
+    named: list[str] = []  # the branch, once chosen
+    try:
+        with signals.raising():
+            return _port(st, fork, args, named)
+    except signals.Stopped as stop:
+        branch = named[0] if named else ""
+        made = fork.checkout.commit(f"refs/heads/{branch}") if branch else None
+        if made:
+            read = command(["python", "-m", "ci", "fork", "--ref", branch])
+            said = f"the branch {branch} ({made[:12]}) was made and holds the port ({read} reads it)"
+        else:
+            said = f"nothing was made (no branch {branch})" if branch else "nothing was made"
+        raise StoppedError(stop.signum, f"stopped by {stop.name}: {said}; no temporary file is left") from None
+
+
+def _port(st: Stack, fork: source.Fork, args: argparse.Namespace, named: list[str]) -> int:
     snap = kept.answer(st, fork.scope)
     r = find(snap, args.change_id)
     if r.verdict == "unknown":
@@ -71,17 +107,19 @@ def cmd_port(args: argparse.Namespace) -> int:
     if r.verdict == "in the fork":
         raise UsageError(f"{r.label} is already in {fork.ref}: {r.detail}", hint="nothing to port")
     branch = branch_name(fork.checkout, args.change_id, args.branch)
+    named.append(branch)
     todo = port_make.units(fork.checkout, r, args.with_prerequisites)
     made = port_make.make(fork.checkout, fork.commit, todo, f"refs/heads/{branch}", f"stackgate: port {r.label}")
     if not isinstance(made, Made):
-        print("\n".join(port_notice.notice(fork, r, made, branch, args.with_prerequisites)))
+        print("\n".join(one_line(line) for line in port_notice.notice(fork, r, made, branch, args.with_prerequisites)))
         return 2
     if not made.commits:
         raise UsageError(f"{r.label}: every commit of it is already in {fork.ref}", hint="nothing to port")
-    print(f"{branch}: {r.label} ported onto {fork.ref} ({fork.commit[:12]}) in {counted(len(made.commits), 'commit')}:")
+    said = f"{branch}: {r.label} ported onto {fork.ref} ({fork.commit[:12]}) in {counted(len(made.commits), 'commit')}:"
+    print(one_line(said))
     for commit, unit in made.commits:
-        print(f"  {commit[:12]} {port_text.plain(unit.subject)} (cherry picked from commit {unit.commit[:12]})")
-    print(judged(st, fork, made, r))
+        print(one_line(f"  {commit[:12]} {unit.subject} (cherry picked from commit {unit.commit[:12]})"))
+    print(one_line(judged(st, fork, made, r)))
     return 0
 
 

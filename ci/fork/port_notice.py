@@ -5,9 +5,9 @@ user's own and finish the port by hand. Nothing was made: no branch, no worktree
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
+from ci.escape import command, one_line, quote
 from ci.fork.source import Fork
 from ci.upstream import port_files, port_text
 from ci.upstream.port_make import ByHand, Stopped, Unit
@@ -20,14 +20,14 @@ def notice(fork: Fork, r: Readiness, done: Stopped, branch: str, with_prerequisi
     stopped = done.stopped
     what = f"{r.label} does not apply to {fork.ref} ({fork.commit[:12]})"
     if stopped is not None:
-        what += f": upstream's {stopped.commit[:12]} {port_text.plain(stopped.subject)!r} conflicts"
+        what += f": upstream's {stopped.commit[:12]} {one_line(stopped.subject)!r} conflicts"
         if stopped.commit not in r.patch:
             what += " (a prerequisite)"
     if stopped is not None and done.verdict == "needs prerequisites":
         what = what.replace(" conflicts", f" changes {', '.join(done.missing)}, which the fork lacks")
     out = [f"{what}; nothing was made (no branch {branch}, no worktree).", ""]
     if done.verdict == "unknown":
-        out += [f"git could not merge it: {port_text.plain(done.detail)}", ""]
+        out += [f"git could not merge it: {one_line(done.detail)}", ""]
     if done.verdict == "needs prerequisites" and stopped is not None and stopped.commit in r.patch and r.missing:
         out.append("Files it needs that the fork lacks:")
         out += [f"  {line}" for line in port_text.missing_lines(r.missing)]
@@ -36,12 +36,12 @@ def notice(fork: Fork, r: Readiness, done: Stopped, branch: str, with_prerequisi
         out.append("Conflicts:")
         out += [f"  {line}" for c in mine for line in port_text.hunk_lines(c)]
     elif done.conflicted:
-        out.append("Conflicts in: " + ", ".join(port_text.plain(s.path) for s in done.conflicted))
+        out.append("Conflicts in: " + ", ".join(one_line(s.path) for s in done.conflicted))
     if r.prerequisites:
         said = ", ".join(f"{p.commit[:12]}{f' #{p.pr}' if p.pr else ''}" for p in r.prerequisites)
         out += ["", f"Its prerequisite chain, oldest first: {said}"]
         if r.chain:
-            out.append(f"  {port_text.plain(r.chain)}")
+            out.append(f"  {one_line(r.chain)}")
         if r.after_prerequisites in PORTABLE and not with_prerequisites:
             out.append("  port them first: add --with-prerequisites")
     lacking = [s for s in r.stacked_on if s.lacking]
@@ -58,9 +58,11 @@ def reproduce(fork: Fork, done: Stopped, branch: str) -> list[str]:
     and committed as the port commits it; where one conflicts, the files to resolve first. It ends with the change
     committed on the new branch. The worktree lies beside the checkout, named by an absolute path: the user's shell
     may be anywhere."""
-    fork_path = shlex.quote(str(fork.checkout.path))
-    where = shlex.quote(str(Path(fork.checkout.path).resolve().parent / f"port-{fork.commit[:12]}"))
-    out = [f"  git -C {fork_path} worktree add --detach {where} {fork.commit}", f"  cd {where}"]
+    where = str(Path(fork.checkout.path).resolve().parent / f"port-{fork.commit[:12]}")
+    out = [
+        f"  {fork.checkout.command('worktree', 'add', '--detach', where, fork.commit)}",
+        f"  {command(['cd', where])}",
+    ]
     todo = done.todo or tuple(ByHand(unit=u) for u in (*done.applied, *([done.stopped] if done.stopped else ())))
     stop = done.stopped.commit if done.stopped else ""
     for step in todo:
@@ -68,7 +70,8 @@ def reproduce(fork: Fork, done: Stopped, branch: str) -> list[str]:
         if step.unit.commit == stop:
             out.append("  git status --short   # the files marked UU hold the conflicts: edit them, then")
         out += _commit(step.unit)
-    out.append(f"  git switch -c {shlex.quote(branch)}   # python -m ci fork --ref {shlex.quote(branch)} then reads it")
+    read = command(["python", "-m", "ci", "fork", "--ref", branch])
+    out.append(f"  {command(['git', 'switch', '-c', branch])}   # {read} then reads it")
     return out
 
 
@@ -77,20 +80,24 @@ def _apply(step: ByHand) -> list[str]:
     deletes that the fork changed is removed apart, git merging no deletion."""
     unit = step.unit
     follow = f" | {port_files.sed(dict(step.moved))}" if step.moved else ""
-    apart = "".join(f" {shlex.quote(f':(exclude){p}')}" for p in (*step.removed, *step.retyped))
-    diff = f"git diff --binary --find-renames {unit.parent} {unit.commit} -- {PACKAGE}{apart}"
+    apart = [f":(exclude){p}" for p in (*step.removed, *step.retyped)]
+    diff = command(["git", "diff", "--binary", "--find-renames", unit.parent, unit.commit, "--", PACKAGE, *apart])
     out = [f"  {diff}{follow} | git apply --3way"]
-    out += [f"  git rm -q -- {shlex.quote(p)}   # upstream deletes it, and the fork changed it: keep it instead (git "
-            f"checkout HEAD -- {shlex.quote(p)}) where those changes still matter" for p in step.removed]  # fmt: skip
-    out += [f"  git checkout {unit.commit} -- {shlex.quote(p)}   # a symlink on one side, a file on the other: "
+    out += [f"  {command(['git', 'rm', '-q', '--', p])}   # upstream deletes it, and the fork changed it: keep it "
+            f"instead ({command(['git', 'checkout', 'HEAD', '--', p])}) where those changes still matter"
+            for p in step.removed]  # fmt: skip
+    out += [f"  {command(['git', 'checkout', unit.commit, '--', p])}   # a symlink on one side, a file on the other: "
             "upstream's taken" for p in step.retyped]  # fmt: skip
     return out
 
 
 def _commit(unit: Unit) -> list[str]:
-    c = unit.commit
+    """The commit as the port makes it: upstream's message and author, and the cherry-pick line. The shell's own
+    syntax (a pipe, $(...)) is written here; every value in it is a commit id, quoted as every value is."""
+    c = quote(unit.commit)
+    picked = quote(f"\n(cherry picked from commit {unit.commit})\n")
     return [
-        f"  git add -- {PACKAGE}",
-        f'  {{ git log -1 --format=%B {c}; printf "\\n(cherry picked from commit {c})\\n"; }} | git commit -q -F - '
+        f"  {command(['git', 'add', '--', PACKAGE])}",
+        f"  {{ git log -1 --format=%B {c}; printf %s {picked}; }} | git commit -q -F - "
         f'--author="$(git log -1 --format=\'%an <%ae>\' {c})" --date="$(git log -1 --format=%aI {c})"',
     ]

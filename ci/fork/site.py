@@ -18,7 +18,7 @@ from types import ModuleType
 
 from ci import options
 from ci.errors import UsageError
-from ci.escape import one_line
+from ci.escape import command, one_line
 from ci.fork import bundle_read
 
 VLLM_BUILD = options.REPO / "suites" / "harness" / "vllm_build.py"
@@ -43,12 +43,12 @@ def require_base(base_site: Path, fork: str, version: str) -> None:
     """The fork's base release is the one the site holds: checked before a bundle is made."""
     there = installed(base_site)
     if there is not None and there != version:
+        pip = command(["pip", "install", "--no-deps", "--target", "SITE", f"vllm=={version}"])
         raise UsageError(
             f"{fork} is built on vLLM {version}, but --base-site {base_site} holds vLLM {there}: the fork's Python "
             "would be laid over another release's compiled parts",
-            hint=f"install its base there (pip install --no-deps --target SITE vllm=={version}), or pass the site "
-            "that holds it; an image takes the base from the target's lock "
-            f"(python -m ci lock TARGET --vllm {version})",
+            hint=f"install its base there ({pip}), or pass the site that holds it; an image takes the base from the "
+            f"target's lock ({command(['python', '-m', 'ci', 'lock', 'TARGET', '--vllm', version])})",
         )
 
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ci import files
+from ci import escape, files
 from ci.errors import NotHere, UsageError
 from ci.images.build import REPO_ROOT, lock_path
 from ci.stack.model import Target
@@ -59,7 +59,8 @@ def uv_binary() -> str:
     except (ImportError, FileNotFoundError):
         raise UsageError(
             "ci lock resolves with uv, which this host lacks: no file was changed",
-            hint=f"{sys.executable} -m pip install uv   (or pip install -e '.[lock]'; nox -s lock installs it)",
+            hint=f"{escape.command([sys.executable, '-m', 'pip', 'install', 'uv'])}   (or pip install -e '.[lock]'; "
+            "nox -s lock installs it)",
         ) from None
 
 

@@ -108,7 +108,7 @@ def main(scan_so, env_keys=()):
             "pth": os.path.isfile(os.path.join(purelib, "stackgate_jit_sentinel.pth")),
             "loaded_at_start": "stackgate_jit_sentinel" in sys.modules,
             "triton_imported_at_start": "triton" in sys.modules,
-            "log": os.environ.get("STACKGATE_JIT_LOG", ""),
+            "log": os.environ.get("STACKGATE_JIT_LOG", ""),  # contract.ENV_JIT_LOG (it imports nothing of ci)
         },
         "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR", ""),
         "cuobjdump": cuobjdump or "",

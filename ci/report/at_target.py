@@ -7,12 +7,12 @@ The first screen and report.json say these; the change's own section keeps every
 from __future__ import annotations
 
 import re
-import shlex
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ci.escape import command
 from ci.report import cards, in_fork
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
@@ -241,21 +241,23 @@ def _command(report: Report, target: str, row: RowResult) -> tuple[str, str]:
     where = cards.host(t, cards.recorded([r for r in report.results.rows if r.change == row.change], target))
     snap = in_fork.snapshot(report)  # the fork judged (or given by --upstream), named as the user gave it
     fork = snap.options if snap else ()
-    command = f"nox -s {t.sessions[0]}_{row.suite}" + (f" -- {shlex.join(fork)}" if fork else "")
+    session = command(["nox", "-s", f"{t.sessions[0]}_{row.suite}", *(["--", *fork] if fork else [])])
     base = snap.base_version if snap else ""
     if base and (locked := locked_vllm(t)) and locked != base:  # the session would stop there: re-lock first
-        said = f"(the fork is on vLLM {base}, the lock {locked}), then {command} on {where}"
-        return f"python -m ci lock {t.id} --vllm {base}", said
+        said = f"(the fork is on vLLM {base}, the lock {locked}), then {session} on {where}"
+        return command(["python", "-m", "ci", "lock", t.id, "--vllm", base]), said
     if t.runs_on == "image" and not lock_path(t).is_file():
-        return f"python -m ci lock {t.id}", "on a host that reaches its package index, then its session"
-    return command, f"on {where}"
+        return command(
+            ["python", "-m", "ci", "lock", t.id]
+        ), "on a host that reaches its package index, then its session"
+    return session, f"on {where}"
 
 
 def _baseline_command(report: Report) -> str:
     argv = list(report.made_with)
     if "report" not in argv:  # a report made by `ci main`: its results folders, as a reader would name them
         return "python -m ci report RESULTS --out DIR --baseline PREVIOUS/report.json"
-    return shlex.join(["python", "-m", "ci", *argv]) + " --baseline PREVIOUS/report.json"
+    return command(["python", "-m", "ci", *argv]) + " --baseline PREVIOUS/report.json"
 
 
 def _after_rule(evidence: str) -> str:

@@ -13,8 +13,10 @@ from functools import cache
 
 import jinja2
 import jinja2.bccache
+import markupsafe
 
 from ci import options, owned, tables
+from ci.escape import redacted
 from ci.report import (
     across_view,
     at_target,
@@ -66,6 +68,7 @@ def template() -> jinja2.Template:
         bytecode_cache=_compiled_cache(),
     )
     env.globals["counted"] = tables.counted
+    env.finalize = _secretless
     return env.get_template("report.html.j2")
 
 
@@ -75,6 +78,14 @@ class _Compiled(jinja2.FileSystemBytecodeCache):
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         with contextlib.suppress(OSError):
             super().dump_bytecode(bucket)
+
+
+def _secretless(value: object) -> object:
+    """Every value the page prints without a URL's userinfo (`ci.escape.redacted`); markup stays markup."""
+    if isinstance(value, str) and "://" in value:
+        text = redacted(value)
+        return markupsafe.Markup(text) if isinstance(value, markupsafe.Markup) else text
+    return value
 
 
 def _compiled_cache() -> _Compiled | None:

@@ -11,8 +11,7 @@ holds a fork's states names that fork first.
 
 from __future__ import annotations
 
-import shlex
-
+from ci.escape import command
 from ci.report.view import Report
 from ci.results import ported
 from ci.results.acceptance import Verdict
@@ -94,8 +93,8 @@ def next_step(report: Report, verdict: Verdict) -> tuple[str, str] | None:
     snap = snapshot(report)
     assert snap is not None
     if up.merge_commit:
-        command = shlex.join(["git", "-C", snap.fork, "cherry-pick", "-x", up.merge_commit])
-        return command, f"port it into the fork (upstream's merge of #{up.pr}); its rows then judge it"
+        pick = command(["git", "-C", snap.fork, "cherry-pick", "-x", up.merge_commit])
+        return pick, f"port it into the fork (upstream's merge of #{up.pr}); its rows then judge it"
     was = "closed unmerged" if up.state == "closed" else up.state
     return "", f"port {up.repo}#{up.pr} into the fork ({was} upstream); its rows then judge it"
 

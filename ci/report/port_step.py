@@ -2,7 +2,8 @@
 its verdict: clean, by a three-way merge, or what conflicts and what it needs first), not rows to run; and of a
 change the fork holds without a follow-up upstream merged since (a fix), that follow-up's port. From the fork state
 the report judged (`ci main`'s fork, or `--upstream`: `ci upstream --format json`; each carries the changes' port
-readiness).
+readiness). The command is made here from the verdict's fields and the fork's options (ci.upstream.port_command),
+never taken from the document: an upstream.json is a file from elsewhere.
 
 A change tried as a port (`ci main --try-port`: its rows run on the fork with the port, against the fork as it is)
 leads with that: "not in the fork; tried as a port (clean, 2 prerequisites): ready on H200", or not ready and why, per
@@ -10,11 +11,13 @@ target; where it is ready, the next step is the command that makes the port for 
 
 from __future__ import annotations
 
+from ci.options import RELEASE
 from ci.report import at_target, in_fork
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
-from ci.upstream import port_text
+from ci.upstream import port_command, port_text
 from ci.upstream.readiness import PORTABLE, Readiness
+from ci.upstream.state import Snapshot
 from ci.upstream.tried import Tried
 
 
@@ -69,24 +72,34 @@ def tried_step(report: Report, verdict: Verdict) -> tuple[str, str] | None:
 def step(report: Report, change: str) -> tuple[str, str] | None:
     """(command, note) for a change the fork lacks, or holds without a follow-up; None for any other."""
     state = in_fork.state(report, change)
-    if state is None:
+    snap = in_fork.snapshot(report)
+    if state is None or snap is None:
         return None
+    flags = _flags(snap)
     if state.port is not None:
         r = state.port
         note = f"{state.state} in the fork; its port: {port_text.cell_of(r)}"
-        return ("", f"{note}; {r.command}") if r.command.startswith("fix: ") else (r.command, note)
+        if r.command.startswith("fix: "):  # words to read (escaped where shown), never a command shown as one
+            note += f"; {r.command}"
+        return port_command.of(flags, r), note
     lacking = [f for f in state.follow_up_ports if f.verdict != "in the fork"]
     if not lacking:
         return None
     said = "; ".join(f"#{f.pr}: {port_text.cell_of(f)}" for f in lacking)
     note = f"{state.state} in the fork without its follow-up{'s' * (len(lacking) > 1)} {said}"
     first = next((f for f in reversed(lacking) if _portable(f)), None)  # the newest fix, with what it needs first
-    return (first.command, note) if first else ("", note)
+    return (port_command.of(flags, first), note) if first else ("", note)
+
+
+def _flags(snap: Snapshot) -> tuple[str, ...]:
+    """The fork options a port command repeats: the document's own (fork options alone, checked when it was read),
+    else, in one written before it recorded them, its checkout, ref and base."""
+    if snap.options:
+        return snap.options
+    base = ("--base-ref", snap.base_ref, "--base-version", snap.base_version)
+    known = snap.base_ref and RELEASE.fullmatch(snap.base_version)
+    return ("--fork", snap.fork, "--ref", snap.ref, *(base if known else ()))
 
 
 def _portable(r: Readiness) -> bool:
-    return (
-        bool(r.command)
-        and not r.command.startswith("fix: ")
-        and (r.verdict in PORTABLE or r.after_prerequisites in PORTABLE)
-    )
+    return r.verdict in PORTABLE or r.after_prerequisites in PORTABLE

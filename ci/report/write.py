@@ -20,6 +20,7 @@ import orjson
 
 from ci import second_cpu
 from ci.errors import ReportError, UsageError
+from ci.escape import redacted
 from ci.report import across as across_builds
 from ci.report import first_screen, html, json_doc, markdown
 from ci.report.first_screen import outside
@@ -149,7 +150,7 @@ def render(report: Report) -> dict[str, bytes]:
     page = html.render(report, tables).encode()
     doc, (head, tail) = theirs()
     md = markdown.assemble((head, markdown.matrices(tables), tail)).encode()
-    return {"report.md": md, "report.html": page, "report.json": doc}
+    return {"report.md": _secretless(md), "report.html": _secretless(page), "report.json": _secretless(doc)}
 
 
 def write(report: Report, out: Path) -> None:
@@ -206,9 +207,17 @@ def write_atomic(out: Path, files: Mapping[str, bytes]) -> None:
 
 def _fill(tmp: str, data: bytes) -> None:
     with open(tmp, "wb") as fh:
-        fh.write(data)
+        fh.write(_secretless(data))
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _secretless(data: bytes) -> bytes:
+    """A report file with no URL's userinfo in it (`ci.escape.redacted`): a token in a fork's remote, an upstream.json
+    or a failure message is never written."""
+    if b"://" not in data or b"@" not in data:
+        return data
+    return redacted(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
 
 @contextlib.contextmanager

@@ -10,13 +10,13 @@ Hodges-Lehmann shift with its distribution-free interval (`stats.shift`).
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
 
 from ci.errors import ResultsError, UsageError
+from ci.escape import quote
 from ci.results import acceptance, ported
 from ci.results.acceptance import Verdict
 from ci.results.baseline import Baseline
@@ -150,7 +150,7 @@ def _one_build(label: str, row: RowResult) -> None:
             first.setdefault(c.vllm_version, c.file)
     if len(first) > 1:
         seen = ", ".join(f"{v} ({f})" for v, f in first.items())
-        one, two = (shlex.quote(str(Path(f).parent)) for f in list(first.values())[:2])
+        one, two = (quote(str(Path(f).parent)) for f in list(first.values())[:2])
         raise ResultsError(
             f"side {label}: row {row.id} ran under {len(first)} vLLM versions: {seen}; "
             "runs of different builds are not repeats and are not pooled",

@@ -171,7 +171,7 @@ def _skipped(specs: list[run_spec.RunSpec]) -> str:
 def _bake_env(target: Target) -> dict[str, str]:
     """The harness session's environment for the bake: every cache in the target's root, JIT allowed."""
     spec = run_spec.RunSpec(target=target, suite="*", rows=(), out=Path("."), suites_dir=None, timeout_s=0)
-    return container.without_jit_refusal({**harness_env.host_env(spec), "STACKGATE_REFUSE_JIT": "0"})
+    return container.without_jit_refusal({**harness_env.host_env(spec), contract.ENV_REFUSE_JIT: "0"})
 
 
 def _seed(target: Target, artefact: Path, env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:

@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Mapping
@@ -31,7 +30,7 @@ from ci import untrusted
 from ci.errors import UsageError
 from ci.escape import one_line
 from ci.files import staged
-from ci.run import artefact_read, host
+from ci.run import artefact_read, host, smi
 from ci.stack.model import Target
 
 MANIFEST = artefact_read.MANIFEST
@@ -94,16 +93,8 @@ SEEDABLE = ("vllm_build",)
 
 
 def _driver() -> str:
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-        return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else "none"
-    except (OSError, subprocess.SubprocessError):
-        return "none"
+    found = smi.rows(["driver_version"])
+    return found[0][0] if found and found[0][0] else "none"
 
 
 AOT_FILES = ("triton", "aot-manifest.json", "aot-key", "aot-bake-jit.jsonl")  # what the AOT bake writes

@@ -24,6 +24,7 @@ from lxml import etree
 
 from ci import contract, files, untrusted
 from ci.errors import UsageError
+from ci.escape import one_line
 from ci.run import resume
 from ci.stack.plan import Row
 
@@ -146,40 +147,56 @@ def _read(path: Path) -> list[Measured]:
     kind = untrusted.Kind(what="a costs file", limit=_LIMIT, fix=fix, depth=8)
     doc = untrusted.json_value(untrusted.read_bytes(path, kind), kind, str(path))
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("measured"), list):
-        raise UsageError(f"{path}: not a costs file of schema {SCHEMA} (an object with a list 'measured')", hint=fix)
+        found = "schema" if not isinstance(doc, dict) or doc.get("schema") != SCHEMA else "measured"
+        value = _said(doc.get(found) if isinstance(doc, dict) else doc)
+        raise UsageError(
+            f"{one_line(path)}: {found}: {value}: not a costs file of schema {SCHEMA} (an object with a list "
+            "'measured')",
+            hint=fix,
+        )
     out = []
     for n, entry in enumerate(doc["measured"]):
         try:
             out.append(_entry(entry))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise UsageError(f"{path}: measured[{n}]: {exc}", hint=fix) from None
+        except KeyError as exc:
+            raise UsageError(f"{one_line(path)}: measured[{n}].{one_line(exc.args[0])}: missing", hint=fix) from None
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{one_line(path)}: measured[{n}]{one_line(exc)}", hint=fix) from None
     return out
 
 
+def _said(value: Any) -> str:
+    """A value a refusal names, on one line and short."""
+    text = one_line(repr(value))
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _entry(e: Any) -> Measured:
+    """One measurement; a TypeError or ValueError whose words start with the field (".phase: ...") and name the
+    value."""
     if not isinstance(e, dict):
-        raise TypeError("not an object")
+        raise TypeError(f": {_said(e)}: not an object")
 
     def text(name: str) -> str:
         v = e[name]
         if not isinstance(v, str) or len(v) > 1000:
-            raise TypeError(f"{name} is not a string")
+            raise TypeError(f".{name}: {_said(v)}: not a string (of at most 1,000 characters)")
         return v
 
     def seconds(v: Any, name: str) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not 0 <= v < 1e6:
-            raise ValueError(f"{name} is not a number of seconds (0 to 1e6): {v!r}")
+            raise ValueError(f".{name}: {_said(v)}: not a number of seconds (0 to 1e6)")
         return float(v)
 
     phase = text("phase")
     if phase not in PHASES:
-        raise ValueError(f"phase {phase!r} is not one of {', '.join(PHASES)}")
+        raise ValueError(f".phase: {_said(phase)}: not one of {', '.join(PHASES)}")
     further = e["further_s"]
     if not isinstance(further, list) or len(further) > 10_000:
-        raise TypeError("further_s is not a list")
+        raise TypeError(f".further_s: {_said(further)}: not a list (of at most 10,000)")
     n = e["configs_in_process"]
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 100_000:
-        raise ValueError(f"configs_in_process is not a count: {n!r}")
+        raise ValueError(f".configs_in_process: {_said(n)}: not a count (1 to 100,000)")
     return Measured(
         phase=phase,
         target=text("target"),
@@ -187,7 +204,7 @@ def _entry(e: Any) -> Measured:
         model=text("model"),
         suite=text("suite"),
         first_s=seconds(e["first_s"], "first_s"),
-        further_s=tuple(seconds(s, "further_s") for s in further),
+        further_s=tuple(seconds(s, f"further_s[{i}]") for i, s in enumerate(further)),
         process_s=seconds(e["process_s"], "process_s"),
         configs_in_process=n,
         host=text("host"),
@@ -197,9 +214,9 @@ def _entry(e: Any) -> Measured:
 
 def _epoch(v: Any) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-        raise ValueError(f"when is not a time (seconds since the epoch): {v!r}")
+        raise ValueError(f".when: {_said(v)}: not a time (seconds since the epoch)")
     if v > time.time() + _SKEW_S:  # it would outlive every measurement after it: the newest wins
-        raise ValueError(f"when is {v:.0f} (seconds since the epoch), after tomorrow: no measurement is dated so")
+        raise ValueError(f".when: {v:.0f}: after tomorrow (seconds since the epoch): no measurement is dated so")
     return float(v)
 
 

@@ -161,8 +161,8 @@ def _prepare(st: Stack, spec: RunSpec, *, env: dict[str, str] | None, image: str
         timeout_s=spec.timeout_s,
         suites_dir=str(spec.suites_dir) if spec.suites_dir else None,
         # the env the rows get, so a repro too (and each row's content digest with it)
-        target_env=container.without_jit_refusal({**spec.target.env, "STACKGATE_REFUSE_JIT": "0"})
-        if env is not None and env.get("STACKGATE_REFUSE_JIT") == "0"
+        target_env=container.without_jit_refusal({**spec.target.env, contract.ENV_REFUSE_JIT: "0"})
+        if env is not None and env.get(contract.ENV_REFUSE_JIT) == "0"
         else None,
     )
     try:
@@ -214,7 +214,7 @@ def _plan(spec: RunSpec, env: dict[str, str] | None, image: str) -> Any:
         jit_log = contract.ResultsDir(spec.out, spec.target.id, spec.suite, spec.shard).jit_log(job.row.id).name
         if env is not None:
             visible = {"CUDA_VISIBLE_DEVICES": ",".join(ids)} if any(ids) else {}
-            row_env = {**env, **visible, "STACKGATE_JIT_LOG": str(spec.out / jit_log)}
+            row_env = {**env, **visible, contract.ENV_JIT_LOG: str(spec.out / jit_log)}
             return host_command(spec, *one, junit=path), row_env, spec.suites_dir or DEFAULT_SUITES
         c = harness_command.make_container_spec(
             image=image,
@@ -229,6 +229,6 @@ def _plan(spec: RunSpec, env: dict[str, str] | None, image: str) -> Any:
             platform=spec.target.platform,
             gpu_ids=[i for i in ids if i],
         )
-        return replace(c, env={**c.env, "STACKGATE_JIT_LOG": f"{container.RESULTS}/{jit_log}"}).argv(), None, None
+        return replace(c, env={**c.env, contract.ENV_JIT_LOG: f"{container.RESULTS}/{jit_log}"}).argv(), None, None
 
     return scheduled.Plan(command=command, junit=lambda job: junit[job.row.id], out=spec.out)

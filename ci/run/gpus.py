@@ -6,12 +6,11 @@ its own tp x dp of them, and skips a row needing more). Their environment, NVLin
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from ci.errors import UsageError
+from ci.run import smi
 from ci.run.packing import Device
 from ci.stack.model import Target
 
@@ -19,19 +18,8 @@ from ci.stack.model import Target
 def nvidia_uuids(capability: str) -> list[str]:
     """UUIDs of this host's NVIDIA GPUs of that compute capability, narrowed to $CUDA_VISIBLE_DEVICES (by index or
     UUID, in its order) where it is set; [] without nvidia-smi."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return visible(out, os.environ.get("CUDA_VISIBLE_DEVICES"), capability)
+    out = smi.csv(["index", "uuid", "compute_cap"])
+    return visible(out, os.environ.get("CUDA_VISIBLE_DEVICES"), capability) if out else []
 
 
 def visible(smi_csv: str, cuda_visible_devices: str | None, capability: str) -> list[str]:
@@ -84,17 +72,8 @@ def host_devices(target: Target, chosen: Sequence[str] = (), memory_gib: float |
 
 def _nvidia(capability: str) -> list[Device]:
     """This host's NVIDIA GPUs of `capability` (by index, as $CUDA_VISIBLE_DEVICES narrows them) and their memory."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid,compute_cap,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+    out = smi.csv(["index", "uuid", "compute_cap", "memory.total"], units=False)
+    if not out:
         return []
     return devices_from(out, os.environ.get("CUDA_VISIBLE_DEVICES"), capability, _host_memory_gib())
 

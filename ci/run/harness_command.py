@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ci import contract, options
 from ci import engine as container
-from ci import options
 
 ENV_MODEL_CACHE = "STACKGATE_MODEL_CACHE"
 DEFAULT_SUITES = options.REPO / "suites"
@@ -74,8 +74,8 @@ def make_container_spec(
     env = {
         **target_env,
         **container.GPU_ENV,
-        "STACKGATE_ROWS": container.ROWS,
-        "STACKGATE_JIT_LOG": f"{container.RESULTS}/jit-events.jsonl",
+        contract.ENV_ROWS: container.ROWS,
+        contract.ENV_JIT_LOG: f"{container.RESULTS}/jit-events.jsonl",
         "PYTHONPATH": container.SUITES,  # the harness always comes from the image
         "PYTHONDONTWRITEBYTECODE": "1",  # suites may be mounted read-only
     }

@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ci import contract
 from ci import engine as container
 from ci.run import baked_rows, caches, host_aot
 from ci.run.harness_command import DEFAULT_SUITES, ENV_MODEL_CACHE, STARTUP, model_cache
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 def rows_env(spec: RunSpec) -> dict[str, str]:
     """What differs between the suites of one run in the harness's environment: its rows.json and JIT log."""
-    return {"STACKGATE_ROWS": str(spec.rows_json), "STACKGATE_JIT_LOG": str(spec.out / "jit-events.jsonl")}
+    return {contract.ENV_ROWS: str(spec.rows_json), contract.ENV_JIT_LOG: str(spec.out / "jit-events.jsonl")}
 
 
 def host_env(spec: RunSpec) -> dict[str, str]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from ci.errors import UsageError
+from ci.run import smi
 from ci.stack.model import Stack, Target
 
 ENV_OVERRIDE = "STACKGATE_TARGET"
@@ -15,19 +14,7 @@ _KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 
 
 def nvidia_compute_capabilities() -> set[str]:
-    if not shutil.which("nvidia-smi"):
-        return set()
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return set()
-    return {line.strip() for line in out.splitlines() if line.strip()}
+    return {r[0] for r in smi.rows(["compute_cap"]) if r and r[0]}
 
 
 def amdgpu_gfx_names() -> set[str]:

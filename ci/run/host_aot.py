@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci import files, options
+from ci import contract, files, options
 from ci.run import caches
 from ci.stack.model import Target
 
@@ -44,7 +44,7 @@ def bake(target: Target, env: Mapping[str, str], suites: Path) -> dict[str, str]
         "--manifest",
         baked["STACKGATE_KERNEL_LIST"],
     ]
-    own_log = {"STACKGATE_JIT_LOG": str(aot / "aot-bake-jit.jsonl")}  # the bake's compiles are not the rows'
+    own_log = {contract.ENV_JIT_LOG: str(aot / "aot-bake-jit.jsonl")}  # the bake's compiles are not the rows'
     done = subprocess.run(cmd, env={**env, **baked, **own_log}, capture_output=True, text=True, check=False)
     if done.returncode != 0:  # one line here; the traceback, where there is one, in the log beside the cache
         said = [line for line in done.stderr.splitlines() if line.strip()]

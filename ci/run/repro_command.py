@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ci import engine, options, revision
 from ci.errors import NotHere, RunError, UsageError
-from ci.escape import one_line
+from ci.escape import command, one_line
 from ci.run import host, report_read, rerun_lines
 from ci.run.harness_command import DEFAULT_SUITES
 from ci.run.report_read import RanBlock, RowEntry
@@ -152,7 +152,8 @@ def _image(args: argparse.Namespace, recorded: Image | str | None, report: Path)
         raise UsageError(
             f"{one_line(report)}: {one_line(args.row)} names no image by content to re-run it in (it ran on a host's "
             "Python, or its image is not named by digest)",
-            hint=f"add --image sha256:… or REPO@sha256:…, or: python -m ci repro {args.row} --rows-json DIR/rows.json",
+            hint="add --image sha256:… or REPO@sha256:…, or: "
+            f"{command(['python', '-m', 'ci', 'repro', args.row, '--rows-json', 'DIR/rows.json'])}",
         )
     return found
 
@@ -168,7 +169,7 @@ def _held(args: argparse.Namespace, image: str) -> str:
     if found is None:
         raise RunError(
             f"image {image} is not held by this docker engine",
-            hint=f"pull it (python -m ci pull {image}), or add --pull",
+            hint=f"pull it ({command(['python', '-m', 'ci', 'pull', image])}), or add --pull",
         )
     return found
 

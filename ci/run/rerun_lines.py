@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ci import contract, engine, escape, options
+from ci import contract, engine, options
 from ci.errors import UsageError
-from ci.escape import first_hidden, one_line
+from ci.escape import one_line, quote
 from ci.run import rows_json_read
 from ci.run.harness_command import DEFAULT_SUITES, STARTUP, make_container_spec, pytest_command
 from ci.stack.model import Stack, Target
@@ -30,7 +29,7 @@ _TEST_MODULE = re.compile(r"^(test_.*|.*_test)\Z")  # pytest's default python_fi
 _SUITE = re.compile(r"[a-z][a-z0-9_]*")
 ROW_ID = contract.SAFE_NAME  # no '/' and no '..': it names a folder
 IMAGE = re.compile(r"(?:[a-z0-9][a-z0-9._/:-]*@)?sha256:[0-9a-f]{64}")  # an image by content: id, or repo@digest
-REFUSE_JIT = "STACKGATE_REFUSE_JIT"  # the one env key a run sets apart from the target's (ci run --host, allowed JIT)
+REFUSE_JIT = contract.ENV_REFUSE_JIT  # the one env key a run sets apart from the target's (ci run --host, allowed JIT)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,9 +163,9 @@ def lines(
     spec = docker_spec(r, rows_json, out, image)
     env = {
         **r.env,
-        "STACKGATE_ROWS": str(rows_json),
+        contract.ENV_ROWS: str(rows_json),
         "PYTHONPATH": f"{STARTUP}:{DEFAULT_SUITES}",
-        "STACKGATE_JIT_LOG": str(out / "jit-events.jsonl"),
+        contract.ENV_JIT_LOG: str(out / "jit-events.jsonl"),
     }
     only = ("--stackgate-timeout", f"{r.timeout_s:g}", *r.select)
     junit = str(out / f"junit-repro-{r.name}.xml")
@@ -252,23 +251,6 @@ def _portable(arg: str, prefix: str) -> str:
         return quote(arg)
     pieces = arg.split(prefix)
     return '"$PWD"/'.join(quote(p) if p else "" for p in pieces)
-
-
-def quote(arg: str) -> str:
-    """`shlex.quote`, except that an argument holding a control or line-break character is written in bash's
-    $'...' form, its characters escaped: the line stays one line of visible characters, and bash reads the same
-    argument back."""
-    if first_hidden(arg) is None:
-        return shlex.quote(arg)
-    return "$'" + "".join(_ansi_c(c) for c in arg) + "'"
-
-
-def _ansi_c(c: str) -> str:
-    if c in "\\'":
-        return "\\" + c
-    if "\udc80" <= c <= "\udcff":  # a byte a file name held that is no UTF-8 (os.fsdecode): the byte again
-        return f"\\x{ord(c) - 0xDC00:02x}"
-    return escape.escaped(c) if escape.hidden(c) else c
 
 
 def repro_line(row: str, rows_json: str | None = None) -> str:

@@ -4,16 +4,16 @@ refused, pointing at stack/fork.yaml."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ci import options
 from ci.stack.change import Change
 
 if TYPE_CHECKING:  # YAML is parsed only where a stack is loaded, not read back from the cache
     from ci.stack.yaml_lines import Loc, Source
 
-RELEASE = re.compile(r"\d+\.\d+\.\d+(\.post\d+)?")
+RELEASE = options.RELEASE
 
 
 def check(change: Change, src: Source) -> None:

@@ -1,4 +1,6 @@
-"""A fork checkout, read through git (subprocess, no network): refs, ancestry, patch-ids and the files commits touch.
+"""A fork checkout, read through git (ci.git: no network, no hook, no attribute of its work tree): refs, ancestry,
+patch-ids and the files commits touch. Every git process runs inside the checkout's git directory, where git has no
+work tree: what it answers is the history's, whatever the user's work tree holds.
 
 Each question over many commits is one git process (or one `git log -p | git patch-id` pair) over the whole
 range or list, never one process per commit, so a long history costs a few streams.
@@ -8,13 +10,14 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci.errors import UsageError
-from ci.upstream.git_streams import GIT, PATCH, REC, Touch, file_ids_of, last, touches
-from ci.upstream.git_streams import env as git_env
+from ci import git
+from ci.errors import StackgateError, UsageError
+from ci.escape import command
+from ci.upstream.git_streams import PATCH, REC, Touch, failure, file_ids_of, last, touches
 
 
 def git_lines(out: str) -> list[str]:
@@ -23,11 +26,17 @@ def git_lines(out: str) -> list[str]:
     return out.split("\n")[:-1] if out.endswith("\n") else out.split("\n") if out else []
 
 
+def _one(out: str) -> str:
+    """git's one-line answer (a path): its last newline alone taken off, as a path may hold others."""
+    return out[:-1] if out.endswith("\n") else out
+
+
 @dataclass(frozen=True)
 class Checkout:
-    path: Path
+    path: Path  # as the user named it: what messages and fix lines say
     head: str  # the commit HEAD names; "" where it names none (a bare clone whose HEAD branch was never fetched)
     shallow: bool
+    git_dir: Path  # where every git process runs (a bare clone's folder, a work tree's .git, a worktree's own)
 
     @classmethod
     def open(cls, path: Path) -> Checkout:
@@ -36,97 +45,69 @@ class Checkout:
         if not path.is_dir():
             raise UsageError(f"{path}: no such directory", hint=fix)
         # --show-toplevel fails in a bare repository: ask whether it is one, and where its git dir is, first
-        probe = subprocess.run(
-            [*GIT, "-C", str(path), "rev-parse", "--is-bare-repository", "--absolute-git-dir"],
-            capture_output=True,
-            text=True,
-            env=git_env(),
-        )
+        probe = git.run(path, "rev-parse", "--absolute-git-dir")
         if probe.returncode != 0:
             why = "" if "not a git repository" in probe.stderr else f" ({last(probe.stderr)})"
             raise UsageError(f"{path} is not a git repository{why}", hint=fix)
-        bare, git_dir = git_lines(probe.stdout)[:2]
-        if bare == "true":
-            top = [git_dir]
-        else:
-            top = git_lines(
-                subprocess.run(
-                    [*GIT, "-C", str(path), "rev-parse", "--show-toplevel"],
-                    capture_output=True,
-                    text=True,
-                    env=git_env(),
-                ).stdout
-            )
-        if top and Path(top[0]).resolve() != path.resolve():
+        git_dir = Path(_one(probe.stdout))
+        bare = git.run(path, "rev-parse", "--is-bare-repository").stdout.strip() == "true"
+        top = str(git_dir) if bare else _one(git.run(path, "rev-parse", "--show-toplevel").stdout)
+        if top and Path(top).resolve() != path.resolve():
             raise UsageError(
-                f"{path} is not a git repository: it is a folder inside the repository {top[0]}",
-                hint=f"pass --fork {top[0]}, or the path of the fork's own checkout",
+                f"{path} is not a git repository: it is a folder inside the repository {top}",
+                hint=f"pass --fork {command([top])}, or the path of the fork's own checkout",
             )
-        head = subprocess.run(
-            [*GIT, "-C", str(path), "rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-            capture_output=True,
-            text=True,
-            env=git_env(),
-        )
-        shallow = cls(path, "", False).git("rev-parse", "--is-shallow-repository").strip() == "true"
-        return cls(path, head.stdout.strip() if head.returncode == 0 else "", shallow)
+        found = cls(path, "", False, git_dir)
+        head = found.git("rev-parse", "--verify", "--quiet", "HEAD^{commit}", ok=(0, 1)).strip()
+        shallow = found.git("rev-parse", "--is-shallow-repository").strip() == "true"
+        return cls(path, head, shallow, git_dir)
+
+    def command(self, *args: str) -> str:
+        """`git -C CHECKOUT ARGS` as a line to print (a fix line), every value quoted (`ci.escape.command`)."""
+        return command(["git", "-C", str(self.path), *args])
 
     def git(self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)) -> str:
-        return self._run(*args, stdin=stdin, ok=ok).stdout
+        return self.run(*args, stdin=stdin, ok=ok).stdout
 
-    def _run(
-        self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,), index: Path | None = None
-    ) -> subprocess.CompletedProcess:
-        env = {**git_env(), "GIT_INDEX_FILE": str(index)} if index else git_env()
-        done = subprocess.run(
-            [*GIT, "-C", str(self.path), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=env,
-            errors="surrogateescape",
-        )
+    def run(
+        self,
+        *args: str,
+        stdin: str | None = None,
+        ok: Sequence[int] = (0,),
+        extra: Mapping[str, str] | None = None,
+        network: bool = False,
+    ) -> subprocess.CompletedProcess[str]:
+        """git ARGS in the checkout's git directory (ci.git); an exit status outside `ok` is a UsageError naming the
+        checkout. `extra`: environment of stackgate's own (a scratch index or object directory, an author);
+        `network`: a fetch the user asked for."""
+        done = git.run(self.git_dir, *args, stdin=stdin, extra=extra, network=network)
         if done.returncode not in ok:
-            raise UsageError(
-                f"git {' '.join(args[:3])} failed in {self.path}: {last(done.stderr)}",
-                hint=f"check the checkout: git -C {self.path} status",
-            )
+            raise self.failed(f"git {' '.join(args[:3])}", done.stderr)
         return done
+
+    def failed(self, what: str, stderr: str, hint: str = "") -> StackgateError:
+        """A git process that failed, in words (ci.upstream.git_streams.failure); `hint` where nothing better is
+        known (default: look at the checkout)."""
+        return failure(what, self.path, stderr, hint or f"check the checkout: {self.command('status')}")
+
+    def raw(self, *args: str, stdin: bytes | None = None) -> bytes:
+        """git ARGS's output as bytes (blobs as git stores them)."""
+        done = git.run(self.git_dir, *args, stdin=stdin, text=False)
+        if done.returncode != 0:
+            raise UsageError(
+                f"git {args[0]} failed in {self.path}: {last(done.stderr.decode(errors='replace'))}",
+                hint=f"check the checkout: {self.command('fsck')}",
+            )
+        return done.stdout
 
     def with_index(self, index: Path, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,)):
         """A git command on a scratch index file (plumbing that builds a tree without touching any work tree,
         so bare repositories and checkouts with files missing on disk work alike)."""
-        return self._run(*args, stdin=stdin, ok=ok, index=index)
+        return self.run(*args, stdin=stdin, ok=ok, extra={"GIT_INDEX_FILE": str(index)})
 
     def commit_tree(self, tree: str, parent: str, message: str, ident: dict[str, str]) -> str:
         """A new commit object (no ref moved); `ident` fixes author and committer, so the id is reproducible."""
-        done = subprocess.run(
-            [*GIT, "-C", str(self.path), "commit-tree", tree, "-p", parent],
-            input=message,
-            capture_output=True,
-            text=True,
-            env={**git_env(), **ident},
-        )
-        if done.returncode != 0:
-            raise UsageError(
-                f"git commit-tree failed in {self.path}: {last(done.stderr)}",
-                hint=f"check the checkout: git -C {self.path} status",
-            )
-        return done.stdout.strip()
-
-    def archive(self, commit: str, paths: Sequence[str]) -> bytes:
-        """A tar of `paths` as they are at `commit`, in one process."""
-        done = subprocess.run(
-            [*GIT, "-C", str(self.path), "archive", "--format=tar", commit, "--", *(f":(literal){p}" for p in paths)],
-            capture_output=True,
-            env=git_env(),
-        )
-        if done.returncode != 0:
-            raise UsageError(
-                f"git archive failed in {self.path}: {last(done.stderr.decode(errors='replace'))}",
-                hint=f"check the checkout: git -C {self.path} fsck",
-            )
-        return done.stdout
+        return self.run("commit-tree", tree, "-p", parent, stdin=message, extra=ident).stdout.strip()
 
     def commit(self, ref: str) -> str | None:
         """The commit a ref names, or None where it names none."""
@@ -136,12 +117,13 @@ class Checkout:
         return out.strip() or None
 
     def remotes(self) -> dict[str, str]:
-        """Each remote's name -> its fetch URL."""
-        out = self.git("config", "--get-regexp", r"^remote\..*\.url$", ok=(0, 1))
+        """Each remote's name -> its fetch URL (a name may hold a space: each entry is read whole)."""
+        out = self.git("config", "--null", "--get-regexp", r"^remote\..*\.url$", ok=(0, 1))
         found = {}
-        for line in git_lines(out):
-            key, _, url = line.partition(" ")
-            found[key.removeprefix("remote.").removesuffix(".url")] = url
+        for entry in out.split("\0"):
+            key, _, url = entry.partition("\n")
+            if key:
+                found[key.removeprefix("remote.").removesuffix(".url")] = url
         return found
 
     def has_path(self, commit: str, path: str) -> bool:
@@ -188,36 +170,31 @@ class Checkout:
         return found
 
     def is_ancestor(self, commit: str, of: str) -> bool:
-        return self._run("merge-base", "--is-ancestor", commit, of, ok=(0, 1)).returncode == 0
+        return self.run("merge-base", "--is-ancestor", commit, of, ok=(0, 1)).returncode == 0
 
     def merge_base(self, a: str, b: str) -> str | None:
         return self.git("merge-base", a, b, ok=(0, 1)).strip() or None
 
-    def patch_ids(self, *revs: str, walk: bool = True) -> dict[str, str]:
-        """commit -> `git patch-id --stable` of its patch, for every non-merge commit of the range `revs` (or of
-        exactly the commits `revs`, walk=False): one `git log -p` streamed into one `git patch-id`. Merges and
-        empty commits have no patch and no entry."""
+    def patch_ids(self, *revs: str, walk: bool = True, reverse: bool = False) -> dict[str, str]:
+        """commit -> `git patch-id --stable` of its patch (`reverse`: of its patch reversed, as its revert's is), for
+        every non-merge commit of the range `revs` (or of exactly the commits `revs`, walk=False): one `git log -p`
+        streamed into one `git patch-id`. Merges and empty commits have no patch and no entry."""
         if not revs:
             return {}
-        args = ["log", *PATCH, *(["--no-merges"] if walk else ["--no-walk=unsorted"]), *revs, "--"]
+        # reversed, its prefixes as its revert's are (-R swaps them, and the patch-id reads the file names)
+        back = ["-R", "--src-prefix=b/", "--dst-prefix=a/"] if reverse else []
+        how = [*(["--no-merges"] if walk else ["--no-walk=unsorted"]), *back]
+        args = ["log", *PATCH, *how, *revs, "--"]
         with tempfile.TemporaryFile() as errors:
-            log = subprocess.Popen(
-                [*GIT, "-C", str(self.path), *args], stdout=subprocess.PIPE, stderr=errors, env=git_env()
-            )
+            log = git.start(self.git_dir, *args, stderr=errors)
             assert log.stdout is not None
-            ids = subprocess.run(
-                [*GIT, "-C", str(self.path), "patch-id", "--stable"],
-                stdin=log.stdout,
-                capture_output=True,
-                text=True,
-                env=git_env(),
-            )
+            ids = git.run(self.git_dir, "patch-id", "--stable", pipe=log.stdout)
             log.stdout.close()
             if log.wait() != 0 or ids.returncode != 0:
                 errors.seek(0)
                 raise UsageError(
                     f"git log -p failed in {self.path}: {last(errors.read().decode() + ids.stderr)}",
-                    hint=f"check the checkout: git -C {self.path} fsck",
+                    hint=f"check the checkout: {self.command('fsck')}",
                 )
         out: dict[str, str] = {}
         for line in git_lines(ids.stdout):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ci.stack.change import Change
 from ci.stack.model import Stack
-from ci.upstream import follow_ups, found, history
+from ci.upstream import follow_ups, found, history, reverts
 from ci.upstream.found import Facts
 from ci.upstream.judge import judge, with_bases
 from ci.upstream.scope import Scope
@@ -29,20 +29,24 @@ def survey(st: Stack, scope: Scope) -> Snapshot:
     changes = list(st.changes.values())
     full = co.resolve([*(i for c in changes for i in found.ids(scope, c)), *follow_ups.ids(changes)])
     fork_ids = co.patch_ids(*scope.own)
-    in_fork: dict[str, str] = {}
-    for commit, patch_id in fork_ids.items():
-        in_fork.setdefault(patch_id, commit)
     sources = sorted({c for ch in changes for i in found.sources(scope, ch) if (c := full.get(i))})
     upstreams = sorted({c for ch in changes for i in found.upstream_patches(ch) if (c := full.get(i))})
     upstreams += sorted({c for i in follow_ups.ids(changes) if (c := full.get(i))} - set(upstreams))
+    source_ids = co.patch_ids(*sorted({*sources, *upstreams}), walk=False)
+    gone = reverts.undone(co, scope.head, scope.own, fork_ids, source_ids)  # what the fork took back
+    in_fork: dict[str, str] = {}
+    for commit, patch_id in fork_ids.items():
+        if commit not in gone.commits:
+            in_fork.setdefault(patch_id, commit)
     titled = {subject: commit for commit, subject in reversed(co.titles(*scope.own).items())}
     facts = Facts(
         scope=scope,
         full=full,
         in_fork=in_fork,
-        source_ids=co.patch_ids(*sorted({*sources, *upstreams}), walk=False),
+        source_ids=source_ids,
         titled=titled,
         source_titles=co.titles(*sorted({*sources, *upstreams}), walk=False),
+        undone=gone.commits,
     )
     seen = {ch.id: found.find(facts, ch) for ch in changes}
     touched = _divergence(facts, changes, seen)
@@ -58,7 +62,9 @@ def survey(st: Stack, scope: Scope) -> Snapshot:
     by_pr = {ch.upstream.pr: ch.id for ch in changes if ch.upstream}
     states = [with_bases(s, ch, by_pr, by_id) for s, ch in zip(states, changes, strict=True)]
     states = [
-        follow_ups.flag(scope, ch, s, full, facts.source_ids, in_fork, tip_date, facts.source_titles, titled)
+        follow_ups.flag(
+            scope, ch, s, full, facts.source_ids, in_fork, tip_date, facts.source_titles, titled, gone.commits
+        )
         for s, ch in zip(states, changes, strict=True)
     ]
     base = scope.base
@@ -81,6 +87,7 @@ def survey(st: Stack, scope: Scope) -> Snapshot:
         base_unknown="" if base else f"{scope.base_problem} (fix: {scope.base_fix})",
         left_date=scope.left.date if scope.left else "",
         options=scope.options,
+        undone=gone.commits,
     )
 
 

@@ -9,6 +9,7 @@ import sys
 from dataclasses import replace
 
 from ci import options, tables
+from ci.escape import one_line
 from ci.stack import loader
 from ci.stack.table import change_label
 from ci.upstream import classify, kept, port_text, record, scope
@@ -40,6 +41,12 @@ def fixes(states: tuple[ChangeState, ...]) -> list[str]:
     return [f"{change_label(c.change)}: {c.fix}" for c in states if c.fix]
 
 
+def _md(line: str) -> str:
+    """A line under the table in Markdown: its command a code span (pasted as it is), the rest escaped."""
+    said, sep, command = line.partition("next: ")
+    return tables.md_cell(said) + sep + tables.code(command) if sep and not said else tables.md_cell(line)
+
+
 def cmd_upstream(args: argparse.Namespace) -> int:
     st = loader.load(args.stack)
     where = scope.from_args(st, args)
@@ -54,20 +61,20 @@ def cmd_upstream(args: argparse.Namespace) -> int:
         print(json.dumps(snap.to_json(), indent=2))
         return 0
     render = tables.markdown if args.format == "markdown" else tables.text
-    print(header(snap) if args.format == "table" else tables.md_cell(header(snap)), end="\n\n")
+    print(one_line(header(snap)) if args.format == "table" else tables.md_cell(header(snap)), end="\n\n")
     sys.stdout.write(render(HEADERS, rows(snap)))
     ports = [line for c in snap.changes for line in port_text.lines(c)]
     if ports:
         print("\nTo port:" if args.format == "table" else "\n**To port:**\n")
         for line in ports:
             nest = "  " * ((len(line) - len(line.lstrip())) // 2)
-            print(f"  {line}" if args.format == "table" else f"{nest}- {tables.md_cell(line.strip())}")
+            print(f"  {one_line(line)}" if args.format == "table" else f"{nest}- {_md(line.strip())}")
     todo = fixes(snap.changes)
     if todo:
         title = "To make an unknown state known:"
         print(f"\n{title}" if args.format == "table" else f"\n**{title}**\n")
         for line in todo:
-            print(f"  fix {line}" if args.format == "table" else f"- {tables.md_cell(line)}")
+            print(f"  fix {one_line(line)}" if args.format == "table" else f"- {tables.md_cell(line)}")
     return 0
 
 

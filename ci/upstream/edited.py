@@ -47,16 +47,21 @@ class Edited:
 
 
 def find(
-    co: Checkout, revs: Sequence[str], sources: Mapping[str, Mapping[str, str]], subjects: Mapping[str, str]
+    co: Checkout,
+    revs: Sequence[str],
+    sources: Mapping[str, Mapping[str, str]],
+    subjects: Mapping[str, str],
+    undone: frozenset[str] = frozenset(),
 ) -> Edited | None:
     """The fork commit (of the range `revs`) that best carries one of `sources` (label -> {path: file patch-id})
     with edits, or None. A candidate changes at least MIN_OVERLAP of the source's files and either makes the same
     edit to one of them or has the source's subject (`subjects`: label -> subject); failing that, one that makes the
-    same edit to fewer of them carries a part of it (`partial`)."""
+    same edit to fewer of them carries a part of it (`partial`). A commit the fork took back (`undone`) carries
+    nothing."""
     files = sorted({p for ids in sources.values() for p in ids})
     if not files:
         return None
-    candidates = [t.commit for t in co.touching(revs, files)]
+    candidates = [t.commit for t in co.touching(revs, files) if t.commit not in undone]
     theirs = co.file_ids(candidates)
     titles = co.titles(*candidates, walk=False) if candidates else {}
     best: tuple[tuple[int, int, int], Edited] | None = None

@@ -26,8 +26,10 @@ def ids(changes: Iterable[Change]) -> list[str]:
 def flag(
     scope: Scope, ch: Change, state: ChangeState, full: Mapping[str, str | None], patch_ids: Mapping[str, str],
     in_fork: Mapping[str, str], tip_date: str, titles: Mapping[str, str] = {}, titled: Mapping[str, str] = {},
+    undone: frozenset[str] = frozenset(),
 ) -> ChangeState:  # fmt: skip
-    """`state` with a flag for each merged follow-up the fork lacks while holding the change."""
+    """`state` with a flag for each merged follow-up the fork lacks while holding the change (`undone`: commits the
+    fork took back, ci.upstream.reverts)."""
     if ch.upstream is None or not state.held:
         return state
     flags, missing = list(state.flags), []
@@ -35,7 +37,7 @@ def flag(
         commit = full.get(f.merge_commit) if f.merge_commit else None
         if not f.merge_commit or (commit is None and tip_date and f.merged_on and tip_date < f.merged_on.isoformat()):
             continue  # not merged, or merged after upstream's main here: nothing was missed yet
-        said = _said(scope, f, commit, patch_ids, in_fork, titles, titled)
+        said = _said(scope, f, commit, patch_ids, in_fork, titles, titled, undone)
         if said:
             flags.append(said)
             missing.append(f.ref)
@@ -44,7 +46,7 @@ def flag(
 
 def _said(
     scope: Scope, f: FollowUp, commit: str | None, patch_ids: Mapping[str, str], in_fork: Mapping[str, str],
-    titles: Mapping[str, str], titled: Mapping[str, str],
+    titles: Mapping[str, str], titled: Mapping[str, str], undone: frozenset[str],
 ) -> str:  # fmt: skip
     """The flag for one follow-up ("" where the fork holds it)."""
     merged = f" (merged {f.merged_on})" if f.merged_on else ""
@@ -53,7 +55,8 @@ def _said(
             f"follow-up {f.ref}{merged}, which fixes {f.what}, could not be checked: this checkout lacks its merge "
             f"commit {f.merge_commit} (fetch upstream)"
         )
-    if scope.co.is_ancestor(commit, scope.head) or patch_ids.get(commit) in in_fork or titles.get(commit) in titled:
+    held = scope.co.is_ancestor(commit, scope.head) or titles.get(commit) in titled
+    if (commit not in undone and held) or patch_ids.get(commit) in in_fork:
         return ""
     return (
         f"follow-up {f.ref}{merged} missing: the fork carries this change without the fix of {f.what} (port it: "

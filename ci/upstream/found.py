@@ -26,6 +26,7 @@ class Facts:
     source_ids: dict[str, str]  # full id of each recorded port (or PR, or merge) commit -> its patch-id
     titled: dict[str, str]  # subject -> a fork commit with it (to name a port commit whose patch changed)
     source_titles: dict[str, str]  # full id of each recorded port (or PR, or merge) commit -> its subject
+    undone: frozenset[str] = frozenset()  # commits whose patch the fork took back (ci.upstream.reverts)
 
     @property
     def co(self) -> Checkout:
@@ -82,7 +83,7 @@ def find(facts: Facts, ch: Change) -> Found:
             patchless.append(s)
         elif patch_id in facts.in_fork:
             present.append((s, facts.in_fork[patch_id]))
-        elif commit and co.is_ancestor(commit, scope.head):  # reached through upstream's history or a merge
+        elif commit and commit not in facts.undone and co.is_ancestor(commit, scope.head):  # through history
             present.append((s, commit))
         else:
             missing.append(s)
@@ -117,7 +118,7 @@ def _converged(facts: Facts, up: Upstream, merge: str | None) -> tuple[str, bool
     """Why the change is converged ("" where it is not), and whether the base release is what holds it."""
     scope, co = facts.scope, facts.co
     base = scope.base
-    if merge and co.is_ancestor(merge, scope.head):
+    if merge and merge not in facts.undone and co.is_ancestor(merge, scope.head):
         if base and co.is_ancestor(merge, base.commit):
             return f"merge commit {up.merge_commit} is in the base release {base.ref} (vLLM {base.version})", True
         return f"merge commit {up.merge_commit} is an ancestor of {scope.ref}", False
@@ -181,7 +182,7 @@ def _edited(facts: Facts, ch: Change) -> Edited | None:
         if commit := in_checkout.get(port):
             found[f"port commit {port}"] = file_ids.get(commit, {})
             subjects[f"port commit {port}"] = facts.source_titles.get(commit, "")
-    return edited.find(co, scope.own, {k: v for k, v in found.items() if v}, subjects)
+    return edited.find(co, scope.own, {k: v for k, v in found.items() if v}, subjects, facts.undone)
 
 
 def _added(scope: Scope, up: Upstream) -> Added | None:

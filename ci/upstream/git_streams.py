@@ -1,29 +1,18 @@
-"""What `ci upstream` reads from git, and how: the fixed options every git process runs with, and the parsers of its
-output streams (commits with the files they touch, file patch-ids, the last line of an error)."""
+"""What `ci upstream` reads from git: how a patch is diffed (the same everywhere: patch-ids are recorded in the stack
+and compared with ones computed on another machine), and the parsers of its output streams (commits with the files
+they touch, file patch-ids, the last line of an error). Every git process runs through `ci.git`."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
-# A user's git config must not change what is parsed, nor the patches hashed: patch-ids are recorded in the
-# stack (`ci upstream --record`) and compared with ones computed on another machine.
-GIT = (
-    "git",
-    "-c",
-    "color.ui=never",
-    "-c",
-    "diff.noprefix=false",
-    "-c",
-    "diff.mnemonicPrefix=false",
-    "-c",
-    "log.showSignature=false",
-    "-c",
-    "core.quotePath=false",
-    "-c",
-    "log.showRoot=true",
-)
+from ci.errors import BuildError, StackgateError, UsageError
+from ci.escape import command
+
 PATCH = (
     "-p",
     "--no-color",
@@ -36,23 +25,7 @@ PATCH = (
     "--inter-hunk-context=0",
     "--format=commit %H",
 )
-# variables that would point git at another repository than -C names (a hook's environment sets them)
-_REPO_ENV = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_COMMON_DIR",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GIT_CEILING_DIRECTORIES",
-)
 REC = "\x01"  # starts each commit in the streams parsed here
-
-
-def env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _REPO_ENV}
-    return {**env, "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "GIT_PAGER": "cat"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,3 +79,33 @@ def touches(out: str) -> list[Touch]:
 def last(stderr: str) -> str:
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
     return lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "no message"
+
+
+_LOCKED = re.compile(r"Unable to create '([^'\n]+\.lock)': File exists")
+_UNWRITABLE = ("Read-only file system", "Permission denied", "Operation not permitted", "insufficient permission")
+
+
+def failure(what: str, where: Path, stderr: str, hint: str) -> StackgateError:
+    """A git process that failed in the checkout `where`, in words: a lock another git holds (named, where git's last
+    line says only "remove the file manually"), a full disk (exit 3), a checkout that cannot be written; else git's
+    last word and `hint`."""
+    said = last(stderr)
+    if lock := _LOCKED.search(stderr):
+        held = os.path.normpath(lock.group(1))
+        return UsageError(
+            f"{what} failed in {where}: {held} exists: another git may be running in this repository (or one that "
+            "crashed left it behind)",
+            hint=f"let the other git finish, then run it again; if none is running, remove the lock: "
+            f"{command(['rm', '--', held])}",
+        )
+    if "No space left on device" in stderr:
+        return BuildError(
+            f"{what} failed in {where}: no space left on device ({said})",
+            hint="free space where the checkout (and $TMPDIR) is, then run it again",
+        )
+    if any(s in stderr for s in _UNWRITABLE):
+        return UsageError(
+            f"{what} failed: {where} cannot be written ({said})",
+            hint="run it in a checkout you can write (a clone of this one), or make this one writable",
+        )
+    return UsageError(f"{what} failed in {where}: {said}", hint=hint)

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, replace
 
 from ci.errors import UsageError
+from ci.escape import redacted
 from ci.stack.change import Change
 from ci.stack.model import Stack
 from ci.upstream import where
@@ -42,7 +43,7 @@ def upstream_tip(co: Checkout, st: Stack, ref: str | None, recorded: str | None 
     if ours:
         raise UsageError(
             f"remote {ours[0]!r} is {_repo(st)}, but none of its branches is fetched in {co.path}",
-            hint=f"git -C {co.path} fetch {ours[0]}",
+            hint=co.command("fetch", "--", ours[0]),
         )
     return Upstream(ref=None, commit=None, how="")
 
@@ -75,11 +76,11 @@ def add_remote(co: Checkout, st: Stack) -> str:
     remotes = co.remotes()
     name = next(n for n in ("upstream", "vllm", "vllm-upstream", "vllm-project") if n not in remotes)
     if "upstream" in remotes and _is_upstream(remotes["upstream"], st):
-        return f"git -C {co.path} fetch upstream"
-    add = f"git -C {co.path} remote add {name} {url} && git -C {co.path} fetch {name}"
+        return co.command("fetch", "upstream")
+    add = f"{co.command('remote', 'add', name, url)} && {co.command('fetch', name)}"
     if "upstream" in remotes:
-        add += f" (the remote upstream is {remotes['upstream']}; or point it at vLLM: git -C {co.path} remote set-url "
-        add += f"upstream {url})"
+        add += f" (the remote upstream is {redacted(remotes['upstream'])}; or point it at vLLM: "
+        add += f"{co.command('remote', 'set-url', 'upstream', url)})"
     return add
 
 
@@ -116,7 +117,7 @@ def require_vllm(
     if co.shallow:
         raise UsageError(
             f"{co.path} is a shallow clone: {ref} and {up_ref} share no commit in the history it holds",
-            hint=f"fetch more history: git -C {co.path} fetch --unshallow",
+            hint=f"fetch more history: {co.command('fetch', '--unshallow')}",
         )
     raise UsageError(
         f"{ref} and {up_ref} share no history in {co.path}: the fork is not built on it",
@@ -136,9 +137,9 @@ def missing_merge(
         return state  # upstream here predates the merge: nothing to fix
     src = where.change_source(st.root, ch.id)
     line = src.lines.get(("upstream", "merge_commit"))
-    fetch = f"git -C {co.path} fetch https://github.com/{up.repo}.git main"
+    fetch = co.command("fetch", f"https://github.com/{up.repo}.git", "main")
     if co.shallow:
-        fetch = f"git -C {co.path} fetch --unshallow"
+        fetch = co.command("fetch", "--unshallow")
     return replace(
         state,
         fix=f"{ref} ({tip_date}) is newer than the merge but does not hold {up.merge_commit}: if it "

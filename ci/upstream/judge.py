@@ -100,17 +100,17 @@ def judge(
         co = scope.co
         if found.from_pr:
             detail = f"the PR's commits are not in this checkout: {', '.join(found.unchecked)}"
-            fix = f"fetch them: git -C {co.path} fetch https://github.com/{up.repo}.git pull/{up.pr}/head"
+            fix = f"fetch them: {co.command('fetch', f'https://github.com/{up.repo}.git', f'pull/{up.pr}/head')}"
         else:
             detail = f"port commits not in this checkout: {', '.join(found.unchecked)}"
             fix = (
-                f"fetch a ref holding them into {co.path} (git -C {co.path} fetch REMOTE BRANCH), or record their "
+                f"fetch a ref holding them into {co.path} ({co.command('fetch', 'REMOTE', 'BRANCH')}), or record their "
                 "patch-ids once from a clone that has them: python -m ci fork --fork THERE --record"
             )
         if found.present:
             detail += f"; present: {_pairs(found.present)}"
         if co.shallow:
-            fix = f"the checkout is shallow (git -C {co.path} fetch --unshallow); or {fix}"
+            fix = f"the checkout is shallow ({co.command('fetch', '--unshallow')}); or {fix}"
     elif found.added is not None and found.compared == 0:
         state, detail, carried = _by_files(scope, found.added)
     elif found.compared == 0:

@@ -35,20 +35,27 @@ class ForkSide:
     file_sets: frozenset[frozenset[str]] = frozenset()  # the files each commit changes: a patch-id needs the same
 
 
-def fork_side(co: Checkout, head: str, since: str, own: Sequence[str]) -> ForkSide:
+def fork_side(
+    co: Checkout, head: str, since: str, own: Sequence[str], undone: frozenset[str] = frozenset()
+) -> ForkSide:
+    """The fork's commits since `since`: their subjects, cherry-pick lines and patch-ids, but those of a commit the
+    fork took back (`undone`), which hold nothing."""
     out = co.git("log", "--no-merges", f"--format={REC}%H%x02%s%x02%b", head, f"^{since}", "--")
     subjects, picked = set(), set()
     for chunk in out.split(REC)[1:]:
-        _, subject, body = chunk.split("\x02", 2)
+        commit, subject, body = chunk.split("\x02", 2)
+        if commit in undone:
+            continue
         subjects.add(subject)
         picked.update(_PICKED.findall(body))
     mine = co.git("rev-list", "--no-merges", *own, "--").split()
     names = co.git("log", "--no-merges", "--no-renames", f"--format={REC}%H%x02", "--name-only", "-z", head,
                    f"^{since}", "--")  # fmt: skip
+    ids = co.patch_ids(head, f"^{since}")
     return ForkSide(
         subjects=frozenset(subjects),
         picked=frozenset(picked),
-        patch_ids=frozenset(co.patch_ids(head, f"^{since}").values()),
+        patch_ids=frozenset(p for c, p in ids.items() if c not in undone),
         own=frozenset(mine),
         file_sets=frozenset(frozenset(t.files) for t in touches(names)),
     )

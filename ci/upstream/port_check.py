@@ -51,8 +51,8 @@ def assess(st: Stack, scope: Scope, snap: Snapshot) -> Snapshot:
     ids = [i for ch in changes if ch.upstream for i in _ids(ch)]
     states = {s.change: s for s in snap.changes}
     with Scratch(scope.co) as sc:
-        ctx = Context(st=st, scope=scope, sc=sc, sides=Sides(scope), states=states, full=scope.co.resolve(ids),
-                      flags=port_command.fork_flags(st, scope))  # fmt: skip
+        ctx = Context(st=st, scope=scope, sc=sc, sides=Sides(scope, snap.undone), states=states,
+                      full=scope.co.resolve(ids), flags=port_command.fork_flags(st, scope))  # fmt: skip
         ports: dict[str, Readiness] = {}
         for c in _stacked_first(st, [s.change for s in snap.changes if s.state in LACKING]):
             ports[c] = change(ctx, st.changes[c], states[c], ports)

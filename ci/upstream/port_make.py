@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ci import signals
 from ci.upstream import port_apply, port_files, port_source
 from ci.upstream.checkout import Checkout
 from ci.upstream.port_apply import Stages
@@ -95,10 +96,10 @@ def make(
             parent = sc.git("commit-tree", step.tree, "-p", parent, stdin=message, ident={**author, **stamp}).strip()
             made.append((parent, step.unit))
         skipped = tuple(s.unit for s in done.steps if s.how == "in the fork")
-        if made and ref:
-            sc.keep()
-    if made and ref:  # an empty value as the old one: the ref is created, never moved
-        co.git("update-ref", "-m", reflog, ref, parent, "")
+        if made and ref:  # the objects, then the ref (an empty old value: created, never moved); a stop waits for both
+            with signals.held():
+                sc.keep()
+                co.git("update-ref", "-m", reflog, ref, parent, "")
     return Made(ref=ref or "", tip=parent, commits=tuple(made), skipped=skipped)
 
 

@@ -77,10 +77,11 @@ def of_change(co: Checkout, ch: Change, missing: tuple[str, ...], full: Mapping[
         if merge:
             return Source(pr=up.pr, units=tuple(units(co, [merge]).values()))
         if not missing:
+            main = co.command("fetch", f"https://github.com/{up.repo}.git", "main")
             return Source(
                 pr=up.pr,
                 none=f"upstream's merge {up.merge_commit} is not in this checkout",
-                fix=f"fetch upstream's main into it: git -C {co.path} fetch https://github.com/{up.repo}.git main",
+                fix=f"fetch upstream's main into it: {main}",
             )
     named = missing if missing else up.commits
     held = [c for i in named if (c := full.get(i))]
@@ -92,7 +93,7 @@ def of_change(co: Checkout, ch: Change, missing: tuple[str, ...], full: Mapping[
         return Source(
             pr=up.pr,
             none=f"the PR's commits {lacking} are not in this checkout",
-            fix=f"fetch them: git -C {co.path} fetch https://github.com/{up.repo}.git pull/{up.pr}/head",
+            fix=f"fetch them: {co.command('fetch', f'https://github.com/{up.repo}.git', f'pull/{up.pr}/head')}",
         )
     if up.state == "merged":
         return Source(pr=up.pr, none="its merge commit is not recorded", fix=f"record upstream.merge_commit in {file}")
@@ -115,12 +116,12 @@ def of_follow_up(co: Checkout, ch: Change, f: FollowUp, full: Mapping[str, str |
             fix=f"record its merge_commit under follow_ups in stack/changes/{ch.id}.yaml once it merges",
         )
     merge = full.get(f.merge_commit)
+    repo = f.ref.split("#")[0]
     if merge is None:
         return Source(
             pr=pr,
             none=f"upstream's merge {f.merge_commit} is not in this checkout",
-            fix=f"fetch upstream's main into it: git -C {co.path} fetch https://github.com/{f.ref.split('#')[0]}.git "
-            "main",
+            fix=f"fetch upstream's main into it: {co.command('fetch', f'https://github.com/{repo}.git', 'main')}",
         )
     return Source(pr=pr, units=tuple(units(co, [merge]).values()))
 

@@ -4,6 +4,7 @@ command)."""
 
 from __future__ import annotations
 
+from ci.escape import one_line
 from ci.upstream.readiness import Conflict, Missing, Readiness
 from ci.upstream.state import ChangeState
 
@@ -20,7 +21,7 @@ def readinesses(state: ChangeState) -> tuple[Readiness, ...]:
 def cell(state: ChangeState) -> str:
     """ "clean", "conflicts: speculator.py (1 hunk)", "follow-up #52512: clean"; "—" where there is nothing to port."""
     parts = [f"follow-up #{r.pr}: {cell_of(r)}" if r.follow_up else cell_of(r) for r in readinesses(state)]
-    return plain("; ".join(parts)) or "—"
+    return one_line("; ".join(parts)) or "—"
 
 
 def cell_of(r: Readiness) -> str:
@@ -62,7 +63,7 @@ def lines(state: ChangeState) -> list[str]:
             out.append(f"  upstream: {settled}")
         if r.command:
             out.append(f"  next: {r.command}")
-    return [plain(line) for line in out]
+    return [one_line(line) for line in out]
 
 
 def hunk_lines(c: Conflict) -> list[str]:
@@ -84,7 +85,7 @@ def hunk_lines(c: Conflict) -> list[str]:
             parts.append("the fork edited them in " + ", ".join(named) + (f" and {more} more" if more > 0 else ""))
         if not h.prerequisites and not h.fork_edits:
             parts.append("no commit since the fork left upstream touched them on either side")
-        out.append(plain("; ".join(parts)))
+        out.append(one_line("; ".join(parts)))
     return out
 
 
@@ -105,7 +106,7 @@ def missing_lines(missing: tuple[Missing, ...]) -> list[str]:
                 said += " and changed it in " + ", ".join(shown) + (f" and {more} more" if more > 0 else "")
         else:
             said += "; no upstream commit since the fork left upstream brought it"
-        out.append(plain(said))
+        out.append(one_line(said))
     return out
 
 
@@ -117,6 +118,5 @@ def _commit(commit: str, pr: int | None, subject: str) -> str:
     return f"{commit[:12]}{f' #{pr}' if pr else ''} {subject!r}"
 
 
-def plain(text: str) -> str:
-    """Text from elsewhere (a subject, a file name) on one line: control and line-break characters escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+def _prs(r: Readiness) -> str:
+    return ", ".join(f"#{p.pr}" if p.pr else p.commit[:12] for p in r.prerequisites)

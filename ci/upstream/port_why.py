@@ -26,8 +26,9 @@ MAX_HUNKS = 16  # hunks of one change asked about by `git log -L`; more are list
 class Sides:
     """The fork's side since it left upstream at a merge base, read once per base."""
 
-    def __init__(self, scope: Scope) -> None:
+    def __init__(self, scope: Scope, undone: frozenset[str] = frozenset()) -> None:
         self.scope = scope
+        self.undone = undone  # commits whose patch the fork took back: they hold nothing (ci.upstream.reverts)
         self._by_base: dict[str, ForkSide] = {}
         self._bases: dict[str, str] = {}
         self._after: set[str] | None = None  # upstream's commits after where the ref left it
@@ -50,7 +51,7 @@ class Sides:
     def at(self, base: str) -> ForkSide:
         if base not in self._by_base:
             s = self.scope
-            self._by_base[base] = port_blame.fork_side(s.co, s.head, base, s.own)
+            self._by_base[base] = port_blame.fork_side(s.co, s.head, base, s.own, self.undone)
         return self._by_base[base]
 
     def base_with(self, commit: str) -> str:

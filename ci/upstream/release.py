@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ci.escape import command
 from ci.tables import counted
 from ci.upstream.checkout import Checkout
 
@@ -173,12 +173,10 @@ def find(co: Checkout, ref: str, head: str, where: Left | None, on: Line | None 
 def source_build(co: Checkout, commit: str) -> str:
     """The source-build route for a fork's `commit`: a work tree of it beside the checkout, its CUDA extensions
     compiled for a target (TARGET: the user's) by vLLM's own build command."""
-    tree = shlex.quote(str(Path(co.path).resolve().parent / f"build-{commit[:12]}"))
-    checkout = shlex.quote(str(co.path))
-    return (
-        f"git -C {checkout} worktree add --detach {tree} {commit[:12]}, then python -m ci source-build TARGET {tree} "
-        "--build-command 'pip wheel --no-build-isolation .'"
-    )
+    tree = str(Path(co.path).resolve().parent / f"build-{commit[:12]}")
+    build = command(["python", "-m", "ci", "source-build", "TARGET", tree, "--build-command",
+                     "pip wheel --no-build-isolation ."])  # fmt: skip
+    return f"{co.command('worktree', 'add', '--detach', tree, commit[:12])}, then {build}"
 
 
 def _fetch_tags(co: Checkout, where: Left | None) -> str:
@@ -186,7 +184,7 @@ def _fetch_tags(co: Checkout, where: Left | None) -> str:
     given as a commit, or not found at all, no remote may be upstream: from upstream's URL)."""
     remote = where.upstream_ref.split("/", 1)[0] if where else ""
     source = remote if remote in co.remotes() else UPSTREAM_URL
-    return f"git -C {co.path} fetch {source} --tags"
+    return co.command("fetch", "--tags", "--", source)
 
 
 def _unknown(

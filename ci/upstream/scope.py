@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci.errors import UsageError
+from ci.escape import command
 from ci.stack.model import Carried, Stack
-from ci.upstream import carries_check, history, refs, release
+from ci.upstream import carries_check, history, partial, refs, release
 from ci.upstream.checkout import Checkout
 from ci.upstream.release import Base, Left
 
@@ -69,7 +69,7 @@ class Scope:
 
     def command(self, verb: str, *more: str) -> str:
         """`python -m ci VERB` on this fork, every option the user gave repeated."""
-        return shlex.join(["python", "-m", "ci", *verb.split(), *self.options, *more])
+        return command(["python", "-m", "ci", *verb.split(), *self.options, *more])
 
     def require_base(self) -> Base:
         if self.base is None:
@@ -113,7 +113,7 @@ def checkout_path(st: Stack, override: Path | None = None) -> Path:
     if "://" in str(chosen) or str(chosen).startswith("git@"):
         raise UsageError(
             f"fork checkout {chosen} is a URL: stackgate reads a local clone, offline",
-            hint=f"git clone {chosen} DIR && export {ENV_FORK}=DIR",
+            hint=f"{command(['git', 'clone', chosen, 'DIR'])} && export {ENV_FORK}=DIR",
         )
     path = Path(chosen).expanduser()
     return path if path.is_absolute() else ((Path.cwd() if given else st.root) / path).resolve()
@@ -127,6 +127,7 @@ def open_scope(
     upstream_ref: str | None = None,
     base_ref: str | None = None,
     base_version: str | None = None,
+    fetch_missing: bool = False,
 ) -> Scope:
     path = checkout_path(st, fork)
     if not path.exists():
@@ -135,6 +136,7 @@ def open_scope(
             hint=f"clone the fork there, or pass --fork PATH_OF_YOUR_CLONE (or export {ENV_FORK}=PATH)",
         )
     co = Checkout.open(path)
+    partial.require(co, fetch_missing)  # before anything reads the history a partial clone lacks
     src = st.fork
     recorded = src is not None and _same_fork(st, co, path)
     named = ref or os.environ.get(ENV_REF) or (src.ref if recorded and src else None) or "HEAD"
@@ -272,4 +274,5 @@ def from_args(st: Stack, args: object) -> Scope:
         upstream_ref=getattr(args, "upstream_ref", None),
         base_ref=getattr(args, "base_ref", None),
         base_version=getattr(args, "base_version", None),
+        fetch_missing=bool(getattr(args, "fetch_missing", False)),
     )

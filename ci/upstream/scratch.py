@@ -1,24 +1,21 @@
 """A place of our own to try a patch in a fork's checkout without touching it: a temporary index (read from a
 commit's tree) and a temporary object directory that reads the checkout's objects as an alternate. Whatever git
-writes while trying (merged blobs, trees, commits) lands in the temporary directory and goes with it; `keep` copies
-it into the checkout's object store, for a port that is made (no ref moves until the caller moves one).
+writes while trying (merged blobs, trees, commits) lands in the temporary directory and goes with it; `keep` adds it
+to the checkout's object store through git, for a port that is made (no ref moves until the caller moves one).
 
 The user's work tree, index, refs and object store stay as they were; bare clones and clones lacking blobs
 outside vllm/ work alike (no checkout of files: plumbing on the index)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.errors import UsageError
+from ci import git, signals
 from ci.upstream.checkout import Checkout
-from ci.upstream.git_streams import GIT, last
-from ci.upstream.git_streams import env as git_env
 
 
 class Scratch:
@@ -30,15 +27,16 @@ class Scratch:
         self._trees: dict[str, Path] = {}  # commit -> an index file read from its tree, copied for each attempt
 
     def __enter__(self) -> Scratch:
+        self._store = store(self.co)  # first: a stop while git answers leaves no folder made (__exit__ would not run)
         self._tmp = tempfile.TemporaryDirectory(prefix="stackgate-port-")
         self._home = Path(self._tmp.name)
         (self._home / "objects").mkdir()
-        self._store = store(self.co)
         return self
 
     def __exit__(self, *_: object) -> None:
         if self._tmp is not None:
-            self._tmp.cleanup()
+            with signals.held():  # a stop arriving now waits until the folder is gone, not half of it
+                self._tmp.cleanup()
             self._tmp = None
 
     @property
@@ -47,7 +45,6 @@ class Scratch:
 
     def _env(self) -> dict[str, str]:
         return {
-            **git_env(),
             "GIT_INDEX_FILE": str(self._home / "index"),
             "GIT_OBJECT_DIRECTORY": str(self.objects),
             "GIT_ALTERNATE_OBJECT_DIRECTORIES": _alternate(self._store),
@@ -56,18 +53,10 @@ class Scratch:
     def run(
         self, *args: str, stdin: str | None = None, ok: Sequence[int] = (0,), ident: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [*GIT, "-C", str(self.co.path), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            errors="surrogateescape",
-            env={**self._env(), **(ident or {})},
-        )
+        done = git.run(self.co.git_dir, *args, stdin=stdin, extra={**self._env(), **(ident or {})})
         if done.returncode not in ok:
-            raise UsageError(
-                f"git {' '.join(args[:2])} failed in {self.co.path}: {last(done.stderr)}",
-                hint=f"check the checkout: git -C {self.co.path} fsck",
+            raise self.co.failed(
+                f"git {' '.join(args[:2])}", done.stderr, hint=f"check the checkout: {self.co.command('fsck')}"
             )
         return done
 
@@ -98,26 +87,38 @@ class Scratch:
         shutil.copyfile(saved, self._home / "index")
 
     def keep(self) -> None:
-        """Copy the objects written here into the checkout's store (each file by its name, as git writes them:
-        an object already there is left alone)."""
-        dest = self._store
-        for src in sorted(p for p in self.objects.rglob("*") if p.is_file()):
-            target = dest / src.relative_to(self.objects)
-            if target.exists():
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".stackgate-")
-            os.close(fd)
-            shutil.copyfile(src, tmp)
-            os.chmod(tmp, 0o444)
-            os.replace(tmp, target)
+        """The objects written here, added to the checkout's store by git itself (`pack-objects | unpack-objects`):
+        the store's permissions (core.sharedRepository), its temporary files and their removal where it fails are
+        git's own; an object already there is left alone."""
+        names = sorted(p.parent.name + p.name for p in self.objects.glob("[0-9a-f][0-9a-f]/*") if len(p.name) == 38)
+        if not names:
+            return
+        scratch = {
+            "GIT_OBJECT_DIRECTORY": str(self.objects),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": _alternate(self._store),
+        }
+        listed = "".join(f"{n}\n" for n in names).encode()
+        pack = git.run(self.co.git_dir, "pack-objects", "--stdout", "-q", stdin=listed, text=False, extra=scratch)
+        folders = [self._store / n[:2] for n in dict.fromkeys(names)]
+        there = {p for f in folders if f.is_dir() for p in f.iterdir()}
+        done = (
+            pack if pack.returncode else git.run(self.co.git_dir, "unpack-objects", "-q", stdin=pack.stdout, text=False)
+        )
+        if done.returncode:
+            for f in folders:  # git leaves its temporary file where a write failed (a full disk): ours to remove
+                for p in set(f.iterdir() if f.is_dir() else ()) - there:
+                    if p.name.startswith("tmp_obj_"):
+                        p.unlink(missing_ok=True)
+            raise self.co.failed(
+                "git unpack-objects (the port's objects into the checkout)", done.stderr.decode(errors="replace")
+            )
 
 
 def store(co: Checkout) -> Path:
     """The checkout's object directory (a bare clone's `objects`, a work tree's `.git/objects`)."""
     out = co.git("rev-parse", "--git-path", "objects").strip()
     path = Path(out)
-    return path if path.is_absolute() else (co.path / path).resolve()
+    return path if path.is_absolute() else (co.git_dir / path).resolve()
 
 
 def _alternate(path: Path) -> str:

@@ -144,6 +144,8 @@ class Snapshot:
     base_unknown: str = ""  # why it is not known, and what makes it known
     left_date: str = ""  # the date of merge_base: where the ref left upstream's main
     options: tuple[str, ...] = ()  # the options that name this fork at this ref, as the user gave them
+    # the commits whose patch the fork took back (ci.upstream.reverts): known where the fork was read, not written
+    undone: frozenset[str] = frozenset()
 
     def get(self, change: str) -> ChangeState:
         return next(c for c in self.changes if c.change == change)
@@ -192,8 +194,22 @@ class Snapshot:
             base_how=str(base.get("how", "")),
             base_unknown=str(doc.get("base_unknown", "")),
             left_date=str(doc.get("left_date", "")),
-            options=tuple(map(str, doc.get("options", ()))),
+            options=fork_options(doc.get("options", [])),
         )
+
+
+FORK_OPTIONS = ("--fork", "--ref", "--upstream-ref", "--base-ref", "--base-version")  # what names a fork at a ref
+
+
+def fork_options(value: object) -> tuple[str, ...]:
+    """The options that name a fork at a ref, read back from a document: pairs of a fork option and its value, and
+    nothing else (a command made from them takes no other option from a file)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) % 2:
+        raise ValueError("options: not a list of fork options and their values")
+    for flag in value[0::2]:
+        if flag not in FORK_OPTIONS:
+            raise ValueError(f"options: {flag!r} is not a fork option ({', '.join(FORK_OPTIONS)})")
+    return tuple(value)
 
 
 _MAKE = "python -m ci upstream --fork CHECKOUT --ref REF --format json > upstream.json"

@@ -6,6 +6,8 @@
 # prints it per metric. Detached, like ../protocol.sh (start, then wait S / collect), from the repository root there:
 #   ROW=46849.cuda-sm90.tiny-llama-eagle.cf3fb5bf RUNS=4 BUNDLE=.gpu-bundles-46849/fork.tar.gz \
 #     STACKGATE_TIMING_CPUS=2-9 bash evidence/timing-steady/floor.sh start
+# TARGET and SUITE (default cuda-sm90, spec_decode); for a rehearsal on a host without a GPU: TARGET=cpu SUITE=selftest
+# with a cpu row, E= (no staged vLLM's environment) and BUNDLE= (no fork site: the host's Python as it is).
 set -u
 work=/root/work-floor
 log=$work/protocol.log
@@ -23,12 +25,17 @@ case "${1:-}" in
     rm -rf /root/sg-floor "$work" && mkdir -p "$work" && cp -a . /root/sg-floor && cd /root/sg-floor || exit 1
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$work/nvidia-smi.csv" 2>&1
     export TORCHINDUCTOR_COMPILE_THREADS=$(($(nproc) < 32 ? $(nproc) : 32)) W=$work ROW=${ROW:?the row to time} \
-      RUNS=${RUNS:-4} BUNDLE=${BUNDLE:?the fork bundle}
+      RUNS=${RUNS:-4} BUNDLE=${BUNDLE-.gpu-bundles-46849/fork.tar.gz} TARGET=${TARGET:-cuda-sm90} \
+      SUITE=${SUITE:-spec_decode} E=${E-bash evidence/h200-env.sh}
     # shellcheck disable=SC2016
     setsid nohup bash -c '
-      env=(bash evidence/h200-env.sh)
-      "${env[@]}" python3 -m ci fork build --host --bundle "$BUNDLE" --base-site /root/stage/site --site "$W/site" || exit 1
-      run() { FORK_SITE=$W/site STACKGATE_RUNTIME_CACHES=$W/caches "${env[@]}" python3 -m ci run cuda-sm90 spec_decode \
+      read -r -a env <<< "$E"
+      if [ -n "$BUNDLE" ]; then
+        "${env[@]}" python3 -m ci fork build --host --bundle "$BUNDLE" --base-site /root/stage/site --site "$W/site" ||
+          { echo "exit 3"; exit 3; }
+        export FORK_SITE=$W/site
+      fi
+      run() { STACKGATE_RUNTIME_CACHES=$W/caches "${env[@]}" python3 -m ci run "$TARGET" "$SUITE" \
                 --host --unbaked --keep-caches --alone --rows "$ROW" --timeout 600 --out "$1"; }
       echo "== warm-up (untimed: its first engine compiles)"; run "$W/warm-up"
       for i in $(seq "$RUNS"); do

@@ -18,7 +18,7 @@ from ci.results import merge, runs
 from ci.stack import loader, plan
 
 TIMED = ("draft_step_ms", "warm_itl_ms", "warm_request_ms", "prefill_ms", "cold_first_request_ms", "engine_ready_s",
-         "launches_per_draft_step", "draft_step_fused_over_unfused")  # fmt: skip
+         "launches_per_draft_step", "draft_step_fused_over_unfused", "warm_workload_ms")  # fmt: skip
 
 
 def main() -> None:
@@ -38,10 +38,10 @@ def main() -> None:
                     before[(f["row"], f["metric"])] = float(f["pct"])
     print("| row | metric | fork runs | A/A runs | fork median [range] | A/A median | floor | floor before |")
     print("|---|---|---|---|---|---|---|---|")
-    for row in sorted(r.id for r in a.rows if r.ran):
+    for row in sorted(r.id for r in a.rows if r.cases):
         ra, rb = next(r for r in a.rows if r.id == row), next((r for r in a2.rows if r.id == row), None)
-        for name in TIMED:
-            x, y = runs.of_cases(ra.ran, name), runs.of_cases(rb.ran, name) if rb else None
+        for name in TIMED:  # a skipped row's cases too: a rehearsal's self-test rows skip their bake check
+            x, y = runs.of_cases(ra.cases, name), runs.of_cases(rb.cases, name) if rb else None
             if not x or not x.runs:
                 continue
             floor = runs.floor_pct(x.values, y.values) if y and y.runs else None

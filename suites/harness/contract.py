@@ -7,6 +7,10 @@ from __future__ import annotations
 import re
 
 PREFIX = "stackgate."
+# the environment the host gives the harness, and the harness's own warm-up gives its children
+ENV_ROWS = "STACKGATE_ROWS"  # the rows.json a session runs
+ENV_JIT_LOG = "STACKGATE_JIT_LOG"  # where the JIT sentinel writes each compile it saw
+ENV_REFUSE_JIT = "STACKGATE_REFUSE_JIT"  # "0": compiles allowed; else a row that compiles anything errors
 # rows.json fields a row's requests vary (its workload); the rest make its engine, which rows equal there share
 WORKLOAD = ("id", "context", "batch")
 ROW_CONTENT = "content"  # a row's rows.json field: the digest of what its result depends on (recorded on its cases)

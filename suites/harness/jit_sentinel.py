@@ -48,7 +48,7 @@ _MARK = "_stackgate_jit_sentinel"
 
 def log_path() -> str:
     """The JSON-lines file this process appends compiles to."""
-    return os.environ.get("STACKGATE_JIT_LOG") or DEFAULT_LOG
+    return os.environ.get("STACKGATE_JIT_LOG") or DEFAULT_LOG  # contract.ENV_JIT_LOG (it loads before harness)
 
 
 def _target_name(target: Any) -> str:

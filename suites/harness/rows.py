@@ -11,7 +11,7 @@ from typing import Any
 
 from harness import contract
 
-ENV_ROWS = "STACKGATE_ROWS"
+ENV_ROWS = contract.ENV_ROWS
 SCHEMA = 1
 
 

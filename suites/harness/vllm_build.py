@@ -254,10 +254,8 @@ def apply(bundle: Path, site: Path) -> dict:
                 rel = _safe(member[len(OVERLAY) :])
                 if not info.isfile():
                     raise ValueError(f"{bundle}: {member} is not a regular file")
-                data = tar.extractfile(info).read()  # type: ignore[union-attr]
-                if hashlib.sha256(data).hexdigest() != doc["files"].get(rel.as_posix()):
+                if not _replace(site / rel, tar.extractfile(info), doc["files"].get(rel.as_posix())):  # type: ignore[arg-type]
                     raise ValueError(f"{bundle}: {member} does not match the bundle's manifest (a damaged bundle)")
-                _replace(site / rel, data)
                 laid.add(rel.as_posix())
     except (tarfile.TarError, EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a write's own OSError goes up as such
         raise ValueError(
@@ -282,12 +280,11 @@ _SHAPE = {"base": dict, "deleted": list, "files": dict, "fork": dict, "changes":
 
 
 def _bundle_manifest(bundle: Path, tar: tarfile.TarFile) -> dict:
-    first = tar.next()  # the manifest is the first member: no further header is read to find it
-    head = tar.extractfile(first) if first is not None and first.name == BUNDLE_MANIFEST else None
-    if head is None:
-        raise ValueError(f"{bundle}: no {BUNDLE_MANIFEST}: not a fork bundle (make one with `ci fork bundle`)")
+    first = tar.next()  # the manifest is the first member, its size read from its header before a byte of it
+    if first is None or first.name != BUNDLE_MANIFEST or first.size > MEMBER_BYTES_MAX:
+        raise ValueError(f"{bundle}: no {BUNDLE_MANIFEST} of at most {MEMBER_BYTES_MAX:,} bytes: not a fork bundle")
     try:  # bounded in size; no NaN or Infinity; a nesting too deep for the parser is no manifest
-        doc = json.loads(head.read(MEMBER_BYTES_MAX), parse_constant=_not_a_number)
+        doc = json.loads(tar.extractfile(first).read(), parse_constant=_not_a_number)  # type: ignore[union-attr]
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"{bundle}: {BUNDLE_MANIFEST} is not JSON ({type(exc).__name__})") from None
     wrong = [k for k, kind in _SHAPE.items() if not isinstance(doc, dict) or not isinstance(doc.get(k), kind)]
@@ -308,16 +305,20 @@ def _not_a_number(name: str) -> float:
     raise ValueError(f"{name} is no number JSON has")
 
 
-def _replace(target: Path, data: bytes) -> None:
-    """`target` as a new inode holding `data`: made exclusively beside it (a random name), then renamed over it, so
-    neither a symlink at a fixed temporary name nor a hard link at `target` is written through."""
+def _replace(target: Path, src: tarfile.ExFileObject | bytes, sha256: str | None = None) -> bool:
+    """A new file beside `target` (a random name), `src` streamed into it and hashed, renamed over it where `sha256`."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".stackgate-tmp")
     try:
+        h = hashlib.sha256()
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
+            for block in [src] if isinstance(src, bytes) else iter(lambda: src.read(1 << 20), b""):
+                h.update(block)
+                fh.write(block)
+        if sha256 is None or h.hexdigest() == sha256:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        return not os.path.lexists(tmp)  # renamed in: its bytes were the ones named
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)

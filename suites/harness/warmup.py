@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness import contract
 from harness.rows import ENV_ROWS, load
 
 # where the warm run's compiles are logged, with their key parts (`ci bake --host` keeps them beside the
@@ -76,7 +77,7 @@ def run_rows_test(rows: Sequence[Any], *, suites: Path | None = None) -> int:
         kept_log = os.environ.get(ENV_WARM_LOG)  # where the bake asks, the compiles and logs are kept
         log = kept_log or str(Path(tmp) / "jit.jsonl")
         Path(log).parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "STACKGATE_REFUSE_JIT": "0", "STACKGATE_JIT_LOG": log}
+        env = {**os.environ, contract.ENV_REFUSE_JIT: "0", contract.ENV_JIT_LOG: log}
         env.pop("STACKGATE_PROFILE_DIR", None)
         done = subprocess.run(argv, env=env, cwd=root, check=False, capture_output=True, text=True)
         text = junit.read_text() if junit.is_file() else ""
