@@ -123,7 +123,7 @@ def _candidates(
             out.append(steps.Candidate(change=r.change, tip=made.tip, said=made.said, rows=tuple(by.items())))
             runs[r.change] = mine
         else:
-            said = port_text.plain(port_text.cell_of(r))
+            said = one_line(port_text.cell_of(r))
             out.append(steps.Candidate(change=r.change, tip="", said=said, rows=tuple(by.items())))
     names = {t.id: t.short for t in st.targets.values()}
     return tuple(out), port_trial.tally(runs, names, [c.change for c in out if not c.tip])

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from ci.errors import UsageError
+from ci.escape import one_line
 from ci.fork import port, source
 from ci.stack.model import Stack
 from ci.stack.plan import Row
@@ -62,7 +63,7 @@ def refusal(snap: Snapshot, r: Readiness) -> tuple[list[str], str]:
             f"make the port by hand ({r.command} prints where it stops and the commands that finish it on a branch of "
             "your own), then judge that branch: python -m ci main --ref BRANCH"
         )
-    return [port_text.plain(line) for line in out], port_text.plain(fix)
+    return [one_line(line) for line in out], one_line(fix)
 
 
 def candidates(snap: Snapshot, changes: Sequence[str] = ()) -> tuple[list[Readiness], list[Readiness]]:
@@ -85,7 +86,7 @@ def make(fork: source.Fork, r: Readiness, *, keep: bool = True) -> Tried:
     if not isinstance(made, Made):  # `ci fork` said it ports: the checkout moved since, or upstream did
         raise UsageError(
             f"--try-port {r.change}: the port stopped at {made.stopped.commit[:12] if made.stopped else 'a commit'} "
-            f"({made.verdict}: {port_text.plain(made.detail) or 'see ci fork'}), though its readiness said it ports",
+            f"({made.verdict}: {one_line(made.detail) or 'see ci fork'}), though its readiness said it ports",
             hint=f"ask again: {fork.scope.command('fork', '--change', r.change)}",
         )
     if not made.commits:
