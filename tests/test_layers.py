@@ -33,7 +33,7 @@ SHARED = {
 }
 ON_TOP = {
     "ci.flow", "ci.ablation", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite", "ci.evidence", "ci.plan_command",
-    "ci.subject",
+    "ci.subject", "ci.try_port",
 }  # fmt: skip
 # What a module on top may import beyond the shared ones, where it is held to less than every stage: the
 # pipeline is made from the plan and gates on the report's verdicts; it never builds, runs or reads JUnit.

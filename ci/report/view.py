@@ -22,6 +22,7 @@ from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.table import PLAN_HEADERS, change_label, plan_table_rows
 from ci.upstream.state import Snapshot
+from ci.upstream.tried import Tried
 
 STATUS_MARK = {
     "pass": "✔ pass",
@@ -61,6 +62,7 @@ class Report:
     # (change, target) planned but left out of the report by a filter -> the filter ("--target")
     left_out: Mapping[tuple[str, str], str] = field(default_factory=dict)
     history: Across | None = None  # this build beside the earlier ones its history holds (--history)
+    tried: tuple[Tried, ...] = ()  # the changes tried as ports (ci main --try-port): their rows ran on the port
 
 
 def banner(report: Report) -> list[str]:
