@@ -127,6 +127,9 @@ def test_a_base_config_is_the_same_for_one_lock_under_any_file_name(cpu, root: P
     diff_id = "sha256:" + "0" * 64
     assert bootstrap.config(cpu, lock, diff_id) == bootstrap.config(cpu, other, diff_id)
     assert lock.digest[:19].encode() in bootstrap.config(cpu, lock, diff_id)
+    # a base made by an older config is not found by this one's tag
+    older = replace(cpu, platform="linux/arm64")
+    assert bootstrap.lock_tag(cpu, lock) == bootstrap.lock_tag(cpu, other) != bootstrap.lock_tag(older, lock)
 
 
 def test_a_lock_for_another_recipe_or_none_at_all_is_refused(cpu, root: Path) -> None:

@@ -38,8 +38,11 @@ class Bootstrapped:
 
 
 def lock_tag(target: Target, lock: debs.DebLock) -> str:
+    """The tag a base made from `lock` is found by: the lock's hash and the hash of the config written for it, so a
+    base an older stackgate made with another config (its id differs) is never taken for this one."""
     assert target.bootstrap is not None
-    return f"{REPO.format(suite=target.bootstrap.suite)}:lock-{lock.digest[7:23]}"
+    recipe = hashlib.sha256(config(target, lock, "")).hexdigest()
+    return f"{REPO.format(suite=target.bootstrap.suite)}:lock-{lock.digest[7:23]}-{recipe[:8]}"
 
 
 def ensure(target: Target, cli: DockerCli, root: Path, *, again: str | None = None) -> Bootstrapped:
