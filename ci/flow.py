@@ -159,14 +159,26 @@ def main(args: argparse.Namespace) -> int:
     if args.caches is not None and not use_host:
         raise UsageError("--caches is about this host's JIT caches", hint="add --host (an image carries its caches)")
     p = _narrowed(plan.build(st), args, targets)
-    if args.cold and not args.compare_without:
+    if args.cold and not (args.compare_without or args.try_port):
         raise UsageError("--cold is a way to run the timing protocol", hint="add --compare-without CHANGE --host")
+    if args.try_port:  # changes the fork lacks, each ported on a scratch ref and timed against the fork as it is
+        from ci.arms import try_port
+
+        if args.compare_without or args.without or args.stock:
+            given = "--compare-without" if args.compare_without else "--without" if args.without else "--stock"
+            raise UsageError(f"--try-port and {given} exclude each other", hint="give one of them")
+        if len(targets) != 1:
+            raise UsageError("--try-port times one target's rows", hint="give one --target")
+        return try_port.main(st, args, targets[0], p, use_host)
+    if args.keep_port_branch or args.port_tip:
+        given = "--keep-port-branch keeps" if args.keep_port_branch else "--port-tip names the tip of"
+        raise UsageError(f"{given} the port --try-port makes", hint="add --try-port CHANGE")
     if args.compare_without:  # the timing protocol for one change (it implies --fork)
-        from ci import ablation
+        from ci.arms import compare_without
 
         if len(targets) != 1:
             raise UsageError("--compare-without times one target's rows", hint="give one --target")
-        return ablation.main(st, args, targets[0], p, use_host)
+        return compare_without.main(st, args, targets[0], p, use_host)
     judged = subject.resolve(st, targets, args, use_host, p)  # every base checked before any build
     runs, set_apart = subject.runs(p, judged, args)
     bundles = {t.id: subject.bundle(st, t, judged, args) for t in targets}
@@ -257,7 +269,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="seconds per test item (default: %(default)s)",
     )
     run_commands.add_schedule_options(m)
-    from ci import ablation
+    from ci.arms import compare_without, try_port
 
-    ablation.add_options(m)
+    compare_without.add_options(m)
+    try_port.add_options(m)
     m.set_defaults(func=main)

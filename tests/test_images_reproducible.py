@@ -118,6 +118,21 @@ def test_the_committed_base_locks_match_their_recipes() -> None:
             assert {"libc6", "python3.11"} <= names and lock.digest.startswith("sha256:")
 
 
+def test_a_base_config_is_the_same_for_one_lock_under_any_file_name(cpu, root: Path) -> None:
+    """A base is found by its lock's hash: one made from another target's lock file of the same bytes (the cuda
+    stand-in copies cuda-sm90's) must have the very id a rebuild from this target's file gets."""
+    from ci.images.debian import bootstrap
+
+    lock = debs.read(cpu, root)
+    other = replace(lock, path=root / "containers" / "locks" / "cuda-standin.debs.txt")
+    diff_id = "sha256:" + "0" * 64
+    assert bootstrap.config(cpu, lock, diff_id) == bootstrap.config(cpu, other, diff_id)
+    assert lock.digest[:19].encode() in bootstrap.config(cpu, lock, diff_id)
+    # a base made by an older config is not found by this one's tag
+    older = replace(cpu, platform="linux/arm64")
+    assert bootstrap.lock_tag(cpu, lock) == bootstrap.lock_tag(cpu, other) != bootstrap.lock_tag(older, lock)
+
+
 def test_a_lock_for_another_recipe_or_none_at_all_is_refused(cpu, root: Path) -> None:
     edited = replace(cpu, bootstrap=replace(cpu.bootstrap, include=(*cpu.bootstrap.include, "gcc")))
     with pytest.raises(BuildError, match=r"cpu.debs.txt: resolved for recipe \w+, but stack/targets.yaml") as exc:

@@ -15,7 +15,7 @@ SUITES = CI.parent / "suites"
 # report's build (rows' results, verdicts) across builds; the report reads it back.
 STAGES = ("stack", "upstream", "fork", "engine", "images", "run", "results", "history", "report")
 ON_TOP = {
-    "ci.flow", "ci.ablation", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite", "ci.evidence", "ci.plan_command",
+    "ci.flow", "ci.arms", "ci.cli", "ci.__main__", "ci.bench", "ci.buildkite", "ci.evidence", "ci.plan_command",
     "ci.subject",
 }  # fmt: skip
 # What a module on top may import beyond the shared ones, where it is held to less than every stage: the

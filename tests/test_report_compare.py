@@ -236,14 +236,21 @@ def test_three_cache_conditions_with_labels_and_a_verdict_per_side(tmp_path: Pat
     doc = json.loads((out / "report.json").read_text())["comparison"]
     assert [s["label"] for s in doc["sides"]] == ["a-empty", "b-aot", "c-artefact"]
     assert [s["caches"] for s in doc["sides"]] == [["empty"], ["aot"], ["artefact:caches-x.tar.gz"]]
-    assert [[v["ready"] for v in s["verdicts"]] for s in doc["sides"]] == [[False], [True], [True]]
+    # no side ran the fork without #48804, so its effect is missing everywhere: the sides differ in what else blocks
+    effect = "the change's effect on what it acts on, against the fork without it"
+    blocked = [[v["blocked_by"] for v in s["verdicts"]] for s in doc["sides"]]
+    assert blocked[1:] == [[[effect]], [[effect]]]
+    assert "model/context/batch matrix covered on every target" in blocked[0][0]
     m = next(x for x in doc["metrics"] if x["row"] == ROW.id and x["metric"] == COLD)
     assert set(m["versus_reference"]) == {"b-aot", "c-artefact"}
     assert [m["versus_reference"][k]["delta"] for k in ("b-aot", "c-artefact")] == [-1550.0, -2195.0]
     md = (out / "report.md").read_text()
     verdicts = md.split("### Verdict per side", 1)[1].split("###", 1)[0]
     assert "| Change | Verdict or criterion | a-empty | b-aot | c-artefact |" in verdicts
-    assert "| #48804 | verdict | ✘ not ready | ✔ ready | ✔ ready |" in verdicts
+    assert "| #48804 | verdict | ✘ not ready | ✘ not ready | ✘ not ready |" in verdicts
+    assert f"| #48804 | {effect} | ⚠ missing | ⚠ missing | ⚠ missing |" in verdicts
+    regression = "regression within the allowed bound versus the baseline"
+    assert f"| #48804 | {regression} | ⚠ missing | ✔ pass | ✔ pass |" in verdicts
     assert "| #48804 | tied to a focused regression or benchmark | ✘ fail | ✔ pass | ✔ pass |" in verdicts
 
 

@@ -167,7 +167,7 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
     arm run scheduled alone on its GPUs; the report compares the three sides by those labels."""
     import argparse
 
-    from ci import ablation
+    from ci.arms import compare_without
     from ci.run import host
     from ci.stack import loader, plan
 
@@ -189,10 +189,10 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
     monkeypatch.setattr("ci.fork.source.from_command", lambda st, args: Fork())
     monkeypatch.setattr(host, "present", lambda target: True)
     builds = {
-        "fork": ablation.Arm(label="fork", image="sha256:f"),
-        "46849": ablation.Arm(label="46849", image="sha256:w"),
+        "fork": compare_without.Arm(label="fork", image="sha256:f"),
+        "46849": compare_without.Arm(label="46849", image="sha256:w"),
     }
-    monkeypatch.setattr(ablation, "_builds", lambda *a: builds)
+    monkeypatch.setattr(compare_without, "_builds", lambda *a: builds)
     ran: list[tuple[str, str | None, bool]] = []
     phases: dict[str, str] = {}
 
@@ -201,13 +201,13 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
         phases[str(out.relative_to(tmp_path))] = phase
         return 0
 
-    monkeypatch.setattr(ablation, "_run", run)
+    monkeypatch.setattr(compare_without, "_run", run)
     reported = {}
     monkeypatch.setattr("ci.report.write.build", lambda *a, **kw: reported.update(kw) or object())
     monkeypatch.setattr("ci.report.write.write", lambda *a: None)
     monkeypatch.setattr("ci.report.write.summary", lambda *a: "")
     timed = plan.Plan(tuple(r for r in plan.build(st).rows if r.id == ROW.id), ())
-    assert ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False) == 0
+    assert compare_without.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False) == 0
     assert [r[0] for r in ran] == [
         "warm-up/fork", "warm-up/without-46849",
         *(f"arms/{arm}/run-{i}" for i in (1, 2, 3) for arm in ("fork", "without-46849", "aa")),
@@ -224,7 +224,7 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
     ran.clear()
     fake.runs, fake.aa_runs, fake.no_warm_up, fake.out = 4, 2, True, tmp_path / "k"
     monkeypatch.setenv("STACKGATE_COSTS", str(tmp_path / "no-costs"))
-    assert ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False) == 0
+    assert compare_without.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False) == 0
     arms = ("fork", "without-46849", "aa")
     assert [r[0] for r in ran] == [f"k/arms/{a}/run-{i}" for i in (1, 2, 3, 4) for a in arms if a != "aa" or i % 2]
     said = capsys.readouterr().out
@@ -232,7 +232,7 @@ def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_bui
     assert "1 of 10 runs done (fork: 0 s); about 0 min 00 s left" in said and "10 of 10 runs done" in said
     fake.aa_runs = 1
     with pytest.raises(UsageError, match="--aa-runs takes 2 or more"):
-        ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False)
+        compare_without.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False)
 
 
 def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_allowed(tmp_path, monkeypatch):
@@ -243,7 +243,7 @@ def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_al
 
     import pytest
 
-    from ci import ablation
+    from ci.arms import compare_without
     from ci.common.errors import UsageError
     from ci.run import host
     from ci.stack import loader, plan
@@ -265,9 +265,9 @@ def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_al
 
     monkeypatch.setattr("ci.fork.source.from_command", lambda st, args: Fork())
     monkeypatch.setattr(host, "present", lambda target: True)
-    builds = {"fork": ablation.Arm(label="fork", path="/a", caches=tmp_path / "kept-a"),
-              "46849": ablation.Arm(label="46849", path="/b", caches=tmp_path / "kept-b")}  # fmt: skip
-    monkeypatch.setattr(ablation, "_builds", lambda *a: builds)
+    builds = {"fork": compare_without.Arm(label="fork", path="/a", caches=tmp_path / "kept-a"),
+              "46849": compare_without.Arm(label="46849", path="/b", caches=tmp_path / "kept-b")}  # fmt: skip
+    monkeypatch.setattr(compare_without, "_builds", lambda *a: builds)
     seen = []
 
     def scheduled(st, specs, host, image, phase="run"):
@@ -282,7 +282,7 @@ def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_al
     monkeypatch.setattr("ci.report.write.summary", lambda *a: "")
     monkeypatch.setenv("STACKGATE_REFUSE_JIT", "1")
     timed = plan.Plan(tuple(r for r in plan.build(st).rows if r.id == ROW.id), ())
-    assert ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=True) == 0
+    assert compare_without.main(st, fake, st.targets["cuda-sm90"], timed, use_host=True) == 0
     assert [str(s[0]).split("/cuda-sm90")[0] for s in seen] == [
         f"arms/{arm}/run-{i}" for i in (1, 2, 3) for arm in ("fork", "without-46849")
     ]  # no warm-up: every run is a first one
@@ -291,7 +291,7 @@ def test_cold_runs_start_each_from_an_empty_caches_root_of_their_own_with_jit_al
     assert all(refuse == "0" and unbaked and not keep for _, _, refuse, unbaked, keep in seen)
     assert os.environ["STACKGATE_REFUSE_JIT"] == "1"  # as it was, after the protocol
     with pytest.raises(UsageError, match="--cold starts each run from an empty JIT caches root"):
-        ablation.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False)
+        compare_without.main(st, fake, st.targets["cuda-sm90"], timed, use_host=False)
 
 
 def test_one_run_and_one_row_are_said_in_the_singular(tmp_path, capsys, monkeypatch) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from ci.buildkite import gate, render, steps
 from ci.common import options
@@ -14,6 +15,9 @@ from ci.common.escape import first_hidden, one_line
 from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.upstream import scope
+
+if TYPE_CHECKING:
+    from ci.fork.source import Fork
 
 
 def positive(text: str) -> int:
@@ -52,8 +56,17 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
     judged = scope.wanted(st, args)  # the fork where one is configured or named, unless --stock
     if args.compare_without and not judged:
         raise UsageError("--compare-without judges a change of the fork as ported", hint="add --fork [PATH]")
+    if args.try_ports and not judged:
+        raise UsageError("--try-ports tries the ports of the changes a fork lacks", hint="add --fork [PATH]")
+    whole = p
+    candidates: tuple[steps.Candidate, ...] = ()
+    notes: list[str] = []
     if judged:
-        p, fork_args = _fork(st, p, args)
+        p, fork_args, fork = _fork(st, p, args)
+        if args.try_ports:
+            candidates, said = _candidates(st, fork, whole, args)
+            notes.append(f"Ports tried (ci main --try-port, each on its target's queue): {said}.")
+            print(f"ports tried: {said}", file=sys.stderr)  # counted before anything runs
         if not (args.fork or args.without):  # configured, not named: the targets of imported changes judge it
             from ci.fork import planned
 
@@ -79,13 +92,45 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
         compare_without=tuple(args.compare_without),
         runs=args.runs,
         test_engine=args.test_engine,
+        try_ports=args.try_ports,
+        candidates=candidates,
     )
     queue = next(t.queue for t in st.targets.values() if t.detect.fallback)
-    sys.stdout.write(render.render(steps.steps(st, p, opts), opts, args.part, queue))
+    sys.stdout.write(render.render(steps.steps(st, p, opts, whole), opts, args.part, queue, notes=notes))
     return 0
 
 
-def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan, tuple[str, ...]]:
+def _candidates(
+    st: Stack, fork: Fork, whole: plan.Plan, args: argparse.Namespace
+) -> tuple[tuple[steps.Candidate, ...], str]:
+    """Each change the fork lacks (of --change, where given) whose port readiness is known, with its rows per target
+    (of --target and --suite) and, where it ports cleanly, its pinned port's tip (made in a scratch store here and
+    dropped: no ref moves); and the count of them and their rows, in a line."""
+    from ci.fork import port_trial
+    from ci.upstream import kept
+    from ci.upstream.port import tried, words
+
+    snap = kept.answer(st, fork.scope)
+    clean, refused = port_trial.candidates(snap, args.change)
+    rows = whole.select(targets=args.target, suites=args.suite)
+    out, runs = [], {}
+    for r in sorted(clean + refused, key=lambda r: list(st.changes).index(r.change)):
+        mine = rows.select(changes=[r.change]).rows
+        if not mine:
+            continue
+        by = {t: tuple(x.id for x in mine if x.target == t) for t in dict.fromkeys(x.target for x in mine)}
+        if tried.triable(r):
+            made = port_trial.make(fork, r, keep=False)
+            out.append(steps.Candidate(change=r.change, tip=made.tip, said=made.said, rows=tuple(by.items())))
+            runs[r.change] = mine
+        else:
+            said = one_line(words.cell_of(r))
+            out.append(steps.Candidate(change=r.change, tip="", said=said, rows=tuple(by.items())))
+    names = {t.id: t.short for t in st.targets.values()}
+    return tuple(out), port_trial.tally(runs, names, [c.change for c in out if not c.tip])
+
+
+def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan, tuple[str, ...], Fork]:
     """The rows the fork can run, and the fork options every step repeats, exactly as resolved here: its checkout's
     path, the ref as its commit, upstream's main and the base release as commits, so every agent builds and judges
     the same tree whatever its environment. Each --without is refused as `ci fork bundle --without` refuses it."""
@@ -109,7 +154,7 @@ def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan,
     given += ["--base-ref", base.commit, "--base-version", base.version]
     for flag, value in zip(given[::2], given[1::2], strict=True):
         _plain(flag, value)
-    return planned.split(p, fork).runs, tuple(given)
+    return planned.split(p, fork).runs, tuple(given), fork
 
 
 def _registry(args: argparse.Namespace) -> str | None:
@@ -182,10 +227,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "target on one agent (repeatable, or comma-separated)",
     )
     p.add_argument(
+        "--try-ports",
+        action="store_true",
+        help="with --fork: try the port of every change the fork lacks (of --change) on each target holding its rows "
+        "(ci main --try-port: the port made on the agent, pinned to the tip found here, both builds timed, the report "
+        "annotated); one that does not port cleanly gets one step that says why and fails soft",
+    )
+    p.add_argument(
         "--runs",
         type=options.whole(1, options.RUNS_MAX),
         default=5,
-        help="with --compare-without: runs of each arm (default: 5)",
+        help="with --compare-without or --try-ports: runs of each arm (default: 5)",
     )
     p.add_argument(
         "--test-engine",

@@ -26,6 +26,17 @@ ABSENT = "fork-absent"  # ci.fork.planned.ABSENT: the results folder of the rows
 
 
 @dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """A change the fork lacks, as `--try-ports` found it where the pipeline was made: its port's pinned tip where it
+    ports cleanly (each agent that makes it again must end there), else "" and its readiness in words."""
+
+    change: str
+    tip: str  # the port's last commit, pinned (ci.fork.port_trial); "" where it does not port cleanly
+    said: str  # "clean, 1 prerequisite"; or "conflicts: own.py (1 hunk); #61002 itself: conflicts in vllm/own.py"
+    rows: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (target, its row ids), each target holding its rows
+
+
+@dataclass(frozen=True, kw_only=True)
 class Options:
     """What `python -m ci pipeline` was asked for; the later uploads repeat it."""
 
@@ -44,6 +55,8 @@ class Options:
     compare_without: tuple[str, ...] = ()  # each judged as ported by the timing protocol, on one agent (.timing)
     runs: int = 5  # runs of each arm of that protocol
     test_engine: bool = False  # each run step sends its JUnit to Buildkite Test Engine (the test-collector plugin)
+    try_ports: bool = False  # every change the fork lacks tried as a port (.try_ports), as `candidates` says
+    candidates: tuple[Candidate, ...] = ()
 
     def filters(self) -> list[str]:
         out: list[str] = []
@@ -64,7 +77,8 @@ class Options:
         out += ["--registry", self.registry] if self.registry else ["--one-agent"]
         out += [*self.fork, *(a for c in self.without for a in ("--without", c))]
         out += [a for c in self.compare_without for a in ("--compare-without", c)]
-        out += ["--runs", str(self.runs)] if self.compare_without else []
+        out += ["--try-ports"] if self.try_ports else []
+        out += ["--runs", str(self.runs)] if self.compare_without or self.try_ports else []
         out += ["--test-engine"] if self.test_engine else []
         return out + (["--baseline", self.baseline] if self.baseline else [])
 
@@ -80,6 +94,7 @@ class Step:
     depends_on: tuple[str, ...] = ()
     artifact_paths: tuple[str, ...] = ()
     soft_fail: str = ""  # why this step's test failures (exit 1) do not fail the build; "" where they do
+    soft_status: int = 1  # the exit status that soft-fails (2: a port candidate that does not port, said as such)
     timeout_min: int = 30  # a hung job holds an agent until Buildkite stops it
     tags: tuple[tuple[str, str], ...] = ()  # agent tags beyond the queue: the GPUs the job's rows need
     plugins: tuple[tuple[str, dict[str, Any]], ...] = ()  # (plugin@version, its settings)
@@ -95,10 +110,22 @@ class Step:
         if self.artifact_paths:
             out["artifact_paths"] = list(self.artifact_paths)
         if self.soft_fail:
-            out["soft_fail"] = [{"exit_status": 1}]
+            out["soft_fail"] = [{"exit_status": self.soft_status}]
         out["timeout_in_minutes"] = self.timeout_min
         out["retry"] = copy.deepcopy(AGENT_LOST)
         return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    """A group of command steps, shown as one in Buildkite's UI (one change tried as a port on each target)."""
+
+    key: str
+    label: str
+    steps: tuple[Step, ...]
+
+    def to_yaml(self) -> dict[str, Any]:
+        return {"group": self.label, "key": self.key, "steps": [s.to_yaml() for s in self.steps]}
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ci.buildkite.steps import TOOLS, Options, Step, Wait, key, nox
+from ci.buildkite.steps import TOOLS, Group, Options, Step, Wait, key, nox
 from ci.common.errors import UsageError
 from ci.common.escape import command, one_line, redacted
 from ci.common.tables import counted
@@ -32,16 +32,25 @@ def escape(value: Any) -> Any:
     return value
 
 
-def parts(steps: Sequence[Step | Wait], max_jobs: int = MAX_JOBS) -> list[list[Step | Wait]]:
+def jobs(item: Step | Group | Wait) -> int:
+    """The jobs an item of the pipeline makes: a step one, a group one per step, a wait none."""
+    return 1 if isinstance(item, Step) else len(item.steps) if isinstance(item, Group) else 0
+
+
+def parts(steps: Sequence[Step | Group | Wait], max_jobs: int = MAX_JOBS) -> list[list[Step | Group | Wait]]:
     """The steps cut into uploads: each non-final part leaves one job for the step that uploads the next one, and
-    the final part holds the wait and everything after it whole."""
+    the final part holds the wait and everything after it whole (a group is never cut)."""
     cut = max(i for i, s in enumerate(steps) if isinstance(s, Wait))
     head, tail = list(steps[:cut]), list(steps[cut:])
-    tail_jobs = sum(isinstance(s, Step) for s in tail)
-    out: list[list[Step | Wait]] = []
-    while len(head) + tail_jobs > max_jobs:
-        out.append(head[: max_jobs - 1])
-        head = head[max_jobs - 1 :]
+    tail_jobs = sum(jobs(s) for s in tail)
+    out: list[list[Step | Group | Wait]] = []
+    while sum(jobs(s) for s in head) + tail_jobs > max_jobs:
+        taken, n = 0, 0
+        while n < len(head) and taken + jobs(head[n]) <= max_jobs - 1:
+            taken += jobs(head[n])
+            n += 1
+        out.append(head[:n])
+        head = head[n:]
     return [*out, head + tail]
 
 
@@ -55,26 +64,37 @@ def uploader(opts: Options, part: int, total: int, queue: str) -> Step:
     )
 
 
-def render(steps: Sequence[Step | Wait], opts: Options, part: int, queue: str, *, max_jobs: int = MAX_JOBS) -> str:
-    """Part `part` (1-based) of the pipeline as YAML text, comments saying what it holds and why a step
+def render(
+    steps: Sequence[Step | Group | Wait],
+    opts: Options,
+    part: int,
+    queue: str,
+    *,
+    max_jobs: int = MAX_JOBS,
+    notes: Sequence[str] = (),
+) -> str:
+    """Part `part` (1-based) of the pipeline as YAML text, comments saying what it holds (and `notes`) and why a step
     soft-fails."""
     cut = parts(steps, max_jobs)
     if not 1 <= part <= len(cut):
         raise UsageError(f"--part {part}: this pipeline has {counted(len(cut), 'part')}", hint="give --part 1 to 1")
-    chosen: list[Step | Wait] = list(cut[part - 1])
+    chosen: list[Step | Group | Wait] = list(cut[part - 1])
     if part < len(cut):
         chosen.append(uploader(opts, part + 1, len(cut), queue))
-    jobs = sum(isinstance(s, Step) for s in chosen)
+    count = sum(jobs(s) for s in chosen)
     lines = [
         comment(f"Generated from the stack by: python -m ci pipeline {command(opts.argv())}")
         + (f" --part {part}" if part > 1 else ""),
-        f"# Part {part} of {len(cut)}: {jobs} jobs (Buildkite takes at most {max_jobs} per upload).",
+        f"# Part {part} of {len(cut)}: {count} jobs (Buildkite takes at most {max_jobs} per upload).",
         f"# Each step starts with `{TOOLS}` (the pinned nox and uv); every $ is written $$ so that the step's",
         "# shell, not the upload, expands it. Steps retry only where the agent was lost (exit status -1).",
         "steps:",
     ]
+    lines[2:2] = [comment(note) for note in notes]  # e.g. the ports tried, counted before anything runs
     for step in chosen:
-        if isinstance(step, Step) and step.soft_fail:
+        if isinstance(step, Step) and step.soft_fail and step.soft_status != 1:
+            lines.append("  " + comment(f"soft_fail (exit {step.soft_status}): {step.soft_fail}"))
+        elif isinstance(step, Step) and step.soft_fail:
             lines.append(
                 "  " + comment(f"soft_fail: the upstream PR of these rows' change is still open ({step.soft_fail}):")
             )

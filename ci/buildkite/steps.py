@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 
 # the parts, here too: ci.buildkite.render and the tests name them through this module
-from ci.buildkite import timing
+from ci.buildkite import port_groups, timing
 from ci.buildkite.judging import gate_step, report_step
 from ci.buildkite.pipeline_model import (  # noqa: F401
     ABSENT,
@@ -26,6 +26,8 @@ from ci.buildkite.pipeline_model import (  # noqa: F401
     RUN_SETUP_MIN,
     TOOLS,
     VENV_PYTHON,
+    Candidate,
+    Group,
     Options,
     Step,
     Wait,
@@ -227,21 +229,23 @@ def run_steps(st: Stack, plan: Plan, target: Target, suite: str, opts: Options, 
     ]
 
 
-def steps(st: Stack, plan: Plan, opts: Options) -> list[Step | Wait]:
+def steps(st: Stack, plan: Plan, opts: Options, whole: Plan | None = None) -> list[Step | Group | Wait]:
     """Every step of the pipeline, in order: builds, runs, the wait, the report, the gate. With `--fork`, `plan` is
     the rows the fork can run; each change of `--without` gets, per target holding its rows, a build of the fork
-    without it and run steps of its rows on that build."""
+    without it and run steps of its rows on that build; each candidate of `--try-ports`, its group (`whole`: every
+    planned row, those of the changes the fork lacks among them)."""
     chosen = plan.select(targets=opts.targets, suites=opts.suites, changes=opts.changes)
     targets = [t for t in st.targets.values() if any(r.target == t.id for r in chosen.rows)]
     first = targets[0].id if opts.fork and targets else ""  # its build step records the rows the fork lacks
-    out: list[Step | Wait] = [build_step(t, opts, record_absent=t.id == first) for t in targets]
+    queue = next(t.queue for t in st.targets.values() if t.detect.fallback)  # no GPU needed to report
+    out: list[Step | Group | Wait] = [build_step(t, opts, record_absent=t.id == first) for t in targets]
     for change in opts.without:
         out += [build_step(t, opts, change) for t in targets if any(r.change == change for r in chosen.rows)]
     out += timing.steps(targets, chosen, opts)
+    out += port_groups.steps(st, whole or plan, opts, queue)
     for t in targets:
         for suite in sorted({r.suite for r in chosen.rows if r.target == t.id}):
             out += run_steps(st, chosen, t, suite, opts)
             for change in opts.without:
                 out += run_steps(st, chosen.select(changes=[change]), t, suite, opts, change)
-    queue = next(t.queue for t in st.targets.values() if t.detect.fallback)  # no GPU needed to report
     return [*out, Wait(continue_on_failure=True), report_step(opts, queue), gate_step(opts, queue)]

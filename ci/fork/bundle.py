@@ -27,7 +27,10 @@ from ci.common.escape import one_line
 from ci.fork.ablate import Dropped
 from ci.fork.bundle_read import MANIFEST, OVERLAY  # the names harness.vllm_build reads
 from ci.fork.source import Fork
+from ci.upstream.port.tried import Tried
 from ci.upstream.release import source_build
+
+Ported = tuple[Tried, Fork]  # a port tried, and the fork as read at its tip
 
 PACKAGE = "vllm/"
 COMPILED_DIRS = ("csrc/", "cmake/")
@@ -147,14 +150,17 @@ _FILES = ("100644", "100755")
 _KINDS = {"120000": "a symlink", "160000": "a submodule", "040000": "a folder"}
 
 
-def manifest(fork: Fork, ov: Overlay, *, dropped: Dropped | None) -> dict:
+def manifest(fork: Fork, ov: Overlay, *, dropped: Dropped | None, ported: Ported | None = None) -> dict:
     """What the bundle is: the fork, its base, and each imported change as ci.upstream.holds.classify found it (its
-    state and the commits that carry it); for an ablation, the change removed and the commits reverted."""
+    state and the commits that carry it); for an ablation, the change removed and the commits reverted; for a port
+    tried (`ported`: the port, and the fork read at its tip), each change as read at the port's tip and the port itself
+    (the fork's commit stays the fork's: the two builds are one fork at one base, differing by the port)."""
     base = fork.base
     without = dropped.change if dropped else None
+    read = ported[1] if ported else fork
     held = {
         c.change: {"state": c.state if c.change != without else "removed", "commits": list(c.carried_by)}
-        for c in fork.snap.changes
+        for c in read.snap.changes
         if c.pr
     }
     return {
@@ -166,7 +172,7 @@ def manifest(fork: Fork, ov: Overlay, *, dropped: Dropped | None) -> dict:
             "commit": base.commit,
             "release_commit": base.release_commit,
         },
-        "changes": [c for c in fork.present if c != without],
+        "changes": [c for c in read.present if c != without],
         "held": held,
         "without": without,
         "removed": (
@@ -174,15 +180,26 @@ def manifest(fork: Fork, ov: Overlay, *, dropped: Dropped | None) -> dict:
             if dropped
             else None
         ),
+        **({"port": _port(ported[0])} if ported else {}),
         "files": ov.changed,
         "deleted": list(ov.deleted),
         "outside_package": len(ov.outside),
     }
 
 
-def write(fork: Fork, ov: Overlay, out: Path, *, dropped: Dropped | None = None) -> Path:
+def _port(t: Tried) -> dict:
+    """A port tried, as the bundle records it: ids and PR numbers only."""
+    return {
+        "change": t.change,
+        "onto": t.onto,
+        "commits": [c for c, _ in t.commits],
+        "prerequisites": [p.commit for p in t.prerequisites],
+    }
+
+
+def write(fork: Fork, ov: Overlay, out: Path, *, dropped: Dropped | None = None, ported: Ported | None = None) -> Path:
     """The bundle, byte for byte the same for the same fork commit (fixed member order, times and owners)."""
-    doc = manifest(fork, ov, dropped=dropped)
+    doc = manifest(fork, ov, dropped=dropped, ported=ported)
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         _add(tar, MANIFEST, json.dumps(doc, indent=1, sort_keys=True).encode())

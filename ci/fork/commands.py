@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 from ci.common import options, signals, tables
 from ci.common.errors import BuildError, StoppedError, UsageError, os_said
 from ci.common.escape import one_line, quote
+from ci.common.tables import counted
 from ci.fork import ablate, bundle, port, site, source
 from ci.stack import loader
 from ci.stack.model import Stack
 from ci.upstream import carries_write, kept, scope
 from ci.upstream.port import words
+from ci.upstream.port.tried import Tried
 
 if TYPE_CHECKING:
     from ci.fork import ablate, bundle
@@ -116,9 +118,13 @@ def check_bundle(fork: source.Fork) -> None:
     bundle.touched(fork, fork.commit)
 
 
-def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) -> Path:
+def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None, tried: Tried | None = None) -> Path:
+    """The fork's bundle; `without`: the fork without that change; `tried`: the fork with a port tried on a scratch
+    ref (ci.fork.port_trial), its tree the port's tip."""
     from ci.fork import ablate, bundle
 
+    if tried is not None:
+        return _port_bundle(st, fork, out, tried)
     dropped = ablate.without(st, fork, without) if without else None
     commit = dropped.commit if dropped else fork.commit
     ov = bundle.overlay(fork, commit)
@@ -134,7 +140,30 @@ def make_bundle(st: Stack, fork: source.Fork, out: Path, without: str | None) ->
     return path
 
 
-def _write(fork: source.Fork, ov: bundle.Overlay, out: Path, dropped: ablate.Dropped | None) -> Path:
+def _port_bundle(st: Stack, fork: source.Fork, out: Path, t: Tried) -> Path:
+    from ci.fork import bundle, port_trial
+
+    at = port_trial.at_tip(st, fork, t)
+    ov = bundle.overlay(at, t.tip)
+    path = _write(fork, ov, out, None, ported=(t, at))
+    held = ", ".join(f"#{c} {at.state(c).state}" for c in at.present) or "none"
+    print(
+        one_line(
+            f"bundle {path}: {fork.name} {fork.ref} with the port of #{t.change} ({t.said}: "
+            f"{counted(len(t.commits), 'commit')} onto {t.onto[:12]}, tip {t.tip[:12]}) over vLLM {fork.base.version}: "
+            f"{len(ov.changed)} files changed, {len(ov.deleted)} deleted; holds {held}"
+        )
+    )
+    return path
+
+
+def _write(
+    fork: source.Fork,
+    ov: bundle.Overlay,
+    out: Path,
+    dropped: ablate.Dropped | None,
+    ported: bundle.Ported | None = None,
+) -> Path:
     """The bundle written whole over `out`, or not at all: a stop (SIGTERM, SIGINT, SIGHUP) or a full disk meanwhile
     leaves what `out` held before and no temporary file beside it, and says so."""
     from ci.fork import bundle
@@ -142,7 +171,7 @@ def _write(fork: source.Fork, ov: bundle.Overlay, out: Path, dropped: ablate.Dro
     kept = f"{out} holds what it held before" if out.exists() else f"no file was written at {out}"
     try:
         with signals.raising():
-            return bundle.write(fork, ov, out, dropped=dropped)
+            return bundle.write(fork, ov, out, dropped=dropped, ported=ported)
     except signals.Stopped as stop:
         raise StoppedError(
             stop.signum, f"stopped by {stop.name} while writing the bundle: {kept}; no temporary file is left"

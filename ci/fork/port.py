@@ -111,7 +111,7 @@ def _port(st: Stack, fork: source.Fork, args: argparse.Namespace, named: list[st
     branch = branch_name(fork.checkout, args.change_id, args.branch)
     named.append(branch)
     todo = make.units(fork.checkout, r, args.with_prerequisites)
-    made = make.make(fork.checkout, fork.commit, todo, branch, f"stackgate: port {r.label}")
+    made = make.make(fork.checkout, fork.commit, todo, f"refs/heads/{branch}", f"stackgate: port {r.label}")
     if not isinstance(made, Made):
         print("\n".join(one_line(line) for line in port_notice.notice(fork, r, made, branch, args.with_prerequisites)))
         return 2

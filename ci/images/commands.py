@@ -16,6 +16,7 @@ from ci.stack.model import Stack, Target
 
 if TYPE_CHECKING:
     from ci.fork.source import Fork
+    from ci.upstream.port.tried import Tried
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -32,15 +33,18 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def fork_bundle(st: Stack, target: Target, fork: Fork, without: str | None, out: Path) -> Path:
-    """The fork's bundle for `target`'s image (`without`: the fork without that change), once its base release is
-    checked against the target's lock: a mismatch stops here, before any bundle, bootstrap or build."""
+def fork_bundle(
+    st: Stack, target: Target, fork: Fork, without: str | None, out: Path, tried: Tried | None = None
+) -> Path:
+    """The fork's bundle for `target`'s image (`without`: the fork without that change; `tried`: with a port tried on
+    a scratch ref), once its base release is checked against the target's lock: a mismatch stops here, before any
+    bundle, bootstrap or build."""
     from ci.fork import commands as fork_commands
 
     lock.require_base(target, f"{fork.name} {fork.ref}", fork.base.version, build.REPO_ROOT)
     if note := lock.kernel_note(target, fork.base.version):
         print(note, flush=True)
-    return fork_commands.make_bundle(st, fork, out, without)
+    return fork_commands.make_bundle(st, fork, out, without, tried)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

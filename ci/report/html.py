@@ -25,6 +25,7 @@ from ci.report.sections import (
     comparison,
     first_screen,
     model_pairs,
+    port_step,
     rebase,
     triage,
 )
@@ -176,7 +177,14 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
     if c is not None:
         compared = {"title": comparison.title(c), "intro": comparison.intro(c), "tables": comparison.tables(c)}
     first = first_screen.entries(report)
+    tried = []
+    for v in report.verdicts:  # a change tried as a port leads: ready or not, why, and the next step
+        if lead := port_step.lead(report, v):
+            command, note = first_screen.next_step(report, v)
+            tried.append({"lead": lead, "ready": v.ready, "command": command, "note": note,
+                          "builds": port_step.builds(report, v.change.id)})  # fmt: skip
     return template().render(
+        tried=tried,
         comparison=compared,
         ready=sum(v.ready for v in report.verdicts),
         verdicts=verdicts,

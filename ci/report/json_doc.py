@@ -10,8 +10,9 @@ import orjson
 import ci
 from ci.common import revision
 from ci.report.rerun_hints import image_beside, rerun, rerun_test, rows_json_beside, shown
-from ci.report.sections import across_json, at_target, comparison_json, in_fork, rebase
+from ci.report.sections import across_json, at_target, comparison_json, first_screen, in_fork, port_step, rebase
 from ci.report.view import FAILING, Report
+from ci.results.acceptance import Verdict
 from ci.results.criteria import registry
 from ci.results.merge import RowResult
 from ci.stack.change import Upstream
@@ -100,6 +101,7 @@ def _report(report: Report) -> dict[str, object]:
                 "lacks": [{"text": w.text, "command": w.command or None} for w in at_target.whole(report, v)],
                 "upstream": _upstream(v.change.upstream),
                 "fork": in_fork.to_json(report, v.change.id),
+                "tried": _tried(report, v),
                 **({"rebase": rebase.to_json(report, v.change.id)} if report.upstream else {}),
                 "criteria": [
                     {
@@ -148,6 +150,23 @@ def _report(report: Report) -> dict[str, object]:
         ],
         "inputs": inputs,
     }
+
+
+def _tried(report: Report, v: Verdict) -> dict[str, object] | None:
+    """A change tried as a port (ci main --try-port): the port (its commits and prerequisites, ids only), whether it
+    held, its next step, and the builds compared (each side's vLLM build, by its content id)."""
+    t = port_step.tried(report, v.change.id)
+    if t is None:
+        return None
+    command, note = first_screen.next_step(report, v)
+    c = report.comparison
+    builds = [
+        {"port_side": p.fork, "port_build": p.builds[0], "fork_side": p.without, "fork_build": p.builds[1],
+         "aa_side": p.aa or None, "rows": list(p.rows), "isolated": p.isolated, "problems": list(p.problems)}
+        for p in (c.ported if c else ()) if p.change == v.change.id
+    ]  # fmt: skip
+    return {**t.to_json(), "ready": v.ready, "lead": port_step.lead(report, v),
+            "next": {"command": command or None, "note": note}, "builds": builds}  # fmt: skip
 
 
 def _run_values(r: RowResult) -> dict[str, object]:

@@ -8,7 +8,16 @@ so every table that remains is whole, and a note says what was left out and wher
 from __future__ import annotations
 
 from ci.common import tables
-from ci.report.sections import across_view, at_target, combinations, comparison, first_screen, model_pairs, rebase
+from ci.report.sections import (
+    across_view,
+    at_target,
+    combinations,
+    comparison,
+    first_screen,
+    model_pairs,
+    port_step,
+    rebase,
+)
 from ci.report.view import (
     FAILING,
     STATUS_MARK,
@@ -86,6 +95,12 @@ def _head(report: Report) -> list[str]:
     """Everything before the status matrices."""
     res = report.results
     out = ["# stackgate report", "", f"**{md(first_screen.judged(report))}**", ""]
+    for v in report.verdicts:  # a change tried as a port leads: ready or not, why, and the next step
+        if lead := port_step.lead(report, v):
+            command, note = first_screen.next_step(report, v)
+            out += [f"**{md(lead)}.**" + (f" Next: {tables.code(command)}" if command else f" Next: {md(note)}"), ""]
+            out += [f"Builds compared: {md(line)}." for line in port_step.builds(report, v.change.id)]
+            out += [""] if port_step.builds(report, v.change.id) else []
     ready = sum(v.ready for v in report.verdicts)
     out.append(
         f"**{ready} of {len(report.verdicts)} imported changes ready for default enablement.** "

@@ -21,6 +21,7 @@ from ci.results.sides import Comparison
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.stack.seed_table import PLAN_HEADERS, change_label, plan_table_rows
+from ci.upstream.port.tried import Tried
 from ci.upstream.state import Snapshot
 
 STATUS_MARK = {
@@ -61,6 +62,7 @@ class Report:
     # (change, target) planned but left out of the report by a filter -> the filter ("--target")
     left_out: Mapping[tuple[str, str], str] = field(default_factory=dict)
     history: Across | None = None  # this build beside the earlier ones its history holds (--history)
+    tried: tuple[Tried, ...] = ()  # the changes tried as ports (ci main --try-port): their rows ran on the port
 
 
 def banner(report: Report) -> list[str]:

@@ -34,6 +34,7 @@ from ci.stack import loader, plan
 from ci.stack.model import Stack
 from ci.stack.plan import Plan
 from ci.upstream import state as upstream_state
+from ci.upstream.port.tried import Tried
 
 OUTPUTS = ("report.md", "report.html", "report.json")
 T = TypeVar("T")
@@ -59,13 +60,15 @@ def build(
     subject: upstream_state.Snapshot | None = None,
     stock: bool = False,
     history: Path | None = None,
+    tried: Sequence[Tried] = (),
 ) -> Report:
     """The report over the planned rows the filters keep (all of them by default). With `compare_paths`, one results
     folder or JUnit file per further side, the report is side A's (`inputs`) with the comparison added. `begun`:
     `inputs` as the caller started reading them (reading.begin), before this was imported. `subject`: the fork the
     rows were run to judge (`ci main`), each change's state in it on the first screen; `stock`: the locked release was
     judged by --stock, a fork being configured. `history`: the history file this build is set beside
-    (ci.report.across; `remember` adds it there)."""
+    (ci.report.across; `remember` adds it there). `tried`: the changes tried as ports (ci main --try-port), each
+    leading the first screen."""
     forget()  # rows.json files looked up by an earlier report in this process may have changed
     st, whole = loaded or (loader.load(stack_dir), None)  # `loaded`: the stack and plan the caller already made
     whole = whole or plan.build(st)
@@ -91,6 +94,7 @@ def build(
     rebase: dict[str, Any] = {**_upstream(upstream_path), "out": out, "made_with": tuple(made_with)}
     rebase["history"] = across
     rebase.update(left_out={k: v for k, v in left_out.items() if k not in kept}, subject=subject, stock=stock)
+    rebase["tried"] = tuple(tried)
     if subject is not None and "upstream" not in rebase:
         rebase["upstream"] = subject
     if not compare_paths:

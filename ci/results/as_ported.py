@@ -2,7 +2,9 @@
 (`ci fork bundle --without`) as the baseline its allowed regression is measured against.
 
 The sides are found from what the rows recorded, not from labels: a fork side's cases name the change among
-`stackgate.fork_changes`; the ablated side's cases name it as `stackgate.fork_without`. The change is credited with
+`stackgate.fork_changes`; the side without it is a fork build whose cases do not: the ablated fork (its cases name it
+as `stackgate.fork_without`), or, for a port tried (`ci main --try-port`: the fork with the port against the fork as
+it is), the fork itself. The change is credited with
 the difference only where the two are one fork at one base (`stackgate.fork_source`: the fork and commit, the base
 release and commit, each build was made from), their imported changes differ by exactly that change, and its
 presence probe says present on the fork and absent without it; where any of these does not hold, the judgement
@@ -57,11 +59,11 @@ def find(stack: Stack, sides: Sequence[SideOf]) -> tuple[Ported, ...]:
     for change in stack.changes.values():
         cid = change.id
         fork = _side(sides, cid, lambda c, cid=cid: cid in (c.fork_changes or ()) and c.fork_without != cid)
-        without = _side(sides, cid, lambda c, cid=cid: c.fork_without == cid)
+        without = _side(sides, cid, lambda c, cid=cid: c.fork_without == cid or cid not in (c.fork_changes or ()))
         if fork is None or without is None:
             continue
         rows = tuple(r for r, res in fork.rows.items() if res.change == change.id and r in without.rows)
-        aa = _aa(sides, fork, rows)
+        aa = _aa(sides, (fork, without), rows)
         baseline = _baseline(change, fork, without, aa, rows)
         required = tuple(t.id for t in stack.targets.values() if t.required)
         verdict = acceptance.judge(change, fork.results, baseline, required, acceptance.warmers(stack))
@@ -85,25 +87,31 @@ def find(stack: Stack, sides: Sequence[SideOf]) -> tuple[Ported, ...]:
                 seen=seen,
                 verdict=verdict,
                 problems=tuple(problems),
-                aa=aa.label if aa is not None else "",
+                aa=aa[0].label if aa is not None else "",
                 floors=baseline.floors,
             )
         )
     return tuple(out)
 
 
-def _aa(sides: Sequence[SideOf], fork: SideOf, rows: tuple[str, ...]) -> SideOf | None:
-    """The A/A arm: another side that ran the fork side's own build on the same rows (its noise floor)."""
-    build = _build(fork, rows)
+def _aa(sides: Sequence[SideOf], pair: tuple[SideOf, SideOf], rows: tuple[str, ...]) -> tuple[SideOf, SideOf] | None:
+    """The A/A arm: another side that ran one of the pair's builds again on the same rows (its noise floor), and the
+    side whose build it ran: the fork's (`--compare-without`), or the fork's as it is against a port tried on it."""
     for s in sides:
-        if s is not fork and rows and all(r in s.rows for r in rows) and _build(s, rows) == build:
-            return s
+        if any(s is p for p in pair) or not rows or not all(r in s.rows for r in rows):
+            continue
+        for twin in pair:
+            if _build(s, rows) == _build(twin, rows):
+                return s, twin
     return None
 
 
-def _baseline(change: Change, fork: SideOf, without: SideOf, aa: SideOf | None, rows: tuple[str, ...]) -> Baseline:
+def _baseline(
+    change: Change, fork: SideOf, without: SideOf, aa: tuple[SideOf, SideOf] | None, rows: tuple[str, ...]
+) -> Baseline:
     """The side without the change as the baseline, its runs of each metric the change is timed on (its effects and
-    its allowed regression); with an A/A side, the floor of each, from the fork side's runs against the A/A side's."""
+    its allowed regression); with an A/A side, the floor of each, from the runs of the build it repeats against its
+    own."""
     names = tuple(
         dict.fromkeys([*(e.metric for e in change.acceptance.effect), change.acceptance.allowed_regression.metric])
     )
@@ -113,12 +121,13 @@ def _baseline(change: Change, fork: SideOf, without: SideOf, aa: SideOf | None, 
         theirs = {name: run_medians.of_cases(without.rows[r].ran, name) for name in names}
         before[r] = MappingProxyType({n: t.values for n, t in theirs.items() if t and t.runs and not t.shared})
         if aa is not None:
-            floors[r] = MappingProxyType({name: _floor(fork.rows[r], aa.rows[r], name) for name in names})
+            arm, twin = aa
+            floors[r] = MappingProxyType({name: _floor(twin.rows[r], arm.rows[r], name) for name in names})
     return Baseline(
         path=f"side {without.label!r} (the fork without #{change.id})",
         rows=MappingProxyType(before),
         floors=MappingProxyType(floors),
-        aa=aa.label if aa is not None else "",
+        aa=aa[0].label if aa is not None else "",
         without=True,
     )
 

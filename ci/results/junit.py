@@ -39,6 +39,7 @@ class Case:
     vllm_build: str | None = None  # stackgate.vllm_build: the content id of the vLLM tree (harness.vllm_build)
     fork_changes: tuple[str, ...] | None = None  # stackgate.fork_changes: a fork build's imported changes
     fork_without: str | None = None  # stackgate.fork_without: the change an ablated fork build dropped
+    fork_port: str | None = None  # stackgate.fork_port: the change a port tried on the fork build brought (--try-port)
     # stackgate.fork_held: each imported change as the fork build holds it, (change, state) as `ci fork` found it
     fork_held: tuple[tuple[str, str], ...] | None = None
     # stackgate.gpu_shared_with: what else ran on this run's GPU while it ran (the scheduler's record); its timings are

@@ -66,20 +66,8 @@ class Evidence:
         from harness import vllm_build
 
         built = vllm_build.describe(root)
-        self.prop("vllm_build", built["vllm_build"])
-        if "fork_changes" in built:
-            self.prop("fork_changes", ",".join(built["fork_changes"]))
-            fork, base = built.get("fork", {}), built.get("base", {})
-            self.prop("fork", f"{fork.get('name')} {fork.get('ref')} {str(fork.get('built', ''))[:12]}")
-            # the fork and base it was built from, the same for a build and its ablations: what --compare pairs
-            self.prop(
-                "fork_source",
-                f"{fork.get('name')}@{fork.get('commit')} over {base.get('version')}@{base.get('commit')}",
-            )
-            if built.get("without"):
-                self.prop("fork_without", built["without"])
-            if built.get("fork_held"):  # each change as the fork holds it: "48407:converged,46849:ported, edited"
-                self.prop("fork_held", ";".join(f"{c}:{s}" for c, s in sorted(built["fork_held"].items())))
+        for name, value in vllm_build.properties(built):
+            self.prop(name, value)
         if "mismatch" in built:
             self.failures.append(built["mismatch"])
 

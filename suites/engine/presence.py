@@ -25,8 +25,9 @@ class Presence:
 
 
 def build_name() -> str:
-    """The vLLM under test as a reader names it: a fork build by its fork, ref, what it was built without and its
-    commit ("fork demo-fork main without #46849 (ffa236ab7621)"), a stock release by its version."""
+    """The vLLM under test as a reader names it: a fork build by its fork, ref, what it was built without or the port
+    tried on it, and its commit ("fork demo-fork main without #46849 (ffa236ab7621)"), a stock release by its
+    version."""
     root = vllm_root()
     try:
         from harness import vllm_build
@@ -38,7 +39,9 @@ def build_name() -> str:
         return f"vLLM {vllm_version()}"
     fork = doc.get("fork") or {}
     without = f" without #{doc['without']}" if doc.get("without") else ""
-    return f"fork {fork.get('name')} {fork.get('ref')}{without} ({str(fork.get('built', ''))[:12]})"
+    port = doc.get("port") if isinstance(doc.get("port"), dict) else {}
+    with_port = f" with the port of #{port['change']}" if port.get("change") else ""
+    return f"fork {fork.get('name')} {fork.get('ref')}{without}{with_port} ({str(fork.get('built', ''))[:12]})"
 
 
 def vllm_root() -> Path | None:

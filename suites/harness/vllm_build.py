@@ -152,12 +152,45 @@ def describe(package_dir: Path) -> dict:
         out["fork_held"] = {str(c): str(h.get("state", "")) for c, h in doc["held"].items() if isinstance(h, dict)}
     if doc.get("without"):
         out["without"] = doc["without"]
+    if isinstance(doc.get("port"), dict) and doc["port"].get("change"):  # the fork with a port tried on it
+        out["port"] = str(doc["port"]["change"])
     if doc.get("vllm_build") != built:
         out["mismatch"] = (
             f"the vLLM tree at {package_dir} is not the build {package_dir.parent / MANIFEST} names "
             f"({doc.get('vllm_build')}; the tree is {built}): rebuild it with `python -m ci fork build`"
         )
     return out
+
+
+def properties(built: dict) -> list[tuple[str, str]]:
+    """What a row records of the build it ran on (`describe`'s answer), each a `stackgate.` property's name and value:
+    the tree's id and, for a fork build, the changes it holds, the fork and base it was built from (the same for a
+    build, its ablations and the ports tried on it: what a comparison pairs), the change an ablation dropped or a
+    port tried, and each change as the fork holds it ("48407:converged;46849:ported, edited")."""
+    out = [("vllm_build", built["vllm_build"])]
+    if "fork_changes" not in built:
+        return out
+    fork, base = built.get("fork", {}), built.get("base", {})
+    out += [
+        ("fork_changes", ",".join(built["fork_changes"])),
+        ("fork", f"{fork.get('name')} {fork.get('ref')} {str(fork.get('built', ''))[:12]}"),
+        ("fork_source", f"{fork.get('name')}@{fork.get('commit')} over {base.get('version')}@{base.get('commit')}"),
+    ]
+    if built.get("without"):
+        out.append(("fork_without", built["without"]))
+    if built.get("port"):
+        out.append(("fork_port", built["port"]))
+    if built.get("fork_held"):
+        out.append(("fork_held", ";".join(f"{c}:{s}" for c, s in sorted(built["fork_held"].items()))))
+    return out
+
+
+def under_test() -> Path | None:
+    """The `vllm` package this interpreter would import, found without importing it (None: none)."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 BUNDLE_MANIFEST = "stackgate-fork.json"  # the bundle's own manifest, first member
@@ -234,8 +267,8 @@ def apply(bundle: Path, site: Path) -> dict:
         "schema": SCHEMA,
         "vllm_build": tree_id(site / "vllm"),
         **{k: doc[k] for k in ("fork", "base", "changes", "without")},
-        # each imported change as the fork holds it (state, commits), and what an ablation removed
-        **{k: doc[k] for k in ("held", "removed") if k in doc},
+        # each imported change as the fork holds it (state, commits), what an ablation removed, the port a try made
+        **{k: doc[k] for k in ("held", "removed", "port") if k in doc},
         "files": {"changed": len(doc["files"]), "deleted": len(doc["deleted"])},
     }
     _replace(site / MANIFEST, (json.dumps(built, indent=1, sort_keys=True) + "\n").encode())

@@ -3,8 +3,9 @@
 The base is made from the target's Debian package lock (`ci.images.debian.debs`): mmdebstrap writes a root
 filesystem holding exactly the locked versions, with the lock's SOURCE_DATE_EPOCH, as a tar; that tar is
 the image's one layer, and the config is written here (the target's platform, the lock's time), then
-`docker load`ed. So the base is a function of its lock: tagged by the lock's hash, made once and reused,
-and made again elsewhere it has the same id. A foreign architecture is bootstrapped under QEMU user
+`docker load`ed. So the base is a function of its lock's bytes (never of the lock file's name: two targets
+locking the same packages share one base): tagged by the lock's hash, made once and reused, and made again
+elsewhere it has the same id. A foreign architecture is bootstrapped under QEMU user
 emulation (binfmt). BuildKit in the engine cannot resolve `name@sha256:<id>` for a loaded image (it has no
 repository digest and BuildKit then asks a registry), so the base is referred to by a tag that embeds its
 full image id, and `ci.images` checks that the tag still resolves to that id before every build.
@@ -38,8 +39,11 @@ class Bootstrapped:
 
 
 def lock_tag(target: Target, lock: debs.DebLock) -> str:
+    """The tag a base made from `lock` is found by: the lock's hash and the hash of the config written for it, so a
+    base an older stackgate made with another config (its id differs) is never taken for this one."""
     assert target.bootstrap is not None
-    return f"{REPO.format(suite=target.bootstrap.suite)}:lock-{lock.digest[7:23]}"
+    recipe = hashlib.sha256(config(target, lock, "")).hexdigest()
+    return f"{REPO.format(suite=target.bootstrap.suite)}:lock-{lock.digest[7:23]}-{recipe[:8]}"
 
 
 def ensure(target: Target, cli: DockerCli, root: Path, *, again: str | None = None) -> Bootstrapped:
@@ -56,7 +60,8 @@ def ensure(target: Target, cli: DockerCli, root: Path, *, again: str | None = No
 
 
 def config(target: Target, lock: debs.DebLock, diff_id: str) -> bytes:
-    """The base's image config: the target's platform, the lock's time and hash, nothing of this host."""
+    """The base's image config: the target's platform, the lock's time and hash, nothing of this host and nothing of
+    where the lock lies (a base found by the lock's hash may have been made from another target's lock file)."""
     os_, arch = target.platform.split("/")[:2]
     created = normalize.rfc3339(lock.epoch)
     doc = {
@@ -68,8 +73,8 @@ def config(target: Target, lock: debs.DebLock, diff_id: str) -> bytes:
         "history": [
             {
                 "created": created,
-                "created_by": f"mmdebstrap --variant=custom --include=<the "
-                f"{len(lock.packages)} packages of {lock.path.name}> (SOURCE_DATE_EPOCH={lock.epoch})",
+                "created_by": f"mmdebstrap --variant=custom --include=<the {len(lock.packages)} packages of "
+                f"the Debian lock {lock.digest[:19]}> (SOURCE_DATE_EPOCH={lock.epoch})",
             }
         ],
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},

@@ -44,14 +44,19 @@ def causes(report: Report, verdict: Verdict) -> list[tuple[str, int]]:
 
 
 def next_step(report: Report, verdict: Verdict) -> tuple[str, str]:
-    """One command that moves the change on, and where it runs (plain text): for a change the fork lacks, its port
+    """One command that moves the change on, and where it runs (plain text): for a change tried as a port that held,
+    the command that makes the port for real; for a change the fork lacks (not tried), its port
     (ci.report.sections.port_step); else re-run a failing row of its commonest cause (as `causes` counts them; one not
     quarantined as flaky, where there is one); else run the rows a required target has not run (its lock first, where
     it has none); else what the change as a whole lacks (a baseline); else nothing."""
+    if tried := port_step.tried_step(report, verdict):  # a port tried that held: make it for real
+        return tried
     if verdict.ready:
         return "", "none: ready"
-    # a change the fork lacks: its port (its verdict where the fork state carries one), not rows to run
-    if port := port_step.step(report, verdict.change.id) or in_fork.next_step(report, verdict):
+    # a change the fork lacks: its port (its verdict where the fork state carries one), not rows to run; one tried as
+    # a port that did not hold: what failed on it
+    untried = port_step.tried(report, verdict.change.id) is None
+    if untried and (port := port_step.step(report, verdict.change.id) or in_fork.next_step(report, verdict)):
         return port
     failing = [r for r in report.results.rows if r.change == verdict.change.id and r.status in FAILING]
     held = set(report.history.quarantined) if report.history else set()
@@ -105,7 +110,9 @@ def entries(report: Report) -> list[Entry]:
         out.append(
             Entry(
                 change=f"#{v.change.id}",
-                fork=in_fork.words(report, v.change.id),
+                fork=port_step.as_tried(t)
+                if (t := port_step.tried(report, v.change.id))
+                else in_fork.words(report, v.change.id),
                 verdict="ready" if v.ready else "not ready",
                 ready=v.ready,
                 causes=tuple((_short(text), n) for text, n in found[:_SHOWN]),

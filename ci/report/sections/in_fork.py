@@ -32,12 +32,15 @@ def state(report: Report, change: str) -> ChangeState | None:
 def judged(report: Report) -> str:
     """What the rows judged, in words: the first thing the report says."""
     cases = [c for r in report.results.rows for c in r.cases]
-    built = {c.fork: _id(c.vllm_build) for c in cases if c.fork and not c.fork_without}
+    built = {c.fork: _id(c.vllm_build) for c in cases if c.fork and not c.fork_without and not c.fork_port}
     without = {(c.fork_without, _id(c.vllm_build)) for c in cases if c.fork_without}
-    if built:
-        said = "; ".join(f"the fork {f}" + (f" (build {b})" if b else "") for f, b in sorted(built.items()))
-        said += "".join(f"; the fork without #{x}" + (f" (build {b})" if b else "") for x, b in sorted(without))
-        return said
+    tried = {(c.fork_port, c.fork.rsplit(" ", 1)[0], _id(c.vllm_build)) for c in cases if c.fork and c.fork_port}
+    if built or tried:
+        said = [f"the fork {f}" + (f" (build {b})" if b else "") for f, b in sorted(built.items())]
+        said += [f"the fork {f} with the port of #{x} tried on it" + (f" (build {b})" if b else "")
+                 for x, f, b in sorted(tried)]  # fmt: skip
+        said += [f"the fork without #{x}" + (f" (build {b})" if b else "") for x, b in sorted(without)]
+        return "; ".join(said)
     snap = snapshot(report)  # the one source of the lead column too
     if snap is not None:
         how = snap.base_how if snap.base_how.startswith(snap.base_ref) else f"{snap.base_ref}, {snap.base_how}"

@@ -6,4 +6,4 @@ commands (`words`, `command_line`), and made on a branch of its own (`make`). Th
 `ci.upstream.readiness`, sits beside the answer that carries it (`ci.upstream.state`)."""
 
 # The modules other stages and the commands on top may import; the rest are this stage's own (test_layers).
-__all__ = ["command_line", "decision", "make", "patch_files", "words"]
+__all__ = ["command_line", "decision", "make", "patch_files", "tried", "words"]

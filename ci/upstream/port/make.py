@@ -1,7 +1,11 @@
 """A port made: upstream's commits applied in turn onto the fork's ref in a scratch index (ci.upstream.port.apply),
 each committed with upstream's message, author and date and `(cherry picked from commit …)` as `git cherry-pick -x`
-writes it, the objects kept and a new branch pointed at the last; or, where any commit conflicts, nothing at all
-(the scratch directory goes, no ref moves) and what stopped it."""
+writes it, the objects kept and a new ref (a branch, or a scratch ref of `ci main --try-port`) pointed at the last; or,
+where any commit conflicts, nothing at all (the scratch directory goes, no ref moves) and what stopped it.
+
+A pinned port is committed by stackgate at each upstream commit's own commit time: the same fork commit and the same
+upstream commits make the same commit ids on any machine, so a pipeline can carry the port by its tip's id and each
+agent that makes it again knows it made that very tree; made with no ref (`ref=None`), nothing is kept but the ids."""
 
 from __future__ import annotations
 
@@ -20,10 +24,14 @@ STACKGATE = {"GIT_COMMITTER_NAME": "stackgate", "GIT_COMMITTER_EMAIL": "stackgat
 
 @dataclass(frozen=True, kw_only=True)
 class Made:
-    branch: str
+    ref: str  # the ref made ("refs/heads/stackgate/port-46514"); "" where none was asked (the ids only)
     tip: str
     commits: tuple[tuple[str, Unit], ...]  # (new commit, the upstream commit it ports), oldest first
     skipped: tuple[Unit, ...] = ()  # upstream commits whose patch the fork already holds
+
+    @property
+    def branch(self) -> str:
+        return self.ref.removeprefix("refs/heads/")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,7 +66,12 @@ def units(co: Checkout, r: Readiness, with_prerequisites: bool) -> list[Unit]:
     return [found[c] for c in dict.fromkeys((*first, *r.patch)) if c in found]
 
 
-def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) -> Made | Stopped:
+def make(
+    co: Checkout, head: str, todo: list[Unit], ref: str | None, reflog: str, *, pinned: bool = False
+) -> Made | Stopped:
+    """`todo` applied onto `head` and committed, `ref` (a full ref name, created: never moved) pointed at the last;
+    `ref=None`: the commits made in the scratch store and dropped with it (their ids are what is asked). `pinned`:
+    committed by stackgate at each upstream commit's commit time (the same ids anywhere), not by the user now."""
     with Scratch(co) as sc:
         done = apply.attempt(sc, head, todo, trees=True)
         if done.verdict not in (*PORTABLE, "in the fork"):
@@ -71,7 +84,7 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
                 missing=done.missing,
                 todo=_by_hand(sc, head, todo, done),
             )
-        ident = _ident(co)
+        ident = {} if pinned else _ident(co)
         parent, made = head, []
         for step in done.steps:
             if step.how == "in the fork":
@@ -79,14 +92,15 @@ def make(co: Checkout, head: str, todo: list[Unit], branch: str, reflog: str) ->
             message = co.git("log", "-1", "--format=%B", step.unit.commit).rstrip("\n")
             message += f"\n\n(cherry picked from commit {step.unit.commit})\n"
             author = _author(co, step.unit.commit)
-            parent = sc.git("commit-tree", step.tree, "-p", parent, stdin=message, ident={**author, **ident}).strip()
+            stamp = _pinned(co, step.unit.commit) if pinned else ident
+            parent = sc.git("commit-tree", step.tree, "-p", parent, stdin=message, ident={**author, **stamp}).strip()
             made.append((parent, step.unit))
         skipped = tuple(s.unit for s in done.steps if s.how == "in the fork")
-        if made:  # the objects, then the branch (an empty old value: created, never moved); a stop waits for both
+        if made and ref:  # the objects, then the ref (an empty old value: created, never moved); a stop waits for both
             with signals.held():
                 sc.keep()
-                co.git("update-ref", "-m", reflog, f"refs/heads/{branch}", parent, "")
-    return Made(branch=branch, tip=parent, commits=tuple(made), skipped=skipped)
+                co.git("update-ref", "-m", reflog, ref, parent, "")
+    return Made(ref=ref or "", tip=parent, commits=tuple(made), skipped=skipped)
 
 
 def _by_hand(sc: apply.Scratch, head: str, todo: list[Unit], done: apply.Outcome) -> tuple[ByHand, ...]:
@@ -124,6 +138,12 @@ def _by_hand(sc: apply.Scratch, head: str, todo: list[Unit], done: apply.Outcome
 def _ident(co: Checkout) -> dict[str, str]:
     """The committer: the user's git identity, else stackgate's (a clone with no user.name still gets its port)."""
     return {} if co.git("var", "GIT_COMMITTER_IDENT", ok=(0, 128)).strip() else dict(STACKGATE)
+
+
+def _pinned(co: Checkout, commit: str) -> dict[str, str]:
+    """The committer of a pinned port's commit: stackgate, at the upstream commit's own commit time."""
+    when = co.git("log", "-1", "--format=%cI", commit).strip()
+    return {**STACKGATE, "GIT_COMMITTER_DATE": when}
 
 
 def _author(co: Checkout, commit: str) -> dict[str, str]:

@@ -33,6 +33,7 @@ from ci.stack.model import Stack, Target
 
 if TYPE_CHECKING:
     from ci.fork.source import Fork
+    from ci.upstream.port.tried import Tried
 
 FORK, AA = "fork", "aa"
 
@@ -58,11 +59,34 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     timed = rows.select(targets=[target.id], changes=[change])
     if not timed.rows:
         raise UsageError(f"no row of #{change} planned on {target.id}", hint=f"python -m ci plan --change {change}")
+    preflight(args, target, use_host, "--compare-without")
+    builds = _builds(st, args, target, fork, change, use_host)
+    arms = [builds[FORK], builds[change]] + ([replace(builds[FORK], label=AA)] if args.aa else [])
+    labels = [FORK if a.label == FORK else AA if a.label == AA else f"without-{change}" for a in arms]
+    sides = [Side(label=label, parts=(Part(arm=arm, rows=timed),)) for arm, label in zip(arms, labels, strict=True)]
+    codes = protocol(st, args, target, timed.rows, sides, sides[:2], use_host)
+    from ci.report import write as report
+
+    out = args.out
+    _step(f"{command(['python', '-m', 'ci', 'report', out / 'arms' / FORK])} --compare ... -> {out / 'report'}")
+    paths = [out / "arms" / label for label in labels]
+    rep = report.build(
+        args.stack, [paths[0]], None, targets=[target.id], changes=[change], compare_paths=paths[1:], labels=labels
+    )
+    report.write(rep, out / "report")
+    print(report.summary(rep, out / "report"))
+    failing = [c for cs in codes.values() for c in cs if c not in (0, NOTHING_RAN)]
+    return max(failing) if failing else 0
+
+
+def preflight(args: argparse.Namespace, target: Target, use_host: bool, flag: str, pipeline: str = "") -> None:
+    """What the protocol refuses before anything is built: --aa-runs without --aa, or a count its rounds cannot
+    spread; --cold on images; an --out holding an earlier protocol's runs; a host without the target's hardware."""
     if args.aa_runs is not None and not args.aa:
         raise UsageError(
             "--aa-runs is the A/A arm's count of runs", hint="add --aa (the floor: an interval over 2 or more runs)"
         )
-    aa_rounds = rounds.aa_rounds(args.runs, args.aa_runs if args.aa else 0)
+    rounds.aa_rounds(args.runs, args.aa_runs if args.aa else 0)
     if args.cold and not use_host:
         raise UsageError(
             "--cold starts each run from an empty JIT caches root on this host",
@@ -71,48 +95,74 @@ def main(st: Stack, args: argparse.Namespace, target: Target, rows: plan.Plan, u
     _fresh(args.out)
     if not host.present(target):
         raise UsageError(
-            f"--compare-without times rows on {target.name}, and this host has none ({host.describe()})",
-            hint=f"run it on a host with {target.a_short}; ci pipeline --compare-without does, on queue {target.queue}",
+            f"{flag} times rows on {target.name}, and this host has none ({host.describe()})",
+            hint=f"run it on a host with {target.a_short}; ci pipeline {pipeline or flag} does, on queue "
+            f"{target.queue}",
         )
-    builds = _builds(st, args, target, fork, change, use_host)
-    arms = [builds[FORK], builds[change]] + ([replace(builds[FORK], label=AA)] if args.aa else [])
-    labels = [FORK if a.label == FORK else AA if a.label == AA else f"without-{change}" for a in arms]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Part:
+    """One build's rows within an arm: they run on `arm` into the arm's run folder, or a sub-folder `name` of it."""
+
+    arm: Arm
+    rows: plan.Plan
+    name: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    """An arm of the protocol, by its label: one build (the fork; the fork without X), or several, each running its
+    own rows (the ports tried, each on its own build: `ci main --try-port`)."""
+
+    label: str
+    parts: tuple[Part, ...]
+
+
+def protocol(
+    st: Stack,
+    args: argparse.Namespace,
+    target: Target,
+    rows: tuple[plan.Row, ...],
+    sides: list[Side],
+    warmed: list[Side],
+    use_host: bool,
+) -> dict[str, list[int]]:
+    """Each build of `warmed` warmed once, untimed (unless --no-warm-up or --cold); then the sides' runs interleaved,
+    --runs rounds (the A/A side in the rounds --aa-runs keeps), every run alone on its GPU, each into
+    out/arms/<label>/run-<i>/[<part>/]. Each side's exit codes, by its label."""
+    aa_rounds = rounds.aa_rounds(args.runs, args.aa_runs if args.aa else 0)
     schedule = run_spec.Schedule(
         gpus=tuple(g.strip() for g in (args.gpus or "").split(",") if g.strip()),
         gpu_memory_gib=args.gpu_memory,
         alone=True,
     )
     out = args.out
-    codes = []
+    codes: dict[str, list[int]] = {side.label: [] for side in sides}
     if not (args.no_warm_up or args.cold):  # --cold: every run is the first, from empty caches
-        for arm, label in zip(arms[:2], labels[:2], strict=True):
-            _step(f"warm-up of {label} (untimed: its first engine compiles)")
-            # its costs are a bake's (the first engine compiles), never a timed run's: the projection below reads runs
-            warm = _run(st, target, timed, out / "warm-up" / label, arm, schedule, args, use_host, phase="bake")
-            codes.append(warm)
-    clock = rounds.Clock({label: len(aa_rounds) if label == AA else args.runs for label in labels})
-    print(rounds.before(timed.rows, clock.total, out, cold=args.cold), flush=True)
+        for side in warmed:
+            for part in side.parts:
+                label = "/".join(x for x in (side.label, part.name) if x)
+                _step(f"warm-up of {label} (untimed: its first engine compiles)")
+                # its costs are a bake's (the first engine compiles), never a timed run's: the projection reads runs
+                warm = _run(st, target, part.rows, out / "warm-up" / label, part.arm, schedule, args, use_host,
+                            phase="bake")  # fmt: skip
+                codes[side.label].append(warm)
+    clock = rounds.Clock({s.label: len(aa_rounds) if s.label == AA else args.runs for s in sides})
+    print(rounds.before(rows, clock.total, out, cold=args.cold), flush=True)
     for i in range(1, args.runs + 1):
-        for arm, label in zip(arms, labels, strict=True):
-            if label == AA and i not in aa_rounds:
+        for side in sides:
+            if side.label == AA and i not in aa_rounds:
                 continue
-            _step(f"run {i} of {args.runs}: {label}" + (" (cold: empty caches, JIT allowed)" if args.cold else ""))
-            if args.cold:  # a caches root of its own, empty: the first request as a user without a bake meets it
-                arm = replace(arm, caches=(out / "caches" / label / f"run-{i}").resolve())
+            _step(f"run {i} of {args.runs}: {side.label}" + (" (cold: empty caches, JIT allowed)" if args.cold else ""))
             started = time.monotonic()
-            codes.append(_run(st, target, timed, out / "arms" / label / f"run-{i}", arm, schedule, args, use_host))
-            print(clock.ran(label, time.monotonic() - started), flush=True)
-    from ci.report import write as report
-
-    _step(f"{command(['python', '-m', 'ci', 'report', out / 'arms' / FORK])} --compare ... -> {out / 'report'}")
-    sides = [out / "arms" / label for label in labels]
-    rep = report.build(
-        args.stack, [sides[0]], None, targets=[target.id], changes=[change], compare_paths=sides[1:], labels=labels
-    )
-    report.write(rep, out / "report")
-    print(report.summary(rep, out / "report"))
-    failing = [c for c in codes if c not in (0, NOTHING_RAN)]
-    return max(failing) if failing else 0
+            for part in side.parts:
+                arm, folder = part.arm, out / "arms" / side.label / f"run-{i}" / part.name
+                if args.cold:  # a caches root of its own, empty: the first request as a user without a bake meets it
+                    arm = replace(arm, caches=(out / "caches" / side.label / f"run-{i}" / part.name).resolve())
+                codes[side.label].append(_run(st, target, part.rows, folder, arm, schedule, args, use_host))
+            print(clock.ran(side.label, time.monotonic() - started), flush=True)
+    return codes
 
 
 def _builds(
@@ -120,40 +170,63 @@ def _builds(
 ) -> dict[str, Arm]:
     """The fork and the fork without `change`: images, or (--host) site folders over --base-site; from the fork's
     checkout, or from the bundles --bundles holds (made where the checkout is: a bare GPU host need not hold it)."""
-    from ci.fork import bundle_pair, site
-    from ci.fork import commands as fork_commands
+    from ci.fork import bundle_pair
 
-    out: dict[str, Arm] = {}
     given = bundle_pair.paired(args.bundles, change) if use_host and fork is None else {}
+    out: dict[str, Arm] = {}
     for label, without in ((FORK, None), (change, change)):
         name = label if without is None else f"without-{change}"
-        where = args.out / "builds" / name
-        if use_host:
-            if args.base_site is None:
-                raise UsageError(
-                    "--compare-without --host lays each build over the base release's install",
-                    hint="add --base-site SITE (the folder holding the base vLLM wheel's install)",
-                )
-            if fork is None:
-                bundle = given[name]
-            else:
-                site.require_base(args.base_site, f"{fork.name} {fork.ref}", fork.base.version)
-                bundle = fork_commands.make_bundle(st, fork, where / "bundle.tar.gz", without)
-            built = site.build(bundle, args.base_site, where / "site")
-            print(f"site {where / 'site'}: vllm_build {built['vllm_build']}", flush=True)
-            path = os.pathsep.join([str(where / "site"), str(args.base_site)])
-            out[label] = Arm(label=label, path=path, caches=(args.out / "caches" / name).resolve())
-        else:
-            if fork is None:
-                raise UsageError("--bundles is the --host route's", hint="images are built from the checkout: --fork")
-            from ci.images import build, verify
-            from ci.images import commands as image_commands
-
-            bundle = image_commands.fork_bundle(st, target, fork, without, where / "bundle.tar.gz")
-            built = build.build(target, fork_bundle=bundle)  # a host that cannot build it stops here (exit 6)
-            verify.main(st, target, built.image_id, root=build.REPO_ROOT)
-            out[label] = Arm(label=label, image=build.image_for(target, built.image_id))
+        out[label] = build(st, args, target, fork, label=label, name=name, use_host=use_host, flag="--compare-without",
+                           without=without, bundle=given.get(name))  # fmt: skip
     return out
+
+
+def build(
+    st: Stack,
+    args: argparse.Namespace,
+    target: Target,
+    fork: Fork | None,
+    *,
+    label: str,
+    name: str,
+    use_host: bool,
+    flag: str,
+    without: str | None = None,
+    tried: Tried | None = None,
+    bundle: Path | None = None,
+) -> Arm:
+    """One build of the protocol, in out/builds/<name>/: the fork (`without`: without that change; `tried`: with a
+    port tried on a scratch ref), as an image, or (--host) a site folder over --base-site; `bundle`: one made
+    elsewhere (--bundles), where this host holds no checkout."""
+    from ci.fork import commands as fork_commands
+    from ci.fork import site
+
+    where = args.out / "builds" / name
+    if use_host:
+        if args.base_site is None:
+            raise UsageError(
+                f"{flag} --host lays each build over the base release's install",
+                hint="add --base-site SITE (the folder holding the base vLLM wheel's install)",
+            )
+        if bundle is None:
+            assert fork is not None
+            site.require_base(args.base_site, f"{fork.name} {fork.ref}", fork.base.version)
+            bundle = fork_commands.make_bundle(st, fork, where / "bundle.tar.gz", without, tried)
+        built = site.build(bundle, args.base_site, where / "site")
+        print(f"site {where / 'site'}: vllm_build {built['vllm_build']}", flush=True)
+        path = os.pathsep.join([str(where / "site"), str(args.base_site)])
+        return Arm(label=label, path=path, caches=(args.out / "caches" / name).resolve())
+    if fork is None:
+        raise UsageError("--bundles is the --host route's", hint="images are built from the checkout: --fork")
+    from ci.images import build as images
+    from ci.images import commands as image_commands
+    from ci.images import verify
+
+    made = image_commands.fork_bundle(st, target, fork, without, where / "bundle.tar.gz", tried)
+    built = images.build(target, fork_bundle=made)  # a host that cannot build it stops here (exit 6)
+    verify.main(st, target, built.image_id, root=images.REPO_ROOT)
+    print(f"image {images.image_for(target, built.image_id)}: {name}", flush=True)
+    return Arm(label=label, image=images.image_for(target, built.image_id))
 
 
 def _run(
@@ -217,8 +290,8 @@ def _fresh(out: Path) -> None:
     held = [p for p in (out / "arms", out / "warm-up") if p.is_dir() and any(p.iterdir())]
     if held:
         raise UsageError(
-            f"--out {one_line(out)} holds the runs of an earlier --compare-without ({one_line(held[0])}): this one's "
-            "report would pool them with its own",
+            f"--out {one_line(out)} holds the runs of an earlier --compare-without or --try-port "
+            f"({one_line(held[0])}): this one's report would pool them with its own",
             hint=f"name a new --out, or remove {one_line(out / 'arms')} and {one_line(out / 'warm-up')} first",
         )
 
@@ -239,16 +312,20 @@ def add_options(m: argparse.ArgumentParser) -> None:
         "--runs",
         type=options.whole(1, options.RUNS_MAX),
         default=5,
-        help="runs of each arm, with --compare-without (default: %(default)s)",
+        help="runs of each arm, with --compare-without or --try-port (default: %(default)s)",
     )
-    m.add_argument("--aa", action="store_true", help="with --compare-without: an A/A arm, the fork again (the floor)")
+    m.add_argument(
+        "--aa", action="store_true", help="with --compare-without or --try-port: an A/A arm, the fork again (the floor)"
+    )
     m.add_argument(
         "--aa-runs",
         type=options.whole(2, options.RUNS_MAX),
         metavar="K",
         help="with --aa: the A/A arm's runs, in K of the rounds spread from the first (default: every round)",
     )
-    m.add_argument("--no-warm-up", action="store_true", help="with --compare-without: no untimed first run per build")
+    m.add_argument(
+        "--no-warm-up", action="store_true", help="with --compare-without or --try-port: no untimed first run per build"
+    )
     m.add_argument(
         "--unbaked",
         action="store_true",
@@ -272,5 +349,5 @@ def add_options(m: argparse.ArgumentParser) -> None:
         "--base-site",
         type=Path,
         metavar="SITE",
-        help="with --compare-without --host: the site folder holding the base vLLM release's install",
+        help="with --compare-without or --try-port, and --host: the site folder holding the base release's install",
     )
