@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ci.common import options
 from ci.common.tables import counted
-from ci.report import commands as report_commands
+from ci.report import report_verb
 from ci.report.write import OUTPUTS, render, write_atomic
 from ci.run import execute
 from ci.stack.model import Stack
@@ -56,7 +56,7 @@ def rendered(folder: Path) -> dict[str, bytes]:
 
     argv = argv_of(folder)
     args = parser().parse_args(argv)
-    if args.func is not report_commands.cmd_report:
+    if args.func is not report_verb.cmd_report:
         raise ValueError(f"{folder / 'report.json'}: generator.argv is {argv[:1]}, not a `report` command")
     args.no_history, args.history = True, None  # committed evidence is its JUnit's rendering alone, every time
     if Path(args.out).resolve() != folder.resolve():
@@ -71,7 +71,7 @@ def _rendered(folder: Path, argv: list[str], args: argparse.Namespace) -> dict[s
     before = os.environ.get(execute.ENV_MODEL_CACHE)
     os.environ[execute.ENV_MODEL_CACHE] = str(folder / "no-model-cache")
     try:
-        return render(report_commands.from_args(args, argv))
+        return render(report_verb.from_args(args, argv))
     finally:
         if before is None:
             del os.environ[execute.ENV_MODEL_CACHE]

@@ -21,8 +21,7 @@ from ci.common import contract, options
 from ci.common.errors import NOTHING_RAN, StackgateError, UsageError
 from ci.common.tables import counted
 from ci.images import build, verify
-from ci.run import commands as run_commands
-from ci.run import execute, exit_status, host, run_spec
+from ci.run import execute, exit_status, host, run_spec, run_verb
 from ci.run.schedule import dispatch
 from ci.stack import loader, plan
 from ci.stack.model import Stack, Target
@@ -197,7 +196,7 @@ def main(args: argparse.Namespace) -> int:
                 use_host=use_host,
                 timeout_s=args.timeout,
                 fork=bundles[target.id],
-                schedule=run_commands.schedule(args, target),
+                schedule=run_verb.schedule(args, target),
                 deadline_at=deadline_at,
                 planned=runs,
                 caches=args.caches,
@@ -237,7 +236,7 @@ def _narrowed(p: plan.Plan, args: argparse.Namespace, targets: list[Target]) -> 
         return p
     where = f"{','.join(t.id for t in targets)}/{','.join(args.suite) or '*'}"
     chosen = p.select(targets=[t.id for t in targets], suites=args.suite).pick(args.rows, where=where)
-    picked = {r.id for r in run_commands.baked_only(chosen, args)}
+    picked = {r.id for r in run_verb.baked_only(chosen, args)}
     return plan.Plan(tuple(r for r in p.rows if r.id in picked), ())
 
 
@@ -257,7 +256,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     options.add_history(m, "history.sqlite in --out: out/history.sqlite")
     m.add_argument("--host", action="store_true", help="no docker: run the suites on this host's Python")
-    run_commands.add_caches_options(
+    run_verb.add_caches_options(
         m, "with --host: install a bake artefact (ci bake TARGET --host --out DIR) before the rows run"
     )
     options.add_fork(m, switch=True)
@@ -268,7 +267,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=options.DEFAULT_TIMEOUT_S,
         help="seconds per test item (default: %(default)s)",
     )
-    run_commands.add_schedule_options(m)
+    run_verb.add_schedule_options(m)
     from ci.arms import compare_without, try_port
 
     compare_without.add_options(m)

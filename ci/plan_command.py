@@ -1,4 +1,4 @@
-"""`python -m ci plan`: the matrix of rows; with `--fork`, the rows the fork under test can run (ci.fork.planned sets
+"""`python -m ci plan`: the matrix of rows; with `--fork`, the rows the fork under test can run (ci.fork.fork_plan sets
 apart those of changes it lacks); with `--estimate`, in place of the rows, the projected wall time of the bake and the
 run of each target's rows on N GPUs, from the last measured costs (ci.run.schedule.estimate)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from ci.common import options, tables
 from ci.common.errors import UsageError
 from ci.fork import source
-from ci.fork.planned import split
+from ci.fork.fork_plan import split
 from ci.run.schedule import costs, estimate
 from ci.stack import loader, plan
 from ci.stack.model import Stack

@@ -56,11 +56,11 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
     """The fork (or none) the run judges, checked against each target before any work."""
     if not scope.wanted(st, args):
         return Subject(stock=bool(getattr(args, "stock", False)))
-    from ci.fork import planned, source
+    from ci.fork import fork_plan, source
 
     named = bool(args.fork or args.without)
     fork = source.from_command(st, args)
-    judged_on = planned.judged_on(st, p)
+    judged_on = fork_plan.judged_on(st, p)
     over = []
     for target in targets:
         if target.id not in judged_on and not named:
@@ -104,9 +104,9 @@ def runs(p: plan.Plan, subject: Subject, args: argparse.Namespace) -> tuple[plan
     scheduled: the report lists them as not run, with the reason)."""
     if subject.fork is None:
         return p, []
-    from ci.fork import planned
+    from ci.fork import fork_plan
 
-    parts = planned.split(p, subject.fork, args.without)
+    parts = fork_plan.split(p, subject.fork, args.without)
     asked = parts.absent.select(targets=args.target or (), suites=args.suite or ())  # what the report covers
     for (target, suite), n in Counter((r.target, r.suite) for r in asked.rows).items():
         print(f"not scheduled: {counted(n, 'row')} of {target}/{suite}, their change absent in the fork", flush=True)
@@ -117,10 +117,10 @@ def bundle(st: Stack, target: Target, subject: Subject, args: argparse.Namespace
     """The fork's bundle for the target's image, where its rows run here (else nothing is built)."""
     if not subject.takes(target) or not host.present(target):
         return None
-    from ci.images import commands as image_commands
+    from ci.images import image_verbs
 
     assert subject.fork is not None
     without = ["--without", args.without] if args.without else []
     print(f"\n== {escape.command(['python', '-m', 'ci', 'fork', 'bundle', *without])}", flush=True)
     name = "fork.tar.gz" if not args.without else f"without-{args.without}.tar.gz"
-    return image_commands.fork_bundle(st, target, subject.fork, args.without, args.out / "fork" / target.id / name)
+    return image_verbs.fork_bundle(st, target, subject.fork, args.without, args.out / "fork" / target.id / name)

@@ -27,7 +27,7 @@ from report_helpers import write_rows
 from ci.buildkite import steps as bk_steps
 from ci.cli import main
 from ci.common.errors import UsageError
-from ci.fork import ablate, bundle, planned, site, source
+from ci.fork import ablate, bundle, fork_plan, site, source
 from ci.stack import loader
 from ci.upstream.checkout import Checkout
 
@@ -106,7 +106,7 @@ def _base_site(root: Path) -> Path:
 
 
 def _recorded(site_dir: Path) -> tuple[tuple[str, str], ...]:
-    """What a row run on this build records (suites/engine/evidence.py): the fork build's properties."""
+    """What a row run on this build records (suites/engine/row_record.py): the fork build's properties."""
     probe = [sys.executable, "-m", "harness.vllm_build", str(site_dir / "vllm")]
     seen = json.loads(subprocess.run(probe, cwd=REPO / "suites", capture_output=True, text=True, check=True).stdout)
     fork = seen["fork"]
@@ -281,7 +281,7 @@ def test_the_pipeline_builds_the_forks_image_and_each_ablation(world, tmp_path):
     report = " ".join(by_key["report"]["commands"])
     assert "--compare results-without-48407" in report and "--label fork --label without-48407" in report
     assert "results/fork-absent/*/not-run.json" in report
-    assert bk_steps.ABSENT == planned.ABSENT
+    assert bk_steps.ABSENT == fork_plan.ABSENT
 
 
 def test_the_pipeline_runs_the_timing_protocol_on_one_agent_per_target(world, tmp_path):

@@ -155,7 +155,7 @@ def test_a_warm_run_runs_the_rows_own_test_off_the_record(tmp_path: Path) -> Non
     xml = JUnitXml.fromfile(str(tmp_path / "r" / "junit-cpu-selftest-0.xml"))
     assert {p.name: p.value for s in xml for p in s.properties()}["stackgate.caches"] == "aot"  # a plain host run
     own_log = tmp_path / "the-callers-jit.jsonl"
-    code = ("import os, sys; from harness.rows import load; from harness.warmup import run_row_test; "
+    code = ("import os, sys; from harness.rows import load; from harness.warm_run import run_row_test; "
             "row = load(os.environ['STACKGATE_ROWS']).rows[0]; sys.exit(run_row_test(row))")  # fmt: skip
     suites = REPO / "suites"
     env.update({"PYTHONPATH": str(suites), "STACKGATE_ROWS": str(tmp_path / "r" / "rows.json"),

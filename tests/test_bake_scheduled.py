@@ -272,7 +272,7 @@ def warm_group(rows):
 
 
 def test_the_image_bakes_warm_up_runs_each_group_of_rows_in_one_process(tmp_path: Path, stack_copy: Path) -> None:
-    """The image bake (`python -m harness.warmup` in the container) warms the rows of a model and change in one
+    """The image bake (`python -m harness.warm_run` in the container) warms the rows of a model and change in one
     process, through the suite's warm_group hook, a line per group with the time left."""
     from dataclasses import replace
 
@@ -289,7 +289,7 @@ def test_the_image_bakes_warm_up_runs_each_group_of_rows_in_one_process(tmp_path
     (tmp_path / "standin" / "warmup.py").write_text(HOOK)
     log = tmp_path / "log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO / "suites")]), "STANDIN_LOG": str(log)}
-    done = subprocess.run([sys.executable, "-m", "harness.warmup", "--rows", str(path)], cwd=tmp_path, env=env,
+    done = subprocess.run([sys.executable, "-m", "harness.warm_run", "--rows", str(path)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line.split() for line in log.read_text().splitlines()]

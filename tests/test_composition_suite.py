@@ -232,7 +232,7 @@ Current thread 0x00007f04 (most recent call first):
 
 def test_stopping_a_multi_process_engine_does_not_hang_on_its_message_queues(tmp_path):
     """vLLM 0.26.0's TP engine leaves ZeroMQ sockets with unsent messages in a reference cycle (its message queues
-    to dead workers); collected, their context's term() waits forever. `engines.stop` must return anyway."""
+    to dead workers); collected, their context's term() waits forever. `in_process.stop` must return anyway."""
     pytest.importorskip("zmq")
     child = tmp_path / "child.py"
     child.write_text(
@@ -243,7 +243,7 @@ def test_stopping_a_multi_process_engine_does_not_hang_on_its_message_queues(tmp
         parallel_state.cleanup_dist_env_and_memory = lambda: None
         sys.modules.update({{"vllm": types.ModuleType("vllm"), "vllm.distributed": types.ModuleType("vllm.distributed"),
                             "vllm.distributed.parallel_state": parallel_state}})
-        from engine import engines
+        from engine import in_process
 
         class MessageQueue:  # shm_broadcast.MessageQueue's shape: own context, XPUB socket, never closed
             def __init__(self):
@@ -267,7 +267,7 @@ def test_stopping_a_multi_process_engine_does_not_hang_on_its_message_queues(tmp
 
         core = Core()
         llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(engine_core=core))
-        engines.stop(engines.Engine(llm=llm, ready_s=0.0))
+        in_process.stop(in_process.Engine(llm=llm, ready_s=0.0))
         print("stopped")
         """)
     )
@@ -276,5 +276,5 @@ def test_stopping_a_multi_process_engine_does_not_hang_on_its_message_queues(tmp
     try:
         done = subprocess.run([sys.executable, str(child)], capture_output=True, text=True, timeout=30)
     except subprocess.TimeoutExpired:
-        pytest.fail("engines.stop hung collecting a ZeroMQ context with unsent messages")
+        pytest.fail("in_process.stop hung collecting a ZeroMQ context with unsent messages")
     assert done.returncode == 0 and "stopped" in done.stdout, done.stderr

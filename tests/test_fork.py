@@ -343,21 +343,21 @@ def test_bundles_of_two_fork_commits_are_refused_before_anything_is_built(
 ) -> None:
     """`ci main --compare-without X --bundles DIR` compares X alone: the fork's bundle and the one without X must come
     from one fork commit over one base, and the fork's must hold X; else each differing commit would be timed too."""
-    from ci.fork import bundle_pair, commands
+    from ci.fork import bundle_pair, fork_verbs
 
     repo, ids = fork_repo
     repo.git("branch", "older", ids["46514"])
     repo.git("branch", "before", ids["48407"])  # #46849 not yet ported
     mixed, same, lacking = tmp_path / "mixed", tmp_path / "same", tmp_path / "lacking"
     st = loader.load(_stack(stack_copy, repo, ids))
-    commands.make_bundle(st, source.open_fork(st), mixed / "fork.tar.gz", None)
-    commands.make_bundle(st, source.open_fork(st), same / "fork.tar.gz", None)
-    commands.make_bundle(st, source.open_fork(st), same / "without-46849.tar.gz", "46849")
-    commands.make_bundle(st, source.open_fork(st), lacking / "without-46849.tar.gz", "46849")
+    fork_verbs.make_bundle(st, source.open_fork(st), mixed / "fork.tar.gz", None)
+    fork_verbs.make_bundle(st, source.open_fork(st), same / "fork.tar.gz", None)
+    fork_verbs.make_bundle(st, source.open_fork(st), same / "without-46849.tar.gz", "46849")
+    fork_verbs.make_bundle(st, source.open_fork(st), lacking / "without-46849.tar.gz", "46849")
     st = loader.load(_stack(stack_copy, repo, ids, ref="older"))
-    commands.make_bundle(st, source.open_fork(st), mixed / "without-46849.tar.gz", "46849")
+    fork_verbs.make_bundle(st, source.open_fork(st), mixed / "without-46849.tar.gz", "46849")
     st = loader.load(_stack(stack_copy, repo, ids, ref="before"))
-    commands.make_bundle(st, source.open_fork(st), lacking / "fork.tar.gz", None)
+    fork_verbs.make_bundle(st, source.open_fork(st), lacking / "fork.tar.gz", None)
 
     assert bundle_pair.paired(same, "46849") == {
         "fork": same / "fork.tar.gz",

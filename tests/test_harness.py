@@ -57,7 +57,7 @@ def _run(
 JIT_SUITE = """\
 import subprocess, sys
 import pytest
-from harness import jit
+from harness import jit_seen
 
 def _compile_elsewhere(name):
     # a compile in another process, as in vLLM's EngineCore: the window must still see it
@@ -70,7 +70,7 @@ def test_compiles(row):
 @pytest.mark.track("t1")
 def test_expects_aot(row, jit_window):
     _compile_elsewhere("late_kernel")
-    jit.expect_aot(jit_window.seen(), row.id)
+    jit_seen.expect_aot(jit_window.seen(), row.id)
 
 def test_plain():
     pass
@@ -202,10 +202,10 @@ def test_hardware_absent_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_selftest_error_metric_is_real() -> None:
     """The selftest's tolerance can fail: its float32 path differs measurably from the float64 reference."""
-    from selftest import workload
+    from selftest import exp_mean
 
-    xs = workload.inputs(4096, 2)
-    err = workload.max_abs_err(xs, workload.run(xs))
+    xs = exp_mean.inputs(4096, 2)
+    err = exp_mean.max_abs_err(xs, exp_mean.run(xs))
     assert 0 < err < 1e-6
 
 

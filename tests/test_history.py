@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ci.common.errors import UsageError
-from ci.history import join, past, schema, store
+from ci.history import join, past, sql_schema, store
 from ci.history.record import Build, Judged, Run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -155,7 +155,7 @@ def _version_1(path: Path) -> None:
     """A history as version 1 wrote it: builds and runs, no build ids per run."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN")
-    schema.create(conn, version=1)
+    sql_schema.create(conn, version=1)
     for n, commit in ((1, "aaaaaaa1"), (2, "bbbbbbb2")):
         conn.execute(
             "INSERT INTO build (key, at, branch, fork_commit, stack, vllm, images, number, url) "
@@ -167,7 +167,7 @@ def _version_1(path: Path) -> None:
     conn.execute("INSERT INTO metric_name (name, unit) VALUES ('warm_request_ms', 'ms')")
     for n in (1, 2):
         conn.execute("INSERT INTO run (build, row, status, metrics) VALUES (?, 1, ?, ?)",
-                     (n, n - 1, schema.pack([(1, 40.0 + n)])))  # fmt: skip
+                     (n, n - 1, sql_schema.pack([(1, 40.0 + n)])))  # fmt: skip
         conn.execute("INSERT INTO run (build, row, status, metrics) VALUES (?, 2, 0, ?)", (n, b""))
     conn.execute("COMMIT")
     conn.close()
@@ -187,7 +187,7 @@ def test_a_version_1_history_migrates_to_version_2_with_each_runs_build_ids(tmp_
     assert [s.image for s in got.runs["selftest.cpu.x.00000000"]] == ["", ""]  # no image recorded for its target
     assert store.migrate(history) == 1
     conn = sqlite3.connect(history)
-    assert conn.execute("PRAGMA user_version").fetchone() == (schema.VERSION,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (sql_schema.VERSION,)
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
     store.append(history, build(3))
@@ -202,7 +202,7 @@ def test_a_migration_that_fails_leaves_the_file_at_its_version(tmp_path: Path, m
         conn.execute("CREATE TABLE ident (id INTEGER PRIMARY KEY, text TEXT)")
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setitem(schema.MIGRATIONS, 1, broken)
+    monkeypatch.setitem(sql_schema.MIGRATIONS, 1, broken)
     with pytest.raises(Exception, match="cannot write the history"):
         store.append(history, build(3))
     conn = sqlite3.connect(history)
@@ -235,7 +235,7 @@ def test_a_file_that_is_no_history_of_ours_is_refused_and_left_as_it_was(tmp_pat
 def _newer(path: Path) -> None:
     store.append(path, build(1))
     conn = sqlite3.connect(path)
-    conn.execute(f"PRAGMA user_version = {schema.VERSION + 1}")
+    conn.execute(f"PRAGMA user_version = {sql_schema.VERSION + 1}")
     conn.commit()
     conn.close()
 
@@ -250,13 +250,13 @@ def _with_trigger(path: Path) -> None:
 
 def test_a_runs_metrics_keep_7_significant_digits_and_a_value_past_float32_whole() -> None:
     values = [(0, 1537.2), (1, 0.0), (2, 4.2e-9), (3, 1e300), (4, -2.5e-40), (5, 123456789.0)]
-    blob = schema.pack(values)
+    blob = sql_schema.pack(values)
     assert len(blob) == 4 * 6 + 2 * 10  # a float32 each, a float64 for the two out of its range
-    back = [(m, schema.shown(v)) for m, v in schema.unpack(blob)]
+    back = [(m, sql_schema.shown(v)) for m, v in sql_schema.unpack(blob)]
     assert back == [(0, 1537.2), (1, 0.0), (2, 4.2e-9), (3, 1e300), (4, -2.5e-40), (5, 123456800.0)]
-    assert schema.pack(schema.unpack(blob)) == blob  # read back and written again: the same bytes
+    assert sql_schema.pack(sql_schema.unpack(blob)) == blob  # read back and written again: the same bytes
     with pytest.raises(ValueError, match="ends inside a value"):
-        schema.unpack(blob[:-1])
+        sql_schema.unpack(blob[:-1])
 
 
 def test_a_history_joined_into_none_yet_becomes_its_checked_copy_at_the_current_schema(tmp_path: Path) -> None:
@@ -266,7 +266,7 @@ def test_a_history_joined_into_none_yet_becomes_its_checked_copy_at_the_current_
     assert join.merge(into, theirs) == 2
     assert keys(into) == ["results:1", "results:2"]
     conn = sqlite3.connect(into)
-    assert conn.execute("PRAGMA user_version").fetchone() == (schema.VERSION,)
+    assert conn.execute("PRAGMA user_version").fetchone() == (sql_schema.VERSION,)
     conn.close()
     (tmp_path / "garbage.sqlite").write_text("garbage " * 64)
     with pytest.raises(UsageError, match="not a readable stackgate history"):

@@ -1,5 +1,5 @@
-"""The rules a row is judged by across builds (ci/history/rules.py, with stack/flaky.yaml's numbers): quarantined as
-flaky at the rule's boundaries (runs, fail-rate band, window, one build's ids) and reinstated after its passes in a
+"""The rules a row is judged by across builds (ci/history/flaky_rules.py, with stack/flaky.yaml's numbers): quarantined
+as flaky at the rule's boundaries (runs, fail-rate band, window, one build's ids) and reinstated after its passes in a
 row; a failure new, new and unconfirmed, or confirmed on enough distinct commits; the bisect range; the trends."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from ci.history import rules, trends
+from ci.history import flaky_rules, trends
 from ci.history.record import Seen
 from ci.stack import loader
 from ci.stack.flaky import Quarantine
@@ -44,7 +44,7 @@ def test_the_stack_states_vllm_cis_rule() -> None:
 
 @pytest.mark.parametrize(("outcomes", "quarantined"), [("pfpf", False), ("pfpfp", True)], ids=["4-runs", "5-runs"])
 def test_quarantine_needs_the_least_number_of_runs(outcomes: str, quarantined: bool) -> None:
-    assert rules.flakiness(runs(outcomes), AT, RULE).quarantined is quarantined
+    assert flaky_rules.flakiness(runs(outcomes), AT, RULE).quarantined is quarantined
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_quarantine_needs_the_least_number_of_runs(outcomes: str, quarantined: b
     ids=["20%", "10%-counted", "1-of-11", "90%-counted", "10-of-11"],
 )
 def test_the_fail_rate_band_counts_both_ends(outcomes: str, quarantined: bool, rate: float) -> None:
-    found = rules.flakiness(runs(outcomes), AT, RULE)
+    found = flaky_rules.flakiness(runs(outcomes), AT, RULE)
     assert found.rate == pytest.approx(rate)
     assert found.quarantined is quarantined
 
@@ -68,8 +68,8 @@ def test_a_run_exactly_window_days_old_counts_and_one_a_second_older_does_not() 
     window = timedelta(days=RULE.window_days)
     base = runs("fpfpp")  # the oldest run failed
 
-    def judged(oldest_at: datetime) -> rules.Flakiness:
-        return rules.flakiness([replace(base[0], at=oldest_at), *base[1:]], AT, RULE)
+    def judged(oldest_at: datetime) -> flaky_rules.Flakiness:
+        return flaky_rules.flakiness([replace(base[0], at=oldest_at), *base[1:]], AT, RULE)
 
     on_edge, past_edge = judged(AT - window), judged(AT - window - timedelta(seconds=1))
     assert (on_edge.runs, on_edge.fails, on_edge.quarantined) == (5, 2, True)
@@ -79,18 +79,18 @@ def test_a_run_exactly_window_days_old_counts_and_one_a_second_older_does_not() 
 def test_a_row_that_failed_only_on_other_build_ids_is_not_flaky_it_broke() -> None:
     passed = runs("ppp", commit="aaaaaaa1")
     failed = [replace(s, build=s.build + 3) for s in runs("ff", commit="bbbbbbb2")]
-    found = rules.flakiness([*passed, *failed], AT, RULE)
+    found = flaky_rules.flakiness([*passed, *failed], AT, RULE)
     assert (found.runs, found.fails, found.both_on, found.quarantined) == (5, 2, None, False)
 
 
 def test_a_conflict_is_a_pass_and_a_failure_on_one_builds_ids() -> None:
-    found = rules.flakiness(runs("pppcp", commit="aaaaaaa1", image=""), AT, RULE)
+    found = flaky_rules.flakiness(runs("pppcp", commit="aaaaaaa1", image=""), AT, RULE)
     assert found.both_on == ("", "aaaaaaa1") and found.fails == 1 and found.quarantined
     assert "passed and failed on one build (commit aaaaaaa1)" in found.words()
 
 
 def test_skips_are_no_runs() -> None:
-    assert rules.flakiness(runs("pfsss"), AT, RULE).runs == 2
+    assert flaky_rules.flakiness(runs("pfsss"), AT, RULE).runs == 2
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_skips_are_no_runs() -> None:
     ids=["4-passes", "5-passes", "fails-again"],
 )
 def test_passes_in_a_row_reinstate_a_quarantined_row(outcomes: str, quarantined: bool, reinstated: bool) -> None:
-    found = rules.flakiness(runs(outcomes, step=timedelta(hours=12)), AT, RULE)
+    found = flaky_rules.flakiness(runs(outcomes, step=timedelta(hours=12)), AT, RULE)
     assert (found.quarantined, found.reinstated) == (quarantined, reinstated)
 
 
@@ -124,40 +124,40 @@ def on(commits: str, outcomes: str) -> list[Seen]:
 
 
 def test_a_failure_after_a_pass_is_new_and_unconfirmed() -> None:
-    found = rules.failing(on("aab", "ppf"), confirm_on_commits=2)
+    found = flaky_rules.failing(on("aab", "ppf"), confirm_on_commits=2)
     assert (found.new, found.confirmed, found.builds, found.commits) == (True, False, 1, ("bbbbbbb0",))
     assert found.words() == "new since build 101 (passed there); seen on 1 fork commit: new, unconfirmed"
     assert found.bisect == ("aaaaaaa0", "bbbbbbb0")
 
 
 def test_a_failure_on_one_commit_stays_unconfirmed_however_many_builds() -> None:
-    found = rules.failing(on("abbbb", "pffff"), confirm_on_commits=2)
+    found = flaky_rules.failing(on("abbbb", "pffff"), confirm_on_commits=2)
     assert (found.new, found.confirmed, found.builds) == (False, False, 4)
     assert found.words() == "failing since build 101 (4 builds); seen on 1 fork commit: new, unconfirmed"
 
 
 def test_a_failure_seen_on_two_distinct_commits_is_confirmed() -> None:
-    found = rules.failing(on("abbc", "pfff"), confirm_on_commits=2)
+    found = flaky_rules.failing(on("abbc", "pfff"), confirm_on_commits=2)
     assert found.confirmed and found.commits == ("bbbbbbb0", "ccccccc0")
     assert found.words() == "failing since build 101 (3 builds); seen on 2 fork commits"
-    assert rules.failing(on("abbc", "pfff"), confirm_on_commits=3).confirmed is False
+    assert flaky_rules.failing(on("abbc", "pfff"), confirm_on_commits=3).confirmed is False
 
 
 def test_skipped_runs_neither_break_nor_lengthen_a_streak() -> None:
-    found = rules.failing(on("abbbc", "pfsff"), confirm_on_commits=2)
+    found = flaky_rules.failing(on("abbbc", "pfsff"), confirm_on_commits=2)
     assert (found.builds, found.since.number, found.last_pass.number) == (3, 101, 100)
 
 
 def test_no_bisect_range_where_the_pass_and_the_failure_ran_one_commit() -> None:
-    assert rules.failing(on("aaa", "pff"), confirm_on_commits=2).bisect is None
-    found = rules.failing(on("aa", "ff"), confirm_on_commits=2)
+    assert flaky_rules.failing(on("aaa", "pff"), confirm_on_commits=2).bisect is None
+    found = flaky_rules.failing(on("aa", "ff"), confirm_on_commits=2)
     assert found.last_pass is None and found.bisect is None
     assert found.words().startswith("failing since build 100 (2 builds)")
 
 
 def test_a_first_run_that_fails_is_new() -> None:
-    assert rules.failing(on("a", "f"), 2).words() == "new: its first run on this branch in the history; seen on 1 " \
-        "fork commit: new, unconfirmed"  # fmt: skip
+    said = flaky_rules.failing(on("a", "f"), 2).words()
+    assert said == "new: its first run on this branch in the history; seen on 1 fork commit: new, unconfirmed"
 
 
 def _metric_runs(values: list[tuple[float, str]], days: list[float]) -> list[Seen]:

@@ -40,9 +40,9 @@ def test_a_line_break_of_any_kind_in_a_pipeline_value_is_refused(flag: str, brk:
 def test_the_pipeline_writes_no_value_into_a_comment_unescaped(monkeypatch, tmp_path: Path, capsys) -> None:
     """Past the guard (a value it never saw), the header comment still holds the value on its one line: YAML parses
     the upload as steps alone, and the comment pasted into bash runs nothing."""
-    from ci.buildkite import commands
+    from ci.buildkite import pipeline_verb
 
-    monkeypatch.setattr(commands, "_plain", lambda flag, value: None)
+    monkeypatch.setattr(pipeline_verb, "_plain", lambda flag, value: None)
     value = "r.json\n>pwned\u2028env:\u2028  LD_PRELOAD: /tmp/x.so\x85>pwned2\u2029x"
     assert cli.main(["pipeline", "--one-agent", "--target", "cpu", "--baseline", value]) == 0
     out = capsys.readouterr().out

@@ -38,11 +38,11 @@ def test_ctrl_c_to_the_group_at_any_moment_of_a_host_run_prints_no_traceback(del
 PACK = """
 import sys, time
 from pathlib import Path
-from ci.run import bake
+from ci.run import bake_verb
 from ci.stack import loader
 target = loader.load().targets["cpu"]
 print("packing", flush=True)
-sys.exit(bake._packed(target, Path(sys.argv[1]), "warm", {}, time.monotonic(), {}, rows={}))
+sys.exit(bake_verb._packed(target, Path(sys.argv[1]), "warm", {}, time.monotonic(), {}, rows={}))
 """
 
 
@@ -77,7 +77,7 @@ def test_a_stop_while_packing_a_bake_leaves_no_temporary_file_and_says_so(
 
 def test_a_full_disk_while_packing_a_bake_is_exit_3_naming_it(warm_root: Path, tmp_path: Path) -> None:
     from ci.common.errors import BuildError
-    from ci.run import bake
+    from ci.run import bake_verb
     from ci.stack import loader
 
     disk = tmp_path / "disk"
@@ -87,7 +87,7 @@ def test_a_full_disk_while_packing_a_bake_is_exit_3_naming_it(warm_root: Path, t
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     try:
         with pytest.raises(BuildError) as err:
-            bake._packed(loader.load().targets["cpu"], disk / "out", "warm", {}, time.monotonic(), {}, rows={})
+            bake_verb._packed(loader.load().targets["cpu"], disk / "out", "warm", {}, time.monotonic(), {}, rows={})
         assert "No space left on device (ENOSPC)" in err.value.message and err.value.exit_code == 3
         assert "--resume" in err.value.hint
         assert list((disk / "out").iterdir()) == []

@@ -111,7 +111,7 @@ def test_every_process_starts_with_one_ptxas_pinned(tmp_path: Path, preset: str 
 def test_named_kernels_account_for_the_count(monkeypatch):
     """Seven compiles of six kernels: the second specialization is named with its count, not folded away."""
     monkeypatch.syspath_prepend(str(_PATH.parent.parent))
-    jit = importlib.import_module("harness.jit")
+    jit = importlib.import_module("harness.jit_seen")
     names = ["a", "b", "a", "c", "d", "e", "f"]
     seen = jit.Seen(compiles=7, kernels=tuple(dict.fromkeys(names)), cache_new_files=(),
                     events=tuple({"kernel": k} for k in names))  # fmt: skip

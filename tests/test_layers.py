@@ -20,7 +20,7 @@ ON_TOP = {
 }  # fmt: skip
 # What a module on top may import beyond the shared ones, where it is held to less than every stage: the
 # pipeline is made from the plan and gates on the report's verdicts; it never builds, runs or reads JUnit.
-# With --fork the plan is the fork's (ci.fork.planned: what its history holds, from git), still never a build.
+# With --fork the plan is the fork's (ci.fork.fork_plan: what its history holds, from git), still never a build.
 # Its report step carries the history from build to build (ci.buildkite.history): it may join histories (ci.history).
 TOP_MAY_IMPORT = {"ci.buildkite": ("stack", "upstream", "fork", "results", "history", "report", "top:ci.buildkite")}
 
@@ -211,7 +211,7 @@ def _one_word_apart(a: str, b: str) -> bool:
 
 
 def _alike(a: str, b: str) -> bool:
-    return _one_letter_apart(a, b) or _one_word_apart(a, b)
+    return a == b or _one_letter_apart(a, b) or _one_word_apart(a, b)
 
 
 @pytest.mark.parametrize(("a", "b", "alike"), [
@@ -219,6 +219,7 @@ def _alike(a: str, b: str) -> bool:
     ("criterion", "criteria", True), ("fork", "forked", True), ("build", "buildable", True),
     ("bundle", "bundle_read", False), ("port_why", "port_make", False), ("comparison", "comparison_json", False),
     ("run", "runs", True), ("plan", "planned", True), ("state", "stats", True), ("merge", "metrics", False),
+    ("bake", "bake", True), ("dp", "dp", True), ("bake", "make", True), ("startup", "start_log", False),
 ])  # fmt: skip
 def test_names_alike_are_the_ones_a_newcomer_would_mix_up(a: str, b: str, alike: bool) -> None:
     assert _alike(a, b) is alike
@@ -232,3 +233,20 @@ def test_no_two_module_names_in_a_package_differ_by_one_letter_or_one_word_form(
     names = sorted(p.stem if p.is_file() else p.name for p in package.iterdir()
                    if (p.suffix == ".py" or (p / "__init__.py").is_file()) and not p.name.startswith("__"))  # fmt: skip
     assert [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if _alike(a, b)] == []
+
+
+def _named_by_a_tool(path: Path) -> bool:
+    """A name another program looks the module up by, so every folder that has one spells it alike: pytest's
+    `conftest.py`, and a suite's warm-up hook `<suite>/warmup.py` (suites/harness/warm_run.py imports `<suite>.warmup`;
+    a suite is a folder of `test_*.py`)."""
+    return path.name == "conftest.py" or (path.name == "warmup.py" and any(path.parent.glob("test_*.py")))
+
+
+def test_no_two_modules_anywhere_in_ci_or_suites_differ_by_one_letter_or_one_word_form() -> None:
+    """Across packages too: a newcomer looking a module up by its name had `bake.py` twice, a `commands.py` in every
+    stage, `plan` beside `planned` and `planning`, `git` beside `jit`. Module stems, `__init__` aside."""
+    modules = sorted(
+        p for root in (CI, SUITES) for p in root.rglob("*.py") if p.stem != "__init__" and not _named_by_a_tool(p)
+    )
+    named = [(p.stem, str(p.relative_to(CI.parent))) for p in modules]
+    assert [(a, b) for i, (x, a) in enumerate(named) for y, b in named[i + 1 :] if _alike(x, y)] == []

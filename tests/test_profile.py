@@ -111,28 +111,28 @@ def test_frames_traced_during_any_timed_request_are_kept_profiled_or_not(monkeyp
 def test_what_the_cold_request_compiled_and_traced_is_named_with_its_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """The row counted 7 compiles and a trace after ready: the first request's excess over warm names them, each with
     its own seconds, so the cold/warm criterion no longer leaves them "not named"."""
-    from engine import engines
-    from harness import jit
+    from engine import in_process
+    from harness import jit_seen
 
     events = tuple({"kernel": k, "time_s": s} for k, s in (("eagle_step", 0.25), ("rejection", 0.125)))
-    seen = jit.Seen(compiles=2, kernels=("eagle_step", "rejection"), cache_new_files=(), events=events)
+    seen = jit_seen.Seen(compiles=2, kernels=("eagle_step", "rejection"), cache_new_files=(), events=events)
     frame = {"site": "vllm/v1/spec_decode/utils.py:565:update", "s": 0.36}
 
     class Window:
-        def seen(self) -> jit.Seen:
+        def seen(self) -> jit_seen.Seen:
             return seen
 
     def generate(*_: object) -> list[str]:
         profile._traced_in_requests.append(frame)  # as profile.request keeps a frame Dynamo traced in the request
         return ["out"]
 
-    monkeypatch.setattr(jit, "Window", Window)
-    monkeypatch.setattr(engines, "generate", generate)
-    monkeypatch.setattr(engines, "cuda_sync", lambda: None)
+    monkeypatch.setattr(jit_seen, "Window", Window)
+    monkeypatch.setattr(in_process, "generate", generate)
+    monkeypatch.setattr(in_process, "cuda_sync", lambda: None)
     profile.next_row()
-    engines.timed_ms(object(), [], None, profile="warm")  # a warm request's compiles are not the first request's
+    in_process.timed_ms(object(), [], None, profile="warm")  # a warm request's compiles are not the first request's
     assert profile.describe_first_calls() == ""
-    engines.timed_ms(object(), [], None, profile="cold")
+    in_process.timed_ms(object(), [], None, profile="cold")
     named = profile.describe_first_calls().split("; ")
     assert named == [
         "torch.compile trace of vllm/v1/spec_decode/utils.py:565:update (360 ms)",

@@ -328,12 +328,12 @@ def test_ci_main_runs_the_rows_named_on_stand_in_gpus_and_reports_those_rows(tmp
 
 @pytest.mark.parametrize("given", [["--gpus", "0"], ["--deadline", "60"]])
 def test_schedule_options_ask_for_the_schedule(given: list[str], tmp_path: Path) -> None:
-    from ci.run import commands
+    from ci.run import run_verb
 
     args = cli.parser().parse_args(["run", "cpu", "selftest", *given, "--out", str(tmp_path)])
-    assert commands.schedule(args, STACK.targets["cpu"]) is not None
+    assert run_verb.schedule(args, STACK.targets["cpu"]) is not None
     plain = cli.parser().parse_args(["run", "cpu", "selftest", "--out", str(tmp_path)])
-    assert commands.schedule(plain, STACK.targets["cpu"]) is None
+    assert run_verb.schedule(plain, STACK.targets["cpu"]) is None
 
 
 def test_rows_side_by_side_each_write_their_own_jit_log(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Rows sharing one process (harness.shared), on this machine's CPU: the group runs in one child, each row keeps its
 own result, log and JIT count, and a crash or hang fails that row alone while the rest run each in its own process.
-The engines a shared process keeps (engine.engines) and the cold figures its later rows report (engine.evidence)."""
+The engines a shared process keeps (engine.in_process) and the cold figures its later rows report
+(engine.row_record)."""
 
 from __future__ import annotations
 
@@ -135,46 +136,46 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_a_shared_process_keeps_two_engines_and_builds_each_once(engine_pkg, fake_vllm) -> None:
-    from engine import engines
+    from engine import in_process
 
     main, ref = {"model": "m", "spec": 3}, {"model": "m"}
-    first = engines.start(main, share=True)
-    engines.stop(first)  # a shared engine stays for the next row
-    again = engines.start(dict(reversed(list(main.items()))), share=True)
+    first = in_process.start(main, share=True)
+    in_process.stop(first)  # a shared engine stays for the next row
+    again = in_process.start(dict(reversed(list(main.items()))), share=True)
     assert again.llm is first.llm and again.reused and not first.reused and FakeLLM.shut == []
-    reference = engines.start(ref, share=True)
-    assert engines.start(ref, share=True).llm is reference.llm and len(FakeLLM.built) == 2
+    reference = in_process.start(ref, share=True)
+    assert in_process.start(ref, share=True).llm is reference.llm and len(FakeLLM.built) == 2
     kept = [first.llm, reference.llm]
-    engines.start({"model": "other"}, share=True)  # a third: every kept engine goes first, then one cleanup
+    in_process.start({"model": "other"}, share=True)  # a third: every kept engine goes first, then one cleanup
     assert FakeLLM.shut == kept and fake_vllm == [1] and len(FakeLLM.built) == 3
-    patched = engines.start(main)  # not shared (built under a patch): nothing kept lives beside it
+    patched = in_process.start(main)  # not shared (built under a patch): nothing kept lives beside it
     assert len(FakeLLM.shut) == 3 and not patched.shared and fake_vllm == [1, 1]
     llm = patched.llm
-    engines.stop(patched)
+    in_process.stop(patched)
     assert FakeLLM.shut[-1] is llm and fake_vllm == [1, 1, 1]
 
 
 def test_without_a_shared_process_share_changes_nothing(engine_pkg, fake_vllm, monkeypatch) -> None:
-    from engine import engines
+    from engine import in_process
 
     monkeypatch.delenv("STACKGATE_SHARE_ENGINES")
-    a = engines.start({"model": "m"}, share=True)
-    b = engines.start({"model": "m"}, share=True)
+    a = in_process.start({"model": "m"}, share=True)
+    b = in_process.start({"model": "m"}, share=True)
     assert a.llm is not b.llm and not a.shared
     llm = a.llm
-    engines.stop(a)
+    in_process.stop(a)
     assert FakeLLM.shut == [llm]
 
 
 def test_later_rows_of_a_shared_process_report_the_first_rows_cold_timings(engine_pkg, monkeypatch) -> None:
-    from engine import evidence
+    from engine import row_record
 
     monkeypatch.setenv("STACKGATE_SHARE_ENGINES", "1")
-    monkeypatch.setattr(evidence, "record_measurement", lambda node, m: node.user_properties.append(m) or m)
+    monkeypatch.setattr(row_record, "record_measurement", lambda node, m: node.user_properties.append(m) or m)
 
-    def row_evidence(row_id: str) -> evidence.Evidence:
+    def row_evidence(row_id: str) -> row_record.Evidence:
         request = types.SimpleNamespace(node=types.SimpleNamespace(user_properties=[]))
-        return evidence.Evidence(request, types.SimpleNamespace(id=row_id))  # type: ignore[arg-type]
+        return row_record.Evidence(request, types.SimpleNamespace(id=row_id))  # type: ignore[arg-type]
 
     first, later = row_evidence("a.cpu.m.1"), row_evidence("b.cpu.m.2")
     first.metric("engine_ready_s", 10.0, "s", "cold")
@@ -193,18 +194,18 @@ def test_later_rows_of_a_shared_process_report_the_first_rows_cold_timings(engin
 
 
 def test_the_schedulers_budget_for_a_shared_job_is_what_the_engines_hold(engine_pkg) -> None:
-    from engine import config, engines
+    from engine import config, in_process
 
     from ci.run.schedule import packing as schedule
 
     assert config.DUMMY_KV_CACHE_BYTES == schedule.DUMMY_KV_GIB * 2**30
-    assert schedule.SHARED_JOB_GIB == schedule.DUMMY_ROW_GIB + (engines.SHARED_ENGINES - 1) * schedule.DUMMY_KV_GIB
+    assert schedule.SHARED_JOB_GIB == schedule.DUMMY_ROW_GIB + (in_process.SHARED_ENGINES - 1) * schedule.DUMMY_KV_GIB
 
 
 def test_a_batch_the_kv_cache_cannot_hold_at_once_fails_before_it_runs(engine_pkg) -> None:
     """A fixed KV budget too small for the row's batch would let its requests wait for each other: the row would
     time another workload than it names. The request fails first, naming what to raise."""
-    from engine import config, engines
+    from engine import config, in_process
 
     sent: list[int] = []
     cache = types.SimpleNamespace(num_gpu_blocks=16, block_size=16)  # 256 tokens
@@ -212,13 +213,13 @@ def test_a_batch_the_kv_cache_cannot_hold_at_once_fails_before_it_runs(engine_pk
         llm_engine=types.SimpleNamespace(vllm_config=types.SimpleNamespace(cache_config=cache)),
         generate=lambda prompts, params, use_tqdm: sent.append(len(prompts)) or [],
     )
-    engine = engines.Engine(llm=llm, ready_s=0.0)
+    engine = in_process.Engine(llm=llm, ready_s=0.0)
     params = types.SimpleNamespace(max_tokens=32)
-    engines.generate(engine, [{"prompt_token_ids": [1] * 96}] * 2, params)  # 2 x 8 blocks: fits exactly
+    in_process.generate(engine, [{"prompt_token_ids": [1] * 96}] * 2, params)  # 2 x 8 blocks: fits exactly
     with pytest.raises(RuntimeError, match=r"holds 16 blocks of 16 tokens.*need 24 at once.*kv_cache_gib"):
-        engines.generate(engine, [{"prompt_token_ids": [1] * 96}] * 3, params)
+        in_process.generate(engine, [{"prompt_token_ids": [1] * 96}] * 3, params)
     assert sent == [2]
-    engines.generate(types.SimpleNamespace(llm=types.SimpleNamespace(generate=llm.generate)), [{}] * 99, params)
+    in_process.generate(types.SimpleNamespace(llm=types.SimpleNamespace(generate=llm.generate)), [{}] * 99, params)
     assert sent == [2, 99]  # no count of blocks to read (another vLLM): nothing is said
     row = types.SimpleNamespace(model_info={"kv_cache_gib": 2})
     assert config.kv_cache_bytes(row) == 2 << 30

@@ -1,6 +1,6 @@
 """A warm-up that silently does nothing fails its row: vLLM-shaped start-up logs read for a warm-up skipped because it
 raised, and a synthetic vLLM-like package whose warm-up calls a function it never imported (a NameError swallowed by
-`except Exception`, as a fork's warm-up file was seen to do) started through the harness's own `engines.start`."""
+`except Exception`, as a fork's warm-up file was seen to do) started through the harness's own `in_process.start`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 SUITES = Path(__file__).resolve().parent.parent / "suites"
 sys.path.insert(0, str(SUITES))
 
-from engine import startlog  # noqa: E402
+from engine import start_log  # noqa: E402
 
 SPARSE = """\
 (EngineCore_DP0 pid=4242) WARNING 12-04 10:00:01 [sparse_mla_triton_warmup.py:337] Skipping sparse MLA Triton warmup.
@@ -29,12 +29,12 @@ INFO 12-04 10:00:01 [cutedsl_warmup.py:101] Skipping CuTeDSL warmup because no c
 
 
 def test_a_warmup_skipped_because_it_raised_is_named_with_its_exception() -> None:
-    assert startlog.failed_warmups(SPARSE) == [
+    assert start_log.failed_warmups(SPARSE) == [
         "Skipping sparse MLA Triton warmup (NameError: name '_warm_topk' is not defined)"
     ]
-    assert startlog.failed_warmups(NOT_APPLICABLE) == []  # vLLM's own "does not apply here": no failure
+    assert start_log.failed_warmups(NOT_APPLICABLE) == []  # vLLM's own "does not apply here": no failure
     warned = "WARNING 12-04 10:00:01 [warmup.py:69] Skipping V2 mixed prefill+decode warmup because only 3 KV blocks\n"
-    assert startlog.failed_warmups(warned) == ["Skipping V2 mixed prefill+decode warmup"]
+    assert start_log.failed_warmups(warned) == ["Skipping V2 mixed prefill+decode warmup"]
 
 
 PACKAGE = """\
@@ -70,14 +70,14 @@ class LLM:
 
 START = """\
 import json, sys
-from engine import engines
-engine = engines.start({})
+from engine import in_process
+engine = in_process.start({})
 print("RESULT " + json.dumps(engine.failed_warmups), file=sys.stderr)
 """
 
 
 def _start(tmp_path: Path, call: str) -> tuple[list[str] | None, str]:
-    """`engines.start` in a process whose output is a log file, as the harness gives each row's."""
+    """`in_process.start` in a process whose output is a log file, as the harness gives each row's."""
     site = tmp_path / call / "site"
     (site / "vllm").mkdir(parents=True)
     (site / "vllm" / "__init__.py").write_text(PACKAGE.replace("{CALL}", call))

@@ -242,7 +242,7 @@ def test_an_absent_change_fails_even_where_the_weights_are_absent(engine_pkg, tm
 
 def test_a_row_the_probes_cannot_watch_fails_saying_so(engine_pkg):
     """TP 2 runs its workers in other processes, where no in-process probe sees graph replays."""
-    from engine.evidence import Evidence
+    from engine.row_record import Evidence
 
     row = _row(stack.load(), "46849", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=8)
     wide = dataclasses.replace(row, data={**row.data, "tp": 2}, gpus=2)
@@ -334,18 +334,18 @@ def test_the_reference_run_turns_the_series_warm_up_off_and_back_on(engine_pkg, 
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
         monkeypatch.delitem(sys.modules, name)
-    from engine import engines
+    from engine import in_process
 
     kernel_warmup = importlib.import_module("vllm.model_executor.warmup.kernel_warmup")
     calls = importlib.import_module("vllm.model_executor.warmup.v1_block_table_warmup").CALLS
-    replaced = engines.disable_warmup("49903")
+    replaced = in_process.disable_warmup("49903")
     assert replaced == ["v1_block_table_warmup.warm_v1_block_table_kernels", "KVBlockZeroer.warmup"]
     kernel_warmup.kernel_warmup(None)
     assert calls == []  # the reference engine warms nothing
-    engines.restore_warmup()
+    in_process.restore_warmup()
     kernel_warmup.kernel_warmup(None)
     assert calls == ["block table", "zeroer"]
-    assert engines.disable_warmup("48804") == []  # another change's warm-up modules: none here
+    assert in_process.disable_warmup("48804") == []  # another change's warm-up modules: none here
 
 
 class _Node:
@@ -359,7 +359,7 @@ class _Request:
 
 
 def test_evidence_applies_the_rows_tolerance_and_graph_replay(engine_pkg):
-    from engine.evidence import Evidence
+    from engine.row_record import Evidence
 
     row = _row(stack.load(), "46849", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=8)
     ev = Evidence(_Request(), row)
@@ -392,7 +392,7 @@ def test_evidence_applies_the_rows_tolerance_and_graph_replay(engine_pkg):
 
 def test_the_graph_mode_vllm_settled_on_is_read_from_the_runners_config(engine_pkg):
     """vLLM stores the mode it resolved on the runner's compilation config; a runner without one gives None."""
-    from engine import engines
+    from engine import in_process
 
     def engine_with(runner):
         worker = types.SimpleNamespace(model_runner=runner)
@@ -402,8 +402,8 @@ def test_the_graph_mode_vllm_settled_on_is_read_from_the_runners_config(engine_p
 
     mode = types.SimpleNamespace(name="PIECEWISE")
     runner = types.SimpleNamespace(compilation_config=types.SimpleNamespace(cudagraph_mode=mode))
-    assert engines.cudagraph_mode(engine_with(runner)) == "PIECEWISE"
-    assert engines.cudagraph_mode(engine_with(types.SimpleNamespace())) is None
+    assert in_process.cudagraph_mode(engine_with(runner)) == "PIECEWISE"
+    assert in_process.cudagraph_mode(engine_with(types.SimpleNamespace())) is None
 
 
 def test_once_per_process_work_in_a_request_is_timed_and_named(engine_pkg, monkeypatch):
@@ -442,10 +442,10 @@ def test_the_vllm_build_names_its_commit_where_it_recorded_one(engine_pkg, tmp_p
 def test_a_new_prompt_length_after_the_warm_requests_is_timed_twice_and_named(engine_pkg, monkeypatch):
     """What a prompt length's first use costs, apart from the process's first request: the row's prompts cut to 3/4,
     run twice after the warm ones; the difference is named beside the first request's once-per-process work."""
-    from engine import engines
+    from engine import in_process
     from harness import profile as profiling
 
-    monkeypatch.setattr(engines, "cuda_sync", lambda: None)
+    monkeypatch.setattr(in_process, "cuda_sync", lambda: None)
     monkeypatch.setattr(profiling, "_first_calls", [])
     seen: list[list[int]] = []
 
@@ -456,10 +456,10 @@ def test_a_new_prompt_length_after_the_warm_requests_is_timed_twice_and_named(en
             return []
 
     prompts = [{"prompt_token_ids": list(range(512))}, {"prompt_token_ids": list(range(100))}]
-    extra = engines.new_length_first_use(engines.Engine(llm=LLM(), ready_s=0.0), prompts, None)
+    extra = in_process.new_length_first_use(in_process.Engine(llm=LLM(), ready_s=0.0), prompts, None)
     assert seen == [[384, 75], [384, 75]]
     assert extra >= 40.0
-    assert profiling.describe_first_calls().startswith(f"{engines.NEW_LENGTH} (")
+    assert profiling.describe_first_calls().startswith(f"{in_process.NEW_LENGTH} (")
 
 
 def test_the_suites_are_a_vllm_general_plugin_wherever_they_are_on_the_path():
@@ -481,7 +481,7 @@ def test_a_row_records_its_vllm_tree_and_fork_build(engine_pkg, tmp_path, monkey
     manifest beside the package) the imported changes it holds; and a tree edited after its build fails the row."""
     import json as _json
 
-    from engine.evidence import Evidence
+    from engine.row_record import Evidence
     from harness import vllm_build
 
     vllm = tmp_path / "site" / "vllm"

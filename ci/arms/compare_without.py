@@ -198,8 +198,7 @@ def build(
     """One build of the protocol, in out/builds/<name>/: the fork (`without`: without that change; `tried`: with a
     port tried on a scratch ref), as an image, or (--host) a site folder over --base-site; `bundle`: one made
     elsewhere (--bundles), where this host holds no checkout."""
-    from ci.fork import commands as fork_commands
-    from ci.fork import site
+    from ci.fork import fork_verbs, site
 
     where = args.out / "builds" / name
     if use_host:
@@ -211,7 +210,7 @@ def build(
         if bundle is None:
             assert fork is not None
             site.require_base(args.base_site, f"{fork.name} {fork.ref}", fork.base.version)
-            bundle = fork_commands.make_bundle(st, fork, where / "bundle.tar.gz", without, tried)
+            bundle = fork_verbs.make_bundle(st, fork, where / "bundle.tar.gz", without, tried)
         built = site.build(bundle, args.base_site, where / "site")
         print(f"site {where / 'site'}: vllm_build {built['vllm_build']}", flush=True)
         path = os.pathsep.join([str(where / "site"), str(args.base_site)])
@@ -219,10 +218,9 @@ def build(
     if fork is None:
         raise UsageError("--bundles is the --host route's", hint="images are built from the checkout: --fork")
     from ci.images import build as images
-    from ci.images import commands as image_commands
-    from ci.images import verify
+    from ci.images import image_verbs, verify
 
-    made = image_commands.fork_bundle(st, target, fork, without, where / "bundle.tar.gz", tried)
+    made = image_verbs.fork_bundle(st, target, fork, without, where / "bundle.tar.gz", tried)
     built = images.build(target, fork_bundle=made)  # a host that cannot build it stops here (exit 6)
     verify.main(st, target, built.image_id, root=images.REPO_ROOT)
     print(f"image {images.image_for(target, built.image_id)}: {name}", flush=True)

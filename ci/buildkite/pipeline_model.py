@@ -22,7 +22,9 @@ TEST_COLLECTOR = "test-collector#v1.7.0"
 VENV_PYTHON = ".nox/run/bin/python"  # nox's venv of the `run` session: nox itself reports every failure as 1
 AGENT_LOST = {"automatic": [{"exit_status": -1, "limit": 2}]}  # the agent vanished mid-job: never a test's exit
 _KEY = re.compile(r"[^A-Za-z0-9_\-:]")
-ABSENT = "fork-absent"  # ci.fork.planned.ABSENT: the results folder of the rows a fork lacks (a test holds them equal)
+ABSENT = (
+    "fork-absent"  # ci.fork.fork_plan.ABSENT: the results folder of the rows a fork lacks (a test holds them equal)
+)
 
 
 @dataclass(frozen=True, kw_only=True)

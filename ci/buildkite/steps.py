@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 # the parts, here too: ci.buildkite.render and the tests name them through this module
 from ci.buildkite import port_groups, timing
-from ci.buildkite.judging import gate_step, report_step
 from ci.buildkite.pipeline_model import (  # noqa: F401
     ABSENT,
     AGENT_LOST,
@@ -37,6 +36,7 @@ from ci.buildkite.pipeline_model import (  # noqa: F401
     nox,
     results_root,
 )
+from ci.buildkite.verdict_steps import gate_step, report_step
 from ci.common import contract, options
 from ci.common.escape import command, quote
 from ci.stack.model import Stack, Target

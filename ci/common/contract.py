@@ -1,6 +1,6 @@
 """The names the host side and the container side both spell: a row's id, a run's results layout and its JUnit names.
 
-Standard library only. The harness keeps its own copy of what it writes (`suites/harness/contract.py`: the suites
+Standard library only. The harness keeps its own copy of what it writes (`suites/harness/boundary.py`: the suites
 never import `ci/`), and `tests/test_contract.py` holds the two equal. Nothing else makes or parses these names.
 """
 

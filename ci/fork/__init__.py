@@ -3,4 +3,4 @@ base release (`bundle`), the fork without one change (`ablate`), a port tried on
 bundle installed on a bare host (`site`)."""
 
 # The modules other stages and the commands on top may import; the rest are this stage's own (test_layers).
-__all__ = ["ablate", "bundle_pair", "commands", "planned", "port_trial", "site", "source"]
+__all__ = ["ablate", "bundle_pair", "fork_plan", "fork_verbs", "port_trial", "site", "source"]

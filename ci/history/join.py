@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterator
 from datetime import datetime
 from pathlib import Path
 
-from ci.history import schema, store
+from ci.history import sql_schema, store
 from ci.history.record import STATUSES, Build, Judged, Run
 
 
@@ -81,7 +81,7 @@ def builds(conn: sqlite3.Connection, leave_out: Collection[str] = ()) -> Iterato
                 status=STATUSES[status],
                 image=ident[image],
                 commit=ident[fork],
-                metrics=tuple((metric[m][0], v, metric[m][1]) for m, v in schema.unpack(blob)),
+                metrics=tuple((metric[m][0], v, metric[m][1]) for m, v in sql_schema.unpack(blob)),
             )
             for row, status, blob, image, fork in conn.execute(
                 "SELECT row, status, metrics, image, fork_commit FROM run WHERE build = ?", (number,)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from ci.history import schema, store
+from ci.history import sql_schema, store
 from ci.history.record import STATUSES, Seen
 
 _ASKED = 500  # rows asked for in one statement (SQLite's limit on a statement's parameters is higher)
@@ -86,7 +86,7 @@ def _read(
         if not 0 <= status < len(STATUSES):
             raise ValueError(f"a run's status {status!r} (0 to {len(STATUSES) - 1})")
         b = by_id[build]
-        values = tuple((metric[m], v) for m, v in schema.unpack(blob) if m in metric) if blob else ()
+        values = tuple((metric[m], v) for m, v in sql_schema.unpack(blob) if m in metric) if blob else ()
         return Seen(build=build, number=b.number, at=b.at, branch=b.branch, status=STATUSES[status],
                     image=ident[image], commit=ident[commit], metrics=values)  # fmt: skip
 

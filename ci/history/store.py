@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ci.common.errors import ReportError, UsageError
-from ci.history import schema
+from ci.history import sql_schema
 from ci.history.record import STATUSES, Build
 
 WAIT_S = 120.0  # how long a writer waits for another to finish its build
@@ -74,10 +74,10 @@ def _check(conn: sqlite3.Connection, path: Path) -> None:
     objects = conn.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchall()
     if app == 0 and version[0] == 0 and not objects:
         return  # a new, empty file: made a history by the first write
-    if app != schema.APPLICATION_ID:
+    if app != sql_schema.APPLICATION_ID:
         raise _refused(path, "not a stackgate history (another application's SQLite file, or not SQLite)")
-    if version[0] > schema.VERSION:
-        raise _refused(path, f"a history of schema {version[0]}, newer than this stackgate's ({schema.VERSION})")
+    if version[0] > sql_schema.VERSION:
+        raise _refused(path, f"a history of schema {version[0]}, newer than this stackgate's ({sql_schema.VERSION})")
     odd = [f"{kind} {name}" for kind, name in objects if kind not in ("table", "index")]
     odd += [f"table {name}" for kind, name in objects if kind == "table" and name not in _TABLES]
     if odd:
@@ -85,14 +85,14 @@ def _check(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def _current(conn: sqlite3.Connection) -> None:
-    """The file at schema.VERSION, in the caller's transaction: made where new, migrated where older."""
+    """The file at sql_schema.VERSION, in the caller's transaction: made where new, migrated where older."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == 0:
-        schema.create(conn)
+        sql_schema.create(conn)
         return
-    for v in range(version, schema.VERSION):
-        schema.MIGRATIONS[v](conn)
-    conn.execute(f"PRAGMA user_version = {schema.VERSION}")
+    for v in range(version, sql_schema.VERSION):
+        sql_schema.MIGRATIONS[v](conn)
+    conn.execute(f"PRAGMA user_version = {sql_schema.VERSION}")
 
 
 @contextmanager
@@ -164,7 +164,7 @@ def _write(conn: sqlite3.Connection, build: Build) -> int:
     units = {name: unit for r in build.runs for name, _, unit in r.metrics}
     conn.executemany("INSERT OR IGNORE INTO metric_name (name, unit) VALUES (?, ?)", units.items())
     metric = dict(conn.execute("SELECT name, id FROM metric_name"))
-    ident = {text: schema.intern(conn, text) for text in {t for r in build.runs for t in r.ids}}
+    ident = {text: sql_schema.intern(conn, text) for text in {t for r in build.runs for t in r.ids}}
     status = {s: i for i, s in enumerate(STATUSES)}
     conn.executemany(
         "INSERT INTO run (build, row, status, metrics, image, fork_commit) VALUES (?, ?, ?, ?, ?, ?)",
@@ -173,7 +173,7 @@ def _write(conn: sqlite3.Connection, build: Build) -> int:
                 number,
                 rows[r.row],
                 status[r.status],
-                schema.pack([(metric[n], v) for n, v, _ in r.metrics]),
+                sql_schema.pack([(metric[n], v) for n, v, _ in r.metrics]),
                 ident[r.image],
                 ident[r.commit],
             )
@@ -197,7 +197,7 @@ def reading(path: Path) -> Iterator[sqlite3.Connection | None]:
         return
     with _connected(path, write=False) as conn:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == schema.VERSION:
+        if version == sql_schema.VERSION:
             conn.execute("BEGIN")
             try:
                 yield conn

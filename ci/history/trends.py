@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ci.history.record import Seen
-from ci.history.schema import shown
+from ci.history.sql_schema import shown
 
 # The timing metrics a trend is drawn for: engine ready, the cold first request, a warm request and the inter-token
 # latency, and compiles after ready (lower is better for each)

@@ -2,4 +2,4 @@
 verified without a GPU, and baked on the target's devices."""
 
 # The modules other stages and the commands on top may import; the rest are this stage's own (test_layers).
-__all__ = ["baked_layer", "build", "commands", "lock", "push_pull", "verify"]
+__all__ = ["baked_layer", "build", "image_verbs", "lock", "push_pull", "verify"]

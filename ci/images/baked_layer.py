@@ -2,7 +2,7 @@
 
 `docker build` has no GPU, so the warm run happens in a container started from the built image with the
 target's devices, the image's own env and paths (cache keys embed both), running the suites' warm-up
-entry point (`python -m harness.warmup` unless --command says otherwise). The container is committed
+entry point (`python -m harness.warm_run` unless --command says otherwise). The container is committed
 with its config unchanged; /tmp and the JIT log are tmpfs mounts so only the cache writes land in the layer.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from ci.common.errors import BuildError
 from ci.stack.model import Target
 
-WARMUP = ("python", "-m", "harness.warmup")
+WARMUP = ("python", "-m", "harness.warm_run")
 BAKED_FROM = "stackgate.baked_from"  # the id of the image the bake ran in: a later build makes the bake stale
 _TMPFS = {"/tmp": "rw,exec", "/var/log/stackgate": "rw"}
 
@@ -67,10 +67,10 @@ def bake(
         code = container.wait()["StatusCode"]
         log = container.logs().decode(errors="replace")
         if code != 0:
-            if command is None and "No module named harness.warmup" in log:
+            if command is None and "No module named harness.warm_run" in log:
                 raise BuildError(
-                    f"{image}: the warm-up entry point `python -m harness.warmup` is not in the image "
-                    "(an image built before suites/harness/warmup.py existed?)",
+                    f"{image}: the warm-up entry point `python -m harness.warm_run` is not in the image "
+                    "(an image built before suites/harness/warm_run.py existed?)",
                     hint=f"rebuild it: python -m ci build {target.id}; or pass --command",
                 )
             raise BuildError(f"{image}: warm-up {' '.join(argv)} exited {code}:\n{log[-2000:]}")

@@ -2,4 +2,4 @@
 set of tables and written atomically."""
 
 # The modules other stages and the commands on top may import; the rest are this stage's own (test_layers).
-__all__ = ["across", "commands", "write"]
+__all__ = ["across", "report_verb", "write"]

@@ -14,10 +14,10 @@ from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 
-from ci.history import past, rules, trends
+from ci.history import flaky_rules, past, trends
+from ci.history.flaky_rules import Failing, Flakiness
 from ci.history.past import Entry, Past
 from ci.history.record import Build, Seen
-from ci.history.rules import Failing, Flakiness
 from ci.history.trends import Trend
 from ci.report import this_build
 from ci.results.acceptance import Verdict
@@ -76,11 +76,11 @@ def make(stack: Stack, results: Results, path: Path, judge: Judge) -> tuple[Acro
     runs = {row: (*earlier.runs.get(row, ()), s) for row, s in now.items()}
     flaky = {}
     for row, seq in runs.items():
-        found = rules.flakiness(seq, this.at, rule.quarantine)
+        found = flaky_rules.flakiness(seq, this.at, rule.quarantine)
         if found.quarantined or found.reinstated:
             flaky[row] = found
     failing = {
-        row: rules.failing([s for s in runs[row] if s.branch == this.branch], rule.confirm_on_commits)
+        row: flaky_rules.failing([s for s in runs[row] if s.branch == this.branch], rule.confirm_on_commits)
         for row in failing_rows
         if row not in flaky or not flaky[row].quarantined
     }

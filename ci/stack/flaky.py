@@ -1,7 +1,7 @@
 """stack/flaky.yaml: how a row is judged across builds. A row that fails now and then is told apart from one that
 broke by a rule modelled on vLLM CI's for flaky tests (a window of days, a least number of runs, a band of fail rates,
 reinstatement after passes in a row), and a failure is called confirmed only once seen on enough distinct commits.
-The numbers are data; `ci.history.rules` applies them."""
+The numbers are data; `ci.history.flaky_rules` applies them."""
 
 from __future__ import annotations
 

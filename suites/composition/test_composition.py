@@ -13,27 +13,27 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from engine import config, dp, engines, presence, workers
-from engine.evidence import Evidence
+from engine import config, dp, in_process, presence, workers
+from engine.row_record import Evidence
 
 WARM_REPEATS = 3
 
 
 def _one_engine(row):
     """TP / DCP / EP within one engine: the workers are this engine's processes."""
-    engine = engines.start(config.llm_kwargs(row))
-    prompts, params = config.prompts(row), engines.greedy(config.MAX_TOKENS)
+    engine = in_process.start(config.llm_kwargs(row))
+    prompts, params = config.prompts(row), in_process.greedy(config.MAX_TOKENS)
     with workers.graph_counts(engine.llm) as graphs:
-        before = engines.spec_stats(engine)
-        cold_ms, out = engines.timed_ms(engine, prompts, params, profile="cold")
-        warm_ms = [engines.timed_ms(engine, prompts, params)[0] for _ in range(WARM_REPEATS)]
-        after = engines.spec_stats(engine)
-    engines.new_length_first_use(engine, prompts, params)
-    ready_s, tokens = engine.ready_s, engines.token_ids(out)
-    engines.stop(engine)
-    reference = engines.start(config.llm_kwargs(row, speculative_config=None))
-    ref_tokens = engines.token_ids(engines.generate(reference, prompts, params))
-    engines.stop(reference)
+        before = in_process.spec_stats(engine)
+        cold_ms, out = in_process.timed_ms(engine, prompts, params, profile="cold")
+        warm_ms = [in_process.timed_ms(engine, prompts, params)[0] for _ in range(WARM_REPEATS)]
+        after = in_process.spec_stats(engine)
+    in_process.new_length_first_use(engine, prompts, params)
+    ready_s, tokens = engine.ready_s, in_process.token_ids(out)
+    in_process.stop(engine)
+    reference = in_process.start(config.llm_kwargs(row, speculative_config=None))
+    ref_tokens = in_process.token_ids(in_process.generate(reference, prompts, params))
+    in_process.stop(reference)
     return ready_s, cold_ms, warm_ms, before, after, graphs, tokens, ref_tokens
 
 
@@ -85,7 +85,7 @@ def test_composition(row, request):
         ev.expect(bool(replays), f"cudagraph_mode {row['cudagraph_mode']}, yet no worker replayed a CUDA graph")
 
     drafts = after.get("vllm:spec_decode_num_drafts", 0.0) - before.get("vllm:spec_decode_num_drafts", 0.0)
-    accept = engines.acceptance_length(before, after)
+    accept = in_process.acceptance_length(before, after)
     k = int(row["num_speculative_tokens"])
     if accept is not None:
         ev.metric("acceptance_length", accept, "tokens", "warm")
@@ -93,7 +93,7 @@ def test_composition(row, request):
     ev.expect(accept is None or 1.0 <= accept <= 1.0 + k, f"acceptance length {accept} outside [1, {1 + k}]")
     if row.model_info.get("weights") == "dummy":
         ev.prop("acceptance_note", "random weights: acceptance length is recorded, not meaningful")
-    mism = engines.mismatches(tokens, ref_tokens)
+    mism = in_process.mismatches(tokens, ref_tokens)
     ev.metric("greedy_token_mismatches", mism, "tokens", "none")
     ev.prop("warm_request_ms_median", statistics.median(warm_ms))
     ev.tolerance(mism, "greedy_token_mismatches")

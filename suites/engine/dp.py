@@ -99,27 +99,27 @@ def _rank(row_id: str, out: Path, reference: bool) -> None:
     from harness.rows import ENV_ROWS
     from harness.rows import load as load_rows
 
-    from engine import config, engines, workers
+    from engine import config, in_process, workers
 
     doc = load_rows(os.environ[ENV_ROWS])
     row = next(r for r in doc.rows if r.id == row_id)
     dp_rank = int(os.environ["RANK"]) // int(row["tp"])
     kwargs = config.llm_kwargs(row, **({"speculative_config": None} if reference else {}))
-    engine = engines.start(kwargs)
+    engine = in_process.start(kwargs)
     prompts = config.prompts(row, salt=f"dp{dp_rank}")
-    params = engines.greedy(config.MAX_TOKENS)
+    params = in_process.greedy(config.MAX_TOKENS)
     with workers.graph_counts(engine.llm) as graphs:
-        before = engines.spec_stats(engine)
-        cold_ms, outputs = engines.timed_ms(engine, prompts, params)
-        warm_ms = [engines.timed_ms(engine, prompts, params)[0] for _ in range(WARM_REPEATS)]
-        after = engines.spec_stats(engine)
+        before = in_process.spec_stats(engine)
+        cold_ms, outputs = in_process.timed_ms(engine, prompts, params)
+        warm_ms = [in_process.timed_ms(engine, prompts, params)[0] for _ in range(WARM_REPEATS)]
+        after = in_process.spec_stats(engine)
     result = {
         "rank": int(os.environ["RANK"]),
         "dp_rank": dp_rank,
         "ready_s": engine.ready_s,
         "cold_ms": cold_ms,
         "warm_ms": warm_ms,
-        "tokens": engines.token_ids(outputs),
+        "tokens": in_process.token_ids(outputs),
         "spec_before": before,
         "spec_after": after,
         "graphs": graphs.per_worker,

@@ -12,7 +12,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from harness import jit
+from harness import jit_seen
 from harness import profile as profiling
 
 from engine.probes import patched
@@ -69,7 +69,7 @@ def compiles_named(on: bool) -> Iterator[None]:
     if not on:
         yield
         return
-    window, traced_before = jit.Window(), len(profiling.traced_in_requests())
+    window, traced_before = jit_seen.Window(), len(profiling.traced_in_requests())
     yield
     for event in window.seen().events:
         profiling.note_first_call(

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from harness import causes, hardware, jit, profile
+from harness import causes, hardware, jit_seen, profile
 from harness.items import (
     ENV_ITEM_LOGS,
     ENV_SHARE,
@@ -36,7 +36,7 @@ class Child:
         self.share = share
         self.reports: list[dict[str, Any]] = []
         self.order: dict[str, int] = {}
-        self.window: jit.Window | None = None
+        self.window: jit_seen.Window | None = None
         if share:
             self.order = {n: i for i, n in enumerate(json.loads((result / ITEMS).read_text()))}
             os.environ[ENV_SHARE] = "1"
@@ -55,7 +55,7 @@ class Child:
         os.dup2(fd, 1)  # this process's output, the in-process engine's included, goes to the item's own log
         os.dup2(fd, 2)
         os.close(fd)
-        self.window = jit.Window()
+        self.window = jit_seen.Window()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import causes, contract, hardware, isolate, jit, junit, outcomes, progress, reaper, shared, space
+from harness import boundary, causes, hardware, isolate, jit_seen, junit_file, outcomes, progress, reaper, shared, space
 from harness.isolate import Outcome
 from harness.items import ENV_CACHES_FROM, ENV_ITEM_LOGS, ENV_REFUSE_JIT, item_row, log_name
 from harness.rows import Row, RowsDoc
@@ -28,13 +28,13 @@ class Controller:
         self.workdir = Path(tempfile.mkdtemp(prefix="stackgate-items-"))
         self.logs = (self.junit.parent / "logs") if self.junit else self.workdir
         self.timeout = config.getoption("stackgate_timeout") or (doc.timeout_s if doc else None)
-        self.cases: list[junit.Case] = []
+        self.cases: list[junit_file.Case] = []
         self.interrupted = ""  # the signal that stopped the run, if one did
         self.full = ""  # the disk under the JUnit's folder filled (harness.space): no item starts after
         self.all_rows_collected: set[str] = set()
         self.owner = _owner(self.junit.parent) if self.junit else None
-        if not os.environ.get(jit.ENV_LOG):
-            os.environ[jit.ENV_LOG] = str((self.junit.parent if self.junit else self.workdir) / "jit-events.jsonl")
+        if not os.environ.get(jit_seen.ENV_LOG):
+            os.environ[jit_seen.ENV_LOG] = str((self.junit.parent if self.junit else self.workdir) / "jit-events.jsonl")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -45,7 +45,7 @@ class Controller:
         if report.failed:
             text = report.longreprtext
             self._add(
-                junit.Case(
+                junit_file.Case(
                     nodeid=report.nodeid or "collection",
                     properties=self._base_props(None),
                     outcome=Outcome(
@@ -79,7 +79,9 @@ class Controller:
         self._write(progress.summary(self.cases, bar.elapsed(), str(self.junit or "(not written)")))
         return True
 
-    def _served(self, session: pytest.Session, item: pytest.Item, case: junit.Case, bar: progress.Progress) -> None:
+    def _served(
+        self, session: pytest.Session, item: pytest.Item, case: junit_file.Case, bar: progress.Progress
+    ) -> None:
         self._add(case)
         outcomes.tell_pytest(item, case.outcome)
         bar.finished(case)
@@ -148,7 +150,7 @@ class Controller:
         for r in self.doc.rows:
             if r.id not in self.all_rows_collected:
                 self._add(
-                    junit.Case(
+                    junit_file.Case(
                         nodeid=f"{self.doc.suite}::{r.id}",
                         properties=self._base_props(r),
                         outcome=Outcome(status="error", message=f"no test serves track {r.track} in this suite"),
@@ -160,9 +162,9 @@ class Controller:
         props = []
         if row is not None:
             props += [("stackgate.row", row.id), ("stackgate.change", row.change), ("stackgate.track", row.track)]
-            for field in (contract.ROW_CONTENT, contract.ROW_MEANING):  # --resume's check; the report's (as given)
+            for field in (boundary.ROW_CONTENT, boundary.ROW_MEANING):  # --resume's check; the report's (as given)
                 if row.get(field):
-                    props.append((contract.PREFIX + field, str(row.get(field))))
+                    props.append((boundary.PREFIX + field, str(row.get(field))))
         if row is not None or d is not None:
             props += [
                 ("stackgate.target", row.target if row else d.target_id),
@@ -171,19 +173,19 @@ class Controller:
         if d is not None:
             props += [("stackgate.image_digest", d.image_digest or "none"), ("stackgate.git_revision", d.git_revision)]
         if d is not None and row is not None and (card := hardware.cards(d.target, row.gpus)):
-            props.append((contract.CARD, card))
+            props.append((boundary.CARD, card))
         return tuple(props)
 
-    def _not_run(self, item: pytest.Item, outcome: Outcome) -> junit.Case:
-        return junit.Case(nodeid=item.nodeid, properties=self._base_props(item_row(item)), outcome=outcome)
+    def _not_run(self, item: pytest.Item, outcome: Outcome) -> junit_file.Case:
+        return junit_file.Case(nodeid=item.nodeid, properties=self._base_props(item_row(item)), outcome=outcome)
 
-    def _run_item(self, item: pytest.Item) -> junit.Case:
+    def _run_item(self, item: pytest.Item) -> junit_file.Case:
         """One item in a process of its own."""
         row = item_row(item)
         reason = hardware.absent_reason(self.doc.target, row.gpus) if row and self.doc else None
         if reason:
             return self._not_run(item, Outcome(status="skipped", message=reason))
-        window = jit.Window()
+        window = jit_seen.Window()
         try:
             outcome = self._spawn(item)
         except reaper.Interrupted as sig:
@@ -194,21 +196,21 @@ class Controller:
             outcome = outcomes.left_behind(outcome, left)
         return self._finish(item, outcome, window.seen())
 
-    def _finish(self, item: pytest.Item, outcome: Outcome, seen: jit.Seen | None) -> junit.Case:
+    def _finish(self, item: pytest.Item, outcome: Outcome, seen: jit_seen.Seen | None) -> junit_file.Case:
         """The item's testcase: its outcome, looked at for its cause, its JIT (None: not known) and its log."""
         props = list(self._base_props(item_row(item)))
         if outcome.status in ("failed", "error") and outcome.log:  # why it crashed, from every process's output
             found = causes.cause(isolate.tail(Path(outcome.log), lines=100_000))
             if found:
                 props.append(("stackgate.cause", found))
-        seen = seen or jit.Seen(compiles=None, kernels=(), cache_new_files=())
+        seen = seen or jit_seen.Seen(compiles=None, kernels=(), cache_new_files=())
         if seen.available:
             props += [("stackgate.jit.compiles", str(seen.compiles)), ("stackgate.jit.kernels", ",".join(seen.named()))]
         props.append(("stackgate.jit.cache_new_files", str(len(seen.cache_new_files))))
         if os.environ.get(ENV_REFUSE_JIT) == "1" and not item.get_closest_marker("jit_expected"):
             outcome = outcomes.refuse_jit(outcome, seen)
         outcome = outcomes.torn_log(outcome, seen)
-        return junit.Case(nodeid=item.nodeid, properties=(*props, *outcome.properties), outcome=outcome)
+        return junit_file.Case(nodeid=item.nodeid, properties=(*props, *outcome.properties), outcome=outcome)
 
     def _spawn(self, item: pytest.Item) -> Outcome:
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -221,13 +223,13 @@ class Controller:
         self._own(log)
         return outcome
 
-    def _add(self, case: junit.Case) -> None:
+    def _add(self, case: junit_file.Case) -> None:
         self.cases.append(case)
         if self.junit is None:
             return
         d = self.doc
         target, suite = (d.target_id, d.suite) if d else ("local", Path(str(self.config.rootpath)).name)
-        name = junit.suite_name(target, suite, self.config.getoption("stackgate_shard"))
+        name = junit_file.suite_name(target, suite, self.config.getoption("stackgate_shard"))
         suite_props = {
             "stackgate.target": target,
             "stackgate.suite": suite,
@@ -240,7 +242,7 @@ class Controller:
             "stackgate.caches": os.environ.get(ENV_CACHES_FROM) or ("image" if aot_cache() == "image" else "unknown"),
         }
         try:
-            junit.write(self.junit, name, suite_props, self.cases, owner=self.owner)
+            junit_file.write(self.junit, name, suite_props, self.cases, owner=self.owner)
         except OSError as exc:
             if not space.full(exc):
                 raise
@@ -249,8 +251,8 @@ class Controller:
             if last.outcome.log and space.cut(Path(last.outcome.log)):
                 self.cases[-1] = replace(last, outcome=space.noted(last.outcome, self.full))
             with contextlib.suppress(OSError):  # still full: the file of the rows before stays
-                junit.write(self.junit, name, suite_props, self.cases, owner=self.owner)
-        self._own(Path(os.environ[jit.ENV_LOG]))
+                junit_file.write(self.junit, name, suite_props, self.cases, owner=self.owner)
+        self._own(Path(os.environ[jit_seen.ENV_LOG]))
 
     def _own(self, path: Path) -> None:
         if self.owner is not None and path.exists():

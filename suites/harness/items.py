@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import contract
+from harness import boundary
 from harness.rows import Row, RowsDoc
 
 ENV_CHILD = "STACKGATE_CHILD"
 ENV_CACHES_FROM = "STACKGATE_CACHES_FROM"
 TRACED_AFTER_READY = "stackgate.jit.traced_after_ready"  # frames torch.compile traced during timed requests
 FIRST_REQUEST_ONLY = "stackgate.first_request_only"  # once-per-process work inside timed requests (first_calls)
-ENV_REFUSE_JIT = contract.ENV_REFUSE_JIT  # "1": a row that compiles anything errors (the images set it)
+ENV_REFUSE_JIT = boundary.ENV_REFUSE_JIT  # "1": a row that compiles anything errors (the images set it)
 ENV_SHARE = "STACKGATE_SHARE_ENGINES"  # "1" in a shared child: engines asked with share=True outlive their item
 ENV_ITEM_LOGS = "STACKGATE_ITEM_LOGS"  # a shared child's folder for its items' logs (named by `log_name`)
 ROWS_KEY = pytest.StashKey[RowsDoc | None]()

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import jit, missed
+from harness import jit_seen, missed
 from harness.isolate import Outcome
 from harness.items import ENV_REFUSE_JIT, TRACED_AFTER_READY
 from harness.jit_log import UNREADABLE as UNREADABLE_LINE
 
 
-def refuse_jit(outcome: Outcome, seen: jit.Seen) -> Outcome:
+def refuse_jit(outcome: Outcome, seen: jit_seen.Seen) -> Outcome:
     """With JIT refused, a row that compiled anything (a Triton kernel, files new in a JIT cache: inductor,
     vLLM's compile cache, DeepGEMM, FlashInfer, CUDA's; or a frame torch.compile traced during a request)
     errors, naming what compiled where."""
@@ -44,7 +44,7 @@ def refuse_jit(outcome: Outcome, seen: jit.Seen) -> Outcome:
     return replace(outcome, message=f"{outcome.message}; {what}")
 
 
-def torn_log(outcome: Outcome, seen: jit.Seen) -> Outcome:
+def torn_log(outcome: Outcome, seen: jit_seen.Seen) -> Outcome:
     """A row whose JIT-log lines cannot all be read does not pass: what it compiled is not known."""
     torn = [e.get("torn", "") for e in seen.events if e.get("kernel") == UNREADABLE_LINE]
     if not torn:

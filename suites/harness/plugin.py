@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import jit
+from harness import jit_seen
 from harness.child import Child
 from harness.controller import Controller
 from harness.items import ENV_REFUSE_JIT, ROWS_KEY, item_row, rows_doc
@@ -109,6 +109,6 @@ def record_measurement(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
-def jit_window() -> jit.Window:
-    """Compiles in every process since this test started; `jit.expect_aot(jit_window.seen())` checks them."""
-    return jit.Window()
+def jit_window() -> jit_seen.Window:
+    """Compiles in every process since this test started; `jit_seen.expect_aot(jit_window.seen())` checks them."""
+    return jit_seen.Window()

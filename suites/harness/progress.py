@@ -6,7 +6,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from harness.junit import Case
+from harness.junit_file import Case
 
 _WORD = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP", "error": "ERROR"}
 

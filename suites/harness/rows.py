@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import contract
+from harness import boundary
 
-ENV_ROWS = contract.ENV_ROWS
+ENV_ROWS = boundary.ENV_ROWS
 SCHEMA = 1
 
 
@@ -49,7 +49,7 @@ class Row:
     def engine(self) -> str:
         """What the row's engine is built from: every field but its workload. Rows equal here run against one engine
         in a shared process (built for the largest context and batch among them: engine.config.engine_size)."""
-        built_from = {k: v for k, v in self.data.items() if k not in contract.OWN}
+        built_from = {k: v for k, v in self.data.items() if k not in boundary.OWN}
         return json.dumps(built_from, sort_keys=True, default=str)
 
 

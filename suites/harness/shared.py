@@ -1,5 +1,5 @@
 """Several items in one child process, one after another, so that they share what the process has built: the imports
-(17-24 s a process on the H200) and, where their tests ask for it, their engines (`engine.engines.start(...,
+(17-24 s a process on the H200) and, where their tests ask for it, their engines (`engine.in_process.start(...,
 share=True)`). Isolation holds for faults: the item a crash, hang or timeout ends fails with its cause, and the
 items the child never reached are handed back, for the controller to run each in a process of its own.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness import isolate, jit, reaper
+from harness import isolate, jit_seen, reaper
 from harness.isolate import Outcome
 
 CURRENT = "current.json"
@@ -32,7 +32,7 @@ EXIT_GRACE_S = 30.0  # after its last result, the child's own teardown (engines,
 class Done:
     nodeid: str
     outcome: Outcome
-    seen: jit.Seen | None  # what the child's window saw during the item (None: the item never reported)
+    seen: jit_seen.Seen | None  # what the child's window saw during the item (None: the item never reported)
 
 
 def result_file(folder: Path, index: int) -> Path:
@@ -152,7 +152,7 @@ def _crashed(rc: int, hung: bool, timeout_s: float | None, log: Path, started: f
     )
 
 
-def seen_to_json(seen: jit.Seen) -> dict[str, Any]:
+def seen_to_json(seen: jit_seen.Seen) -> dict[str, Any]:
     return {
         "compiles": seen.compiles,
         "kernels": list(seen.kernels),
@@ -161,10 +161,10 @@ def seen_to_json(seen: jit.Seen) -> dict[str, Any]:
     }
 
 
-def seen_of(doc: Any) -> jit.Seen | None:
+def seen_of(doc: Any) -> jit_seen.Seen | None:
     if not isinstance(doc, dict):
         return None
-    return jit.Seen(
+    return jit_seen.Seen(
         compiles=doc.get("compiles"),
         kernels=tuple(doc.get("kernels") or ()),
         cache_new_files=tuple(doc.get("cache_new_files") or ()),
@@ -175,7 +175,8 @@ def seen_of(doc: Any) -> jit.Seen | None:
 def by_engine(items: Sequence[Any], rows: Sequence[Any]) -> list[Any]:
     """`items` (their `rows`, None where an item serves no row) in the order that builds each engine once: the rows
     of one engine configuration one after another, the configurations in the order they first appear. A process keeps
-    two engines at most (engine.engines), so rows alternating between three backends would build one for every row."""
+    two engines at most (engine.in_process), so rows alternating between three backends would build one for every
+    row."""
     first: dict[str, int] = {}
     for row in rows:
         first.setdefault(row.engine if row is not None else "", len(first))

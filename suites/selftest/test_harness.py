@@ -12,10 +12,10 @@ import time
 import uuid
 
 import pytest
-from harness import jit, vllm_build
+from harness import jit_seen, vllm_build
 from harness.measure import Measurement, cold_warm, of_samples
 
-from selftest import workload
+from selftest import exp_mean
 
 ENV_KERNEL_LIST = "STACKGATE_KERNEL_LIST"
 
@@ -23,13 +23,13 @@ ENV_KERNEL_LIST = "STACKGATE_KERNEL_LIST"
 @pytest.mark.track("harness-selftest")
 def test_selftest_row(row, jit_window, record_measurement, record_property):
     absent = _fork_build(row, record_measurement, record_property)
-    xs = workload.inputs(int(row["context"]), int(row["batch"]))
-    timing = cold_warm("workload", lambda: workload.run(xs), repeats=5)
+    xs = exp_mean.inputs(int(row["context"]), int(row["batch"]))
+    timing = cold_warm("workload", lambda: exp_mean.run(xs), repeats=5)
     record_measurement(timing.cold)
     record_measurement(timing.warm)
 
     tol = row.acceptance["tolerance"]
-    err = workload.max_abs_err(xs, workload.run(xs))
+    err = exp_mean.max_abs_err(xs, exp_mean.run(xs))
     record_measurement(of_samples(tol["metric"], [err], tol["unit"]))
     assert err <= tol["max"], f"{tol['metric']} {err:.3g} exceeds {tol['max']:g} {tol['unit']}"
 
@@ -50,7 +50,7 @@ def test_selftest_row(row, jit_window, record_measurement, record_property):
     )
     assert loaded, "the kernel list names no baked kernels"
     assert not misses, f"baked kernels that were not cache hits: {', '.join(misses)}"
-    jit.expect_aot(jit_window.seen(), "loading the baked kernels")
+    jit_seen.expect_aot(jit_window.seen(), "loading the baked kernels")
     if absent:  # its measurements are recorded (the side without the change is what a port is judged against)
         pytest.fail(absent, pytrace=False)
 
@@ -112,7 +112,7 @@ def _load_baked() -> tuple[list | None, str]:
 @pytest.mark.jit_expected
 def test_sentinel_catches_unbaked_kernel(tmp_path, monkeypatch):
     """A kernel nobody baked, compiled for a GPU target, must show up as one compile naming it."""
-    if jit.sentinel() is None:
+    if jit_seen.sentinel() is None:
         pytest.skip("the JIT sentinel is not installed here")
     triton = pytest.importorskip("triton", reason="triton is not installed here")
     from triton.backends.compiler import GPUTarget
@@ -127,9 +127,9 @@ def test_sentinel_catches_unbaked_kernel(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     kernel = getattr(importlib.import_module(name), name)
-    window = jit.Window()
+    window = jit_seen.Window()
     triton.compile(triton.compiler.ASTSource(kernel, {"x_ptr": "*i32", "n": "i32"}), target=GPUTarget("cuda", 90, 32))
     seen = window.seen()
     assert seen.compiles and name in seen.kernels, f"the sentinel missed the compile of {name}: saw {seen}"
     with pytest.raises(pytest.fail.Exception, match=name):
-        jit.expect_aot(seen, "an unbaked kernel")
+        jit_seen.expect_aot(seen, "an unbaked kernel")

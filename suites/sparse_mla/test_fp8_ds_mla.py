@@ -11,8 +11,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from engine import config, engines, presence, probes
-from engine.evidence import Evidence
+from engine import config, in_process, presence, probes
+from engine.row_record import Evidence
 from harness import profile as profiling
 
 _ids = itertools.count()
@@ -22,7 +22,7 @@ DECODE_PROMPT = 64
 def mixed_workload(engine, row):
     """Decoders first, then a long prompt that prefills while they decode. Returns all outputs."""
     eng = engine.llm.llm_engine
-    params = engines.greedy(config.MAX_TOKENS)
+    params = in_process.greedy(config.MAX_TOKENS)
     decoders = config.prompts(row, length=DECODE_PROMPT, count=max(int(row["batch"]) - 1, 1), salt="decode")
     (long_prompt,) = config.prompts(row, count=1, salt="prefill")
     for p in decoders:
@@ -37,10 +37,10 @@ def mixed_workload(engine, row):
 
 
 def run_mixed(engine, row, profile=None):
-    engines.cuda_sync()
-    with engines.request(profile):
+    in_process.cuda_sync()
+    with in_process.request(profile):
         ms, out = probes.wall_ms(lambda: mixed_workload(engine, row))
-        engines.cuda_sync()
+        in_process.cuda_sync()
     return ms, out
 
 
@@ -48,21 +48,24 @@ def run_mixed(engine, row, profile=None):
 def test_fp8_ds_mla(row, request):
     ev = Evidence.start(request, row, presence.fp8_ds_mla_dcp_46514)
 
-    engine = engines.start(config.llm_kwargs(row), share=True)
+    engine = in_process.start(config.llm_kwargs(row), share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
-    with probes.dispatches(engines.runner(engine)) as disp, probes.mla_layer0_output(probes.mixed_prefill_rows) as cap:
+    with (
+        probes.dispatches(in_process.runner(engine)) as disp,
+        probes.mla_layer0_output(probes.mixed_prefill_rows) as cap,
+    ):
         cold_ms, _ = run_mixed(engine, row, profile="cold")
         run_mixed(engine, row)  # settles: warm samples start after the first repeat (a 967 ms one was seen)
         warm_ms = [run_mixed(engine, row, profile=profiling.last_warm(i, 3))[0] for i in range(3)]
         decode_prompts = config.prompts(row, length=DECODE_PROMPT, salt="throughput")
-        engines.generate(engine, decode_prompts, engines.greedy(64))  # same shapes once, off the clock
+        in_process.generate(engine, decode_prompts, in_process.greedy(64))  # same shapes once, off the clock
         tput = []
         for _ in range(3):
-            out = engines.generate(engine, decode_prompts, engines.greedy(64))
+            out = in_process.generate(engine, decode_prompts, in_process.greedy(64))
             rate = probes.decode_tok_s(out)
             if rate is not None:
                 tput.append(rate)
-        target_modes = disp.decode_modes(engines.runner(engine).cudagraph_dispatcher)
+        target_modes = disp.decode_modes(in_process.runner(engine).cudagraph_dispatcher)
     ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
     ev.metric("warm_request_ms", warm_ms, "ms", "warm")
     if tput:
@@ -78,7 +81,7 @@ def test_fp8_ds_mla(row, request):
     )
     ev.metric("eager_decode_steps", eager, "count", "warm")
     ev.prop("mixed_step", cap.steps)
-    engines.stop(engine)
+    in_process.stop(engine)
 
     ref_backend = row.acceptance["tolerance"]["reference"]
     ref_kv = ref_backend.get("kv_cache_dtype") or "auto"
@@ -91,13 +94,13 @@ def test_fp8_ds_mla(row, request):
             f"{row['model']}: vLLM takes only {', '.join(accepted)} KV for it",
         )
     else:
-        reference = engines.start(
+        reference = in_process.start(
             config.llm_kwargs(row, kv_cache_dtype=ref_kv, attention_config={"backend": ref_backend["backend"]}),
             share=True,
         )
         with probes.mla_layer0_output(probes.mixed_prefill_rows) as ref_cap:
             run_mixed(reference, row)
-        engines.stop(reference)
+        in_process.stop(reference)
         err = probes.rel_err(cap.rows, ref_cap.rows)
     if err == err:
         ev.metric("attn_output_rel_err", err, "relative L2", "none")

@@ -14,8 +14,8 @@ unforced output did not. With STACKGATE_BREAK_TOPK=1 the buffer is broken on pur
 from __future__ import annotations
 
 import pytest
-from engine import config, degeneration, engines, presence, probes, topk_guard
-from engine.evidence import Evidence
+from engine import config, degeneration, in_process, presence, probes, topk_guard
+from engine.row_record import Evidence
 from harness.graphs import GraphCounter
 from harness.profile import last_warm
 
@@ -35,34 +35,34 @@ def test_indexer_skip(row, request):
         topk_guard.impl_class(row["backend"])
     except topk_guard.CannotWatch as exc:
         pytest.fail(f"#52512 guard: {exc}", pytrace=False)
-    engine = engines.start(config.llm_kwargs(row), share=True)
+    engine = in_process.start(config.llm_kwargs(row), share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
-    off = probes.dense_prefill_off(engines.runner(engine).model)  # vllm#52512: no dense prefill on this layer
+    off = probes.dense_prefill_off(in_process.runner(engine).model)  # vllm#52512: no dense prefill on this layer
     dense = short and not off
     ev.prop("prefill", {"tokens": int(row["context"]), "index_topk": topk, "dense_expected": dense, "dense_off": off})
     with GraphCounter() as graphs, probes.indexer() as idx, probes.mla_layer0_output(probes.pure_prefill) as cap:
-        cold_ms, out = engines.timed_ms(engine, prompts, engines.greedy(OUTPUT_TOKENS), profile="cold")
+        cold_ms, out = in_process.timed_ms(engine, prompts, in_process.greedy(OUTPUT_TOKENS), profile="cold")
         scoring_first = idx.scoring_calls
-        engines.generate(engine, prompts, engines.greedy(1))  # settles the 1-token shape: not a warm sample
-        prefill_ms = [engines.timed_ms(engine, prompts, engines.greedy(1))[0] for _ in range(WARM_REPEATS)]
-        full = engines.greedy(OUTPUT_TOKENS)  # the last warm one is profiled beside the cold one (harness.profile)
-        warm_ms = [engines.timed_ms(engine, prompts, full, profile=last_warm(i, 3))[0] for i in range(3)]
-    engines.new_length_first_use(engine, prompts, full)
+        in_process.generate(engine, prompts, in_process.greedy(1))  # settles the 1-token shape: not a warm sample
+        prefill_ms = [in_process.timed_ms(engine, prompts, in_process.greedy(1))[0] for _ in range(WARM_REPEATS)]
+        full = in_process.greedy(OUTPUT_TOKENS)  # the last warm one is profiled beside the cold one (harness.profile)
+        warm_ms = [in_process.timed_ms(engine, prompts, full, profile=last_warm(i, 3))[0] for i in range(3)]
+    in_process.new_length_first_use(engine, prompts, full)
     guard, unwatched = None, ""
     try:  # the #52512 condition forced, after the timed requests: the forcing costs a fill per step
         broken = topk_guard.broken_on_purpose()
-        with topk_guard.watch(row["backend"], engines.runner(engine), break_reads=broken) as guard:
-            forced = engines.generate(engine, prompts, engines.greedy(OUTPUT_TOKENS))
+        with topk_guard.watch(row["backend"], in_process.runner(engine), break_reads=broken) as guard:
+            forced = in_process.generate(engine, prompts, in_process.greedy(OUTPUT_TOKENS))
     except topk_guard.CannotWatch as exc:  # a model with attention of its own: the row fails, the rest is measured
         guard, unwatched = None, str(exc)
-    engines.stop(engine)
+    in_process.stop(engine)
     ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
     ev.metric("prefill_ms", prefill_ms, "ms", "warm")
     ev.metric("warm_request_ms", warm_ms, "ms", "warm")
     ev.metric("indexer_scoring_calls_first_request", scoring_first, "count", "cold")
     ev.metric("graph_captures_after_ready", graphs.captures, "count", "warm")
     if guard is not None:
-        repeated = degeneration.judge(engines.token_ids(forced), engines.token_ids(out))
+        repeated = degeneration.judge(in_process.token_ids(forced), in_process.token_ids(out))
         ev.metric("all_minus_one_topk_reads", len(guard.minus_one), "count", "none")
         ev.metric("degenerated_requests", len(repeated.degenerated), "count", "none")
         ev.prop("topk_guard", guard.to_json())
@@ -70,16 +70,16 @@ def test_indexer_skip(row, request):
     else:
         ev.prop("topk_guard", {"watched": False, "why": unwatched})
 
-    reference = engines.start(config.llm_kwargs(row, attention_config={"sparse_mla_force_mqa": True}), share=True)
+    reference = in_process.start(config.llm_kwargs(row, attention_config={"sparse_mla_force_mqa": True}), share=True)
     with probes.mla_layer0_output(probes.pure_prefill) as ref_cap:
-        ref_out = engines.generate(reference, prompts, engines.greedy(OUTPUT_TOKENS))
-    engines.stop(reference)
+        ref_out = in_process.generate(reference, prompts, in_process.greedy(OUTPUT_TOKENS))
+    in_process.stop(reference)
     err = probes.rel_err(cap.rows, ref_cap.rows)
     if err == err:
         ev.metric("attn_output_rel_err", err, "relative L2", "none")
     ev.metric(
         "greedy_token_mismatches",
-        engines.mismatches(engines.token_ids(out), engines.token_ids(ref_out)),
+        in_process.mismatches(in_process.token_ids(out), in_process.token_ids(ref_out)),
         "tokens",
         "none",
     )

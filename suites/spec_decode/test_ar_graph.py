@@ -10,8 +10,8 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from engine import config, engines, presence, probes
-from engine.evidence import Evidence
+from engine import config, in_process, presence, probes
+from engine.row_record import Evidence
 from harness.profile import last_warm
 
 WARM_REPEATS = 10  # timed warm requests: their draft steps are the draft-step samples (a median over ~100 steps)
@@ -20,13 +20,13 @@ SETTLE = 2  # untimed requests between the cold one and the timed: the first ste
 
 def _measure(engine, prompts, params):
     """Cold request, warm requests, and the draft-loop record for the warm ones."""
-    with probes.draft_loop(engines.runner(engine)) as loop:
-        cold_ms, out = engines.timed_ms(engine, prompts, params, profile="cold")
+    with probes.draft_loop(in_process.runner(engine)) as loop:
+        cold_ms, out = in_process.timed_ms(engine, prompts, params, profile="cold")
         for _ in range(SETTLE):
-            engines.generate(engine, prompts, params)
+            in_process.generate(engine, prompts, params)
         first_warm = loop.loops
         warm_ms = [
-            engines.timed_ms(engine, prompts, params, profile=last_warm(i, WARM_REPEATS))[0]
+            in_process.timed_ms(engine, prompts, params, profile=last_warm(i, WARM_REPEATS))[0]
             for i in range(WARM_REPEATS)
         ]
         warm_steps = loop.draft_step_ms[first_warm:]
@@ -38,10 +38,10 @@ def _launches(engine, prompts, params, k):
     from torch.profiler import ProfilerActivity, profile
 
     with (
-        probes.draft_loop(engines.runner(engine)),
+        probes.draft_loop(in_process.runner(engine)),
         profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof,
     ):
-        engines.generate(engine, prompts, params)
+        in_process.generate(engine, prompts, params)
         torch.cuda.synchronize()
     kernels, graphs, windows = probes.launches_in_windows(prof)
     return (kernels + graphs) / (windows * max(k - 1, 1)) if windows else None, kernels, graphs, windows
@@ -52,15 +52,15 @@ def test_ar_graph(row, request):
     ev = Evidence.start(request, row, presence.fused_ar_graph_46849)
 
     kwargs = config.llm_kwargs(row)
-    engine = engines.start(kwargs, share=True)
+    engine = in_process.start(kwargs, share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
-    ran_mode = engines.cudagraph_mode(engine)
+    ran_mode = in_process.cudagraph_mode(engine)
     if ran_mode:
         ev.prop("cudagraph_mode_ran", ran_mode)
     prompts = config.prompts(row)
-    params = engines.greedy(config.MAX_TOKENS)
+    params = in_process.greedy(config.MAX_TOKENS)
     cold_ms, warm_ms, out, loop, warm_steps = _measure(engine, prompts, params)
-    engines.new_length_first_use(engine, prompts, params)
+    in_process.new_length_first_use(engine, prompts, params)
     k = loop.k
     ev.prop(
         "draft_loop",
@@ -74,12 +74,12 @@ def test_ar_graph(row, request):
     per_step = loop.replays_per_loop
     if per_step is not None:
         ev.metric("draft_graph_replays_per_step", per_step, "count", "warm")
-    launches, kernels, graphs, windows = _launches(engine, prompts, engines.greedy(8), k)
+    launches, kernels, graphs, windows = _launches(engine, prompts, in_process.greedy(8), k)
     if launches is not None:
         ev.metric("launches_per_draft_step", launches, "count", "warm")
         ev.prop("profiler_draft_windows", {"kernel_launches": kernels, "graph_launches": graphs, "windows": windows})
-    tokens = engines.token_ids(out)
-    engines.stop(engine)
+    tokens = in_process.token_ids(out)
+    in_process.stop(engine)
 
     if ev.absent is None and row["backend"] != "FLASH_ATTN":
         ev.expect(
@@ -92,9 +92,9 @@ def test_ar_graph(row, request):
         from vllm.v1.attention.backends.flash_attn import FlashAttentionMetadataBuilder
 
         with probes.patched(FlashAttentionMetadataBuilder, "supports_draft_decode_metadata_update", lambda _: False):
-            unfused = engines.start(kwargs)
+            unfused = in_process.start(kwargs)
             _, _, _, _, unfused_steps = _measure(unfused, prompts, params)
-            engines.stop(unfused)
+            in_process.stop(unfused)
         if unfused_steps and warm_steps:
             ev.metric("draft_step_unfused_ms", unfused_steps, "ms", "warm")
             ev.metric(
@@ -104,10 +104,10 @@ def test_ar_graph(row, request):
                 "warm",
             )
 
-    reference = engines.start(config.llm_kwargs(row, speculative_config=None), share=True)
-    ref_tokens = engines.token_ids(engines.generate(reference, prompts, params))
-    engines.stop(reference)
-    mism = engines.mismatches(tokens, ref_tokens)
+    reference = in_process.start(config.llm_kwargs(row, speculative_config=None), share=True)
+    ref_tokens = in_process.token_ids(in_process.generate(reference, prompts, params))
+    in_process.stop(reference)
+    mism = in_process.mismatches(tokens, ref_tokens)
     ev.metric("greedy_token_mismatches", mism, "tokens", "none")
     ev.tolerance(mism, "greedy_token_mismatches")
     ev.graph_replay(per_step, ran_mode=ran_mode)

@@ -1,7 +1,7 @@
 """The kernel-warm-up track: kernels warmed at engine start, so the first request compiles nothing. #48804 (the
 spec-decode kernels, closed upstream) and #49903 (the runner-owned kernels on #47451's JIT warm-up infrastructure).
 
-Per drafter row: a warm-up its engine's start skipped because it raised (engine.startlog) fails the row; engine-ready
+Per drafter row: a warm-up its engine's start skipped because it raised (engine.start_log) fails the row; engine-ready
 time, the first request in this fresh process (cold) and steady-state requests after it (warm), compiles seen by the
 JIT sentinel after the engine reported ready (all processes), CUDA-graph captures after ready, acceptance length;
 and, where the port is present, greedy outputs identical to a run with the warm-up turned off.
@@ -12,9 +12,9 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from engine import config, engines, presence
-from engine.evidence import Evidence
-from harness import jit
+from engine import config, in_process, presence
+from engine.row_record import Evidence
+from harness import jit_seen
 from harness.graphs import GraphCounter
 from harness.profile import last_warm
 
@@ -26,7 +26,7 @@ def test_kernel_warmup(row, request, jit_window):
     ev = Evidence.start(request, row, presence.KERNEL_WARMUP[row.change])
 
     kwargs = config.llm_kwargs(row)
-    engine = engines.start(kwargs, share=True)
+    engine = in_process.start(kwargs, share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")
     if engine.failed_warmups is None:
         ev.prop("warmup.failed", "not read: the engine's start output is not a file")
@@ -38,20 +38,20 @@ def test_kernel_warmup(row, request, jit_window):
         ev.metric("compiles_before_ready", startup.compiles, "count", "cold")
 
     prompts = config.prompts(row)
-    params = engines.greedy(config.MAX_TOKENS)
-    after_ready = jit.Window()
+    params = in_process.greedy(config.MAX_TOKENS)
+    after_ready = jit_seen.Window()
     with GraphCounter() as graphs:
-        before = engines.spec_stats(engine)
-        cold_ms, out = engines.timed_ms(engine, prompts, params, profile="cold")
-        engines.generate(engine, prompts, params)  # settles: warm samples start after the first repeat
+        before = in_process.spec_stats(engine)
+        cold_ms, out = in_process.timed_ms(engine, prompts, params, profile="cold")
+        in_process.generate(engine, prompts, params)  # settles: warm samples start after the first repeat
         warm_ms = [
-            engines.timed_ms(engine, prompts, params, profile=last_warm(i, WARM_REPEATS))[0]
+            in_process.timed_ms(engine, prompts, params, profile=last_warm(i, WARM_REPEATS))[0]
             for i in range(WARM_REPEATS)
         ]
-        after = engines.spec_stats(engine)
-    engines.new_length_first_use(engine, prompts, params)  # inside the JIT window: a compile it causes counts
+        after = in_process.spec_stats(engine)
+    in_process.new_length_first_use(engine, prompts, params)  # inside the JIT window: a compile it causes counts
     seen = after_ready.seen()
-    tokens = engines.token_ids(out)
+    tokens = in_process.token_ids(out)
 
     ev.metric("cold_first_request_ms", cold_ms, "ms", "cold")
     ev.metric("warm_request_ms", warm_ms, "ms", "warm")
@@ -60,24 +60,24 @@ def test_kernel_warmup(row, request, jit_window):
     if seen.available:
         ev.metric("compiles_after_ready", seen.compiles, "count", "cold")
         ev.prop("jit.after_ready_kernels", ",".join(seen.named()))
-    accept = engines.acceptance_length(before, after)
+    accept = in_process.acceptance_length(before, after)
     if accept is not None:
         ev.metric("acceptance_length", accept, "tokens", "warm")
     if row.model_info.get("weights") == "dummy":
         ev.prop("acceptance_note", "random weights: acceptance length is recorded, not meaningful")
 
     if ev.absent is None:
-        engines.stop(engine)
+        in_process.stop(engine)
         engine = None
-        disabled = engines.disable_warmup(row.change)
+        disabled = in_process.disable_warmup(row.change)
         ev.prop("reference_disabled", disabled)
         ev.expect(bool(disabled), "the reference run could not turn the warm-up off: no warm-up function was found")
-        ref = engines.start(kwargs)  # its own: built under the patch, never shared
-        ref_tokens = engines.token_ids(engines.generate(ref, prompts, params))
-        engines.stop(ref)
-        engines.restore_warmup()  # a later row of a shared process builds its engines with the warm-up
-        ev.metric("greedy_token_mismatches", engines.mismatches(tokens, ref_tokens), "tokens", "none")
-        ev.tolerance(engines.mismatches(tokens, ref_tokens), "greedy_token_mismatches")
+        ref = in_process.start(kwargs)  # its own: built under the patch, never shared
+        ref_tokens = in_process.token_ids(in_process.generate(ref, prompts, params))
+        in_process.stop(ref)
+        in_process.restore_warmup()  # a later row of a shared process builds its engines with the warm-up
+        ev.metric("greedy_token_mismatches", in_process.mismatches(tokens, ref_tokens), "tokens", "none")
+        ev.tolerance(in_process.mismatches(tokens, ref_tokens), "greedy_token_mismatches")
     else:
         ev.prop("reference", "not run: without the port there is no warm-up to turn off")
 

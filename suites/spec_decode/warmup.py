@@ -1,5 +1,5 @@
-"""The bake warm-up hook for this suite (python -m harness.warmup)."""
+"""The bake warm-up hook for this suite (python -m harness.warm_run)."""
 
-from engine.warmup import warm, warm_group
+from engine.gpu_warmup import warm, warm_group
 
 __all__ = ["warm", "warm_group"]

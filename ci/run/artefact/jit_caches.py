@@ -3,7 +3,7 @@ runs that use it (`ci run ... --host --caches ARTEFACT`).
 
 Every JIT cache a run writes (Triton, inductor, vLLM's compile cache with DeepGEMM's, FlashInfer, numba,
 CUDA's compute cache) lives under one root per target, at the same absolute path when baking and when
-running: cache keys embed paths. The bake runs the suites' warm-up (`harness.warmup`) there after the
+running: cache keys embed paths. The bake runs the suites' warm-up (`harness.warm_run`) there after the
 host AOT bake, then packs the root as one tarball named by the hash of its key and of its content, with
 a manifest: the key (what invalidates the caches: vLLM and its tree's content id, torch, triton, Python,
 driver, GPU, target, the root's path) and every file with its sha256. A run installs an artefact only where

@@ -30,7 +30,7 @@ from ci.stack.plan import Row
 DUMMY_KV_GIB = 12.0
 BESIDE_KV_GIB = 6.0
 DUMMY_ROW_GIB = DUMMY_KV_GIB + BESIDE_KV_GIB
-# A shared process keeps two engines (a row test's and its reference: suites/engine/engines.py SHARED_ENGINES); the
+# A shared process keeps two engines (a row test's and its reference: suites/engine/in_process.py SHARED_ENGINES); the
 # second adds its KV budget and little else (evidence/h200-engine-sharing: two tiny engines held 0.1 GiB beyond KV).
 SHARED_JOB_GIB = DUMMY_ROW_GIB + DUMMY_KV_GIB
 # Beyond the peak torch's allocator reports for a row (stackgate.gpu_peak_gib): the CUDA context and what is

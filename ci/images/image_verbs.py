@@ -39,12 +39,12 @@ def fork_bundle(
     """The fork's bundle for `target`'s image (`without`: the fork without that change; `tried`: with a port tried on
     a scratch ref), once its base release is checked against the target's lock: a mismatch stops here, before any
     bundle, bootstrap or build."""
-    from ci.fork import commands as fork_commands
+    from ci.fork import fork_verbs
 
     lock.require_base(target, f"{fork.name} {fork.ref}", fork.base.version, build.REPO_ROOT)
     if note := lock.kernel_note(target, fork.base.version):
         print(note, flush=True)
-    return fork_commands.make_bundle(st, fork, out, without, tried)
+    return fork_verbs.make_bundle(st, fork, out, without, tried)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 from harness import profile as profiling
 from harness.items import ENV_SHARE
 
-from engine import first_calls, startlog, steady
+from engine import first_calls, start_log, steady
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Engine:
     ready_s: float  # LLM(...) constructed and ready to serve, wall clock
     shared: bool = False  # kept for the next rows of this process: `stop` leaves it running
     reused: bool = False  # built for an earlier row of this process
-    # warm-ups its start said it skipped because they failed (engine.startlog); None: its output could not be read
+    # warm-ups its start said it skipped because they failed (engine.start_log); None: its output could not be read
     failed_warmups: tuple[str, ...] | None = None
 
 
@@ -46,11 +46,11 @@ def start(kwargs: dict[str, Any], *, share: bool = False) -> Engine:
         stop_shared()  # all of them: an engine is only ever torn down with no other alive (vLLM's process state)
     from vllm import LLM
 
-    at, t0 = startlog.mark(), time.perf_counter()
+    at, t0 = start_log.mark(), time.perf_counter()
     engine = Engine(llm=LLM(**kwargs), ready_s=time.perf_counter() - t0, shared=sharing)
     steady.pin()  # after the start, which compiles on every core: the timed requests run on the same CPUs each run
-    said = startlog.since(at)
-    engine.failed_warmups = None if said is None else tuple(startlog.failed_warmups(said))
+    said = start_log.since(at)
+    engine.failed_warmups = None if said is None else tuple(start_log.failed_warmups(said))
     if sharing:
         _shared[key] = engine
     return engine

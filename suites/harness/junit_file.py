@@ -18,7 +18,7 @@ from pathlib import Path
 from junitparser import Error, Failure, Skipped
 from junitparser.xunit2 import JUnitXml, TestCase, TestSuite
 
-from harness import contract
+from harness import boundary
 from harness.isolate import Outcome
 
 DETAILS_LIMIT = 20_000  # characters of traceback/log kept per testcase
@@ -31,7 +31,7 @@ class Case:
     properties: tuple[tuple[str, str], ...]  # the harness's (row, JIT) then the test's own
 
 
-suite_name = contract.suite_name  # stackgate.<target>.<suite>.<shard>
+suite_name = boundary.suite_name  # stackgate.<target>.<suite>.<shard>
 
 
 def _names(nodeid: str) -> tuple[str, str]:

@@ -1,4 +1,4 @@
-"""Warm GPU rows: their own tests, run once off the record (harness.warmup.run_rows_test), the rows of a group in
+"""Warm GPU rows: their own tests, run once off the record (harness.warm_run.run_rows_test), the rows of a group in
 one process, so the caches hold every engine configuration and shape the tests reach, a reference engine's and a
 mixed batch's included."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.warmup import run_row_test, run_rows_test
+from harness.warm_run import run_row_test, run_rows_test
 
 
 def warm(row: Any) -> int:

@@ -133,7 +133,7 @@ def _report_figures(stack_dir: Path, repeats: int) -> tuple[list[list[object]], 
         make_junit(st, synthetic_dir)
         real_shaped.make(st, real_dir, REPORT_FILES, REPORT_CASES)
         for label, folder, budgeted in (("real-shaped", real_dir, True), ("synthetic", synthetic_dir, False)):
-            # the report alone: what its history costs is the history benchmark's (ci/bench/history.py)
+            # the report alone: what its history costs is the history benchmark's (ci/bench/history_bench.py)
             argv = ["--stack", str(stack_dir), "report", str(folder), "--out", str(Path(tmp) / "out"), "--no-history"]
             # One run first, untimed: the template's compiled code and the loaded stack are then read back from the
             # cache (ci/report/html.py, ci/stack/cache.py), as on any machine after its first report.

@@ -21,7 +21,7 @@ from ci.common import contract, files, options, revision, signals
 from ci.common.errors import NOTHING_RAN, BuildError, StackgateError, UsageError, os_said
 from ci.common.tables import counted
 from ci.images import baked_layer, build
-from ci.run import commands, execute, finished, harness_env, run_spec
+from ci.run import execute, finished, harness_env, run_spec, run_verb
 from ci.run.artefact import host_aot, jit_caches, read
 from ci.run.schedule.dispatch import DeadlineReached
 from ci.stack import loader, plan, rows_json
@@ -263,7 +263,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     k.add_argument(
         "--command",
         nargs=argparse.REMAINDER,
-        help="warm-up command instead of `python -m harness.warmup` (must be last)",
+        help="warm-up command instead of `python -m harness.warm_run` (must be last)",
     )
     k.add_argument("--tag", help="tag of the baked image (default: <image repo>:baked)")
     k.add_argument(
@@ -294,6 +294,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=BAKE_TIMEOUT_S,
         help="with --host: seconds per row (default: %(default)s)",
     )
-    commands.add_schedule_options(k, bake=True)
+    run_verb.add_schedule_options(k, bake=True)
     options.add_filters(k, "suite", "change", "rows")
     k.set_defaults(func=cmd_bake)

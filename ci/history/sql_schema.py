@@ -7,7 +7,7 @@ both versions.
 
 Sizes: 1,000 builds of 832 rows keep each row's run as one record, its metrics packed into one blob (`pack`: a
 little-endian u16 metric id and a float32 per metric); a record per metric held 5.8 million records and outgrew the
-100 MB a history is held to, and so did float64 values (ci/bench/history.py measures it)."""
+100 MB a history is held to, and so did float64 values (ci/bench/history_bench.py measures it)."""
 
 from __future__ import annotations
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness import contract, jit_log
+from harness import boundary, jit_log
 
-ENV_LOG = contract.ENV_JIT_LOG
+ENV_LOG = boundary.ENV_JIT_LOG
 _MISSING = object()
 _sentinel_cache: Any = _MISSING
 

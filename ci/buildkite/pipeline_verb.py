@@ -68,9 +68,9 @@ def cmd_pipeline(args: argparse.Namespace) -> int:
             notes.append(f"Ports tried (ci main --try-port, each on its target's queue): {said}.")
             print(f"ports tried: {said}", file=sys.stderr)  # counted before anything runs
         if not (args.fork or args.without):  # configured, not named: the targets of imported changes judge it
-            from ci.fork import planned
+            from ci.fork import fork_plan
 
-            stock = frozenset(st.targets) - planned.judged_on(st, p)
+            stock = frozenset(st.targets) - fork_plan.judged_on(st, p)
     chosen = p.select(targets=args.target, suites=args.suite, changes=args.change).rows
     if not chosen:
         raise UsageError(
@@ -134,8 +134,7 @@ def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan,
     """The rows the fork can run, and the fork options every step repeats, exactly as resolved here: its checkout's
     path, the ref as its commit, upstream's main and the base release as commits, so every agent builds and judges
     the same tree whatever its environment. Each --without is refused as `ci fork bundle --without` refuses it."""
-    from ci.fork import ablate, planned, source
-    from ci.fork import commands as fork_commands
+    from ci.fork import ablate, fork_plan, fork_verbs, source
 
     fork = source.from_command(st, args)
     hosts = sorted({r.target for r in p.select(targets=args.target).rows if st.targets[r.target].runs_on == "host"})
@@ -147,14 +146,14 @@ def _fork(st: Stack, p: plan.Plan, args: argparse.Namespace) -> tuple[plan.Plan,
         )
     for change in dict.fromkeys((*args.without, *args.compare_without)):
         ablate.without(st, fork, change)  # the one decision: what cannot be dropped alone is refused here too
-    fork_commands.check_bundle(fork)  # what each build step's bundle would refuse (compiled sources): refused here
+    fork_verbs.check_bundle(fork)  # what each build step's bundle would refuse (compiled sources): refused here
     base, up = fork.base, fork.scope.upstream
     given = ["--fork", str(fork.checkout.path), "--ref", fork.commit]
     given += ["--upstream-ref", up] if up else []
     given += ["--base-ref", base.commit, "--base-version", base.version]
     for flag, value in zip(given[::2], given[1::2], strict=True):
         _plain(flag, value)
-    return planned.split(p, fork).runs, tuple(given), fork
+    return fork_plan.split(p, fork).runs, tuple(given), fork
 
 
 def _registry(args: argparse.Namespace) -> str | None:

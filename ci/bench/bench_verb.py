@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ci.bench import history, planning, runs, upstream
+from ci.bench import history_bench, plan_bench, runs, upstream
 from ci.common import options
 
 
@@ -12,10 +12,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.only == "upstream":
         return upstream.main(args.stack, args.repeats // 4 or 1)
     if args.only == "report":
-        return planning.main(args.stack, args.repeats)
+        return plan_bench.main(args.stack, args.repeats)
     if args.only == "history":
-        return history.main(args.stack, max(3, args.repeats // 4), args.history_builds)
-    rc = planning.main(args.stack, args.repeats)
+        return history_bench.main(args.stack, max(3, args.repeats // 4), args.history_builds)
+    rc = plan_bench.main(args.stack, args.repeats)
     print()
     rc = upstream.main(args.stack, args.repeats // 4 or 1) or rc
     print()
@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     b.add_argument(
         "--history-builds",
         type=options.whole(1, 100_000),
-        default=history.BUILDS,
+        default=history_bench.BUILDS,
         help="builds in the history of --only history (default: %(default)s)",
     )
     b.set_defaults(func=cmd_bench)

@@ -1,4 +1,4 @@
-"""`python -m harness.warmup`: the image bake's warm run. Every row's configuration runs once, so every
+"""`python -m harness.warm_run`: the image bake's warm run. Every row's configuration runs once, so every
 cache the runtime reads (Triton, Inductor/vLLM compile cache, FlashInfer, DeepGEMM, AITER, MIOpen)
 is filled with the image's own paths and env before `ci bake` commits it.
 
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import contract
+from harness import boundary
 from harness.rows import ENV_ROWS, load
 
 # where the warm run's compiles are logged, with their key parts (`ci bake --host` keeps them beside the
@@ -77,7 +77,7 @@ def run_rows_test(rows: Sequence[Any], *, suites: Path | None = None) -> int:
         kept_log = os.environ.get(ENV_WARM_LOG)  # where the bake asks, the compiles and logs are kept
         log = kept_log or str(Path(tmp) / "jit.jsonl")
         Path(log).parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, contract.ENV_REFUSE_JIT: "0", contract.ENV_JIT_LOG: log}
+        env = {**os.environ, boundary.ENV_REFUSE_JIT: "0", boundary.ENV_JIT_LOG: log}
         env.pop("STACKGATE_PROFILE_DIR", None)
         done = subprocess.run(argv, env=env, cwd=root, check=False, capture_output=True, text=True)
         text = junit.read_text() if junit.is_file() else ""
@@ -103,7 +103,7 @@ def groups(rows: Sequence[Any]) -> list[list[Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.warmup")
+    ap = argparse.ArgumentParser(prog="python -m harness.warm_run")
     ap.add_argument("--row", action="append", help="warm these rows only, in this process (the parent starts one "
                     "child per group; repeatable)")  # fmt: skip
     ap.add_argument("--rows", help=f"rows.json (default: ${ENV_ROWS})")
@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[{n}/{len(together)}] {name}: nothing to warm for suite {rows[0].suite}", flush=True)
             continue
         t0 = time.monotonic()
-        child = [sys.executable, "-m", "harness.warmup", *(a for r in rows for a in ("--row", r.id))]
+        child = [sys.executable, "-m", "harness.warm_run", *(a for r in rows for a in ("--row", r.id))]
         try:
             rc = subprocess.run(child, timeout=args.timeout * len(rows)).returncode
         except subprocess.TimeoutExpired:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ci.bench import real_shaped, synthetic
-from ci.bench.planning import _whole_command
+from ci.bench.plan_bench import _whole_command
 from ci.common import tables
 from ci.history import store
 from ci.history.record import Build, Judged, Run
