@@ -162,8 +162,15 @@ def main(argv: Sequence[str] | None = None, held: startup.Held | None = None) ->
 # Each runtime dependency (pyproject.toml) -> the module it installs. A bare GPU host (the lent H200) has torch and
 # pytest, not these: a command that needs one says which are missing, all at once, with the command that installs
 # them, rather than the traceback of the first import that failed.
-RUNTIME = {"pyyaml": "yaml", "pydantic": "pydantic", "docker": "docker", "junitparser": "junitparser",
-           "lxml": "lxml", "jinja2": "jinja2", "orjson": "orjson"}  # fmt: skip
+RUNTIME = {
+    "pyyaml": "yaml",
+    "pydantic": "pydantic",
+    "docker": "docker",
+    "junitparser": "junitparser",
+    "lxml": "lxml",
+    "jinja2": "jinja2",
+    "orjson": "orjson",
+}
 
 
 def needs() -> list[str]:

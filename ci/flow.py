@@ -211,11 +211,17 @@ def main(args: argparse.Namespace) -> int:
     # The report covers the rows asked for; `main` alone reports every planned row (what remains unproven).
     fork = judged.fork
     rep = report.build(
-        args.stack, folders, None, targets=args.target, suites=args.suite, changes=args.change, loaded=(st, p),
+        args.stack,
+        folders,
+        None,
+        targets=args.target,
+        suites=args.suite,
+        changes=args.change,
+        loaded=(st, p),
         subject=kept.answer(st, fork.scope) if fork else None,  # what it lacks, whether it ports (kept per tip)
         stock=judged.stock,
         history=options.history_path(args, args.out),
-    )  # fmt: skip
+    )
     report.write(rep, args.out / "report")
     if rep.history is not None:
         from ci.report import across

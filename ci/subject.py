@@ -66,8 +66,11 @@ def resolve(st: Stack, targets: list[Target], args: argparse.Namespace, use_host
         if target.id not in judged_on and not named:
             gpu = next((t for t in st.targets.values() if t.id in judged_on), None)
             there = f" (rows of its changes need a GPU target: {_session(gpu, p, fork)})" if gpu else ""
-            print(f"{target.id} runs no imported change's rows: they run as they are; the report judges the fork "
-                  f"{fork.name} {fork.ref}{there}", flush=True)  # fmt: skip
+            print(
+                f"{target.id} runs no imported change's rows: they run as they are; the report judges the fork "
+                f"{fork.name} {fork.ref}{there}",
+                flush=True,
+            )
             continue
         over.append(target)
     if not over:

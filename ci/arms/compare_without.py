@@ -145,8 +145,9 @@ def protocol(
                 label = "/".join(x for x in (side.label, part.name) if x)
                 _step(f"warm-up of {label} (untimed: its first engine compiles)")
                 # its costs are a bake's (the first engine compiles), never a timed run's: the projection reads runs
-                warm = _run(st, target, part.rows, out / "warm-up" / label, part.arm, schedule, args, use_host,
-                            phase="bake")  # fmt: skip
+                warm = _run(
+                    st, target, part.rows, out / "warm-up" / label, part.arm, schedule, args, use_host, phase="bake"
+                )
                 codes[side.label].append(warm)
     clock = rounds.Clock({s.label: len(aa_rounds) if s.label == AA else args.runs for s in sides})
     print(rounds.before(rows, clock.total, out, cold=args.cold), flush=True)
@@ -176,8 +177,18 @@ def _builds(
     out: dict[str, Arm] = {}
     for label, without in ((FORK, None), (change, change)):
         name = label if without is None else f"without-{change}"
-        out[label] = build(st, args, target, fork, label=label, name=name, use_host=use_host, flag="--compare-without",
-                           without=without, bundle=given.get(name))  # fmt: skip
+        out[label] = build(
+            st,
+            args,
+            target,
+            fork,
+            label=label,
+            name=name,
+            use_host=use_host,
+            flag="--compare-without",
+            without=without,
+            bundle=given.get(name),
+        )
     return out
 
 
@@ -263,8 +274,11 @@ def _environ(arm: Arm, *, allow_jit: bool = False) -> Iterator[None]:
     """The host route: the arm's vLLM first on the path of every process its rows start, and its build's own JIT
     caches root (a build's warm-up fills it; the other build's runs never read it); `allow_jit`: the rows may compile
     (a cold run's first request compiles what the warm-up did not)."""
-    given = {"PYTHONPATH": arm.path, "STACKGATE_RUNTIME_CACHES": str(arm.caches) if arm.caches else None,
-             contract.ENV_REFUSE_JIT: "0" if allow_jit else None}  # fmt: skip
+    given = {
+        "PYTHONPATH": arm.path,
+        "STACKGATE_RUNTIME_CACHES": str(arm.caches) if arm.caches else None,
+        contract.ENV_REFUSE_JIT: "0" if allow_jit else None,
+    }
     before = {k: os.environ.get(k) for k in given}
     if arm.path is not None:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (arm.path, before["PYTHONPATH"]) if p)

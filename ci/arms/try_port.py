@@ -110,13 +110,22 @@ def _protocol(
     base = compare_without.build(st, args, target, fork, label=FORK, name=FORK, use_host=use_host, flag="--try-port")
     ports = tuple(
         Part(
-            arm=compare_without.build(st, args, target, fork, label=PORT, name=f"port-{t.change}", use_host=use_host,
-                               flag="--try-port", tried=t),
+            arm=compare_without.build(
+                st,
+                args,
+                target,
+                fork,
+                label=PORT,
+                name=f"port-{t.change}",
+                use_host=use_host,
+                flag="--try-port",
+                tried=t,
+            ),
             rows=timed[t.change],
             name=t.change,
         )
         for t in made
-    )  # fmt: skip
+    )
     sides = [Side(label=PORT, parts=ports), Side(label=FORK, parts=(Part(arm=base, rows=every),))]
     if args.aa:
         sides.append(Side(label=AA, parts=(Part(arm=base, rows=every),)))
@@ -133,9 +142,16 @@ def _report(
     paths = [out / "arms" / label for label in labels]
     _step(f"{command(['python', '-m', 'ci', 'report', paths[0]])} --compare ... -> {out / 'report'}")
     rep = report.build(
-        args.stack, [paths[0]], None, targets=[target.id], changes=[t.change for t in done], compare_paths=paths[1:],
-        labels=labels, subject=snap, tried=done,
-    )  # fmt: skip
+        args.stack,
+        [paths[0]],
+        None,
+        targets=[target.id],
+        changes=[t.change for t in done],
+        compare_paths=paths[1:],
+        labels=labels,
+        subject=snap,
+        tried=done,
+    )
     report.write(rep, out / "report")
     print(report.summary(rep, out / "report"))
     # the port's runs say whether it holds; the fork's rows of a change it lacks fail by that absence (the finding

@@ -79,9 +79,11 @@ def build(root: Path, own_only: bool = False, commits: int = COMMITS, fork_own: 
     h.parts.append(b"done\n")
     root.mkdir(parents=True, exist_ok=True)
     marks_file = root / ".git" / "marks"
-    for args, data in ((("init", "-q", "-b", "fork"), None),
-                       (("fast-import", "--quiet", "--done", f"--export-marks={marks_file}"), b"".join(h.parts)),
-                       (("reset", "-q", "--hard", "fork"), None)):  # fmt: skip
+    for args, data in (
+        (("init", "-q", "-b", "fork"), None),
+        (("fast-import", "--quiet", "--done", f"--export-marks={marks_file}"), b"".join(h.parts)),
+        (("reset", "-q", "--hard", "fork"), None),
+    ):
         done = git.run(root, *args, stdin=data, text=False)
         if done.returncode:
             raise RuntimeError(f"git {args[0]} in {root}: {done.stderr.decode(errors='replace')[-2000:]}")

@@ -114,11 +114,15 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    h = options.verb(sub, "history", help="the history of builds: pulled from earlier Buildkite builds, or merged",
-                     codes=(0, 2, 5))  # fmt: skip
+    h = options.verb(
+        sub, "history", help="the history of builds: pulled from earlier Buildkite builds, or merged", codes=(0, 2, 5)
+    )
     actions = h.add_subparsers(dest="action", required=True, metavar="ACTION", help="pull or merge")
-    p = actions.add_parser("pull", help=f"join the last {PULLED} builds' histories of this branch into PATH "
-                           f"(Buildkite: ${ENV_TOKEN} with read_builds)")  # fmt: skip
+    p = actions.add_parser(
+        "pull",
+        help=f"join the last {PULLED} builds' histories of this branch into PATH "
+        f"(Buildkite: ${ENV_TOKEN} with read_builds)",
+    )
     p.add_argument("path", type=Path, metavar="PATH")
     m = actions.add_parser("merge", help="add to INTO every build of each FROM that it lacks")
     m.add_argument("path", type=Path, metavar="INTO")

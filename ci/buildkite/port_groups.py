@@ -34,9 +34,23 @@ def steps(st: Stack, whole: Plan, opts: Options, queue: str) -> list[Step | Grou
 def _try(c: Candidate, t: Target, ids: tuple[str, ...], gpus: int, opts: Options) -> Step:
     folder = f"try-port-{c.change}-{t.id}"
     run = ci(
-        "main", *opts.stack_args(), "--target", t.id, *opts.fork, "--try-port", c.change, "--port-tip", c.tip,
-        "--runs", str(opts.runs), "--aa", "--rows", ",".join(ids), "--out", folder,
-    )  # fmt: skip
+        "main",
+        *opts.stack_args(),
+        "--target",
+        t.id,
+        *opts.fork,
+        "--try-port",
+        c.change,
+        "--port-tip",
+        c.tip,
+        "--runs",
+        str(opts.runs),
+        "--aa",
+        "--rows",
+        ",".join(ids),
+        "--out",
+        folder,
+    )
     return Step(
         key=key("try-port", c.change, t.id),
         label=f"{PORTS} #{c.change} on {t.id} ({len(ids)} rows; {opts.runs} runs a side, A/A)",

@@ -83,11 +83,16 @@ def _apply(step: ByHand) -> list[str]:
     apart = [f":(exclude){p}" for p in (*step.removed, *step.retyped)]
     diff = command(["git", "diff", "--binary", "--find-renames", unit.parent, unit.commit, "--", PACKAGE, *apart])
     out = [f"  {diff}{follow} | git apply --3way"]
-    out += [f"  {command(['git', 'rm', '-q', '--', p])}   # upstream deletes it, and the fork changed it: keep it "
-            f"instead ({command(['git', 'checkout', 'HEAD', '--', p])}) where those changes still matter"
-            for p in step.removed]  # fmt: skip
-    out += [f"  {command(['git', 'checkout', unit.commit, '--', p])}   # a symlink on one side, a file on the other: "
-            "upstream's taken" for p in step.retyped]  # fmt: skip
+    out += [
+        f"  {command(['git', 'rm', '-q', '--', p])}   # upstream deletes it, and the fork changed it: keep it "
+        f"instead ({command(['git', 'checkout', 'HEAD', '--', p])}) where those changes still matter"
+        for p in step.removed
+    ]
+    out += [
+        f"  {command(['git', 'checkout', unit.commit, '--', p])}   # a symlink on one side, a file on the other: "
+        "upstream's taken"
+        for p in step.retyped
+    ]
     return out
 
 

@@ -130,8 +130,10 @@ def tally(rows: Mapping[str, Sequence[Row]], names: Mapping[str, str], refused: 
     where = [f"{counted(n, 'row') if i == 0 else n} on {names.get(t, t)}" for i, (t, n) in enumerate(per.items())]
     said = ", ".join([counted(len(rows) + len(refused), "candidate"), *where])
     if refused:
-        said += (f"; {len(refused)} {'does' if len(refused) == 1 else 'do'} not port cleanly: "
-                 f"{', '.join(f'#{c}' for c in refused)}")  # fmt: skip
+        said += (
+            f"; {len(refused)} {'does' if len(refused) == 1 else 'do'} not port cleanly: "
+            f"{', '.join(f'#{c}' for c in refused)}"
+        )
     return said
 
 

@@ -94,7 +94,15 @@ def builds(conn: sqlite3.Connection, leave_out: Collection[str] = ()) -> Iterato
             )
         )
         yield Build(
-            key=key, at=datetime.fromisoformat(at), branch=branch, commit=commit, stack=stack,
-            vllm=tuple(json.loads(vllm)), images=tuple((t, d) for t, d in json.loads(images)),
-            number=bk, url=url, runs=runs, verdicts=verdicts,
-        )  # fmt: skip
+            key=key,
+            at=datetime.fromisoformat(at),
+            branch=branch,
+            commit=commit,
+            stack=stack,
+            vllm=tuple(json.loads(vllm)),
+            images=tuple((t, d) for t, d in json.loads(images)),
+            number=bk,
+            url=url,
+            runs=runs,
+            verdicts=verdicts,
+        )

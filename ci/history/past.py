@@ -87,8 +87,16 @@ def _read(
             raise ValueError(f"a run's status {status!r} (0 to {len(STATUSES) - 1})")
         b = by_id[build]
         values = tuple((metric[m], v) for m, v in sql_schema.unpack(blob) if m in metric) if blob else ()
-        return Seen(build=build, number=b.number, at=b.at, branch=b.branch, status=STATUSES[status],
-                    image=ident[image], commit=ident[commit], metrics=values)  # fmt: skip
+        return Seen(
+            build=build,
+            number=b.number,
+            at=b.at,
+            branch=b.branch,
+            status=STATUSES[status],
+            image=ident[image],
+            commit=ident[commit],
+            metrics=values,
+        )
 
     if recent:
         for build, row, status, blob, image, commit in conn.execute(

@@ -73,10 +73,13 @@ def trends(
     out = []
     for (change, target, name), by_build in sorted(values.items()):
         points = sorted(
-            (Point(build=b, called=seen[b].called, at=seen[b].at, value=shown(statistics.median(v)), rows=len(v))
-             for b, v in by_build.items() if seen[b].at <= at),
+            (
+                Point(build=b, called=seen[b].called, at=seen[b].at, value=shown(statistics.median(v)), rows=len(v))
+                for b, v in by_build.items()
+                if seen[b].at <= at
+            ),
             key=lambda p: (p.at, p.build == 0, p.build),
-        )  # fmt: skip
+        )
         if not points:
             continue
         recent = [p.value for p in points if at - timedelta(days=MEAN_DAYS) <= p.at]

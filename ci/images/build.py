@@ -283,8 +283,9 @@ def _build_logged(argv: list[str], root: Path, env: Mapping[str, str], log: IO[s
     """Run the build with its whole output in `log`, and each Dockerfile step said once on stderr as it starts, with
     the seconds since the build began: a build of minutes shows where it is (stdout stays the image's id)."""
     t0, seen = time.monotonic(), set()
-    with subprocess.Popen(argv, cwd=root, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace") as proc:  # fmt: skip
+    with subprocess.Popen(
+        argv, cwd=root, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:
             log.write(line)

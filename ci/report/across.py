@@ -71,8 +71,15 @@ def make(stack: Stack, results: Results, path: Path, judge: Judge) -> tuple[Acro
     window = timedelta(days=max(rule.quarantine.window_days, trends.BEST_DAYS))
     now = this_build.seen(this)
     failing_rows = [row for row, s in now.items() if s.failed]
-    earlier: Past = past.read(path, since=this.at - window, last=trends.SHOWN, failing=failing_rows,
-                              branch=this.branch, leave_out=this.key, metrics=trends.METRICS)  # fmt: skip
+    earlier: Past = past.read(
+        path,
+        since=this.at - window,
+        last=trends.SHOWN,
+        failing=failing_rows,
+        branch=this.branch,
+        leave_out=this.key,
+        metrics=trends.METRICS,
+    )
     runs = {row: (*earlier.runs.get(row, ()), s) for row, s in now.items()}
     flaky = {}
     for row, seq in runs.items():

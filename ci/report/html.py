@@ -181,8 +181,15 @@ def render(report: Report, tables: dict[str, Table] | None = None) -> str:
     for v in report.verdicts:  # a change tried as a port leads: ready or not, why, and the next step
         if lead := port_step.lead(report, v):
             command, note = first_screen.next_step(report, v)
-            tried.append({"lead": lead, "ready": v.ready, "command": command, "note": note,
-                          "builds": port_step.builds(report, v.change.id)})  # fmt: skip
+            tried.append(
+                {
+                    "lead": lead,
+                    "ready": v.ready,
+                    "command": command,
+                    "note": note,
+                    "builds": port_step.builds(report, v.change.id),
+                }
+            )
     return template().render(
         tried=tried,
         comparison=compared,

@@ -161,12 +161,26 @@ def _tried(report: Report, v: Verdict) -> dict[str, object] | None:
     command, note = first_screen.next_step(report, v)
     c = report.comparison
     builds = [
-        {"port_side": p.fork, "port_build": p.builds[0], "fork_side": p.without, "fork_build": p.builds[1],
-         "aa_side": p.aa or None, "rows": list(p.rows), "isolated": p.isolated, "problems": list(p.problems)}
-        for p in (c.ported if c else ()) if p.change == v.change.id
-    ]  # fmt: skip
-    return {**t.to_json(), "ready": v.ready, "lead": port_step.lead(report, v),
-            "next": {"command": command or None, "note": note}, "builds": builds}  # fmt: skip
+        {
+            "port_side": p.fork,
+            "port_build": p.builds[0],
+            "fork_side": p.without,
+            "fork_build": p.builds[1],
+            "aa_side": p.aa or None,
+            "rows": list(p.rows),
+            "isolated": p.isolated,
+            "problems": list(p.problems),
+        }
+        for p in (c.ported if c else ())
+        if p.change == v.change.id
+    ]
+    return {
+        **t.to_json(),
+        "ready": v.ready,
+        "lead": port_step.lead(report, v),
+        "next": {"command": command or None, "note": note},
+        "builds": builds,
+    }
 
 
 def _run_values(r: RowResult) -> dict[str, object]:

@@ -139,8 +139,10 @@ def trend(t: Trend, title: str) -> str:
     label_y: list[float] = []  # where each line's label went: a second one too near moves clear of the first
     for value, name, dash in ((t.mean, "7-day mean", "5,3"), (t.best, "30-day best", "1,3")):
         if value is not None:
-            out.append(f'<line x1="{T_LEFT}" x2="{T_LEFT + span_x}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
-                       f'stroke="{LINE}" stroke-dasharray="{dash}"/>')  # fmt: skip
+            out.append(
+                f'<line x1="{T_LEFT}" x2="{T_LEFT + span_x}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+                f'stroke="{LINE}" stroke-dasharray="{dash}"/>'
+            )
             at = y(value) + 4
             if label_y and abs(at - label_y[0]) < 14:
                 at = label_y[0] + (14 if at >= label_y[0] else -14)
@@ -151,8 +153,10 @@ def trend(t: Trend, title: str) -> str:
     for i, p in enumerate(t.points):
         last = i == n - 1
         tip = f"{escape(p.called)}, {p.at:%Y-%m-%d}: {num(p.value)} {unit} (median of {p.rows})"
-        out.append(f'<circle cx="{x(i):.1f}" cy="{y(p.value):.1f}" r="{4 if last else 2.5}" '
-                   f'fill="{NOW if last else LINE}"><title>{tip}</title></circle>')  # fmt: skip
+        out.append(
+            f'<circle cx="{x(i):.1f}" cy="{y(p.value):.1f}" r="{4 if last else 2.5}" '
+            f'fill="{NOW if last else LINE}"><title>{tip}</title></circle>'
+        )
     base = T_TOP + span_y + 16
     out.append(f'<text x="{T_LEFT}" y="{base}" class="v">{escape(t.points[0].called)}</text>')
     if n > 1:

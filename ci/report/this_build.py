@@ -45,8 +45,17 @@ def runs(results: Results) -> tuple[Run, ...]:
             continue
         image = next((c.image_digest for c in r.cases if c.image_digest), "")
         metrics = tuple((m.name, float(m.value), m.unit) for m in r.metrics.values())
-        out.append(Run(row=r.id, change=r.change, target=r.target, status=r.status, image=image,
-                       commit=commit_of(r), metrics=metrics))  # fmt: skip
+        out.append(
+            Run(
+                row=r.id,
+                change=r.change,
+                target=r.target,
+                status=r.status,
+                image=image,
+                commit=commit_of(r),
+                metrics=metrics,
+            )
+        )
     return tuple(out)
 
 

@@ -175,8 +175,10 @@ def _not_one_fork(fork: SideOf, without: SideOf, rows: tuple[str, ...], change: 
     held = [{x for r in rows for c in side.rows[r].cases for x in c.fork_changes or ()} for side in (fork, without)]
     if held[0] - held[1] != {change} or held[1] - held[0]:
         differ = sorted((held[0] - held[1]) | (held[1] - held[0]))
-        out.append(f"the sides' imported changes differ by {', '.join(f'#{c}' for c in differ) or 'none'}, "
-                   f"not by #{change} alone")  # fmt: skip
+        out.append(
+            f"the sides' imported changes differ by {', '.join(f'#{c}' for c in differ) or 'none'}, "
+            f"not by #{change} alone"
+        )
     return out
 
 

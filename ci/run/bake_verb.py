@@ -217,8 +217,12 @@ def _packed(
                 _keep_bake_log(target, results)
             artefact = jit_caches.pack(target, out, kind, env, rows)
     except signals.Stopped as stop:
-        print(f"stopped by {stop.name} while packing the artefact into {out}: every row had run; no artefact was "
-              f"written and no temporary file is left; {again}", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"stopped by {stop.name} while packing the artefact into {out}: every row had run; no artefact was "
+            f"written and no temporary file is left; {again}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 128 + stop.signum
     except OSError as exc:
         raise BuildError(

@@ -119,9 +119,11 @@ def resume_from(folders: Sequence[Path], rows: Sequence[Any], contents: Mapping[
     have = f"{counted(len(done), 'row')} {'has' if len(done) == 1 else 'have'}"
     print(f"--resume: {have} a result in {where}, {len(rows) - len(done)} to run", flush=True)
     if stale:
-        print(f"--resume: {len(stale)} of them ran as another row (its parameters, acceptance numbers, target or "
-              f"image have changed since): run again: {', '.join(stale[:5])}{' …' if len(stale) > 5 else ''}",
-              flush=True)  # fmt: skip
+        print(
+            f"--resume: {len(stale)} of them ran as another row (its parameters, acceptance numbers, target or "
+            f"image have changed since): run again: {', '.join(stale[:5])}{' …' if len(stale) > 5 else ''}",
+            flush=True,
+        )
     return done
 
 

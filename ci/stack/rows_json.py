@@ -59,8 +59,14 @@ def row_documents(st: Stack, rows: Sequence[Row]) -> list[dict[str, Any]]:
         if row.change not in accepts:
             accepts[row.change] = asdict(st.changes[row.change].acceptance)
         context, batch = sizes[engine(row)]
-        out.append({**row.to_json(), "model_info": infos[row.model], "acceptance": accepts[row.change],
-                    ENGINE_SIZE: {"context": context, "batch": batch}})  # fmt: skip
+        out.append(
+            {
+                **row.to_json(),
+                "model_info": infos[row.model],
+                "acceptance": accepts[row.change],
+                ENGINE_SIZE: {"context": context, "batch": batch},
+            }
+        )
     return out
 
 

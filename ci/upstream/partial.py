@@ -54,10 +54,20 @@ def require(co: Checkout, fetch_missing: bool) -> None:
         return
     print(f"fetching {len(missing):,} objects the partial clone lacks from {said}, in one fetch", file=sys.stderr)
     done = co.run(
-        "-c", "fetch.negotiationAlgorithm=noop", "fetch", "--no-tags", "--no-write-fetch-head",
-        "--recurse-submodules=no", "--filter=blob:none", "--stdin", "--", name,
-        stdin="".join(f"{oid}\n" for oid in missing), ok=(0, 1, 128), network=True,
-    )  # fmt: skip
+        "-c",
+        "fetch.negotiationAlgorithm=noop",
+        "fetch",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--recurse-submodules=no",
+        "--filter=blob:none",
+        "--stdin",
+        "--",
+        name,
+        stdin="".join(f"{oid}\n" for oid in missing),
+        ok=(0, 1, 128),
+        network=True,
+    )
     left = _missing(co) if done.returncode == 0 else missing
     if left:
         raise UsageError(

@@ -42,8 +42,12 @@ class Prerequisite:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Prerequisite:
         pr = doc["pr"]
-        return cls(commit=str(doc["commit"]), subject=str(doc["subject"]), pr=None if pr is None else int(pr),
-                   held=_bool(doc["held"]))  # fmt: skip
+        return cls(
+            commit=str(doc["commit"]),
+            subject=str(doc["subject"]),
+            pr=None if pr is None else int(pr),
+            held=_bool(doc["held"]),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,15 +78,22 @@ class Missing:
     removed_by: ForkEdit | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "commit": self.commit, "commits": [p.to_json() for p in self.commits],
-                "removed_by": self.removed_by.to_json() if self.removed_by else None}  # fmt: skip
+        return {
+            "file": self.file,
+            "commit": self.commit,
+            "commits": [p.to_json() for p in self.commits],
+            "removed_by": self.removed_by.to_json() if self.removed_by else None,
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Missing:
         removed = doc.get("removed_by")
-        return cls(file=str(doc["file"]), commit=str(doc["commit"]),
-                   commits=tuple(Prerequisite.from_json(p) for p in doc["commits"]),
-                   removed_by=ForkEdit.from_json(removed) if removed is not None else None)  # fmt: skip
+        return cls(
+            file=str(doc["file"]),
+            commit=str(doc["commit"]),
+            commits=tuple(Prerequisite.from_json(p) for p in doc["commits"]),
+            removed_by=ForkEdit.from_json(removed) if removed is not None else None,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,8 +132,11 @@ class Conflict:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Conflict:
-        return cls(file=str(doc["file"]), commit=str(doc.get("commit", "")),
-                   hunks=tuple(Hunk.from_json(h) for h in doc["hunks"]))  # fmt: skip
+        return cls(
+            file=str(doc["file"]),
+            commit=str(doc.get("commit", "")),
+            hunks=tuple(Hunk.from_json(h) for h in doc["hunks"]),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,8 +157,9 @@ class Stacked:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Stacked:
-        return cls(pr=int(doc["pr"]), change=str(doc["change"]), state=str(doc["state"]),
-                   commit=str(doc.get("commit", "")))  # fmt: skip
+        return cls(
+            pr=int(doc["pr"]), change=str(doc["change"]), state=str(doc["state"]), commit=str(doc.get("commit", ""))
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,13 +173,21 @@ class Stability:
     stable: bool = False  # merged and not reverted
 
     def to_json(self) -> dict[str, Any]:
-        return {"upstream": self.upstream, "follow_ups": list(self.follow_ups), "reverted": self.reverted,
-                "stable": self.stable}  # fmt: skip
+        return {
+            "upstream": self.upstream,
+            "follow_ups": list(self.follow_ups),
+            "reverted": self.reverted,
+            "stable": self.stable,
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Stability:
-        return cls(upstream=str(doc["upstream"]), follow_ups=_strs(doc["follow_ups"]),
-                   reverted=str(doc["reverted"]), stable=_bool(doc["stable"]))  # fmt: skip
+        return cls(
+            upstream=str(doc["upstream"]),
+            follow_ups=_strs(doc["follow_ups"]),
+            reverted=str(doc["reverted"]),
+            stable=_bool(doc["stable"]),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -31,8 +31,9 @@ def as_typed(co: Checkout, ref: str, flag: str) -> str:
         return ref
     out = co.git("for-each-ref", "--format=%(refname:short)", "refs/remotes")
     remotes = co.remotes()
-    found = [name for name in out.split("\n") if name and name.split("/", 1)[0] in remotes and
-             name.split("/", 1)[-1] == ref]  # fmt: skip
+    found = [
+        name for name in out.split("\n") if name and name.split("/", 1)[0] in remotes and name.split("/", 1)[-1] == ref
+    ]
     if len(found) > 1:
         raise UsageError(
             f"{flag} {ref!r} names no branch in {co.path}, and {len(found)} remotes have one of that name: "
@@ -40,7 +41,9 @@ def as_typed(co: Checkout, ref: str, flag: str) -> str:
             hint=f"pass {flag} one of them: {' or '.join(f'{flag} {f}' for f in found)}",
         )
     if found:
-        print(f"{flag} {ref}: no branch of that name here; taking {found[0]}, the one remote branch of that name",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{flag} {ref}: no branch of that name here; taking {found[0]}, the one remote branch of that name",
+            file=sys.stderr,
+        )
         return found[0]
     return ref

@@ -104,8 +104,9 @@ def line(co: Checkout, head: str, where: Left | None) -> Line | None:
     of upstream's commits in its cherry-pick line."""
     if where is None or not where.upstream:
         return None
-    out = co.git("log", "--fixed-strings", f"--grep={PICKED}", f"--format={_REC}%H%x02%B", head, f"^{where.commit}",
-                 "--")  # fmt: skip
+    out = co.git(
+        "log", "--fixed-strings", f"--grep={PICKED}", f"--format={_REC}%H%x02%B", head, f"^{where.commit}", "--"
+    )
     named: list[tuple[str, list[str]]] = []
     for chunk in out.split(_REC)[1:]:
         commit, _, body = chunk.partition("\x02")
@@ -125,8 +126,15 @@ def line(co: Checkout, head: str, where: Left | None) -> Line | None:
 def _carried(co: Checkout, head: str, last: str) -> tuple[str, str]:
     """`last` carried to the nearest branch or tag tip that holds it in `head`'s history (head's own excepted): a
     release branch's last commits need not be cherry-picks (its CI fixes)."""
-    out = co.git("for-each-ref", "--format=%(objectname) %(*objectname) %(refname:short)", f"--contains={last}",
-                 f"--merged={head}", "refs/heads", "refs/remotes", "refs/tags")  # fmt: skip
+    out = co.git(
+        "for-each-ref",
+        "--format=%(objectname) %(*objectname) %(refname:short)",
+        f"--contains={last}",
+        f"--merged={head}",
+        "refs/heads",
+        "refs/remotes",
+        "refs/tags",
+    )
     best: tuple[int, str, str] | None = None
     for entry in out.splitlines():
         parts = entry.split(" ")
@@ -174,8 +182,9 @@ def source_build(co: Checkout, commit: str) -> str:
     """The source-build route for a fork's `commit`: a work tree of it beside the checkout, its CUDA extensions
     compiled for a target (TARGET: the user's) by vLLM's own build command."""
     tree = str(Path(co.path).resolve().parent / f"build-{commit[:12]}")
-    build = command(["python", "-m", "ci", "source-build", "TARGET", tree, "--build-command",
-                     "pip wheel --no-build-isolation ."])  # fmt: skip
+    build = command(
+        ["python", "-m", "ci", "source-build", "TARGET", tree, "--build-command", "pip wheel --no-build-isolation ."]
+    )
     return f"{co.command('worktree', 'add', '--detach', tree, commit[:12])}, then {build}"
 
 

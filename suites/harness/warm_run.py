@@ -68,8 +68,21 @@ def run_rows_test(rows: Sequence[Any], *, suites: Path | None = None) -> int:
     root = suites or Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="stackgate-warm-") as tmp:
         junit = Path(tmp) / "warm.xml"
-        argv = [sys.executable, "-m", "pytest", str(root / rows[0].suite), "--rootdir", str(root), "-p",
-                "harness.plugin", "-p", "no:cacheprovider", "-q", "--stackgate-junit", str(junit)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(root / rows[0].suite),
+            "--rootdir",
+            str(root),
+            "-p",
+            "harness.plugin",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--stackgate-junit",
+            str(junit),
+        ]
         for row in rows:
             argv += ["--stackgate-row", row.id]
         if len(rows) > 1:
@@ -104,8 +117,11 @@ def groups(rows: Sequence[Any]) -> list[list[Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.warm_run")
-    ap.add_argument("--row", action="append", help="warm these rows only, in this process (the parent starts one "
-                    "child per group; repeatable)")  # fmt: skip
+    ap.add_argument(
+        "--row",
+        action="append",
+        help="warm these rows only, in this process (the parent starts one child per group; repeatable)",
+    )
     ap.add_argument("--rows", help=f"rows.json (default: ${ENV_ROWS})")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per row")
     args = ap.parse_args(argv)
@@ -139,8 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         configs = len({r.engine for r in rows})
         status = "ok" if rc == 0 else f"FAILED ({rc})"
         eta = statistics.median(took) * left
-        print(f"[{n}/{len(together)}] {name}: {status}, {len(rows)} rows, {configs} engine configuration(s) in "
-              f"{seconds:.0f} s · {left} rows left, ETA {eta / 60:.0f} min", flush=True)  # fmt: skip
+        print(
+            f"[{n}/{len(together)}] {name}: {status}, {len(rows)} rows, {configs} engine configuration(s) in "
+            f"{seconds:.0f} s · {left} rows left, ETA {eta / 60:.0f} min",
+            flush=True,
+        )
         if rc != 0:
             failed += [r.id for r in rows]
     if failed:

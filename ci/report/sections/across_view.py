@@ -138,8 +138,9 @@ def bisect(report: Report, row: str) -> tuple[str, str]:
             + (f"; and {len(commits) - 8} more" if len(commits) > 8 else "")
         )
         pick, fork = commits[len(commits) // 2][0], str(checkout)
-    command = shlex.join(["python", "-m", "ci", "main", "--fork", fork, "--ref", pick, "--target", target,
-                          "--rows", row])  # fmt: skip
+    command = shlex.join(
+        ["python", "-m", "ci", "main", "--fork", fork, "--ref", pick, "--target", target, "--rows", row]
+    )
     return said, command
 
 

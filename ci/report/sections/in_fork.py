@@ -37,8 +37,10 @@ def judged(report: Report) -> str:
     tried = {(c.fork_port, c.fork.rsplit(" ", 1)[0], _id(c.vllm_build)) for c in cases if c.fork and c.fork_port}
     if built or tried:
         said = [f"the fork {f}" + (f" (build {b})" if b else "") for f, b in sorted(built.items())]
-        said += [f"the fork {f} with the port of #{x} tried on it" + (f" (build {b})" if b else "")
-                 for x, f, b in sorted(tried)]  # fmt: skip
+        said += [
+            f"the fork {f} with the port of #{x} tried on it" + (f" (build {b})" if b else "")
+            for x, f, b in sorted(tried)
+        ]
         said += [f"the fork without #{x}" + (f" (build {b})" if b else "") for x, b in sorted(without)]
         return "; ".join(said)
     snap = snapshot(report)  # the one source of the lead column too
@@ -121,7 +123,13 @@ def document(report: Report) -> dict[str, object]:
     fork = None
     if snap is not None:
         base = {"version": snap.base_version, "ref": snap.base_ref, "commit": snap.base, "how": snap.base_how}
-        fork = {"name": snap.name, "checkout": snap.fork, "ref": snap.ref, "commit": snap.head,
-                "base": base if snap.base_version else None, "options": list(snap.options)}  # fmt: skip
+        fork = {
+            "name": snap.name,
+            "checkout": snap.fork,
+            "ref": snap.ref,
+            "commit": snap.head,
+            "base": base if snap.base_version else None,
+            "options": list(snap.options),
+        }
     kind = "fork" if snap is not None or any(c.fork for r in report.results.rows for c in r.cases) else "stock"
     return {"subject": kind, "said": judged(report), "fork": fork}

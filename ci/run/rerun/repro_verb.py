@@ -61,8 +61,7 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
     if "::" in args.row:  # a testcase outside the plan
         test = report_read.test(report, args.row)
         suite = str(test.suite)
-        r = lines.rerun(st, target=str(test.target), suite=suite, test=args.row,
-                              image=_image(args, test.image, report))  # fmt: skip
+        r = lines.rerun(st, target=str(test.target), suite=suite, test=args.row, image=_image(args, test.image, report))
         ran, rows = RanBlock(), []
         if args.suites_dir is None and not (DEFAULT_SUITES / suite).is_dir():
             raise UsageError(
@@ -84,9 +83,15 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
                     hint="add --suites-dir DIR: the tree to run, on this host",
                 )
             return _on_this_host(args, st, row, entry, report)
-        r = lines.rerun(st, target=row.target, suite=row.suite, row=row.id,
-                              tests=report_read.node_ids(entry, row.suite),
-                              image=_image(args, ran.image, report), timeout_s=ran.timeout_s)  # fmt: skip
+        r = lines.rerun(
+            st,
+            target=row.target,
+            suite=row.suite,
+            row=row.id,
+            tests=report_read.node_ids(entry, row.suite),
+            image=_image(args, ran.image, report),
+            timeout_s=ran.timeout_s,
+        )
     if args.suites_dir is not None:
         r = replace(r, suites_dir=args.suites_dir.resolve())
     elif ran.suites_dir or entry_dir:
@@ -96,13 +101,23 @@ def from_report(args: argparse.Namespace, report: Path) -> int:
         )
     out = (args.out or lines.default_out(r.name)).resolve()
     digest = r.image.rpartition("@")[2]
-    doc = rows_json.document(st, r.target, r.suite, rows, image={"ref": r.image, "digest": digest, "id": digest},
-                             git_revision=revision.git_revision(), timeout_s=r.timeout_s,
-                             suites_dir=str(r.suites_dir) if r.suites_dir else None)  # fmt: skip
+    doc = rows_json.document(
+        st,
+        r.target,
+        r.suite,
+        rows,
+        image={"ref": r.image, "digest": digest, "id": digest},
+        git_revision=revision.git_revision(),
+        timeout_s=r.timeout_s,
+        suites_dir=str(r.suites_dir) if r.suites_dir else None,
+    )
     spec = lines.docker_spec(r, rows_json.write(out / "rows.json", doc), out)
     print(lines.join(spec.argv()), flush=True)
-    print(f"wrote {one_line(out / 'rows.json')} (from {one_line(st.root)}); the re-run's JUnit: "
-          f"{one_line(out)}/junit-repro-{r.name}.xml", file=sys.stderr)  # fmt: skip
+    print(
+        f"wrote {one_line(out / 'rows.json')} (from {one_line(st.root)}); the re-run's JUnit: "
+        f"{one_line(out)}/junit-repro-{r.name}.xml",
+        file=sys.stderr,
+    )
     if args.print_only:
         return 0
     _check_here(r.target, args.row)
@@ -123,8 +138,21 @@ def _on_this_host(args: argparse.Namespace, st: Stack, row: plan.Row, entry: Row
     lacks the target's GPU, that is said and nothing is written (exit 6)."""
     target = st.targets[row.target]
     out = (args.out or lines.default_out(row.id)).resolve()
-    argv = [sys.executable, "-m", "ci", "--stack", str(st.root), "run", row.target, row.suite, "--host",
-            "--rows", row.id, "--out", str(out)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "ci",
+        "--stack",
+        str(st.root),
+        "run",
+        row.target,
+        row.suite,
+        "--host",
+        "--rows",
+        row.id,
+        "--out",
+        str(out),
+    ]
     if args.suites_dir is not None:
         argv[-2:-2] = ["--suites-dir", str(args.suites_dir.resolve())]
     print(lines.on_host_block(row.id, target, report_read.builds(entry), report, argv), flush=True)
@@ -232,9 +260,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="with --report: pull the image (REPO@sha256:…) where this engine does not hold it (default: refuse)",
     )
     p.add_argument(
-        "--suites-dir", type=Path, help="the suites tree to mount (a run from a tree of its own needs it: a report "
-        "never chooses a host path to mount)"
-    )  # fmt: skip
+        "--suites-dir",
+        type=Path,
+        help="the suites tree to mount (a run from a tree of its own needs it: a report "
+        "never chooses a host path to mount)",
+    )
     p.add_argument(
         "--out", type=Path, help="results folder for the re-run (default: out/repro/<row> under this folder)"
     )

@@ -190,8 +190,11 @@ def run(
     left_over = [*unreached, *(r.id for j in pending for r in j.rows)]
     by_id = {r.id: r for r in rows}
     # without a deadline, only a signal from outside this run (to a row's own session) stops rows in flight
-    why = f"not started before ci run's --deadline ({deadline_s:g} s)" if deadline_s is not None else (
-        "not started: the session it shared was stopped by a signal from outside this run")  # fmt: skip
+    why = (
+        f"not started before ci run's --deadline ({deadline_s:g} s)"
+        if deadline_s is not None
+        else ("not started: the session it shared was stopped by a signal from outside this run")
+    )
     for suite, plan in plans.items():
         mine = [i for i in left_over if by_id[i].suite == suite]
         if mine:

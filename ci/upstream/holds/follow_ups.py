@@ -24,10 +24,17 @@ def ids(changes: Iterable[Change]) -> list[str]:
 
 
 def flag(
-    scope: Scope, ch: Change, state: ChangeState, full: Mapping[str, str | None], patch_ids: Mapping[str, str],
-    in_fork: Mapping[str, str], tip_date: str, titles: Mapping[str, str] = {}, titled: Mapping[str, str] = {},
+    scope: Scope,
+    ch: Change,
+    state: ChangeState,
+    full: Mapping[str, str | None],
+    patch_ids: Mapping[str, str],
+    in_fork: Mapping[str, str],
+    tip_date: str,
+    titles: Mapping[str, str] = {},
+    titled: Mapping[str, str] = {},
     undone: frozenset[str] = frozenset(),
-) -> ChangeState:  # fmt: skip
+) -> ChangeState:
     """`state` with a flag for each merged follow-up the fork lacks while holding the change (`undone`: commits the
     fork took back, ci.upstream.holds.reverts)."""
     if ch.upstream is None or not state.held:
@@ -45,9 +52,15 @@ def flag(
 
 
 def _said(
-    scope: Scope, f: FollowUp, commit: str | None, patch_ids: Mapping[str, str], in_fork: Mapping[str, str],
-    titles: Mapping[str, str], titled: Mapping[str, str], undone: frozenset[str],
-) -> str:  # fmt: skip
+    scope: Scope,
+    f: FollowUp,
+    commit: str | None,
+    patch_ids: Mapping[str, str],
+    in_fork: Mapping[str, str],
+    titles: Mapping[str, str],
+    titled: Mapping[str, str],
+    undone: frozenset[str],
+) -> str:
     """The flag for one follow-up ("" where the fork holds it)."""
     merged = f" (merged {f.merged_on})" if f.merged_on else ""
     if commit is None:

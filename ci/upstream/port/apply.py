@@ -91,9 +91,15 @@ def resume(
         moved.update(dict.fromkeys(followed))
         lacking = [c for c in found if c.needs in read.missing]
         if read.missing and unit.commit not in force:
-            return Outcome(verdict="needs prerequisites", files=tuple(files), three_way=tuple(three),
-                           steps=tuple(steps), stopped=unit, missing=read.missing,
-                           moved=tuple(moved))  # fmt: skip
+            return Outcome(
+                verdict="needs prerequisites",
+                files=tuple(files),
+                three_way=tuple(three),
+                steps=tuple(steps),
+                stopped=unit,
+                missing=read.missing,
+                moved=tuple(moved),
+            )
         taken = [
             c for c in found if c not in lacking and (c.path not in read.present or read.present[c.path] != c.after)
         ]
@@ -109,17 +115,30 @@ def resume(
             how, merged, stages, said = _apply(sc, patch_files.rewrite(patch, read.moved))
             three.update(dict.fromkeys(merged))
             if how == "unknown":
-                return Outcome(verdict="unknown", detail=f"upstream's {unit.commit[:12]} cannot be merged here: {said}",
-                               files=tuple(files), three_way=tuple(three), steps=tuple(steps), stopped=unit,
-                               moved=tuple(moved))  # fmt: skip
+                return Outcome(
+                    verdict="unknown",
+                    detail=f"upstream's {unit.commit[:12]} cannot be merged here: {said}",
+                    files=tuple(files),
+                    three_way=tuple(three),
+                    steps=tuple(steps),
+                    stopped=unit,
+                    moved=tuple(moved),
+                )
         stages += tuple(Stages(path=c.path, base="", ours=read.present[c.path], theirs=c.after) for c in clash)
         stages += tuple(Stages(path=c.path, base=c.before, ours=read.removed[c.path], theirs="") for c in gone)
         stages += tuple(Stages(path=c.path, base=c.before, ours=read.retyped[c.path], theirs=c.after) for c in kinds)
         if stages:
             three.update(dict.fromkeys(s.path for s in stages))
             if unit.commit not in force:
-                return Outcome(verdict="conflicts", files=tuple(files), three_way=tuple(three), steps=tuple(steps),
-                               stopped=unit, conflicted=stages, moved=tuple(moved))  # fmt: skip
+                return Outcome(
+                    verdict="conflicts",
+                    files=tuple(files),
+                    three_way=tuple(three),
+                    steps=tuple(steps),
+                    stopped=unit,
+                    conflicted=stages,
+                    moved=tuple(moved),
+                )
         forced = (*(s.path for s in stages), *read.missing)
         if forced:
             whole = any(not (s.base or s.ours or s.theirs) for s in stages)  # git merged none of it: take it all
@@ -130,8 +149,11 @@ def resume(
         if on_step is not None:
             on_step(steps[-1])
     if not files:
-        return Outcome(verdict="unknown", detail="upstream's patch changes nothing under vllm/ (tests or docs only): "
-                       "nothing a build runs to port", steps=tuple(steps))  # fmt: skip
+        return Outcome(
+            verdict="unknown",
+            detail="upstream's patch changes nothing under vllm/ (tests or docs only): nothing a build runs to port",
+            steps=tuple(steps),
+        )
     done_how = [s.how for s in steps]
     verdict: Verdict = (
         "conflicts"
@@ -142,8 +164,7 @@ def resume(
         if "clean by three-way merge" in done_how
         else "clean"
     )
-    return Outcome(verdict=verdict, files=tuple(files), three_way=tuple(three), steps=tuple(steps),
-                   moved=tuple(moved))  # fmt: skip
+    return Outcome(verdict=verdict, files=tuple(files), three_way=tuple(three), steps=tuple(steps), moved=tuple(moved))
 
 
 def _upstreams(sc: Scratch, unit: Unit, paths: Sequence[str], lacking: Sequence[patch_files.Change]) -> None:

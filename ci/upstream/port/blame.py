@@ -49,8 +49,9 @@ def fork_side(
         subjects.add(subject)
         picked.update(_PICKED.findall(body))
     mine = co.git("rev-list", "--no-merges", *own, "--").split()
-    names = co.git("log", "--no-merges", "--no-renames", f"--format={REC}%H%x02", "--name-only", "-z", head,
-                   f"^{since}", "--")  # fmt: skip
+    names = co.git(
+        "log", "--no-merges", "--no-renames", f"--format={REC}%H%x02", "--name-only", "-z", head, f"^{since}", "--"
+    )
     ids = co.patch_ids(head, f"^{since}")
     return ForkSide(
         subjects=frozenset(subjects),

@@ -44,8 +44,15 @@ def assess(st: Stack, scope: Scope, snap: Snapshot) -> Snapshot:
     ids = [i for ch in changes if ch.upstream for i in _ids(ch)]
     states = {s.change: s for s in snap.changes}
     with Scratch(scope.co) as sc:
-        ctx = Context(st=st, scope=scope, sc=sc, sides=Sides(scope, snap.undone), states=states,
-                      full=scope.co.resolve(ids), flags=command_line.fork_flags(st, scope))  # fmt: skip
+        ctx = Context(
+            st=st,
+            scope=scope,
+            sc=sc,
+            sides=Sides(scope, snap.undone),
+            states=states,
+            full=scope.co.resolve(ids),
+            flags=command_line.fork_flags(st, scope),
+        )
         ports: dict[str, Readiness] = {}
         for c in _stacked_first(st, [s.change for s in snap.changes if s.state in LACKING]):
             ports[c] = change(ctx, st.changes[c], states[c], ports)
@@ -88,8 +95,11 @@ def _stacked_first(st: Stack, lacking: list[str]) -> list[str]:
 def _ids(ch: Change) -> list[str]:
     up = ch.upstream
     assert up is not None
-    return [*([up.merge_commit] if up.merge_commit else []), *up.commits,
-            *(f.merge_commit for f in up.follow_ups if f.merge_commit)]  # fmt: skip
+    return [
+        *([up.merge_commit] if up.merge_commit else []),
+        *up.commits,
+        *(f.merge_commit for f in up.follow_ups if f.merge_commit),
+    ]
 
 
 def change(ctx: Context, ch: Change, state: ChangeState, earlier: Mapping[str, Readiness]) -> Readiness:
@@ -118,9 +128,15 @@ def follow_up(ctx: Context, ch: Change, f: FollowUp, state: ChangeState) -> Read
     if f.ref not in state.follow_ups_missing and not merge:
         return None
     if f.ref not in state.follow_ups_missing:
-        return Readiness(pr=source.pr, change=ch.id, follow_up=True, verdict="in the fork",
-                         detail=f"{ctx.scope.ref} holds it ({follow_ups.HELD})", patch=(merge,) if merge else (),
-                         stability=stable)  # fmt: skip
+        return Readiness(
+            pr=source.pr,
+            change=ch.id,
+            follow_up=True,
+            verdict="in the fork",
+            detail=f"{ctx.scope.ref} holds it ({follow_ups.HELD})",
+            patch=(merge,) if merge else (),
+            stability=stable,
+        )
     return _tried(ctx, ch.id, source, stable, (), {}, follow_up=True)
 
 
@@ -134,15 +150,23 @@ def _tried(
     *,
     follow_up: bool,
 ) -> Readiness:
-    shell = Readiness(pr=source.pr, change=change_id, follow_up=follow_up, verdict="unknown", detail=source.none,
-                      stacked_on=on, stability=stable)  # fmt: skip
+    shell = Readiness(
+        pr=source.pr,
+        change=change_id,
+        follow_up=follow_up,
+        verdict="unknown",
+        detail=source.none,
+        stacked_on=on,
+        stability=stable,
+    )
     if not source.units:
         return replace(shell, command=f"fix: {source.fix}" if source.fix else "")
     scope = ctx.scope
     done = apply.attempt(ctx.sc, scope.head, source.units)
     patch = tuple(u.commit for u in source.units)
-    shell = replace(shell, patch=patch, files=done.files, three_way=done.three_way, detail=done.detail,
-                    moved=done.moved)  # fmt: skip
+    shell = replace(
+        shell, patch=patch, files=done.files, three_way=done.three_way, detail=done.detail, moved=done.moved
+    )
     if done.verdict == "unknown":
         fix = f"fetch upstream's objects into it: git -C {scope.co.path} fetch {_source(scope)} main"
         return replace(shell, command=f"fix: {fix}" if done.stopped is not None else "")
@@ -179,9 +203,16 @@ def _tried(
     after = chain.verdict if chain.prerequisites else ""
     first_them = bool(chain.prerequisites) and after in PORTABLE
     command = command_line.port(ctx.flags, source.pr, with_prerequisites=first_them)
-    return replace(shell, prerequisites=chain.prerequisites, after_prerequisites=after, chain=chain.outcome,
-                   stopped_at=chain.stopped.commit if chain.stopped else "", stops=chain.stops, cut=chain.cut,
-                   command=command)  # fmt: skip
+    return replace(
+        shell,
+        prerequisites=chain.prerequisites,
+        after_prerequisites=after,
+        chain=chain.outcome,
+        stopped_at=chain.stopped.commit if chain.stopped else "",
+        stops=chain.stops,
+        cut=chain.cut,
+        command=command,
+    )
 
 
 def _missing(ctx: Context, done: Outcome) -> tuple[Missing, ...]:

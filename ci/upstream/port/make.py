@@ -128,9 +128,14 @@ def _by_hand(sc: apply.Scratch, head: str, todo: list[Unit], done: apply.Outcome
             removed.update(read.removed)
             retyped.update(read.retyped)
         needs = {c.needs for c in found if c.needs}
-        out.append(ByHand(unit=unit, moved=tuple((a, b) for a, b in moves[unit.commit].items() if a in needs),
-                          removed=tuple(c.path for c in found if c.status == "D" and c.path in removed),
-                          retyped=tuple(c.path for c in found if c.path in retyped)))  # fmt: skip
+        out.append(
+            ByHand(
+                unit=unit,
+                moved=tuple((a, b) for a, b in moves[unit.commit].items() if a in needs),
+                removed=tuple(c.path for c in found if c.status == "D" and c.path in removed),
+                retyped=tuple(c.path for c in found if c.path in retyped),
+            )
+        )
         brought.update(c.path for c in found if c.status in ("A", "R", "C"))
     return tuple(out)
 

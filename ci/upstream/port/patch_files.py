@@ -64,19 +64,30 @@ class Read:
 
 def changes(sc: Scratch, unit: Unit) -> tuple[Change, ...]:
     """The `vllm/` files the unit's patch touches, its renames read as renames; one process."""
-    out = sc.git("diff", "--raw", "-z", "--find-renames", "--full-index", "--no-abbrev", unit.parent, unit.commit,
-                 "--", PACKAGE)  # fmt: skip
+    out = sc.git(
+        "diff", "--raw", "-z", "--find-renames", "--full-index", "--no-abbrev", unit.parent, unit.commit, "--", PACKAGE
+    )
     parts = out.split("\0")
     found, i = [], 0
     while i < len(parts) and parts[i].startswith(":"):
         mode, new_mode, before, after, status = parts[i][1:].split(" ")
         if status[:1] in ("R", "C"):
-            found.append(Change(status=status[:1], path=parts[i + 2], before=before, after=after, old=parts[i + 1],
-                                kind=mode, new_kind=new_mode))  # fmt: skip
+            found.append(
+                Change(
+                    status=status[:1],
+                    path=parts[i + 2],
+                    before=before,
+                    after=after,
+                    old=parts[i + 1],
+                    kind=mode,
+                    new_kind=new_mode,
+                )
+            )
             i += 3
         else:
-            found.append(Change(status=status[:1], path=parts[i + 1], before=before, after=after, kind=mode,
-                                new_kind=new_mode))  # fmt: skip
+            found.append(
+                Change(status=status[:1], path=parts[i + 1], before=before, after=after, kind=mode, new_kind=new_mode)
+            )
             i += 2
     return tuple(found)
 
@@ -88,11 +99,20 @@ def read(sc: Scratch, unit: Unit, found: Sequence[Change]) -> Read:
     wanted = [c.needs for c in found if c.needs and c.needs not in held]
     present = {c.path: held[c.path] for c in found if c.status in ("A", "R", "C") and c.path in held}
     removed = {c.path: held[c.path] for c in found if c.status == "D" and held.get(c.path, c.before) != c.before}
-    retyped = {c.path: held[c.needs] for c in found if c.status != "D" and c.needs in modes and
-               _link(modes[c.needs][0]) != _link(c.kind)}  # fmt: skip
+    retyped = {
+        c.path: held[c.needs]
+        for c in found
+        if c.status != "D" and c.needs in modes and _link(modes[c.needs][0]) != _link(c.kind)
+    }
     moved = _moved(sc, unit.parent, wanted) if wanted else {}
-    return Read(changes=tuple(found), moved=moved, missing=tuple(p for p in wanted if p not in moved), present=present,
-                removed=removed, retyped=retyped)  # fmt: skip
+    return Read(
+        changes=tuple(found),
+        moved=moved,
+        missing=tuple(p for p in wanted if p not in moved),
+        present=present,
+        removed=removed,
+        retyped=retyped,
+    )
 
 
 def _link(mode: str) -> bool:
@@ -123,8 +143,9 @@ def _moved(sc: Scratch, parent: str, paths: Sequence[str]) -> dict[str, str]:
     if not added:
         return {}
     spec = [f":(literal){p}" for p in (*paths, *added)]
-    out = sc.git("diff-index", "--cached", "-M", RENAME_LIMIT, "--name-status", "-z", "--diff-filter=R", parent,
-                 "--", *spec)  # fmt: skip
+    out = sc.git(
+        "diff-index", "--cached", "-M", RENAME_LIMIT, "--name-status", "-z", "--diff-filter=R", parent, "--", *spec
+    )
     parts = out.split("\0")
     wanted = set(paths)
     found = {}
@@ -159,8 +180,11 @@ def sed(moved: Mapping[str, str]) -> str:
     exprs = []
     for old, new in moved.items():
         pattern = re.sub(r"([.\[\]*^$\\/#])", r"\\\1", old)
-        exprs += [f"s# a/{pattern}\\( \\|$\\)# a/{new}\\1#", f"s# b/{pattern}$# b/{new}#",
-                  f"s#^\\(rename\\|copy\\) from {pattern}$#\\1 from {new}#"]  # fmt: skip
+        exprs += [
+            f"s# a/{pattern}\\( \\|$\\)# a/{new}\\1#",
+            f"s# b/{pattern}$# b/{new}#",
+            f"s#^\\(rename\\|copy\\) from {pattern}$#\\1 from {new}#",
+        ]
     where = r"/^\(diff --git\|---\|+++\|rename from\|copy from\) /"
     return "sed " + " ".join(f"-e {shlex.quote(where + e)}" for e in exprs)
 
@@ -174,8 +198,18 @@ def history(
     wanted = list(dict.fromkeys(paths))
     if not wanted or not base:
         return tuple(Missing(file=p, commit=unit.commit) for p in wanted)
-    log = sc.git("log", "--no-merges", "--full-history", "--no-renames", f"--format={REC}%H%x02%s", "--name-only",
-                 "-z", f"{base}..{unit.parent}", "--", *(f":(literal){p}" for p in wanted))  # fmt: skip
+    log = sc.git(
+        "log",
+        "--no-merges",
+        "--full-history",
+        "--no-renames",
+        f"--format={REC}%H%x02%s",
+        "--name-only",
+        "-z",
+        f"{base}..{unit.parent}",
+        "--",
+        *(f":(literal){p}" for p in wanted),
+    )
     by_path: dict[str, list[Line]] = {p: [] for p in wanted}
     for t in touches(log):
         for path in t.files:
@@ -193,7 +227,18 @@ def history(
 
 def _removed(sc: Scratch, base: str, head: str, path: str, own: frozenset[str]) -> ForkEdit | None:
     """The newest fork commit since `base` that removed `path` (None where `base` did not have it either)."""
-    out = sc.git("log", "-1", "--no-merges", "--full-history", "--no-renames", "--diff-filter=D",
-                 f"--format=%H{REC}%s", head, f"^{base}", "--", f":(literal){path}")  # fmt: skip
+    out = sc.git(
+        "log",
+        "-1",
+        "--no-merges",
+        "--full-history",
+        "--no-renames",
+        "--diff-filter=D",
+        f"--format=%H{REC}%s",
+        head,
+        f"^{base}",
+        "--",
+        f":(literal){path}",
+    )
     commit, _, subject = out.strip("\n").partition(REC)
     return ForkEdit(commit=commit, subject=subject, own=commit in own) if commit else None

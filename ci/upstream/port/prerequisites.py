@@ -102,8 +102,13 @@ def _attempt(
     else:
         sc.read_tree(head)
     steps = [k[2] for k in kept]
-    done = apply.resume(sc, todo[same:], done=steps, force=force, on_step=lambda step: kept.append(
-        (step.unit.commit, sc.save(f"after-{len(kept)}"), step)))  # fmt: skip
+    done = apply.resume(
+        sc,
+        todo[same:],
+        done=steps,
+        force=force,
+        on_step=lambda step: kept.append((step.unit.commit, sc.save(f"after-{len(kept)}"), step)),
+    )
     return done
 
 
@@ -140,14 +145,21 @@ def _settled(chosen: dict[str, Prerequisite], order: list[str], done: Outcome, l
         return Chain(prerequisites=chain, verdict="unknown", outcome=f"after {_named(chain)}: {done.detail}")
     merged = [s for s in done.steps if s.how == "clean by three-way merge"]
     how = "all clean" if not merged else f"all apply ({', '.join(_label(s.unit) for s in merged)} by a three-way merge)"
-    return Chain(prerequisites=chain, verdict=done.verdict,
-                 outcome=f"ports after {counted(len(chain), 'prerequisite')} ({_named(chain)}): {how}")  # fmt: skip
+    return Chain(
+        prerequisites=chain,
+        verdict=done.verdict,
+        outcome=f"ports after {counted(len(chain), 'prerequisite')} ({_named(chain)}): {how}",
+    )
 
 
 def _stopped(
-    chosen: dict[str, Prerequisite], order: list[str], done: Outcome, label: str, stops: dict[str, tuple[Outcome, str]],
+    chosen: dict[str, Prerequisite],
+    order: list[str],
+    done: Outcome,
+    label: str,
+    stops: dict[str, tuple[Outcome, str]],
     cut: bool = False,
-) -> Chain:  # fmt: skip
+) -> Chain:
     """Where the chain stops first, and why, and the commits past it that conflict too; the whole chain still (the
     commits past the stop are needed too), or where the bound cut it."""
     first, (how, reason) = next(iter(stops.items()))

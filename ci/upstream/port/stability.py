@@ -47,8 +47,9 @@ def _merged(
         for f in follow_ups
         if f.merge_commit and (on is None or f.merged_on is None or f.merged_on >= on)
     )
-    return Stability(upstream=f"merged{when} as {short}{where}", follow_ups=after, reverted=reverted,
-                     stable=not reverted)  # fmt: skip
+    return Stability(
+        upstream=f"merged{when} as {short}{where}", follow_ups=after, reverted=reverted, stable=not reverted
+    )
 
 
 def reverts(co: Checkout, tip: str, merge: str, subject: str) -> tuple[str, str] | None:
