@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -250,3 +251,10 @@ def test_no_two_modules_anywhere_in_ci_or_suites_differ_by_one_letter_or_one_wor
     )
     named = [(p.stem, str(p.relative_to(CI.parent))) for p in modules]
     assert [(a, b) for i, (x, a) in enumerate(named) for y, b in named[i + 1 :] if _alike(x, y)] == []
+
+
+def test_no_folder_in_ci_holds_more_than_15_modules() -> None:
+    """A folder holds one concept: past 15 modules it holds several (ci/upstream held 34, ci/run 26), and a newcomer
+    reads a list, not a room."""
+    counts = Counter(p.parent for p in CI.rglob("*.py") if p.stem != "__init__")
+    assert {str(f.relative_to(CI.parent)): n for f, n in counts.items() if n > 15} == {}
