@@ -150,6 +150,24 @@ def test_a_partial_clone_is_refused_before_any_fetch_and_filled_in_one_fetch_whe
     assert states == {x["change"]: x["state"] for x in whole["changes"]}
 
 
+def test_a_promisor_pack_without_a_promisor_remote_is_read_as_a_whole_clone(world, tmp_path) -> None:
+    """A clone made from a snapshot that lacks a few blobs keeps its packs marked promisor with no remote to fetch
+    from: git cannot reach the network for it, so it is read, never refused with a fix naming no remote."""
+    whole = _judged(world)
+    c = clone(world.repo, tmp_path / "snapshot", "--no-checkout")
+    c.git("remote", "add", "upstream", "https://github.com/vllm-project/vllm.git")
+    c.git("update-ref", "refs/remotes/upstream/main", world.repo.git("rev-parse", "upstream/main"))
+    c.git("repack", "-a", "-d")
+    packs = list((c.path / ".git" / "objects" / "pack").glob("pack-*.pack"))
+    assert packs
+    for pack in packs:
+        pack.with_suffix(".promisor").touch()
+    done = _ci(world, "fork", "--fork", str(c.path), "--ref", "fork", "--format", "json")
+    assert done.returncode == 0 and "partial clone" not in done.stderr, done.stderr
+    states = {x["change"]: x["state"] for x in json.loads(done.stdout)["changes"]}
+    assert states == {x["change"]: x["state"] for x in whole["changes"]}
+
+
 # 7. A port's branch never shadows a ref, nor is ambiguous with one
 
 
