@@ -102,6 +102,20 @@ def test_the_suites_read_a_change_by_its_names_never_by_its_id() -> None:
     assert spelled == []
 
 
+def test_a_row_naming_no_probe_or_one_the_image_lacks_says_which_and_what_to_do() -> None:
+    """A rows.json written before change files named probes, or by a stack newer than the image's suites."""
+    from engine import presence
+    from harness.rows import Row
+
+    def row(**data: str) -> Row:
+        return Row(id="r", change="48407", track="t", suite="s", target="cpu", gpus=1, data=data)
+
+    with pytest.raises(LookupError, match="names no probe for change #48407: it was written before"):
+        presence.of(row())
+    with pytest.raises(LookupError, match="probe 'dense-prefill-skipped' is not one of"):
+        presence.of(row(probe="dense-prefill-skipped"))
+
+
 NEW = """\
 id: "50001"
 title: A change added as docs/howto-add-change.md says

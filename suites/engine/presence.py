@@ -78,6 +78,11 @@ def of(row: Any) -> Presence:
     """Whether the row's change is in the vLLM under test, by the probe its change file names (rows.json `probe`,
     engine.tracked.PROBES). A row naming no probe, or one this image's suites lack, is a LookupError saying so."""
     name = row.get("probe")
+    if name is None:
+        raise LookupError(
+            f"row {row.id}: rows.json names no probe for change #{row.change}: it was written before change files "
+            "named their probes; write it again from the stack (python -m ci run, or python -m ci repro ROW --report)"
+        )
     probe = tracked.PROBES.get(str(name))
     if probe is None:
         raise LookupError(
