@@ -76,3 +76,27 @@ def test_a_criterion_added_as_the_howto_says_is_judged_and_reported(tmp_path, mo
     assert change["criteria"][-1]["id"] == "rows_ran"
     with pytest.raises(AssertionError):  # the enum does not list it yet: the registry test says so
         test_the_schema_publishes_the_registry_ids_in_its_order()
+
+
+def test_a_criterion_added_that_fails_is_said_on_the_first_screen_by_its_short_name(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first screen says each failing criterion judged for the whole change by its registry entry's short name, a
+    new one too: nothing but the entry and its judge (the first screen once listed the three it said by name, and a
+    change held back by a new one read "not ready" with no reason)."""
+
+    def judge(ev: Evidence) -> Criterion:
+        return Criterion(name="rows ran at all", status="fail", evidence="0 ran: every row was skipped")
+
+    added = Rule(name="rows ran at all", id="rows_ran", short="ran", field="", reads="every row's status", whole=judge)
+    monkeypatch.setattr(criteria, "CRITERIA", (*criteria.CRITERIA, added))
+    monkeypatch.setattr(at_target, "SHORT", {**at_target.SHORT, added.name: added.short})
+    from ci.results import acceptance
+
+    monkeypatch.setattr(acceptance, "CRITERIA", criteria.CRITERIA)
+    write_rows(tmp_path / "in", rows("48407", target="cuda-sm90")[:2])
+    rep = report.build(DEFAULT_STACK, [tmp_path / "in"], None, changes=["48407"])
+    (v,) = [v for v in rep.verdicts if v.change.id == "48407"]
+    assert not v.ready
+    assert "ran fails: 0 ran: every row was skipped" in [w.text for w in at_target.whole(rep, v)]
+    assert "ran fails: 0 ran" in at_target.held_back(rep, v)

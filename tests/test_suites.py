@@ -248,24 +248,28 @@ def test_a_row_the_probes_cannot_watch_fails_saying_so(engine_pkg):
     wide = dataclasses.replace(row, data={**row.data, "tp": 2}, gpus=2)
     request = types.SimpleNamespace(node=types.SimpleNamespace(user_properties=[]))
     with pytest.raises(pytest.fail.Exception, match="in-process probes cannot watch worker processes"):
-        Evidence.start(request, wide, lambda: None)
+        Evidence.start(request, wide)
 
 
 def test_presence_reads_the_vllm_source_tree(engine_pkg, tmp_path, monkeypatch):
+    """Each row's presence by the probe its change file names (rows.json `probe`)."""
     from engine import presence
 
+    st = stack.load()
+    eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    fused = _row(st, "46849", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=8)
     vllm = tmp_path / "vllm"
     (vllm / "model_executor" / "warmup").mkdir(parents=True)
     (vllm / "__init__.py").write_text("")
     (vllm / "model_executor" / "warmup" / "kernel_warmup.py").write_text("# warms block tables\n")
     monkeypatch.setattr(presence, "vllm_root", lambda: vllm)
-    assert not presence.warmup_48804().present  # stock: no eagle_spec_decode_warmup module
+    assert not presence.of(eagle).present  # stock: no eagle_spec_decode_warmup module
     (vllm / "model_executor" / "warmup" / "eagle_spec_decode_warmup.py").write_text("def warmup(): ...\n")
-    assert not presence.warmup_48804().present  # present but never called from kernel_warmup
+    assert not presence.of(eagle).present  # present but never called from kernel_warmup
     (vllm / "model_executor" / "warmup" / "kernel_warmup.py").write_text("from .eagle_spec_decode_warmup import x\n")
-    found = presence.warmup_48804()
+    found = presence.of(eagle)
     assert found.present and "eagle_spec_decode_warmup.py" in found.evidence
-    assert not presence.fused_ar_graph_46849().present
+    assert not presence.of(fused).present
     # #46849 as merged (0.28.0 to 0.31.0), then with the speculator moved (0.32.0 on): present either way
     (vllm / "v1" / "attention").mkdir(parents=True)
     (vllm / "v1" / "attention" / "backend.py").write_text("def update_draft_decode_metadata(self, m): ...\n")
@@ -273,9 +277,9 @@ def test_presence_reads_the_vllm_source_tree(engine_pkg, tmp_path, monkeypatch):
         spec = vllm / "v1" / "worker" / "gpu" / "spec_decode" / folder / "speculator.py"
         spec.parent.mkdir(parents=True)
         spec.write_text("class S:\n    def _multi_step_decode(self): ...\n")
-        assert not presence.fused_ar_graph_46849().present  # the unfused loop alone
+        assert not presence.of(fused).present  # the unfused loop alone
         spec.write_text("class S:\n    def _fused_multi_step_decode(self): ...\n")
-        found = presence.fused_ar_graph_46849()
+        found = presence.of(fused)
         assert found.present and f"spec_decode/{folder}/speculator.py" in found.evidence
         spec.unlink()
 
@@ -284,6 +288,8 @@ def test_the_upstream_warm_up_series_is_found_wherever_its_zeroer_warm_up_is_cal
     """#49903 on #47451: KVBlockZeroer.warmup, called from kernel_warmup (0.27-0.33) or the GPU worker's warm-up
     (0.34 on), and #47451's jit_warmup.py beneath it; absent in 0.26.0, and absent without the infrastructure."""
     from engine import presence
+
+    row = _row(stack.load(), "49903", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
 
     vllm = tmp_path / "vllm"
     for rel, text in {
@@ -294,16 +300,16 @@ def test_the_upstream_warm_up_series_is_found_wherever_its_zeroer_warm_up_is_cal
         (vllm / rel).parent.mkdir(parents=True, exist_ok=True)
         (vllm / rel).write_text(text)
     monkeypatch.setattr(presence, "vllm_root", lambda: vllm)
-    assert not presence.KERNEL_WARMUP["49903"]().present  # 0.26.0
+    assert not presence.of(row).present  # 0.26.0
     (vllm / "v1/worker/utils.py").write_text("class KVBlockZeroer:\n    def warmup(self, num_kv_blocks: int): ...\n")
     (vllm / "model_executor/warmup/kernel_warmup.py").write_text("zeroer.warmup(runner.kv_cache_config.num_blocks)\n")
-    assert not presence.KERNEL_WARMUP["49903"]().present  # without #47451's infrastructure
+    assert not presence.of(row).present  # without #47451's infrastructure
     (vllm / "model_executor/warmup/jit_warmup.py").write_text("def jit_warmup(): ...\n")
-    found = presence.KERNEL_WARMUP["49903"]()
+    found = presence.of(row)
     assert found.present and "called from vllm/model_executor/warmup/kernel_warmup.py" in found.evidence
     (vllm / "model_executor/warmup/kernel_warmup.py").write_text("def kernel_warmup(worker): ...\n")
     (vllm / "v1/worker/gpu/warmup.py").write_text("runner.kv_block_zeroer.warmup(n)\n")
-    found = presence.KERNEL_WARMUP["49903"]()
+    found = presence.of(row)
     assert found.present and "called from vllm/v1/worker/gpu/warmup.py" in found.evidence
 
 
@@ -338,14 +344,19 @@ def test_the_reference_run_turns_the_series_warm_up_off_and_back_on(engine_pkg, 
 
     kernel_warmup = importlib.import_module("vllm.model_executor.warmup.kernel_warmup")
     calls = importlib.import_module("vllm.model_executor.warmup.v1_block_table_warmup").CALLS
-    replaced = engines.disable_warmup("49903")
+    st = stack.load()
+    series = _row(st, "49903", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    replaced = engines.disable_warmup(series["engine_options"])
     assert replaced == ["v1_block_table_warmup.warm_v1_block_table_kernels", "KVBlockZeroer.warmup"]
     kernel_warmup.kernel_warmup(None)
     assert calls == []  # the reference engine warms nothing
     engines.restore_warmup()
     kernel_warmup.kernel_warmup(None)
     assert calls == ["block table", "zeroer"]
-    assert engines.disable_warmup("48804") == []  # another change's warm-up modules: none here
+    eagle = _row(st, "48804", "tiny-llama-eagle", target="cuda-sm90", backend="FLASH_ATTN", batch=1)
+    assert engines.disable_warmup(eagle["engine_options"]) == []  # another change's warm-up modules: none here
+    with pytest.raises(LookupError, match=r"not one of suites/engine/tracked\.py's OPTIONS"):
+        engines.disable_warmup("49903")  # options are named, never keyed by a change id
 
 
 class _Node:

@@ -80,6 +80,7 @@ def _change_file(stack: Path, change: str, merge: str, co: Checkout, tolerance: 
         "id": change,
         "title": SUBJECT[change].split("] ", 1)[1].rsplit(" (#", 1)[0],
         "track": "harness-selftest",
+        "probe": "eagle-spec-decode-warmup",  # the self-test suite probes nothing; an imported change names a probe
         "upstream": {
             "repo": "vllm-project/vllm",
             "pr": int(change),
