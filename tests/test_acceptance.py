@@ -7,7 +7,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
-from report_helpers import PLAN, STACK, rows, write_rows
+from support.report_helpers import PLAN, STACK, rows, write_rows
 
 from ci.bench import synthetic
 from ci.bench.synthetic import metric

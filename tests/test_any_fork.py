@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from git_repos import ENV, Repo, set_change
-from report_helpers import rows as planned_rows
-from report_helpers import write_rows
+from support.git_repos import ENV, Repo, set_change
+from support.paths import REPO
+from support.report_helpers import rows as planned_rows
+from support.report_helpers import write_rows
 
 from ci.buildkite import steps as bk_steps
 from ci.cli import main
@@ -31,7 +32,6 @@ from ci.fork import ablate, bundle, planned, site, source
 from ci.stack import loader
 from ci.upstream.checkout import Checkout
 
-REPO = Path(__file__).resolve().parent.parent
 BASE = {
     "vllm/__init__.py": "__version__ = '0.26.0'\n",
     "vllm/attention.py": "def attend(q):\n    return q\n\n\nDENSE = False\n",

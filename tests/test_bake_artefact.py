@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 from junitparser.xunit2 import JUnitXml
-
-REPO = Path(__file__).resolve().parent.parent
+from support.paths import REPO
 
 
 def _ci(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from support.paths import REPO
 
 SUITE = """
 import importlib, os, sys, time

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from support.paths import REPO
 
 # a Python that cannot import pydantic or junitparser, as the H200 host could not: a meta path finder refuses them
 BLOCK = """

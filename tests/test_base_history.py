@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from git_repos import Repo, clone
+from support.git_repos import Repo, clone
 
 from ci.cli import main
 from ci.upstream import release

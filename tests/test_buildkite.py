@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.paths import REPO
 
 from ci import cli
 from ci.errors import GATE_CLOSED
 from ci.stack import loader, plan
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def check_schema(path: Path) -> None:

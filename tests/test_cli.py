@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 import ci
 from ci import cli
 from ci.errors import EXIT_CODES
 from ci.tables import md_cell
 
-REPO = Path(__file__).resolve().parent.parent
 NO_ENGINE = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
+from support.paths import SUITES
 
 from ci import cli
 from ci import engine as container
@@ -19,7 +20,7 @@ from ci.run import execute, gpus, harness_env, run_spec
 from ci.stack import loader as stack
 from ci.stack import plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "suites"))  # the harness, as the images import it
+sys.path.insert(0, str(SUITES))  # the harness, as the images import it
 from harness import hardware
 
 SMI = "0, GPU-aaaa-0, 9.0\n1, GPU-bbbb-1, 9.0\n2, GPU-cccc-2, 8.0\n3, GPU-dddd-3, 9.0\n"

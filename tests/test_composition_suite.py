@@ -11,11 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.paths import SUITES
 from test_suites import _row
 
 from ci.stack import loader as stack
-
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
 def test_composition_rows_become_vllm_arguments(engine_pkg):

@@ -6,10 +6,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from support.paths import REPO, SUITES
+
 from ci import contract
 from ci.stack import loader, plan
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "suites"))  # the harness, as the images import it
+sys.path.insert(0, str(SUITES))  # the harness, as the images import it
 from harness import contract as harness
 
 
@@ -29,7 +31,7 @@ def test_both_sides_spell_the_same_names() -> None:
 def test_the_boundarys_environment_is_spelled_in_the_contract_pair_alone() -> None:
     """Every other module names the contract's constants; the two that may import nothing (the image probe, the JIT
     sentinel that loads before the harness) spell the one name they read, and the test holds them to it."""
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO
     standalone = {repo / "ci/images/probe.py", repo / "suites/harness/jit_sentinel.py"}
     for name in (contract.ENV_ROWS, contract.ENV_JIT_LOG, contract.ENV_REFUSE_JIT):
         spelled = [

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci import cli
 from ci.errors import UsageError
@@ -15,7 +16,6 @@ from ci.run import costs, estimate
 from ci.run.packing import Device, jobs
 from ci.stack import loader, plan
 
-REPO = Path(__file__).resolve().parent.parent
 STACK = loader.load(REPO / "stack")
 PLAN = plan.build(STACK)
 SM90 = [r for r in PLAN.rows if r.target == "cuda-sm90" and STACK.models[r.model].weights == "dummy" and r.gpus == 1]

@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 import pytest
-from report_helpers import rows, write_rows
+from support.report_helpers import rows, write_rows
 
 from ci.report import at_target, json_doc
 from ci.report import write as report

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 from junitparser.xunit2 import JUnitXml
+from support.paths import REPO
 
 from ci.errors import EXIT_CODES
 from ci.stack import loader, plan
 
-REPO = Path(__file__).resolve().parent.parent
 PLANNED = plan.build(loader.load(REPO / "stack")).select(targets=["cpu"], suites=["selftest"]).rows
 ROWS = [r.id for r in PLANNED]
 

@@ -10,15 +10,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci import engine
 from ci.run import host
 from ci.stack import loader
 
-REPO = Path(__file__).resolve().parent.parent
 SESSIONS = {  # session -> (target, suite, the fix printed)
     "sm121a_spec_decode": ("cuda-sm121a", "spec_decode", "nox -s sm121a_spec_decode   (on a host with a GB10"),
     "rocm_sparse_mla": (

@@ -7,7 +7,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from report_helpers import rows, write_rows
+from support.paths import REPO
+from support.report_helpers import rows, write_rows
 
 from ci.bench import synthetic
 from ci.cli import main
@@ -94,7 +95,7 @@ def test_a_change_closed_upstream_says_in_one_line_why_no_release_holds_it(tmp_p
     and its section says why, where a merged change's says nothing of the kind."""
     from ci import cli
 
-    run = Path(__file__).resolve().parent.parent / "evidence" / "h200-bake-scheduled" / "run"
+    run = REPO / "evidence" / "h200-bake-scheduled" / "run"
     assert cli.main(["report", str(run), "--target", "cuda-sm90", "--out", str(tmp_path)]) in (0, 1)
     text = (tmp_path / "report.md").read_text()
     line = next(x for x in text.splitlines() if x.startswith("vllm-project/vllm#48804: closed"))

@@ -11,10 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci.stack import loader
 
-FLAKE = Path(__file__).resolve().parent.parent / "flake.nix"
+FLAKE = REPO / "flake.nix"
 # the nixpkgs attributes the flake may use, each checked by name against nixpkgs' own tree
 STAND_IN = """\
 let

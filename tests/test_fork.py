@@ -17,7 +17,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from git_repos import Repo, record_fork, set_change
+from support.git_repos import Repo, record_fork, set_change
+from support.paths import REPO, SUITES
 
 from ci import cli
 from ci.errors import UsageError
@@ -129,7 +130,7 @@ def test_a_row_records_the_build_and_an_edited_tree_says_so(stack_copy: Path, fo
         _base_site(tmp_path),
         tmp_path / "site",
     )
-    suites = Path(__file__).resolve().parent.parent / "suites"
+    suites = SUITES
     probe = [sys.executable, "-m", "harness.vllm_build", str(tmp_path / "site" / "vllm")]
     seen = json.loads(subprocess.run(probe, cwd=suites, capture_output=True, text=True, check=True).stdout)
     assert seen["vllm_build"] == built["vllm_build"] and seen["fork_changes"] == ["46514", "46849", "48407"]
@@ -273,7 +274,7 @@ def test_the_images_fork_layer_lays_the_bundle_over_the_venvs_vllm(stack_copy, f
         bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "b.tgz"), base_site, tmp_path / "s"
     )
     ctx = tmp_path / "ctx"
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     for rel in ("suites/harness/vllm_build.py", "containers/fork-layer.sh"):
         (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(root / rel, ctx / rel)

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fork_world import STATES, World, make
+from support.fork_world import STATES, World, make
 
 from ci.cli import main
 

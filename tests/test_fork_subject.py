@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fork_world import World, make
+from support.fork_world import World, make
+from support.paths import REPO
 
 from ci.cli import main
 from ci.upstream.checkout import Checkout
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

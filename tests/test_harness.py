@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 from junitparser import Failure
 from junitparser.xunit2 import JUnitXml
+from support.paths import FAKES, SUITES
 
-REPO = Path(__file__).resolve().parent.parent
-SUITES = REPO / "suites"
-FAKES = Path(__file__).resolve().parent / "fakes"
 sys.path.insert(0, str(SUITES))  # the harness is importable without ci/, as in the images
 
-from harness import graphs, hardware, measure  # noqa: E402
-from harness.causes import hang_sites  # noqa: E402
+from harness import graphs, hardware, measure
+from harness.causes import hang_sites
 
 
 def _rows(path: Path, rows: list[tuple[str, str]], model_info: dict[str, dict] | None = None) -> Path:

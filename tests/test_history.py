@@ -15,12 +15,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci.errors import UsageError
 from ci.history import join, past, schema, store
 from ci.history.record import Build, Judged, Run
 
-REPO = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
 
 
@@ -76,7 +76,7 @@ store.append(path, build(int(sys.argv[4]), rows=int(sys.argv[5])))
 
 
 def _child(tmp_path: Path, history: Path, mark: Path, hold: float, n: int, rows: int) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{Path(__file__).resolve().parent}"}
     argv = [sys.executable, "-c", _HELD, str(history), str(mark), str(hold), str(n), str(rows)]
     return subprocess.Popen(argv, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
 

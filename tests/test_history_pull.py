@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from support.paths import REPO
 from test_history import T0, build
 
 from ci.history import past, store
 
-REPO = Path(__file__).resolve().parent.parent
 AGENT = """\
 import os, shutil, sys
 args = sys.argv[1:]

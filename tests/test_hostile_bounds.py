@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci import cli
 from ci.run import costs
 from ci.stack import loader, plan
 
-REPO = Path(__file__).resolve().parent.parent
 STACK = loader.load(REPO / "stack")
 
 

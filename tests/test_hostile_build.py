@@ -14,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support.paths import SUITES
 from test_fork import _base_site, _stack, fork_repo  # noqa: F401 (fork_repo: a fixture)
 
 from ci import cli
@@ -37,7 +38,7 @@ def _built(stack_copy: Path, fork_repo, tmp_path: Path) -> Path:  # noqa: F811
 
 
 def _describe(package: Path) -> dict:
-    suites = Path(__file__).resolve().parent.parent / "suites"
+    suites = SUITES
     probe = [sys.executable, "-m", "harness.vllm_build", str(package)]
     return json.loads(subprocess.run(probe, cwd=suites, capture_output=True, text=True, check=True).stdout)
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import jinja2
 import pytest
-from report_helpers import rows, write_rows
+from support.paths import REPO
+from support.report_helpers import rows, write_rows
 
 from ci.stack import cache
 
-REPO = Path(__file__).resolve().parent.parent
 OTHER_UID = 65534  # nobody
 
 

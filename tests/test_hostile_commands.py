@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from git_repos import ENV, bash_argv
+from support.git_repos import ENV, bash_argv
+from support.paths import REPO
 from test_port import make_world
 
 from ci import escape
 
-REPO = Path(__file__).resolve().parent.parent
 HOSTILE = "a b$(touch PWNED)`touch PWNED`;x\n\u2028\x1b[2J'q\"\\"
 TOKEN = "ghp_T0k3nInAPath"
 
@@ -140,7 +140,7 @@ def test_a_pipeline_steps_commands_parse_back_to_their_arguments(value: str) -> 
 def test_the_fix_line_for_the_base_release_quotes_a_checkout_path_with_a_space_and_a_substitution(
     tmp_path: Path, stack_copy: Path
 ) -> None:
-    from fork_world import make
+    from support.fork_world import make
 
     w = make(tmp_path / "my forks $(touch PWNED)", stack_copy)
     w.repo.git("tag", "-d", "v0.26.0")  # no release tag: the base is not known, and the fix fetches upstream's

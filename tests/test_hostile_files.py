@@ -14,11 +14,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from report_helpers import rows, write_rows
+from support.paths import REPO
+from support.report_helpers import rows, write_rows
 
 from ci import cli
 
-REPO = Path(__file__).resolve().parent.parent
 DEEP = b"[" * 100_000 + b"]" * 100_000  # nested 100,000 deep: a recursive reader's RecursionError
 
 

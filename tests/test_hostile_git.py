@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fork_world import World, make
-from git_repos import ENV, Repo, bash_argv, clone, set_change
+from support.fork_world import World, make
+from support.git_repos import ENV, Repo, bash_argv, clone, set_change
+from support.paths import REPO
 
 from ci import escape
 
-REPO = Path(__file__).resolve().parent.parent
 TOKEN = "ghp_S3cr3tT0k3nValue"
 TOKEN_URL = f"https://x-access-token:{TOKEN}@github.com/vllm-project/vllm.git"
 

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
-from report_helpers import rows, write_rows
+from support.paths import REPO
+from support.report_helpers import rows, write_rows
 
 from ci import cli
 from ci.errors import GATE_CLOSED
@@ -295,7 +296,7 @@ def test_a_sigterm_while_the_harness_collects_is_143_and_every_row_not_run(tmp_p
     (tree / "test_rows.py").write_text("def test_row(row):\n    pass\n")
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "ci", "run", "cpu", "selftest", "--host", "--suites-dir",
-                             str(tmp_path / "suites"), "--out", str(out)], cwd=Path(__file__).resolve().parent.parent,
+                             str(tmp_path / "suites"), "--out", str(out)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     deadline = time.monotonic() + 60
     while not (out / "rows.json").exists() and time.monotonic() < deadline:

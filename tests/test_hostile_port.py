@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from git_repos import ENV
+from support.git_repos import ENV
+from support.paths import REPO
 from test_port import make_world
 
-REPO = Path(__file__).resolve().parent.parent
 GIT = shutil.which("git")
 
 

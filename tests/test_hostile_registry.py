@@ -7,12 +7,11 @@ import os
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
 import pytest
+from support.paths import REPO
 from test_buildkite_agents import registry  # noqa: F401 (a fixture)
 
-REPO = Path(__file__).resolve().parent.parent
 SECRET = "hunter2-s3cret"
 DIGEST = "sha256:" + "ab" * 32
 

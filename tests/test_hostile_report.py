@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from git_repos import bash_argv
+from support.git_repos import bash_argv
 
 from ci.cli import main
 from ci.stack import loader, plan
@@ -88,7 +88,7 @@ def test_the_repro_hint_quotes_a_hostile_row_id(tmp_path: Path) -> None:
 def upstream(tmp_path: Path, stack_copy: Path, capsys) -> tuple[Path, dict]:
     """The upstream.json `ci upstream --format json` writes of a fork (fork_world: #46849 absent, its port clean), and
     the plan's rows written as not run: what `ci report --upstream` reads."""
-    from fork_world import make
+    from support.fork_world import make
 
     w = make(tmp_path, stack_copy)
     fork = ["--stack", str(w.stack), "--fork", str(w.path), "--ref", "fork"]

@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from report_helpers import rows, write_rows
+from support.report_helpers import rows, write_rows
 
 from ci import cli
 from ci.stack import loader, plan, rows_json

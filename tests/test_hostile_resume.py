@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from lxml import etree
+from support.paths import REPO
 
 from ci import contract
 from ci.run import scheduled
 
-REPO = Path(__file__).resolve().parent.parent
 SCHEDULED = ("--gpus", "a", "--gpu-memory", "36")  # the scheduler, on a stand-in device: every row its own result
 
 

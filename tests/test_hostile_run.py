@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 from lxml import etree
+from support.paths import REPO
 
 from ci.run import guard
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _interruptible() -> None:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 from test_fork import _base_site, _stack, fork_repo  # noqa: F401 (fork_repo: a fixture)
 
 from ci import cli, files
@@ -15,7 +16,6 @@ from ci.fork import bundle, site, source
 from ci.run import guard
 from ci.stack import loader
 
-REPO = Path(__file__).resolve().parent.parent
 VICTIM = "another user's file\n"
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci.errors import BuildError, NotHere
 from ci.images import debs, normalize, rebuild
@@ -102,13 +103,13 @@ def cpu():
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     (tmp_path / "containers" / "locks").mkdir(parents=True)
-    shutil.copy(debs.lock_path(loader.load().targets["cpu"], Path(__file__).parent.parent),
+    shutil.copy(debs.lock_path(loader.load().targets["cpu"], REPO),
                 tmp_path / "containers" / "locks")  # fmt: skip
     return tmp_path
 
 
 def test_the_committed_base_locks_match_their_recipes() -> None:
-    here = Path(__file__).resolve().parent.parent
+    here = REPO
     for target in loader.load().targets.values():
         if target.bootstrap is not None:
             lock = debs.read(target, here)

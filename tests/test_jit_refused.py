@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 from junitparser.xunit2 import JUnitXml
-
-REPO = Path(__file__).resolve().parent.parent
+from support.paths import REPO
 
 BODY = """\
 import importlib

@@ -9,8 +9,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from support.paths import REPO, SUITES
 
-_PATH = Path(__file__).resolve().parent.parent / "suites" / "harness" / "jit_sentinel.py"
+_PATH = SUITES / "harness" / "jit_sentinel.py"
 
 
 @pytest.fixture
@@ -96,7 +97,7 @@ def test_every_process_starts_with_one_ptxas_pinned(tmp_path: Path, preset: str 
     import subprocess
 
     triton = pytest.importorskip("triton")
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO
     env = {k: v for k, v in os.environ.items() if k != "TRITON_PTXAS_PATH"}
     env["PYTHONPATH"] = os.pathsep.join([str(repo / "suites" / "harness" / "startup"), str(repo / "suites")])
     if preset:

@@ -10,11 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import paths
+from support.paths import REPO
 
 from ci.images import kernels
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data" / "kernels"
+DATA = paths.DATA / "kernels"
 TARGETS = "cuda:90,hip:gfx1151"
 
 

@@ -6,8 +6,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
-CI = Path(__file__).resolve().parent.parent / "ci"
+CI = REPO / "ci"
 SUITES = CI.parent / "suites"
 # Each stage may import only the stages before it (and the shared modules at ci/'s top). The docker engine
 # module serves the images and the runs, and reads the stack's targets. ci.upstream reads a fork checkout's git

@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci.cli import main
 from ci.errors import NotHere, UsageError
 from ci.images import lock
 from ci.stack import loader
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _digest(folder: Path) -> dict[str, str]:

@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from git_repos import ENV, Repo, copy_change, set_change
+from support.git_repos import ENV, Repo, copy_change, set_change
+from support.paths import REPO
 
 from ci.upstream.checkout import Checkout
 
-REPO = Path(__file__).resolve().parent.parent
 BASE = {
     "vllm/__init__.py": "__version__ = '0.26.0'\n",
     "vllm/clean.py": "A = 1\n",

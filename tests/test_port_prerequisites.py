@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from git_repos import ENV, Repo, set_change
+from support.git_repos import ENV, Repo, set_change
+from support.paths import REPO
 
 from ci.upstream.checkout import Checkout
 
-REPO = Path(__file__).resolve().parent.parent
 KEEP = "".join(f"K{i} = {i}\n" for i in range(1, 21))
 CTX = "".join(f"C{i} = {i}\n" for i in range(1, 11))
 NVIDIA = "".join(f"N{i} = {i}\n" for i in range(1, 11))

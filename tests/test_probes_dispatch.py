@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import sys
 import types
-from pathlib import Path
 
 import pytest
+from support.paths import SUITES
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "suites"))
+sys.path.insert(0, str(SUITES))
 
 from engine import probes
 

@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from support.paths import SUITES
 
-SUITES = Path(__file__).resolve().parents[1] / "suites"
 sys.path.insert(0, str(SUITES))
 
-from harness import profile  # noqa: E402
+from harness import profile
 
 _done: set[str] = set()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 from lxml import etree
-from report_helpers import PLAN, rows, write_rows
+from support.report_helpers import PLAN, rows, write_rows
 
 from ci.report import triage
 from ci.results import merge, reading, testcase

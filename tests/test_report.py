@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from report_helpers import rows, write_rows
+from support.report_helpers import rows, write_rows
 
 from ci.bench import synthetic
 from ci.cli import main

@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from report_helpers import rows, write_rows
+from support.paths import REPO
+from support.report_helpers import rows, write_rows
 
 from ci.bench import synthetic
 from ci.cli import main
@@ -24,7 +25,6 @@ from ci.stack.loader import DEFAULT_STACK
 from ci.stack.plan import Row
 from ci.tables import md_cell
 
-REPO = Path(__file__).resolve().parent.parent
 ROW, ROW2, ROW3 = rows("48804", target="cuda-sm121a")[:3]
 COLD, WARM = "cold_first_request_ms", "warm_request_ms"
 Samples = Mapping[str, Sequence[float]]

@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from git_repos import Repo
 from lxml import etree
-from report_helpers import STACK, rows
+from support.git_repos import Repo
+from support.report_helpers import STACK, rows
 
 from ci import cli
 from ci.bench import synthetic

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from report_helpers import STACK, rows, write_rows
+from support.report_helpers import STACK, rows, write_rows
 
 from ci import cli
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from git_repos import Repo, record_fork
-from report_helpers import rows, write_rows
+from support.git_repos import Repo, record_fork
+from support.report_helpers import rows, write_rows
 
 from ci.cli import main
 

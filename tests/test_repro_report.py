@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci import cli
 from ci.run import host, report_read
 
-REPO = Path(__file__).resolve().parent.parent
 # serves every cpu self-test row; fails the two whose context is over 4096
 FAILING_TEST = """\
 import pytest

@@ -8,7 +8,7 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
-from report_helpers import PLAN, rows, write_rows
+from support.report_helpers import PLAN, rows, write_rows
 
 from ci.results import junit, reading
 from ci.results import merge as results

@@ -19,15 +19,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import faults
 import pytest
 from junitparser.xunit2 import JUnitXml
+from support import faults
+from support.paths import REPO
 
 from ci import cli
 
 pytestmark = pytest.mark.docker
 
-REPO = Path(__file__).resolve().parent.parent
 WHEELS_ENV = "STACKGATE_TEST_WHEELS"  # a folder of py3.11 wheels for pytest and junitparser
 DOCKERFILE = """\
 FROM {base}

@@ -9,16 +9,15 @@ import sys
 import time
 from pathlib import Path
 
-import faults
 import pytest
 from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
+from support import faults
+from support.paths import REPO
 
 from ci import cli
 from ci.stack import loader as stack
 from ci.stack import plan
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_every_fault_is_recorded_and_later_tests_still_run(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci import cli
 from ci.run import scheduled
@@ -30,7 +31,6 @@ from ci.run.packing import (
 )
 from ci.stack import loader, plan
 
-REPO = Path(__file__).resolve().parent.parent
 STACK = loader.load(REPO / "stack")
 BASE = next(r for r in plan.build(STACK).rows if r.target == "cpu")  # cpu-selftest: random weights
 

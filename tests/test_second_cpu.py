@@ -10,7 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from report_helpers import PLAN, STACK, rows, write_rows
+from support.paths import REPO
+from support.report_helpers import PLAN, STACK, rows, write_rows
 
 from ci import second_cpu
 from ci.report import write
@@ -153,7 +154,7 @@ def test_a_kept_graph_ends_the_process_at_once_with_its_output_and_code() -> Non
     import sys
 
     script = "from ci import teardown\nteardown.keep([object()])\nprint('written', end='')\nteardown.end(3)\n"
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
     assert (done.returncode, done.stdout) == (3, "written")
 
 

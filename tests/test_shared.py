@@ -17,10 +17,9 @@ from typing import ClassVar
 import pytest
 from junitparser import Error
 from junitparser.xunit2 import JUnitXml
+from support.paths import FAKES, REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SUITES = REPO / "suites"
-FAKES = Path(__file__).resolve().parent / "fakes"
 
 SUITE = """\
 import os, signal, subprocess, sys, time

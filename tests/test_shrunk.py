@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.paths import SUITES
 
 from ci.errors import StackError
 from ci.stack import loader as stack
@@ -192,7 +193,7 @@ def test_shrunk_rows_sit_beside_the_real_models_rows():
             assert i and rows[i - 1].model == real, f"{row.id} does not follow {real}'s rows"
 
 
-SUITES_MODELS = Path(__file__).resolve().parent.parent / "suites" / "models"
+SUITES_MODELS = SUITES / "models"
 
 
 def _fields(config: dict) -> set[str]:

@@ -13,13 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.paths import DATA
 
 from ci.errors import BuildError, UsageError
 from ci.images import build as images
 from ci.images import source_build as sb
 from ci.stack import loader
 
-EXT = Path(__file__).resolve().parent / "data" / "cuda-ext"
+EXT = DATA / "cuda-ext"
 TAG = f"stackgate-test-srcbuild-{uuid.uuid4().hex[:8]}"
 
 

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci.cli import main
 from ci.errors import StackError
@@ -245,7 +246,7 @@ def test_a_kv_budget_that_is_not_a_positive_size_names_its_line(stack_copy, edit
 def test_a_models_kv_budget_travels_in_its_rows(tmp_path):
     from ci.stack import plan, rows_json
 
-    st = stack.load(Path(__file__).resolve().parent.parent / "stack")
+    st = stack.load(REPO / "stack")
     tiny = next(r for r in plan.build(st).rows if r.model == "tiny-llama-eagle")
     shrunk = next(r for r in plan.build(st).rows if r.model == "glm-5.2-shrunk")
     assert rows_json.row_document(st, tiny)["model_info"]["kv_cache_gib"] == 2

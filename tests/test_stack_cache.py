@@ -12,11 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from ci.errors import StackError
 from ci.stack import cache, loader, plan
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-SUITES = Path(__file__).resolve().parent.parent / "suites"
+from support.paths import SUITES
+
 sys.path.insert(0, str(SUITES))
 
-from engine import startlog  # noqa: E402
+from engine import startlog
 
 SPARSE = """\
 (EngineCore_DP0 pid=4242) WARNING 12-04 10:00:01 [sparse_mla_triton_warmup.py:337] Skipping sparse MLA Triton warmup.

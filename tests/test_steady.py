@@ -7,14 +7,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
+from support.paths import SUITES
 
-SUITES = Path(__file__).resolve().parents[1] / "suites"
 sys.path.insert(0, str(SUITES))
 
-from engine import steady  # noqa: E402
+from engine import steady
 
 
 def test_a_cpu_list_is_read_as_ranges_and_numbers() -> None:

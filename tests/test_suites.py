@@ -9,18 +9,16 @@ import json
 import sys
 import time
 import types
-from pathlib import Path
 
 import pytest
 from junitparser import Skipped
 from junitparser.xunit2 import JUnitXml
+from support.paths import SUITES
 
 from ci import cli
 from ci.run import host
 from ci.stack import loader as stack
 from ci.stack import plan, rows_json
-
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
 @pytest.mark.parametrize("target", ["cuda-sm121a", "rocm-gfx1151", "cuda-sm90"])

@@ -11,7 +11,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from report_helpers import rows, write_rows
+from support.report_helpers import rows, write_rows
 from test_schedule import _drive, _props
 
 from ci.bench import synthetic

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+from support.paths import SUITES
 
 from ci import evidence
 from ci.results import baseline, runs
@@ -21,7 +22,6 @@ from ci.stack.loader import DEFAULT_STACK
 from ci.stack.plan import Row
 
 STACK = loader.load(DEFAULT_STACK)
-SUITES = Path(__file__).resolve().parents[1] / "suites"
 IMPORTED = [c for c in STACK.changes.values() if c.kind == "import"]
 
 

@@ -1,5 +1,5 @@
 """`ci main --try-port` and `ci pipeline --try-ports`: a change the fork lacks, ported on a scratch ref and judged by
-its own rows on the fork's build, on an upstream and a fork made from scratch by git (tests/try_port_world.py), the
+its own rows on the fork's build, on an upstream and a fork made from scratch by git (tests/support/try_port_world.py), the
 rows run on the cpu target with the builds laid over a base install (--host --base-site), nothing mocked: #61001 ports
 cleanly after one prerequisite and is judged; #61002 conflicts and stops the command before anything is built. The
 demo fork's pipeline (evidence/try-port) is read as committed."""
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from git_repos import ENV, clone
+from support.git_repos import ENV, clone
+from support.paths import REPO
+from support.try_port_world import World, make
 from test_buildkite import check_schema
 from test_fork_subject import _session_call
-from try_port_world import World, make
 
 from ci.cli import main
 from ci.fork import port_trial, source
@@ -26,7 +27,6 @@ from ci.stack import loader
 from ci.upstream import kept
 
 SHA = re.compile(r"[0-9a-f]{40}")
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from git_repos import Repo, clone, copy_change, record_fork, set_change
+from support.git_repos import Repo, clone, copy_change, record_fork, set_change
+from support.paths import REPO
 
 from ci.cli import main
 from ci.errors import UsageError
@@ -18,8 +19,6 @@ from ci.stack import loader
 from ci.upstream import classify, record, scope
 from ci.upstream.checkout import Checkout
 from ci.upstream.state import ChangeState, Snapshot
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def survey(stack: Path, fork: Path, ref: str | None = None) -> Snapshot:

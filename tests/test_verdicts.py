@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from report_helpers import PLAN, STACK, rows, write_rows
+from support.report_helpers import PLAN, STACK, rows, write_rows
 
 from ci.report import write as report
 from ci.report.view import banner

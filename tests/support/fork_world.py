@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from git_repos import Repo, set_change
-
 from ci.upstream.checkout import Checkout
+from support.git_repos import Repo, set_change
 
 BASE = {
     "vllm/__init__.py": "__version__ = '0.26.0'\n",

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from git_repos import Repo
 
 from ci.upstream.checkout import Checkout
+from support.git_repos import Repo
 
 OWN = "".join(f"O{i} = {i}\n" for i in range(1, 11))
 BASE = {
