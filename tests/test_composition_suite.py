@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import SUITES
-from test_suites import _row
+from test_gpu_suites_without_gpus import _row
 
 from ci.stack import loader as stack
 

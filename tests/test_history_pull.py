@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import pytest
 from support.paths import REPO
-from test_history import T0, build
+from test_history_file_survives import T0, build
 
 from ci.history import past, store
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import SUITES
-from test_fork import _base_site, _stack, fork_repo  # noqa: F401 (fork_repo: a fixture)
+from test_fork_bundles_and_ablation import _base_site, _stack, fork_repo  # noqa: F401 (fork_repo: a fixture)
 
 from ci import cli
 from ci.errors import UsageError

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.git_repos import ENV, bash_argv
 from support.paths import REPO
-from test_port import make_world
+from test_port_readiness import make_world
 
 from ci import escape
 
@@ -52,8 +52,8 @@ def _ci(stack: Path, *args: str, cwd: Path = REPO) -> subprocess.CompletedProces
 
 @pytest.fixture
 def hostile(tmp_path: Path, stack_copy: Path):
-    """test_port's world, its checkout at a path holding a space, `$(...)`, backticks, a newline, U+2028, ESC and
-    quotes; a `pwned` folder where a pasted line would run `touch PWNED`."""
+    """test_port_readiness's world, its checkout at a path holding a space, `$(...)`, backticks, a newline, U+2028, ESC
+    and quotes; a `pwned` folder where a pasted line would run `touch PWNED`."""
     root = tmp_path / HOSTILE
     root.mkdir()
     repo, ids, stack = make_world(root / "vllm", stack_copy)

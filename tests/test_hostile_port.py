@@ -1,7 +1,7 @@
 """`ci fork port` where the world is hostile: a stop at any moment says what was made and leaves no temporary file, a
 checkout that cannot be written or a full disk is said in words with nothing left half-made, and the objects a port
-writes are written by git, with the permissions the repository asks for. test_port's world, made by git itself; git
-is the real one, put behind a `git` on PATH where a test needs to know when a step is reached."""
+writes are written by git, with the permissions the repository asks for. test_port_readiness's world, made by git
+itself; git is the real one, put behind a `git` on PATH where a test needs to know when a step is reached."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support.git_repos import ENV
 from support.paths import REPO
-from test_port import make_world
+from test_port_readiness import make_world
 
 GIT = shutil.which("git")
 

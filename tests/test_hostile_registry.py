@@ -10,7 +10,7 @@ import tarfile
 
 import pytest
 from support.paths import REPO
-from test_buildkite_agents import registry  # noqa: F401 (a fixture)
+from test_pipeline_on_two_agents import registry  # noqa: F401 (a fixture)
 
 SECRET = "hunter2-s3cret"
 DIGEST = "sha256:" + "ab" * 32

@@ -1,8 +1,8 @@
 """`ci main --try-port` and `ci pipeline --try-ports`: a change the fork lacks, ported on a scratch ref and judged by
-its own rows on the fork's build, on an upstream and a fork made from scratch by git (tests/support/try_port_world.py), the
-rows run on the cpu target with the builds laid over a base install (--host --base-site), nothing mocked: #61001 ports
-cleanly after one prerequisite and is judged; #61002 conflicts and stops the command before anything is built. The
-demo fork's pipeline (evidence/try-port) is read as committed."""
+its own rows on the fork's build, on an upstream and a fork made from scratch by git
+(tests/support/try_port_world.py), the rows run on the cpu target with the builds laid over a base install (--host
+--base-site), nothing mocked: #61001 ports cleanly after one prerequisite and is judged; #61002 conflicts and stops the
+command before anything is built. The demo fork's pipeline (evidence/try-port) is read as committed."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import yaml
 from support.git_repos import ENV, clone
 from support.paths import REPO
 from support.try_port_world import World, make
-from test_buildkite import check_schema
 from test_fork_subject import _session_call
+from test_pipeline_steps import check_schema
 
 from ci.cli import main
 from ci.fork import port_trial, source

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.report_helpers import rows, write_rows
-from test_schedule import _drive, _props
+from test_rows_over_devices import _drive, _props
 
 from ci.bench import synthetic
 from ci.errors import UsageError

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from junitparser.xunit2 import JUnitXml
-from test_buildkite import REPO, _agent, _run_step, check_schema
+from test_pipeline_steps import REPO, _agent, _run_step, check_schema
 
 pytestmark = pytest.mark.docker
 

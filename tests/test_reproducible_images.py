@@ -1,5 +1,5 @@
 """Reproducible images without an engine: the layer rewrite, the config's times, the Debian package lock and
-what `ci verify --rebuild` says about two layers that differ. The builds themselves are test_images_docker.py's."""
+what `ci verify --rebuild` says about two layers that differ. The builds themselves are test_cpu_image_build.py's."""
 
 from __future__ import annotations
 

@@ -52,7 +52,7 @@ _HELD = """
 import sqlite3, sys, time
 from pathlib import Path
 from ci.history import store
-from test_history import build
+from test_history_file_survives import build
 
 path, mark, hold = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 connect = sqlite3.connect
