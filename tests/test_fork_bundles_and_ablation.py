@@ -1,24 +1,21 @@
 """The fork under test: a small synthetic fork repository (git builds it; nothing is mocked) with a base release
 tree, port commits for three changes and a later commit that builds on one of them; a base "wheel install" with a
-dist-info RECORD and a compiled part; the bundle, the ablation and the host build that lay the fork over it."""
+dist-info RECORD and a compiled part (support/fork_site.py); the bundle, the ablation and the host build that lay
+the fork over it. The fork layer built into an image is test_fork_layer_in_image.py's."""
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import hashlib
 import json
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
-from support.git_repos import Repo, record_fork, set_change
-from support.paths import REPO, SUITES
+from support.fork_site import make_base_site, stack_for_fork
+from support.git_repos import set_change
+from support.paths import SUITES
 
 from ci import cli
 from ci.errors import UsageError
@@ -26,65 +23,10 @@ from ci.fork import ablate, bundle, site, source
 from ci.stack import loader
 from ci.upstream import scope
 
-BASE_FILES = {
-    "vllm/__init__.py": "__version__ = '0.26.0'\n",
-    "vllm/_version.py": "commit_id = 'gffd46bfab'\n",
-    "vllm/attention.py": "def attend(q):\n    return q\n\n\nDENSE = False\n",
-    "vllm/spec.py": "STEPS = 1\n",
-    "vllm/old.py": "GONE = True\n",
-    "csrc/kernel.cu": "// base kernel\n",
-}
-
-
-@pytest.fixture
-def fork_repo(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
-    repo = Repo(tmp_path / "fork")
-    ids = {"base": repo.commit("vLLM 0.26.0", BASE_FILES)}
-    repo.git("tag", "v0.26.0")
-    ids["48407"] = repo.commit(
-        "[Attention] dense short prefills (#48407)",
-        {"vllm/attention.py": BASE_FILES["vllm/attention.py"].replace("False", "True")},
-    )
-    ids["46849"] = repo.commit("[Spec] fuse draft decodes (#46849)", {"vllm/spec.py": "STEPS = 3\n"})
-    (repo.path / "vllm" / "old.py").unlink()
-    ids["46514"] = repo.commit("[MLA] fp8_ds_mla mixed batch (#46514)", {"vllm/mla.py": "LSE = True\n"})
-    # builds on #48407's own line: dropping #48407 alone would leave this commit's edit without its base
-    ids["52512"] = repo.commit(
-        "Do not use dense MHA for GLM (#52512)",
-        {"vllm/attention.py": BASE_FILES["vllm/attention.py"].replace("False", "True  # GLM off")},
-    )
-    return repo, ids
-
-
-def _stack(stack_copy: Path, repo: Repo, ids: dict[str, str], ref: str = "main") -> Path:
-    """stack/fork.yaml names this repository, its base, and the commits that carry three changes (their upstream
-    facts are vLLM's real ones, which no synthetic history matches: the fork's records say where they are)."""
-    base = {"version": "0.26.0", "ref": "v0.26.0", "commit": "ffd46bfab"}
-    record_fork(stack_copy, repo.path, {c: [ids[c]] for c in ("48407", "46849", "46514")}, ref=ref, base=base)
-    return stack_copy
-
-
-def _base_site(root: Path) -> Path:
-    """A base "wheel install": the base tree, a compiled part, and a RECORD naming every file's sha256."""
-    site_dir = root / "base-site"
-    files = {k: v.encode() for k, v in BASE_FILES.items() if k.startswith("vllm/")}
-    files["vllm/_C.abi3.so"] = b"\x7fELF" + bytes(4096)
-    record = []
-    for name, data in files.items():
-        (site_dir / name).parent.mkdir(parents=True, exist_ok=True)
-        (site_dir / name).write_bytes(data)
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
-    info = site_dir / "vllm-0.26.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.26.0\n")
-    (info / "RECORD").write_text("\n".join(record) + "\n")
-    return site_dir
-
 
 def test_holdings_name_present_and_absent(stack_copy: Path, fork_repo) -> None:
     repo, ids = fork_repo
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     fork = source.open_fork(st)
     assert fork.present == ("46514", "46849", "48407")
     held = fork.state("48804")
@@ -95,7 +37,7 @@ def test_holdings_name_present_and_absent(stack_copy: Path, fork_repo) -> None:
 
 def test_fork_checkout_from_env_and_missing(stack_copy: Path, fork_repo, monkeypatch) -> None:
     repo, ids = fork_repo
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     monkeypatch.setenv(scope.ENV_FORK, str(repo.path.parent / "nowhere"))
     with pytest.raises(UsageError, match="nowhere does not exist"):
         source.open_fork(st)
@@ -103,14 +45,14 @@ def test_fork_checkout_from_env_and_missing(stack_copy: Path, fork_repo, monkeyp
 
 def test_two_bundles_of_one_ref_are_the_same_bytes_and_build(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
     repo, ids = fork_repo
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     fork = source.open_fork(st)
     ov = bundle.overlay(fork, fork.commit)
     assert sorted(ov.changed) == ["vllm/attention.py", "vllm/mla.py", "vllm/spec.py"] and ov.deleted == ("vllm/old.py",)
     a = bundle.write(fork, ov, tmp_path / "a.tar.gz")
     b = bundle.write(fork, bundle.overlay(source.open_fork(st), fork.commit), tmp_path / "b.tar.gz")
     assert a.read_bytes() == b.read_bytes()
-    base = _base_site(tmp_path)
+    base = make_base_site(tmp_path)
     one = site.build(a, base, tmp_path / "site-1")
     two = site.build(b, base, tmp_path / "site-2")
     assert one["vllm_build"] == two["vllm_build"] and one["changes"] == ["46514", "46849", "48407"]
@@ -123,11 +65,11 @@ def test_two_bundles_of_one_ref_are_the_same_bytes_and_build(stack_copy: Path, f
 
 def test_a_row_records_the_build_and_an_edited_tree_says_so(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
     repo, ids = fork_repo
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     fork = source.open_fork(st)
     built = site.build(
         bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "f.tar.gz"),
-        _base_site(tmp_path),
+        make_base_site(tmp_path),
         tmp_path / "site",
     )
     suites = SUITES
@@ -142,7 +84,7 @@ def test_a_row_records_the_build_and_an_edited_tree_says_so(stack_copy: Path, fo
 
 def test_ablation_drops_one_change_and_keeps_the_rest(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
     repo, ids = fork_repo
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     fork = source.open_fork(st)
     dropped = ablate.without(st, fork, "46849")
     commit = dropped.commit
@@ -151,7 +93,7 @@ def test_ablation_drops_one_change_and_keeps_the_rest(stack_copy: Path, fork_rep
     ov = bundle.overlay(fork, commit)
     assert "vllm/spec.py" not in ov.changed and "vllm/mla.py" in ov.changed
     built = site.build(
-        bundle.write(fork, ov, tmp_path / "w.tar.gz", dropped=dropped), _base_site(tmp_path), tmp_path / "without"
+        bundle.write(fork, ov, tmp_path / "w.tar.gz", dropped=dropped), make_base_site(tmp_path), tmp_path / "without"
     )
     assert built["changes"] == ["46514", "48407"] and built["without"] == "46849"
     assert built["held"]["46849"] == {"state": "removed", "commits": [ids["46849"]]}
@@ -166,7 +108,7 @@ def test_ablation_drops_one_change_and_keeps_the_rest(stack_copy: Path, fork_rep
 
 def test_ablation_refuses_a_change_a_later_commit_builds_on(stack_copy: Path, fork_repo) -> None:
     repo, ids = fork_repo
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     with pytest.raises(ablate.Dependent) as err:
         ablate.without(st, source.open_fork(st), "48407")
     text = str(err.value)
@@ -176,7 +118,7 @@ def test_ablation_refuses_a_change_a_later_commit_builds_on(stack_copy: Path, fo
 
 def test_ablation_refuses_a_change_another_is_stacked_on(stack_copy: Path, fork_repo) -> None:
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
+    path = stack_for_fork(stack_copy, repo, ids)
     set_change(path, "46514", upstream={"stacked_on": [46849]})
     st = loader.load(path)
     with pytest.raises(ablate.Dependent, match="#46514, which test-fork holds, is stacked on it"):
@@ -186,7 +128,7 @@ def test_ablation_refuses_a_change_another_is_stacked_on(stack_copy: Path, fork_
 def test_compiled_sources_refuse_the_overlay_naming_the_files(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
     repo, ids = fork_repo
     repo.commit("a kernel of our own", {"csrc/kernel.cu": "// fork kernel\n", "CMakeLists.txt": "project(x)\n"})
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     fork = source.open_fork(st)
     with pytest.raises(bundle.CompiledSources) as err:
         bundle.overlay(fork, fork.commit)
@@ -202,7 +144,7 @@ def test_compiled_sources_refuse_the_overlay_naming_the_files(stack_copy: Path, 
 def test_a_pipeline_for_a_fork_with_compiled_sources_is_refused_at_upload(stack_copy: Path, fork_repo, capsys) -> None:
     """Each build step would refuse its bundle: the pipeline is refused where it is made, not on every agent."""
     repo, ids = fork_repo
-    stack = _stack(stack_copy, repo, ids)
+    stack = stack_for_fork(stack_copy, repo, ids)
     argv = ["--stack", str(stack), "pipeline", "--one-agent", "--target", "cuda-sm90", "--fork"]
     assert cli.main(argv) == 0 and "build-cuda-sm90" in capsys.readouterr().out
     repo.commit("a kernel of our own", {"csrc/kernel.cu": "// fork kernel\n"})
@@ -213,10 +155,10 @@ def test_a_pipeline_for_a_fork_with_compiled_sources_is_refused_at_upload(stack_
 
 def test_a_bundle_for_another_base_release_is_refused(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
     repo, ids = fork_repo
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     fork = source.open_fork(st)
     made = bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "f.tar.gz")
-    base = _base_site(tmp_path)
+    base = make_base_site(tmp_path)
     (base / "vllm-0.26.0.dist-info").rename(base / "vllm-0.27.0.dist-info")
     with pytest.raises(
         UsageError, match=r"test-fork main is built on vLLM 0\.26\.0, but --base-site .* holds vLLM 0\.27\.0"
@@ -227,8 +169,8 @@ def test_a_bundle_for_another_base_release_is_refused(stack_copy: Path, fork_rep
 
 def test_the_command_line_builds_a_site(stack_copy: Path, fork_repo, tmp_path: Path, capsys) -> None:
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
-    base = _base_site(tmp_path)
+    path = stack_for_fork(stack_copy, repo, ids)
+    base = make_base_site(tmp_path)
     assert cli.main(["fork", "--stack", str(path)]) == 0
     assert re.search(r"#48804 +absent", capsys.readouterr().out)
     code = cli.main(
@@ -258,67 +200,6 @@ def test_the_bundle_names_match_the_harness() -> None:
     assert (vb.BUNDLE_MANIFEST, vb.OVERLAY) == (bundle.MANIFEST, bundle.OVERLAY)
 
 
-@pytest.mark.docker
-def test_the_images_fork_layer_lays_the_bundle_over_the_venvs_vllm(stack_copy, fork_repo, tmp_path, docker_client):
-    """The cuda Dockerfile's fork layer, as written there, built for real over a venv holding a stand-in base release:
-    the image's tree is the fork build (its id equals the host build's), and without a bundle the layer is a no-op."""
-    from ci import engine
-    from ci.images import build as images
-    from ci.images import fork_layer, source_build
-
-    repo, ids = fork_repo
-    st = loader.load(_stack(stack_copy, repo, ids))
-    fork = source.open_fork(st)
-    base_site = _base_site(tmp_path)
-    host = site.build(
-        bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "b.tgz"), base_site, tmp_path / "s"
-    )
-    ctx = tmp_path / "ctx"
-    root = REPO
-    for rel in ("suites/harness/vllm_build.py", "containers/fork-layer.sh"):
-        (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(root / rel, ctx / rel)
-    shutil.copytree(base_site, ctx / "base-site")
-    (ctx / fork_layer.FORK).mkdir()
-    shutil.copy(tmp_path / "b.tgz", ctx / fork_layer.FORK / fork_layer.FORK_BUNDLE)
-    cuda = (root / "containers" / "cuda" / "Dockerfile").read_text()
-    layer = cuda[
-        cuda.index('ARG FORK_BUNDLE=""') : cuda.index("/tmp/vllm_build.py\n", cuda.index('ARG FORK_BUNDLE=""')) + 19
-    ]
-    cli = engine.find()
-    base = source_build.local_base(cli, images.host_platform())
-    (ctx / "Dockerfile").write_text(
-        f"FROM {base}\nRUN python3 -m venv /opt/venv\nENV PATH=/opt/venv/bin:$PATH\n"
-        "COPY base-site/ /opt/venv/lib/python3.11/site-packages/\n" + layer + "\n"
-    )
-    tags = [f"stackgate-test-fork-layer:{uuid.uuid4().hex[:8]}" for _ in range(2)]
-    try:
-        for tag, bundle_name in zip(tags, (fork_layer.FORK_BUNDLE, ""), strict=True):
-            argv = [
-                cli.path,
-                "build",
-                "--network",
-                "none",
-                "-q",
-                "-t",
-                tag,
-                "--build-arg",
-                f"FORK_BUNDLE={bundle_name}",
-            ]
-            subprocess.run([*argv, str(ctx)], check=True, capture_output=True, env=cli.env())
-        probe = "cat /opt/venv/lib/python3.11/site-packages/stackgate-vllm-build.json"
-        made = json.loads(docker_client.containers.run(tags[0], ["sh", "-c", probe], remove=True, network_mode="none"))
-        assert made["vllm_build"] == host["vllm_build"] and made["changes"] == ["46514", "46849", "48407"]
-        stock = docker_client.containers.run(
-            tags[1], ["sh", "-c", f"{probe} 2>&1 || echo none"], remove=True, network_mode="none"
-        )
-        assert stock.decode().strip().endswith("none")
-    finally:
-        for tag in tags:
-            with contextlib.suppress(Exception):
-                docker_client.images.remove(tag, force=True)
-
-
 def test_the_flow_takes_the_fork_only_into_images(stack_copy, fork_repo, capsys) -> None:
     """`ci main --fork` lays the fork into the target's image; a run on this host's Python says how instead, and the
     cpu image, which holds no vLLM, has no fork layer to take it."""
@@ -326,7 +207,7 @@ def test_the_flow_takes_the_fork_only_into_images(stack_copy, fork_repo, capsys)
     from ci.images import fork_layer
 
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
+    path = stack_for_fork(stack_copy, repo, ids)
     assert cli.main(["main", "--stack", str(path), "--host", "--fork", "--target", "cpu"]) == 2
     assert "ci fork build --host" in capsys.readouterr().err
     st = loader.load(path)
@@ -350,14 +231,14 @@ def test_bundles_of_two_fork_commits_are_refused_before_anything_is_built(
     repo.git("branch", "older", ids["46514"])
     repo.git("branch", "before", ids["48407"])  # #46849 not yet ported
     mixed, same, lacking = tmp_path / "mixed", tmp_path / "same", tmp_path / "lacking"
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     commands.make_bundle(st, source.open_fork(st), mixed / "fork.tar.gz", None)
     commands.make_bundle(st, source.open_fork(st), same / "fork.tar.gz", None)
     commands.make_bundle(st, source.open_fork(st), same / "without-46849.tar.gz", "46849")
     commands.make_bundle(st, source.open_fork(st), lacking / "without-46849.tar.gz", "46849")
-    st = loader.load(_stack(stack_copy, repo, ids, ref="older"))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids, ref="older"))
     commands.make_bundle(st, source.open_fork(st), mixed / "without-46849.tar.gz", "46849")
-    st = loader.load(_stack(stack_copy, repo, ids, ref="before"))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids, ref="before"))
     commands.make_bundle(st, source.open_fork(st), lacking / "fork.tar.gz", None)
 
     assert bundle_pair.paired(same, "46849") == {

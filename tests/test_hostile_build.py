@@ -14,8 +14,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from support.fork_site import make_base_site, stack_for_fork
 from support.paths import SUITES
-from test_fork_bundles_and_ablation import _base_site, _stack, fork_repo  # noqa: F401 (fork_repo: a fixture)
 
 from ci import cli
 from ci.errors import UsageError
@@ -26,14 +26,14 @@ vb = site.vllm_build()
 
 
 def _fork(stack_copy: Path, repo, ids):
-    return source.open_fork(loader.load(_stack(stack_copy, repo, ids)))
+    return source.open_fork(loader.load(stack_for_fork(stack_copy, repo, ids)))
 
 
-def _built(stack_copy: Path, fork_repo, tmp_path: Path) -> Path:  # noqa: F811
+def _built(stack_copy: Path, fork_repo, tmp_path: Path) -> Path:
     repo, ids = fork_repo
     fork = _fork(stack_copy, repo, ids)
     made = bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "f.tar.gz")
-    site.build(made, _base_site(tmp_path), tmp_path / "site")
+    site.build(made, make_base_site(tmp_path), tmp_path / "site")
     return tmp_path / "site" / "vllm"
 
 
@@ -45,7 +45,7 @@ def _describe(package: Path) -> dict:
 
 def test_a_compiled_part_replaced_by_another_of_the_same_size_is_another_build(
     stack_copy: Path,
-    fork_repo,  # noqa: F811
+    fork_repo,
     tmp_path: Path,
 ) -> None:
     """The case seen: the `.so` was named by the wheel's RECORD hash while its size matched."""
@@ -85,7 +85,7 @@ MODES = py_compile.PycInvalidationMode
 @pytest.mark.parametrize("mode", [MODES.UNCHECKED_HASH, MODES.TIMESTAMP], ids=["unchecked-hash", "timestamp"])
 def test_planted_bytecode_python_would_load_changes_the_id_and_is_a_mismatch(
     stack_copy: Path,
-    fork_repo,  # noqa: F811
+    fork_repo,
     tmp_path: Path,
     mode: py_compile.PycInvalidationMode,
 ) -> None:
@@ -102,7 +102,7 @@ def test_planted_bytecode_python_would_load_changes_the_id_and_is_a_mismatch(
 
 def test_bytecode_compiled_from_the_sources_leaves_the_id_as_it_was(
     stack_copy: Path,
-    fork_repo,  # noqa: F811
+    fork_repo,
     tmp_path: Path,
 ) -> None:
     """Caches the interpreter, or compileall, writes as it goes follow their source: the id does not move."""
@@ -118,7 +118,7 @@ def test_bytecode_compiled_from_the_sources_leaves_the_id_as_it_was(
 
 def test_sourceless_bytecode_beside_the_sources_is_part_of_the_id(
     stack_copy: Path,
-    fork_repo,  # noqa: F811
+    fork_repo,
     tmp_path: Path,
 ) -> None:
     package = _built(stack_copy, fork_repo, tmp_path)
@@ -133,7 +133,7 @@ def _bundle_files(stack_copy: Path, repo, ids) -> dict[str, bytes]:
     return bundle.overlay(fork, fork.commit).files
 
 
-def test_the_bundle_holds_the_forks_blobs_whatever_its_attributes_say(stack_copy: Path, fork_repo) -> None:  # noqa: F811
+def test_the_bundle_holds_the_forks_blobs_whatever_its_attributes_say(stack_copy: Path, fork_repo) -> None:
     """The cases seen: `export-ignore` kept the base's file while the build listed the change; `export-subst` and
     `core.autocrlf=true` gave one commit two ids."""
     repo, ids = fork_repo
@@ -147,7 +147,7 @@ def test_the_bundle_holds_the_forks_blobs_whatever_its_attributes_say(stack_copy
     assert _bundle_files(stack_copy, repo, ids) == files
 
 
-def test_a_symlink_or_submodule_under_vllm_is_refused_by_name(stack_copy: Path, fork_repo) -> None:  # noqa: F811
+def test_a_symlink_or_submodule_under_vllm_is_refused_by_name(stack_copy: Path, fork_repo) -> None:
     repo, ids = fork_repo
     (repo.path / "vllm" / "link.py").symlink_to("spec.py")
     repo.git("add", "-A")
@@ -159,7 +159,7 @@ def test_a_symlink_or_submodule_under_vllm_is_refused_by_name(stack_copy: Path, 
 
 
 @pytest.mark.parametrize("name", ["csrc2/kernel.cxx", "vllm/ops/gemm.hh", "vllm/ops/attn.CU", "vllm/ops/tile.inl"])
-def test_compiled_sources_are_refused_whatever_their_suffix_case(stack_copy: Path, fork_repo, name: str) -> None:  # noqa: F811
+def test_compiled_sources_are_refused_whatever_their_suffix_case(stack_copy: Path, fork_repo, name: str) -> None:
     repo, ids = fork_repo
     repo.commit("compiled", {name: "// code\n"})
     with pytest.raises(bundle.CompiledSources) as err:
@@ -167,7 +167,7 @@ def test_compiled_sources_are_refused_whatever_their_suffix_case(stack_copy: Pat
     assert name in err.value.message
 
 
-def test_a_file_name_that_is_not_utf8_is_refused_by_name(stack_copy: Path, fork_repo) -> None:  # noqa: F811
+def test_a_file_name_that_is_not_utf8_is_refused_by_name(stack_copy: Path, fork_repo) -> None:
     repo, ids = fork_repo
     with open(os.path.join(os.fsencode(repo.path), b"vllm", b"caf\xe9.py"), "w") as fh:
         fh.write("X = 1\n")
@@ -209,7 +209,7 @@ MANIFEST = {"schema": 1, "fork": {"name": "f", "ref": "main"}, "base": {"version
 )  # fmt: skip
 def test_a_malformed_bundle_is_exit_2_naming_the_member(
     stack_copy: Path,
-    fork_repo,  # noqa: F811
+    fork_repo,
     tmp_path: Path,
     capsys,
     made,
@@ -220,7 +220,7 @@ def test_a_malformed_bundle_is_exit_2_naming_the_member(
     good = bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "good.tar.gz").read_bytes()
     bad = tmp_path / "bad.tar.gz"
     bad.write_bytes(made(good))
-    argv = ["fork", "build", "--host", "--bundle", str(bad), "--base-site", str(_base_site(tmp_path)), "--site",
+    argv = ["fork", "build", "--host", "--bundle", str(bad), "--base-site", str(make_base_site(tmp_path)), "--site",
             str(tmp_path / "site"), "--stack", str(stack_copy)]  # fmt: skip
     assert cli.main(argv) == 2
     err = capsys.readouterr().err

