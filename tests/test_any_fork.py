@@ -249,7 +249,7 @@ def test_the_pipeline_builds_the_forks_image_and_each_ablation(world, tmp_path):
     """`ci pipeline --fork --without 48407`: Buildkite's schema; its build steps build the fork's image (the ref
     resolved to a commit) and the fork without #48407; run steps only for rows the fork can run, the ablation's
     for #48407's rows; the report compares the fork against the fork without it."""
-    from test_pipeline_steps import REGISTRY, check_schema
+    from support.buildkite import REGISTRY, check_schema
 
     repo, _, stack = world
     head = repo.git("rev-parse", "fork")
@@ -292,7 +292,7 @@ def test_the_pipeline_runs_the_timing_protocol_on_one_agent_per_target(world, tm
                           cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "STACKGATE_REGISTRY": "registry.test:5000/stackgate"})  # fmt: skip
     assert done.returncode == 0, done.stderr
-    from test_pipeline_steps import check_schema
+    from support.buildkite import check_schema
 
     path = tmp_path / "pipeline.yml"
     path.write_text(done.stdout)

@@ -11,12 +11,9 @@ from pathlib import Path
 
 from junitparser.xunit2 import JUnitXml
 from support.paths import REPO
+from support.selftest_trees import CANNOT_WRITE_JUNIT, PLANNED, ROWS, TORN_LOG, rows_in
 
 from ci.errors import EXIT_CODES
-from ci.stack import loader, plan
-
-PLANNED = plan.build(loader.load(REPO / "stack")).select(targets=["cpu"], suites=["selftest"]).rows
-ROWS = [r.id for r in PLANNED]
 
 
 def _run(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -28,11 +25,6 @@ def _run(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess[str], P
                            str(tmp_path / "suites"), "--out", str(out)], cwd=REPO, capture_output=True, text=True,
                           timeout=300)  # fmt: skip
     return done, out
-
-
-def _rows_in(junit: Path) -> list[str]:
-    cases = [c for s in JUnitXml.fromfile(str(junit)) for c in s]
-    return [p.value for c in cases for p in c.properties() if p.name == "stackgate.row"]
 
 
 KILLS_ITS_HARNESS = """
@@ -51,52 +43,23 @@ def test_a_harness_killed_mid_run_is_a_run_error_and_the_rows_it_never_finished_
     done, out = _run(tmp_path, f"ROWS = {ROWS!r}\n" + KILLS_ITS_HARNESS)
     assert done.returncode == 4, done.stdout + done.stderr  # rows could not be run: never 0
     assert "the harness was killed by SIGKILL before it ran 3 of the 4 rows" in done.stderr
-    written = _rows_in(out / "junit-cpu-selftest-0.xml")
+    written = rows_in(out / "junit-cpu-selftest-0.xml")
     left = json.loads((out / "not-run.json").read_text())["rows"]
     assert written == ROWS[:1] and left == ROWS[1:]  # the row in flight and every later one
     assert 4 in EXIT_CODES
-
-
-TORN_LOG = """
-import os
-import pytest
-
-
-@pytest.mark.track("harness-selftest")
-def test_row(row):
-    if row.id == ROWS[0]:  # a process killed mid-write leaves half a line, and the next event runs into it
-        with open(os.environ["STACKGATE_JIT_LOG"], "a") as fh:
-            fh.write('{"kernel": "torn", "cache_')
-            fh.write('{"kernel": "whole_kernel", "cache_hit": false}\\n')
-"""
 
 
 def test_a_torn_jit_log_line_is_an_unreadable_compile_of_its_row_and_the_run_goes_on(tmp_path: Path) -> None:
     done, out = _run(tmp_path, f"ROWS = {ROWS!r}\n" + TORN_LOG)
     assert "INTERNALERROR" not in done.stdout + done.stderr
     junit = out / "junit-cpu-selftest-0.xml"
-    assert sorted(_rows_in(junit)) == sorted(ROWS)  # every row ran and has its result
+    assert sorted(rows_in(junit)) == sorted(ROWS)  # every row ran and has its result
     text = junit.read_text()
     assert "(an unreadable JIT-log line)" in text and "whole_kernel" in text
     # the row whose log was torn errors, naming it; the others pass; no run error
     failed = {c.name: c.result[0].message for s in JUnitXml.fromfile(str(junit)) for c in s if c.result}
     assert list(failed) == [f"test_row[{ROWS[0]}]"] and "1 unreadable JIT-log line(s)" in failed[f"test_row[{ROWS[0]}]"]
     assert done.returncode == 1, done.stdout + done.stderr
-
-
-CANNOT_WRITE_JUNIT = """
-import os
-import shutil
-import pytest
-
-
-@pytest.mark.track("harness-selftest")
-def test_row(row):
-    if row.id == ROWS[1]:  # from now on the JUnit cannot be rewritten (as on a full disk): its path is a folder
-        junit = os.path.join(os.path.dirname(os.environ["STACKGATE_JIT_LOG"]), "junit-cpu-selftest-0.xml")
-        os.unlink(junit)
-        os.makedirs(os.path.join(junit, "blocked"))
-"""
 
 
 def test_a_junit_that_cannot_be_written_is_a_run_error_not_a_green_run(tmp_path: Path) -> None:

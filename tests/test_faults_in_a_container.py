@@ -144,7 +144,7 @@ def test_a_failing_row_reproduces_from_the_report_alone(tmp_path: Path, test_ima
     import json
     import shlex
 
-    from test_repro_report import failing_tree
+    from support.selftest_trees import failing_tree
 
     tree = failing_tree(tmp_path / "suites")
     argv = ["run", "cpu", "selftest", "--image", test_image, "--suites-dir", str(tree)]
@@ -239,7 +239,7 @@ def test_scheduled_rows_each_run_in_their_own_container(tmp_path: Path, test_ima
 
 
 def _dead_harness_run(tmp_path: Path, image: str, body: str) -> tuple[int, Path]:
-    from test_dead_harness import ROWS
+    from support.selftest_trees import ROWS
 
     tree = tmp_path / "suites" / "selftest"
     tree.mkdir(parents=True)
@@ -252,12 +252,12 @@ def _dead_harness_run(tmp_path: Path, image: str, body: str) -> tuple[int, Path]
 def test_a_torn_jit_log_line_in_docker_is_an_unreadable_compile_and_the_run_goes_on(
     tmp_path: Path, test_image: str, capsys
 ) -> None:
-    from test_dead_harness import ROWS, TORN_LOG, _rows_in
+    from support.selftest_trees import ROWS, TORN_LOG, rows_in
 
     rc, out = _dead_harness_run(tmp_path, test_image, TORN_LOG)
     junit = out / "junit-cpu-selftest-0.xml"
     assert "INTERNALERROR" not in capsys.readouterr().out
-    assert sorted(_rows_in(junit)) == sorted(ROWS)
+    assert sorted(rows_in(junit)) == sorted(ROWS)
     assert "1 unreadable JIT-log line(s)" in junit.read_text()  # that row errors; the run goes on
     assert rc == 1
 
@@ -265,7 +265,7 @@ def test_a_torn_jit_log_line_in_docker_is_an_unreadable_compile_and_the_run_goes
 def test_a_junit_that_cannot_be_written_in_docker_is_a_run_error_with_the_rest_not_run(
     tmp_path: Path, test_image: str, capsys
 ) -> None:
-    from test_dead_harness import CANNOT_WRITE_JUNIT, ROWS
+    from support.selftest_trees import CANNOT_WRITE_JUNIT, ROWS
 
     rc, out = _dead_harness_run(tmp_path, test_image, CANNOT_WRITE_JUNIT)
     err = capsys.readouterr().err
@@ -292,7 +292,7 @@ def test_a_container_killed_mid_run_is_a_run_error_and_the_rows_it_never_finishe
     tmp_path: Path, test_image: str, docker_client
 ) -> None:
     """The OOM killer's way in docker: the container's first process (the harness) is killed from outside."""
-    from test_dead_harness import ROWS, _rows_in
+    from support.selftest_trees import ROWS, rows_in
 
     tree = tmp_path / "suites" / "selftest"
     tree.mkdir(parents=True)
@@ -309,5 +309,5 @@ def test_a_container_killed_mid_run_is_a_run_error_and_the_rows_it_never_finishe
     text = proc.communicate(timeout=120)[0]
     assert proc.returncode == 4, text
     assert "before it ran 3 of the 4 rows" in text
-    assert _rows_in(out / "junit-cpu-selftest-0.xml") == ROWS[:1]
+    assert rows_in(out / "junit-cpu-selftest-0.xml") == ROWS[:1]
     assert json.loads((out / "not-run.json").read_text())["rows"] == ROWS[1:]

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 from junitparser.xunit2 import JUnitXml
-from test_pipeline_steps import REPO, _agent, _run_step, check_schema
+from support.buildkite import check_schema, run_step, stand_in_agent
+from support.paths import REPO
 
 pytestmark = pytest.mark.docker
 
@@ -144,19 +145,19 @@ def test_a_run_step_on_a_second_agent_pulls_the_pushed_digest_and_builds_nothing
 
     store = tmp_path / "store"
     store.mkdir()
-    first, env1 = _agent(tmp_path / "agent1", store)
+    first, env1 = stand_in_agent(tmp_path / "agent1", store)
     env1["HOME"] = os.environ.get("HOME", str(tmp_path))  # the building agent keeps its caches (wheels, bases)
-    assert _run_step(build, first, env1, store, tmp_path / "build.log") == 0, (tmp_path / "build.log").read_text()
+    assert run_step(build, first, env1, store, tmp_path / "build.log") == 0, (tmp_path / "build.log").read_text()
     ref = json.loads((store / "meta-data.json").read_text())["stackgate-image-cpu"]
     assert ref.startswith(f"{registry}/cpu@sha256:") and (store / "stackgate-image-cpu.ref").read_text().strip() == ref
-    assert _run_step(run, first, env1, store, tmp_path / "run1.log") == 0, (tmp_path / "run1.log").read_text()
+    assert run_step(run, first, env1, store, tmp_path / "run1.log") == 0, (tmp_path / "run1.log").read_text()
     on_first = _verdicts(first / "results" / "cpu-selftest-0")
 
-    second, env2 = _agent(tmp_path / "agent2", store)
+    second, env2 = stand_in_agent(tmp_path / "agent2", store)
     env2["DOCKER_HOST"] = second_engine
     assert _engine(second_engine, "images", "-q") == ""  # nothing there before the step
     log = tmp_path / "run2.log"
-    assert _run_step(run, second, env2, store, log) == 0, log.read_text()
+    assert run_step(run, second, env2, store, log) == 0, log.read_text()
     said = log.read_text()
     assert f"pulled {ref}" in said
     assert not any(w in said for w in ("load build definition", "Step 1/", "exporting layers", "naming to"))
@@ -181,12 +182,12 @@ def test_a_recorded_digest_the_registry_lacks_fails_the_run_step_naming_it(
     store = tmp_path / "store"
     store.mkdir()
     missing = f"{registry}/cpu@sha256:{'0' * 64}"
-    work, env = _agent(tmp_path / "agent", store)
+    work, env = stand_in_agent(tmp_path / "agent", store)
     env["DOCKER_HOST"] = second_engine
     log = tmp_path / "run.log"
-    assert _run_step(run, work, env, store, log) == 4  # no meta-data recorded: the build step's image is unknown
+    assert run_step(run, work, env, store, log) == 4  # no meta-data recorded: the build step's image is unknown
     assert "the build step recorded no image for cpu (meta-data stackgate-image-cpu)" in log.read_text()
     (store / "meta-data.json").write_text(json.dumps({"stackgate-image-cpu": missing}))
-    assert _run_step(run, work, env, store, log) == 4
+    assert run_step(run, work, env, store, log) == 4
     assert f"cannot pull {missing}" in log.read_text() and "manifest unknown" in log.read_text()
     assert not (work / "results" / "cpu-selftest-0" / "junit-cpu-selftest-0.xml").exists()

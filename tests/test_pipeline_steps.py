@@ -14,21 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.buildkite import REGISTRY, check_schema, run_step, stand_in_agent
 from support.paths import REPO
 
 from ci import cli
 from ci.errors import GATE_CLOSED
 from ci.stack import loader, plan
-
-
-def check_schema(path: Path) -> None:
-    """Buildkite's schema, as check-jsonschema bundles it (no network)."""
-    argv = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.buildkite", str(path)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-REGISTRY = "registry.test:5000/stackgate"  # what an org sets as $STACKGATE_REGISTRY
 
 
 def pipeline(tmp_path: Path, *args: str, name: str = "pipeline.yml") -> tuple[Path, list[dict]]:
@@ -219,66 +210,6 @@ def test_the_bootstrap_uploads_the_generated_pipeline_from_the_report_queue() ->
     assert subprocess.run(["bash", "-n", str(REPO / ".buildkite" / "tools.sh")], check=False).returncode == 0
 
 
-# Stand-ins for what an agent has, so that the steps' own commands run here: `buildkite-agent` serves artifacts
-# from a folder and records annotations; `nox -s S -- ARGS` calls the noxfile's session S on this interpreter,
-# installs skipped, failing (exit 1) where a command failed, as nox does.
-FAKE_AGENT = """\
-import glob, json, os, shutil, sys
-args = sys.argv[1:]
-store = os.environ["FAKE_ARTIFACTS"]
-if args[:2] == ["artifact", "download"]:
-    found = [p for p in glob.glob(args[2], root_dir=store) if os.path.isfile(os.path.join(store, p))]
-    if not found:
-        sys.exit(f"no artifact matches {args[2]}")
-    for p in found:
-        os.makedirs(os.path.join(args[3], os.path.dirname(p)), exist_ok=True)
-        shutil.copy(os.path.join(store, p), os.path.join(args[3], p))
-elif args[:2] == ["meta-data", "set"]:
-    path = os.path.join(store, "meta-data.json")
-    data = json.load(open(path)) if os.path.exists(path) else {}
-    data[args[2]] = args[3] if len(args) > 3 else sys.stdin.read()
-    json.dump(data, open(path, "w"))
-elif args[:2] == ["meta-data", "get"]:
-    path = os.path.join(store, "meta-data.json")
-    data = json.load(open(path)) if os.path.exists(path) else {}
-    if args[2] not in data:
-        sys.exit(f"no meta-data {args[2]}")
-    print(data[args[2]], end="")
-elif args[0] == "annotate":
-    with open(os.environ["FAKE_ANNOTATIONS"], "a") as f:
-        f.write(json.dumps({"args": args[1:], "body": sys.stdin.read()}) + "\\n")
-else:
-    sys.exit(f"unexpected: {args}")
-"""
-FAKE_NOX = """\
-import os, runpy, subprocess, sys
-import nox.registry
-repo = os.environ["STACKGATE_REPO"]
-args = sys.argv[1:]
-assert args[0] == "-s", args
-if "--install-only" in args:  # the session's venv, as nox leaves it: its python runs this checkout's ci
-    os.makedirs(f".nox/{args[1]}/bin", exist_ok=True)
-    with open(f".nox/{args[1]}/bin/python", "w") as fh:
-        fh.write(f'#!/bin/sh\\nPYTHONPATH="{repo}" exec {sys.executable} "$@"\\n')
-    os.chmod(f".nox/{args[1]}/bin/python", 0o755)
-    sys.exit(0)
-posargs = args[3:] if args[2:3] == ["--"] else []
-runpy.run_path(os.path.join(repo, "noxfile.py"))
-
-class Session:
-    def __init__(self):
-        self.posargs = posargs
-    def install(self, *args, **kwargs):
-        pass
-    def run(self, *cmd, **kwargs):
-        cmd = [sys.executable if c == "python" else c for c in cmd]
-        if subprocess.run(cmd, env={**os.environ, "PYTHONPATH": repo}).returncode:
-            sys.exit(1)
-
-nox.registry.get()[args[1]](Session())
-"""
-
-
 @pytest.fixture(scope="module")
 def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The cpu self-test run on this host's Python, as the pipeline's cpu run step names its artefacts (and three
@@ -291,34 +222,6 @@ def cpu_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
             argv = ["run", "cpu", "selftest", "--host", "--out", str(store / "results" / folder)]
             assert cli.main(argv) == 0
     return store
-
-
-def _agent(tmp_path: Path, store: Path) -> tuple[Path, dict[str, str]]:
-    """A checkout-like working folder whose .buildkite/tools.sh puts the stand-ins on PATH."""
-    work, fakes = tmp_path / "checkout", tmp_path / "bin"
-    (work / ".buildkite").mkdir(parents=True)
-    fakes.mkdir()
-    for name, text in (("buildkite-agent", FAKE_AGENT), ("nox", FAKE_NOX)):
-        (fakes / name).write_text(f"#!{sys.executable}\n{text}")
-        (fakes / name).chmod(0o755)
-    (work / ".buildkite" / "tools.sh").write_text(f'export PATH="{fakes}:$PATH"\n')
-    env = {"PATH": f"{fakes}:/usr/bin:/bin", "HOME": str(tmp_path), "STACKGATE_REPO": str(REPO),
-           "FAKE_ARTIFACTS": str(store), "FAKE_ANNOTATIONS": str(tmp_path / "annotations.jsonl")}  # fmt: skip
-    return work, env
-
-
-def _run_step(step: dict, work: Path, env: dict[str, str], store: Path, log: Path | None = None) -> int:
-    """The step's commands as an agent runs them: `$$` interpolated to `$`, one `bash -e` script (its output into
-    `log` where given); its artifact_paths then uploaded to the store."""
-    script = "\n".join(c.replace("$$", "$") for c in step["commands"])
-    with open(log or os.devnull, "w") as out:
-        code = subprocess.run(["bash", "-e", "-c", script], cwd=work, env=env, check=False,
-                              **({"stdout": out, "stderr": subprocess.STDOUT} if log else {})).returncode  # fmt: skip
-    for pattern in step.get("artifact_paths", []):
-        for path in work.glob(pattern):
-            (store / path.relative_to(work)).parent.mkdir(parents=True, exist_ok=True)
-            (store / path.relative_to(work)).write_bytes(path.read_bytes())
-    return code
 
 
 @pytest.mark.parametrize(
@@ -351,8 +254,8 @@ def test_the_report_and_gate_steps_run_here_on_cpu_results(
     run = by_key["run-cpu-selftest-0"]
     assert all(list(store.glob(p)) for p in run["artifact_paths"][:2])  # the run step's JUnit and rows.json
 
-    work, env = _agent(tmp_path, store)
-    assert _run_step(by_key["report"], work, env, store) == 0
+    work, env = stand_in_agent(tmp_path, store)
+    assert run_step(by_key["report"], work, env, store) == 0
     assert (store / "history" / "history.sqlite").is_file()  # this build's history, uploaded for the next
     annotations = [json.loads(line) for line in (tmp_path / "annotations.jsonl").read_text().splitlines()]
     change = json.loads((store / "report" / "report.json").read_text())["changes"]
@@ -363,7 +266,7 @@ def test_the_report_and_gate_steps_run_here_on_cpu_results(
 
     gate_work = tmp_path / "gate"
     shutil.copytree(work / ".buildkite", gate_work / ".buildkite")  # a fresh checkout: only report.json downloaded
-    gate = _run_step(by_key["gate"], gate_work, env, store)
+    gate = run_step(by_key["gate"], gate_work, env, store)
     assert gate == (0 if gate_passes else GATE_CLOSED)  # the gate's own exit reaches the agent, not nox's 1
 
 
@@ -389,7 +292,9 @@ def test_every_step_has_a_timeout_and_a_run_step_asks_for_the_gpus_of_its_rows(t
     assert {"1", "2", "8"} <= counts
 
 
-def test_without_a_registry_the_pipeline_is_refused_at_upload_unless_it_is_for_one_agent(tmp_path: Path) -> None:
+def test_without_a_registry_the_pipeline_is_refused_at_upload_unless_it_is_for_one_agent(
+    tmp_path: Path,
+) -> None:
     env = {k: v for k, v in os.environ.items() if k != "STACKGATE_REGISTRY"}
     argv = [sys.executable, "-m", "ci", "pipeline", "--target", "cpu"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False, env=env)
@@ -455,17 +360,17 @@ def test_a_host_targets_bake_artefact_goes_from_its_bake_step_to_run_steps_on_ot
     store = tmp_path / "store"
     store.mkdir()
     root = tmp_path / "runtime-caches"  # each agent's caches root: one path on every host (compiled code names it)
-    baker, env1 = _agent(tmp_path / "agent1", store)
+    baker, env1 = stand_in_agent(tmp_path / "agent1", store)
     env1["STACKGATE_RUNTIME_CACHES"] = str(root)
-    assert _run_step(bake, baker, env1, store, tmp_path / "bake.log") == 0, (tmp_path / "bake.log").read_text()
+    assert run_step(bake, baker, env1, store, tmp_path / "bake.log") == 0, (tmp_path / "bake.log").read_text()
     name = json.loads((store / "meta-data.json").read_text())["stackgate-caches-cpu"]
     assert name.startswith("caches-cpu-warm-") and (store / "caches" / name).is_file()
 
     shutil.rmtree(root)  # another host: nothing in its caches root
-    runner, env2 = _agent(tmp_path / "agent2", store)
+    runner, env2 = stand_in_agent(tmp_path / "agent2", store)
     env2["STACKGATE_RUNTIME_CACHES"] = str(root)
     log = tmp_path / "run.log"
-    assert _run_step(run, runner, env2, store, log) == 0, log.read_text()
+    assert run_step(run, runner, env2, store, log) == 0, log.read_text()
     assert f"caches/{name}" in log.read_text() and any(root.rglob("*"))  # installed from the artefact
     junit = (runner / "results" / "cpu-selftest-0" / "junit-cpu-selftest-0.xml").read_text()
     assert junit.count("<testcase") == 5 and "<failure" not in junit and "<error" not in junit
@@ -482,7 +387,7 @@ def test_a_host_targets_bake_artefact_goes_from_its_bake_step_to_run_steps_on_ot
                 member.size = len(data)
             dst.addfile(member, io.BytesIO(data) if data is not None else None)
     shutil.rmtree(root)
-    other, env3 = _agent(tmp_path / "agent3", store)
+    other, env3 = stand_in_agent(tmp_path / "agent3", store)
     env3["STACKGATE_RUNTIME_CACHES"] = str(root)
-    assert _run_step(run, other, env3, store, log) == 2
+    assert run_step(run, other, env3, store, log) == 2
     assert "made for another host: triton '9.9.9' in the artefact" in log.read_text()

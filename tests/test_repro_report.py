@@ -11,25 +11,10 @@ from pathlib import Path
 
 import pytest
 from support.paths import REPO
+from support.selftest_trees import FAILING_TEST, failing_tree
 
 from ci import cli
 from ci.run import host, report_read
-
-# serves every cpu self-test row; fails the two whose context is over 4096
-FAILING_TEST = """\
-import pytest
-
-
-@pytest.mark.track("harness-selftest")
-def test_context_fits(row):
-    assert row.data["context"] <= 4096, f"context {row.data['context']} is over 4096"
-"""
-
-
-def failing_tree(root: Path) -> Path:
-    (root / "selftest").mkdir(parents=True)
-    (root / "selftest" / "test_fits.py").write_text(FAILING_TEST)
-    return root
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.buildkite import check_schema
 from support.git_repos import ENV, clone
 from support.paths import REPO
 from support.try_port_world import World, make
 from test_fork_subject import _session_call
-from test_pipeline_steps import check_schema
 
 from ci.cli import main
 from ci.fork import port_trial, source
