@@ -1,5 +1,5 @@
 """`ci repro <row> --report report.json`: one docker line from a report alone; a GPU row refused plainly where
-this host lacks the GPU. The line is run for real in tests/test_faults_in_a_container.py."""
+this host lacks the GPU. The line is run for real in tests/integration/test_faults_in_a_container.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """`ci repro --report` on a report.json from elsewhere runs nothing the stack and the local images do not vouch for:
-no text of the report reaches a shell, and the image, devices and mounts are never the report's choice."""
+no text of the report reaches a shell, and the image, devices and mounts are never the report's choice. An image the
+engine lacks is test_repro_fetches_no_image.py's."""
 
 from __future__ import annotations
 
@@ -101,15 +102,6 @@ def test_a_row_the_stack_does_not_plan_is_refused(tmp_path: Path, capsys) -> Non
     (tmp_path / "report.json").write_text(json.dumps({"rows": [entry]}))
     assert cli.main(["repro", forged, "--report", str(tmp_path / "report.json"), "--print"]) == 2
     assert "is not in the plan of" in capsys.readouterr().err
-
-
-def test_an_image_the_engine_does_not_hold_is_not_fetched_unless_asked(tmp_path: Path, capsys, docker_client) -> None:
-    row = _cpu_row()
-    entry = {"id": row.id, "status": "failure", "rows_json": {"image": {"id": IMAGE}}, "runs": []}
-    (tmp_path / "report.json").write_text(json.dumps({"rows": [entry]}))
-    argv = ["repro", row.id, "--report", str(tmp_path / "report.json"), "--out", str(tmp_path / "o")]
-    assert cli.main(argv) == 4
-    assert f"image {IMAGE} is not held by this docker engine" in capsys.readouterr().err
 
 
 def test_the_reports_own_lines_take_the_targets_devices_from_the_stack(tmp_path: Path) -> None:

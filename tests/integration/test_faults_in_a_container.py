@@ -2,7 +2,7 @@
 
 The faults need no Triton: these tests build a small image FROM the local dev base with pytest and
 junitparser installed from wheels, offline, with suites/ copied last as the real image does. The cpu
-self-test runs in the real cpu image (tests/test_cpu_image_build.py).
+self-test runs in the real cpu image (tests/integration/test_cpu_image_build.py).
 """
 
 from __future__ import annotations

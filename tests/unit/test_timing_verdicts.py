@@ -1,5 +1,5 @@
 """Timing verdicts over runs: the run (one engine process) is the unit, an A/A arm gives the noise floor, a run that
-shared its GPU is never judged, and a timed schedule gives each run its GPU alone."""
+shared its GPU is never judged (the schedule that gives each run its GPU alone is test_rows_over_devices.py's)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,10 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
 from support.report_helpers import rows, write_rows
-from test_rows_over_devices import _drive, _props
 
 from ci.bench import synthetic
 from ci.errors import UsageError
@@ -136,30 +134,6 @@ def test_report_json_carries_each_runs_median_for_a_later_baseline(tmp_path: Pat
     (row,) = [r for r in doc["rows"] if r["id"] == ROW.id]
     assert row["run_values"]["warm_itl_ms"] == [3.0, 3.5, 4.0]
     assert baseline.load(tmp_path / "out" / "report.json").runs(ROW.id, "warm_itl_ms") == (3.0, 3.5, 4.0)
-
-
-def test_packed_sessions_record_their_gpus_co_tenants_and_alone_ones_share_nothing(tmp_path: Path) -> None:
-    """Four rows on two stand-in GPUs: packed, two run at once on each GPU and each records the other; with
-    `alone`, no two sessions overlap on a GPU, and none records a co-tenant."""
-    packed = _drive(tmp_path / "packed", rows=[["r", 1]] * 4, seconds=1.0)
-    said, _ = packed.communicate(timeout=120)
-    assert packed.returncode == 0, said
-    props = _props(tmp_path / "packed")
-    assert len(props) == 4 and all(p.get("stackgate.gpu_shared_with") for p in props.values())
-    for row, p in props.items():
-        other = p["stackgate.gpu_shared_with"]
-        assert other != row and props[other]["gpus"] == p["gpus"]
-    alone = _drive(tmp_path / "alone", rows=[["r", 1]] * 4, seconds=1.0, alone=True)
-    said, _ = alone.communicate(timeout=120)
-    assert alone.returncode == 0, said
-    props = _props(tmp_path / "alone")
-    assert len(props) == 4 and not any("stackgate.gpu_shared_with" in p for p in props.values())
-    spans: dict[str, list[tuple[float, float]]] = {}
-    for p in props.values():
-        spans.setdefault(p["gpus"], []).append(tuple(map(float, p["span"].split())))
-    for gpu in spans.values():
-        gpu.sort()
-        assert all(a[1] <= b[0] for a, b in pairwise(gpu))  # one at a time on each GPU
 
 
 def test_compare_without_runs_the_arms_interleaved_each_alone_and_warms_each_build_first(tmp_path, monkeypatch, capsys):

@@ -1,5 +1,6 @@
 """`ci run` over a host's devices, on this machine's CPU with stand-in GPUs: rows packed by memory budget, a row of
-N GPUs waiting for N free ones, every row its own JUnit, --resume after a SIGTERM, --deadline, a dead harness."""
+N GPUs waiting for N free ones, every row its own JUnit, --resume after a SIGTERM, --deadline, a dead harness; a
+timed schedule gives each run its GPU alone."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import textwrap
 import time
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -423,3 +425,27 @@ def _all_props(file: Path) -> list[dict[str, str]]:
     return [
         {p.get("name"): p.get("value") for p in tc.iter("property")} for tc in etree.parse(str(file)).iter("testcase")
     ]
+
+
+def test_packed_sessions_record_their_gpus_co_tenants_and_alone_ones_share_nothing(tmp_path: Path) -> None:
+    """Four rows on two stand-in GPUs: packed, two run at once on each GPU and each records the other; with
+    `alone`, no two sessions overlap on a GPU, and none records a co-tenant."""
+    packed = _drive(tmp_path / "packed", rows=[["r", 1]] * 4, seconds=1.0)
+    said, _ = packed.communicate(timeout=120)
+    assert packed.returncode == 0, said
+    props = _props(tmp_path / "packed")
+    assert len(props) == 4 and all(p.get("stackgate.gpu_shared_with") for p in props.values())
+    for row, p in props.items():
+        other = p["stackgate.gpu_shared_with"]
+        assert other != row and props[other]["gpus"] == p["gpus"]
+    alone = _drive(tmp_path / "alone", rows=[["r", 1]] * 4, seconds=1.0, alone=True)
+    said, _ = alone.communicate(timeout=120)
+    assert alone.returncode == 0, said
+    props = _props(tmp_path / "alone")
+    assert len(props) == 4 and not any("stackgate.gpu_shared_with" in p for p in props.values())
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for p in props.values():
+        spans.setdefault(p["gpus"], []).append(tuple(map(float, p["span"].split())))
+    for gpu in spans.values():
+        gpu.sort()
+        assert all(a[1] <= b[0] for a, b in pairwise(gpu))  # one at a time on each GPU
