@@ -11,35 +11,15 @@ import sqlite3
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from support.paths import REPO
+from support.history_builds import T0, build
+from support.paths import REPO, TESTS
 
 from ci.errors import UsageError
 from ci.history import join, past, schema, store
-from ci.history.record import Build, Judged, Run
-
-T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
-
-
-def build(n: int, *, rows: int = 3, status: str = "pass", commit: str = "aaaaaaa1", branch: str = "main") -> Build:
-    runs = tuple(
-        Run(
-            row=f"48407.cuda-sm90.m{i}.0000000{i % 10}",
-            change="48407",
-            target="cuda-sm90",
-            status=status,
-            image="sha256:" + "1" * 64,
-            commit=commit,
-            metrics=(("warm_request_ms", 40.0 + n + i, "ms"), ("engine_ready_s", 90.0 + n, "s")),
-        )
-        for i in range(rows)
-    )
-    verdicts = (Judged(change="48407", target="cuda-sm90", criterion="matrix", status="pass"),)
-    return Build(key=f"results:{n}", at=T0 + timedelta(days=n), branch=branch, commit=commit, stack="sha256:s",
-                 images=(("cuda-sm90", "sha256:" + "1" * 64),), runs=runs, verdicts=verdicts)  # fmt: skip
 
 
 def keys(path: Path) -> list[str]:
@@ -52,7 +32,7 @@ _HELD = """
 import sqlite3, sys, time
 from pathlib import Path
 from ci.history import store
-from test_history_file_survives import build
+from support.history_builds import build
 
 path, mark, hold = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 connect = sqlite3.connect
@@ -76,7 +56,7 @@ store.append(path, build(int(sys.argv[4]), rows=int(sys.argv[5])))
 
 
 def _child(tmp_path: Path, history: Path, mark: Path, hold: float, n: int, rows: int) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{Path(__file__).resolve().parent}"}
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{TESTS}"}
     argv = [sys.executable, "-c", _HELD, str(history), str(mark), str(hold), str(n), str(rows)]
     return subprocess.Popen(argv, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from support.history_builds import T0, build
 from support.paths import REPO
-from test_history_file_survives import T0, build
 
 from ci.history import past, store
 
