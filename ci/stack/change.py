@@ -217,7 +217,7 @@ class Acceptance:
     allowed_regression: AllowedRegression
     measurements: Measurements
     # what the change acts on, each judged against the fork without it (ci.results.effect); every imported change
-    # names at least one (tests/test_timing_criteria.py)
+    # names at least one (tests/unit/test_timing_criteria.py)
     effect: tuple[Effect, ...] = ()
 
 

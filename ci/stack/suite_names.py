@@ -1,7 +1,7 @@
 """The names a change file may give its `probe` and `engine_options`: the keys of `PROBES` and `OPTIONS` in
 `suites/engine/tracked.py`, where the probes and the options live. Read from that file's text, never imported: the
-suites run inside the image and never import `ci/`, and the host never runs their code (`tests/test_tracked.py` holds
-this reading equal to the imported registry's keys)."""
+suites run inside the image and never import `ci/`, and the host never runs their code
+(`tests/unit/test_change_facts.py` holds this reading equal to the imported registry's keys)."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ never by change id.
 
 The host validates a change file's names against this module's text, read and never imported (`ci.stack.suite_names`:
 the suites never import `ci/`, and the host never runs the suites' code), so PROBES and OPTIONS stay dict displays
-with literal string keys; `tests/test_tracked.py` holds the two readings equal. Standard library only at import: a
-probe imports vllm itself, when it runs.
+with literal string keys; `tests/unit/test_change_facts.py` holds the two readings equal. Standard library only at
+import: a probe imports vllm itself, when it runs.
 """
 
 from __future__ import annotations
