@@ -131,11 +131,29 @@ def lock(session: nox.Session) -> None:
     session.run("python", "-m", "ci", "lock", *session.posargs)
 
 
+def _pytest(session: nox.Session, *folders: str) -> None:
+    session.install("-e", ".[test]", "-r", HOST_SUITES)
+    session.run("pytest", *folders, *session.posargs)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests of ci/ and the suites' harness (docker tests use the real engine)."""
-    session.install("-e", ".[test]", "-r", HOST_SUITES)
-    session.run("pytest", *session.posargs)
+    """Every test of ci/ and the suites' harness: tests/unit, then tests/integration (docker tests use the real engine).
+
+    Options after -- go to pytest (-- --durations=15, -- tests/unit/test_x.py -x)."""
+    _pytest(session)  # pyproject's testpaths: both folders, unit first
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """The fast tests alone (tests/unit): no docker engine, no network, no image built; under two minutes."""
+    _pytest(session, "tests/unit")
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """The slow tests (tests/integration): images built and run, the cpu self-test, forks made by git, a browser."""
+    _pytest(session, "tests/integration")
 
 
 @nox.session

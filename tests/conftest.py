@@ -8,8 +8,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support import fork_site
+from support.git_repos import Repo
+from support.paths import REPO, SUITES
 
 from ci.stack.loader import DEFAULT_STACK
+
+UNIT = Path(__file__).resolve().parent / "unit"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """tests/unit runs without a docker engine (`nox -s unit`, in two minutes): a test there that asks for the
+    engine belongs in tests/integration, and collecting it is an error that says so."""
+    engine = [
+        item.nodeid
+        for item in items
+        if item.path.is_relative_to(UNIT)
+        and ("docker_client" in getattr(item, "fixturenames", ()) or item.get_closest_marker("docker"))
+    ]
+    if engine:
+        raise pytest.UsageError(f"tests/unit needs no docker engine; move these to tests/integration: {engine}")
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +52,12 @@ def stack_copy(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def fork_repo(tmp_path: Path) -> tuple[Repo, dict[str, str]]:
+    """A small fork made by git (support/fork_site.py): the repository and the commit of each change it carries."""
+    return fork_site.make_fork(tmp_path / "fork")
+
+
+@pytest.fixture
 def edit() -> Callable[[Path, str, str], None]:
     """Replace exactly one occurrence of `old` in a file (so a test fails loudly if the data moved)."""
 
@@ -50,7 +74,7 @@ def committed_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A committed copy of this checkout's tracked and unignored files, for builds that must not touch it."""
     import subprocess
 
-    src = Path(__file__).resolve().parent.parent
+    src = REPO
     root = tmp_path_factory.mktemp("repo")
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=src,
                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
@@ -79,9 +103,6 @@ def docker_client():
         if os.environ.get("STACKGATE_REQUIRE_DOCKER") == "1":
             pytest.fail(f"STACKGATE_REQUIRE_DOCKER=1 and no docker engine answers: {exc}")
         pytest.skip(f"no docker engine answers: {exc}")
-
-
-SUITES = Path(__file__).resolve().parent.parent / "suites"
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """The names the host side and the container side both spell: a row's id, a run's results layout and its JUnit names.
 
 Standard library only. The harness keeps its own copy of what it writes (`suites/harness/boundary.py`: the suites
-never import `ci/`), and `tests/test_contract.py` holds the two equal. Nothing else makes or parses these names.
+never import `ci/`), and `tests/unit/test_contract.py` holds the two equal. Nothing else makes or parses these names.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ depend on the history alone.
 - Nothing points it elsewhere: the variables that name another repository, index, object store or config are taken
   out of the environment it inherits.
 
-tests/test_hostile_git.py holds every git process stackgate starts to this, by a `git` on PATH that records them.
+tests/integration/test_hostile_git.py holds every git process stackgate starts to this, by a `git` on PATH that
+records them.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Every command loads the stack: the YAML parsed, pydantic imported and eight validators built, ~0.13 CPU-seconds
 before any work. A stack whose folder and loader are what they were when it was last loaded is read back instead
 (one pickle). The key is content, never time: the folder's path and every file below it, name and bytes, and the
-source of this stage's modules, so that an edited stack file, a new file beside them or a changed loader is loaded
+source of this stage's modules and the suites' registry of the names a change file may give its probe and engine
+options (`ci.stack.suite_names`), so that an edited stack file, a new file beside them or a changed loader is loaded
 anew; each part is framed by its length, so that no two sets of files make one key. A stack that does not load is
 never kept (its error is raised every time). A cache that cannot be read or written is a miss, never an error.
 
@@ -27,6 +28,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ci.common import options, owned
+from ci.stack import suite_names
 
 if TYPE_CHECKING:
     from ci.stack.model import Stack
@@ -46,9 +48,11 @@ def loaded(root: Path, load: Callable[[Path], Stack], *, cached: bool = True) ->
 
 
 def key(root: Path) -> bytes:
-    """What a kept stack must match: the folder as given, every file below it, and the code that loads it."""
+    """What a kept stack must match: the folder as given, every file below it, the code that loads it, and the names
+    the suites hold that it checks change files against."""
     h = hashlib.sha256()
-    for part in (str(sys.version_info[:2]).encode(), os.fsencode(root), _code(_CODE)):
+    tracked = suite_names.TRACKED.read_bytes() if suite_names.TRACKED.is_file() else b""
+    for part in (str(sys.version_info[:2]).encode(), os.fsencode(root), _code(_CODE), tracked):
         _framed(h, part)
     _files(h, root, "**/*")
     return h.digest()

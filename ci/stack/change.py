@@ -63,7 +63,7 @@ class Upstream:
     file_ids: dict[str, PatchId] = field(default_factory=dict)
     stacked_on: tuple[int, ...] = ()  # upstream PRs this one is stacked on
     related: tuple[int, ...] = ()
-    # the oldest vLLM release that contains it (its presence probe, suites/engine/presence.py, finds it there):
+    # the oldest vLLM release that contains it (its presence probe, suites/engine/tracked.py, finds it there):
     # the release a positive control runs the change's rows on, and a fork based on it or later holds it
     first_release: str | None = None
     # files the PR creates: where no commit of it can be compared (a PR closed unmerged, its commits nowhere to
@@ -217,7 +217,7 @@ class Acceptance:
     allowed_regression: AllowedRegression
     measurements: Measurements
     # what the change acts on, each judged against the fork without it (ci.results.criteria.effect); every imported
-    # change names at least one (tests/test_timing_criteria.py)
+    # change names at least one (tests/unit/test_timing_criteria.py)
     effect: tuple[Effect, ...] = ()
 
 
@@ -230,6 +230,10 @@ class Change:
     # combinations) import nothing and name no upstream PR
     kind: Literal["import", "selftest", "composition"] = "import"
     upstream: Upstream | None = None  # None only where the change imports nothing
+    # how its presence is found in the vLLM under test, and what its rows need of the engine beyond their axes: names
+    # of suites/engine/tracked.py's PROBES and OPTIONS (the loader refuses one it does not hold: ci.stack.suite_names)
+    probe: str
+    engine_options: str = "default"
     models: tuple[str, ...]
     matrix: Matrix
     acceptance: Acceptance

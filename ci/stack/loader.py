@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ci.common import options
 from ci.common.errors import StackError
-from ci.stack import cache, digest, flaky, fork_file, shrunk
+from ci.stack import cache, digest, flaky, fork_file, shrunk, suite_names
 from ci.stack.change import Change, Matrix
 from ci.stack.checks import pins, provenance
 from ci.stack.checks.eligibility import trait_mismatch
@@ -231,7 +231,9 @@ def _check_changes(
     targets: dict[str, _Entry],
 ) -> None:
     kv_known = {kv for b, _, _ in backends.values() for kv in b.kv_cache_dtypes}
+    in_suites = suite_names.names()
     for change, src, _ in changes.values():
+        _check_tracked(change, src, in_suites)
         if change.track not in tracks:
             raise _unknown(src, ("track",), "track", change.track, tracks)
         track = tracks[change.track][0]
@@ -275,6 +277,28 @@ def _check_changes(
             raise src.error(("acceptance", "measurements"), "cold and warm measurements must both be named")
         pins.check(change, src, backends)
         provenance.check(change, src)
+
+
+def _check_tracked(change: Change, src: Source, known: suite_names.Names) -> None:
+    """The change's probe and engine options are ones the suites hold (suites/engine/tracked.py)."""
+    if change.probe not in known.probes:
+        raise src.error(
+            ("probe",),
+            f"unknown probe {change.probe!r}: suites/engine/tracked.py's PROBES has no such name",
+            hint=f"name one of {', '.join(sorted(known.probes))}, or add one to PROBES in suites/engine/tracked.py",
+        )
+    if change.kind == "import" and change.probe == suite_names.NOTHING_IMPORTED:
+        raise src.error(
+            ("probe",),
+            f"probe {change.probe!r} looks for nothing: an imported change's rows would read present on any vLLM",
+            hint="name the probe that finds its code, or add one to PROBES in suites/engine/tracked.py",
+        )
+    if change.engine_options not in known.options:
+        raise src.error(
+            ("engine_options",),
+            f"unknown engine options {change.engine_options!r}: suites/engine/tracked.py's OPTIONS has no such name",
+            hint=f"name one of {', '.join(sorted(known.options))}, or add them to OPTIONS in suites/engine/tracked.py",
+        )
 
 
 def _check_history(src: Source, rows: tuple[HistoryRow, ...], models: dict[str, _Entry], backends: dict[str, _Entry]):

@@ -18,8 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 # rows.json fields that are not what the row runs: derived (gpus = tp x dp; engine_size, what its engine is sized for
-# from the plan's rows of its configuration: a resource, its own workload unchanged), or bookkeeping of one run
-_ROW_NOT = frozenset({"gpus", "engine_size", "content", "meaning", "model_info", "acceptance"})
+# from the plan's rows of its configuration: a resource, its own workload unchanged), bookkeeping of one run, or the
+# names of the suites' code its test calls (probe, engine_options: code, as the test itself is, not a parameter)
+_ROW_NOT = frozenset(
+    {"gpus", "engine_size", "content", "meaning", "model_info", "acceptance", "probe", "engine_options"}
+)
 _MODEL_NOT = frozenset({"kv_cache_gib"})  # a resource: the memory given, not what is computed
 _ASSERTED = ("tolerance", "graph_replay")  # the acceptance numbers the suites assert in the container
 _TARGET_NOT = frozenset({"devices"})  # where the GPUs are found on a host, not what runs on them

@@ -24,6 +24,9 @@ SCHEMA = 1
 # a row's field: the context and batch its engine is built for, the largest among the plan's rows of its engine
 # configuration (engine_sizes; harness engine.config.engine_size)
 ENGINE_SIZE = "engine_size"
+# a row's fields: the names its change file gives its presence probe and its engine options (suites/engine/tracked.py)
+PROBE = "probe"
+ENGINE_OPTIONS = "engine_options"
 
 
 def row_document(st: Stack, row: Row) -> dict[str, Any]:
@@ -51,19 +54,23 @@ def row_documents(st: Stack, rows: Sequence[Row]) -> list[dict[str, Any]]:
     reader never edits them)."""
     infos: dict[str, dict[str, Any]] = {}
     accepts: dict[str, dict[str, Any]] = {}
+    tracked: dict[str, dict[str, str]] = {}
     sizes = engine_sizes([*plan.build(st).rows, *rows])  # the plan's, whichever rows this document holds
     out = []
     for row in rows:
         if row.model not in infos:
             infos[row.model] = _model_info(st.models[row.model])
         if row.change not in accepts:
-            accepts[row.change] = asdict(st.changes[row.change].acceptance)
+            change = st.changes[row.change]
+            accepts[row.change] = asdict(change.acceptance)
+            tracked[row.change] = {PROBE: change.probe, ENGINE_OPTIONS: change.engine_options}
         context, batch = sizes[engine(row)]
         out.append(
             {
                 **row.to_json(),
                 "model_info": infos[row.model],
                 "acceptance": accepts[row.change],
+                **tracked[row.change],
                 ENGINE_SIZE: {"context": context, "batch": batch},
             }
         )

@@ -7,7 +7,6 @@ to fetch what it lacks (`--fetch-missing`), which it then does in one fetch, say
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from ci.common.errors import UsageError
 from ci.upstream.checkout import Checkout, git_lines
@@ -24,8 +23,8 @@ def promisors(co: Checkout) -> list[str]:
             names.append(value)
         elif key.startswith("remote.") and value.lower() in ("true", "yes", "on", "1"):
             names.append(key.removeprefix("remote.").removesuffix(".promisor"))
-    if not names and any(Path(co.git_dir, "objects", "pack").glob("*.promisor")):
-        names.append("(a promisor pack, no remote configured)")
+    # A promisor pack with no promisor remote (a clone made from a snapshot that lacks some blobs) has nothing to
+    # fetch from: git cannot reach the network for it, and an object it lacks is an error where one is read.
     return list(dict.fromkeys(names))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from engine import config, dp, in_process, presence, workers
+from engine import config, dp, in_process, workers
 from engine.row_record import Evidence
 
 WARM_REPEATS = 3
@@ -63,7 +63,7 @@ def _ranks(row):
 
 @pytest.mark.track("composition")
 def test_composition(row, request):
-    ev = Evidence.start(request, row, presence.composition, every_worker=True)
+    ev = Evidence.start(request, row, every_worker=True)
     ready_s, cold_ms, warm_ms, before, after, graphs, tokens, ref_tokens = (
         _ranks(row) if int(row["dp"]) > 1 else _one_engine(row)
     )

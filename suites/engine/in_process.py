@@ -15,7 +15,7 @@ from typing import Any
 from harness import profile as profiling
 from harness.items import ENV_SHARE
 
-from engine import first_calls, start_log, steady
+from engine import first_calls, start_log, steady, tracked
 
 
 @dataclass
@@ -247,26 +247,25 @@ def mismatches(a: Sequence[Sequence[int]], b: Sequence[Sequence[int]]) -> int:
     return total
 
 
-# Per kernel-warm-up change, the warm-up modules and methods its reference run makes no-ops: #48804's spec-decode
-# warm-ups; #49903's runner-owned kernels (slot mapping, KV-block zeroer) and what #47451's enable_jit_warmup gates.
-WARMUP_MODULES = {
-    "48804": ("eagle_spec_decode_warmup", "dflash_spec_decode_warmup"),
-    "49903": ("v1_block_table_warmup", "fa4_cutedsl_warmup", "sparse_mla_triton_warmup", "jit_warmup"),
-}
-WARMUP_METHODS = {"49903": (("vllm.v1.worker.utils", "KVBlockZeroer", "warmup"),)}
-
-
-def disable_warmup(change: str) -> list[str]:
-    """Turn the change's kernel warm-up into no-ops for the reference run: the warm-up functions of its modules, the
-    names kernel_warmup imported from them, its warm-up methods. Returns what was replaced, for the record."""
+def disable_warmup(options: str) -> list[str]:
+    """Turn a change's kernel warm-up into no-ops for the reference run, as the engine options its change file names
+    say (rows.json `engine_options`, engine.tracked.OPTIONS): the warm-up functions of its modules, the names
+    kernel_warmup imported from them, its warm-up methods. Returns what was replaced, for the record; an options key
+    this image's suites lack is a LookupError."""
     import importlib
     import inspect
 
+    if options not in tracked.OPTIONS:
+        raise LookupError(
+            f"engine options {options!r} are not one of suites/engine/tracked.py's OPTIONS "
+            f"({', '.join(sorted(tracked.OPTIONS))}); the image's suites are older than the stack that wrote rows.json"
+        )
+    wanted = tracked.OPTIONS[options]
     replaced = []
     _undo.clear()
     kernel_warmup = importlib.import_module("vllm.model_executor.warmup.kernel_warmup")
     noop = lambda *a, **k: None  # noqa: E731
-    for modname in WARMUP_MODULES.get(change, ()):
+    for modname in wanted.warmup_modules:
         try:
             mod = importlib.import_module(f"vllm.model_executor.warmup.{modname}")
         except ImportError:
@@ -280,7 +279,7 @@ def disable_warmup(change: str) -> list[str]:
                     if value is fn:
                         setattr(kernel_warmup, alias, noop)
                         _undo.append((kernel_warmup, alias, fn))
-    for modname, cls_name, method in WARMUP_METHODS.get(change, ()):
+    for modname, cls_name, method in wanted.warmup_methods:
         try:
             cls = getattr(importlib.import_module(modname), cls_name)
         except (ImportError, AttributeError):

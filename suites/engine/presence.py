@@ -1,4 +1,5 @@
-"""Is the imported change in the vLLM under test? Each check names the code it looked for.
+"""Is the imported change in the vLLM under test? The probe its change file names (engine.tracked.PROBES) says, and
+names the code it looked for.
 
 A row whose change is absent fails with "change absent in vLLM <version>" rather than passing or
 skipping: stock vLLM lacks some of the fork's ports, and that must show in the report.
@@ -6,12 +7,13 @@ skipping: stock vLLM lacks some of the fork's ports, and that must show in the r
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
 import importlib.util
-import inspect
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from engine import tracked
 
 
 @dataclass(frozen=True)
@@ -72,85 +74,21 @@ def vllm_commit() -> str | None:
     return found.group(1) if found else None
 
 
-def _source(rel: str) -> str:
-    root = vllm_root()
-    path = root / rel if root else None
-    return path.read_text() if path and path.is_file() else ""
-
-
-def warmup_48804() -> Presence:
-    """#48804 adds model_executor/warmup/eagle_spec_decode_warmup.py and calls it from kernel_warmup."""
-    module = "model_executor/warmup/eagle_spec_decode_warmup.py"
-    present = bool(_source(module)) and "eagle_spec_decode_warmup" in _source("model_executor/warmup/kernel_warmup.py")
-    return Presence("48804", present, f"vllm/{module}, wired into vllm/model_executor/warmup/kernel_warmup.py")
-
-
-def warmup_49903() -> Presence:
-    """#49903 warms the runner-owned Triton kernels before the first request: the KV-block zeroer gains a warm-up
-    (KVBlockZeroer.warmup in vllm/v1/worker/utils.py) that kernel_warmup calls, beside the slot-mapping kernel for the
-    runner's real block tables; on #47451's JIT warm-up infrastructure (vllm/model_executor/warmup/jit_warmup.py).
-    The call moved after the merge (kernel_warmup in 0.27-0.33, the GPU worker's warm-up from 0.34): either counts."""
-    callers = ("model_executor/warmup/kernel_warmup.py", "v1/worker/gpu/warmup.py")
-    called = next((c for c in callers if "zeroer.warmup(" in _source(c)), None)
-    present = (
-        "def warmup(self, num_kv_blocks" in _source("v1/worker/utils.py")
-        and called is not None
-        and bool(_source("model_executor/warmup/jit_warmup.py"))
-    )
-    return Presence(
-        "49903",
-        present,
-        f"KVBlockZeroer.warmup in vllm/v1/worker/utils.py, called from vllm/{called or callers[0]}, "
-        "and vllm/model_executor/warmup/jit_warmup.py (#47451)",
-    )
-
-
-KERNEL_WARMUP = {"48804": warmup_48804, "49903": warmup_49903}  # the kernel-warm-up track's changes, by id
-
-
-def fused_ar_graph_46849() -> Presence:
-    """#46849 captures all k-1 draft decodes in one graph (_fused_multi_step_decode) and updates
-    attention metadata in place between steps (update_draft_decode_metadata). The speculator's module moved
-    after the merge (spec_decode/autoregressive/ in 0.28-0.31, spec_decode/target_dependent_ar/ from 0.32):
-    any speculator of model runner v2 that defines it counts."""
-    root = vllm_root()
-    specs = sorted(root.glob("v1/worker/gpu/spec_decode/*/speculator.py")) if root else []
-    fused = [p for p in specs if "def _fused_multi_step_decode" in p.read_text()]
-    present = bool(fused) and "update_draft_decode_metadata" in _source("v1/attention/backend.py")
-    where = f"vllm/{fused[0].relative_to(root)}" if fused and root else "vllm/v1/worker/gpu/spec_decode/*/speculator.py"
-    return Presence(
-        "46849",
-        present,
-        f"_fused_multi_step_decode in {where} and update_draft_decode_metadata in vllm/v1/attention/backend.py",
-    )
-
-
-def fp8_ds_mla_dcp_46514() -> Presence:
-    """#46514 makes FlashMLASparseImpl return the LSE for decode (DCP) on the fp8_ds_mla mixed-batch path."""
-    from vllm.v1.attention.backends.mla import flashmla_sparse as fms
-
-    lse = inspect.getattr_static(fms.FlashMLASparseImpl, "can_return_lse_for_decode", False) is True
-    dcp_code = hasattr(fms, "_neutralize_rows_without_local_kv") or hasattr(fms, "triton_filter_and_convert_dcp_index")
-    return Presence(
-        "46514",
-        lse and dcp_code,
-        "FlashMLASparseImpl.can_return_lse_for_decode = True and the DCP index filtering in "
-        "vllm/v1/attention/backends/mla/flashmla_sparse.py",
-    )
-
-
-def indexer_skip_48407() -> Presence:
-    """#48407 adds MLACommonPrefillMetadata.use_dense_mha, which lets the indexer skip top-k scoring."""
-    from vllm.model_executor.layers.attention.mla_attention import MLACommonPrefillMetadata
-
-    present = "use_dense_mha" in {f.name for f in dataclasses.fields(MLACommonPrefillMetadata)}
-    return Presence(
-        "48407",
-        present,
-        "MLACommonPrefillMetadata.use_dense_mha in vllm/model_executor/layers/attention/mla_attention.py",
-    )
-
-
-def composition() -> Presence:
-    """The composition rows import no change: they ask whether features of the installed vLLM compose."""
-    return Presence("composition", True, f"no imported change: features of vLLM {vllm_version()} as installed")
+def of(row: Any) -> Presence:
+    """Whether the row's change is in the vLLM under test, by the probe its change file names (rows.json `probe`,
+    engine.tracked.PROBES). A row naming no probe, or one this image's suites lack, is a LookupError saying so."""
+    name = row.get("probe")
+    if name is None:
+        raise LookupError(
+            f"row {row.id}: rows.json names no probe for change #{row.change}: it was written before change files "
+            "named their probes; write it again from the stack (python -m ci run, or python -m ci repro ROW --report)"
+        )
+    probe = tracked.PROBES.get(str(name))
+    if probe is None:
+        raise LookupError(
+            f"row {row.id}: probe {name!r} is not one of suites/engine/tracked.py's PROBES "
+            f"({', '.join(sorted(tracked.PROBES))}); the image's suites are older than the stack that wrote rows.json: "
+            "rebuild the image, or run with --suites-dir suites"
+        )
+    present, evidence = probe(vllm_root())
+    return Presence(row.change, present, evidence)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -26,11 +26,10 @@ class Evidence:
         self.recorded: dict[str, list[float]] = {}
 
     @classmethod
-    def start(
-        cls, request: pytest.FixtureRequest, row: Any, check: Callable[[], Any], *, every_worker: bool = False
-    ) -> Evidence:
+    def start(cls, request: pytest.FixtureRequest, row: Any, *, every_worker: bool = False) -> Evidence:
         """A row test's first steps: the engine env for the row's track (before vllm is imported), the vLLM
-        version, and whether the change is present (`check` may import vllm, so it runs after the env).
+        version, and whether the change is present (by the probe its change file names, engine.presence.of: it may
+        import vllm, so it runs after the env).
         `every_worker`: the test's probes see every worker process (engine.workers), so TP/DP rows may run."""
         from engine import config, presence
 
@@ -55,7 +54,7 @@ class Evidence:
         ev.build(presence.vllm_root())
         if profiling.enabled():  # a diagnosis: the profilers slow the timed requests
             ev.prop("profiled", profiling.folder().as_posix())
-        ev.presence(check())
+        ev.presence(presence.of(row))
         return ev
 
     def build(self, root: Any) -> None:

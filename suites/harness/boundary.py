@@ -1,5 +1,5 @@
 """The names the harness writes that the host side reads back: a row id's shape, the <testsuite> name, the property
-prefix. Standard library only; `ci/common/contract.py` is the host side's copy, and `tests/test_contract.py` holds the
+prefix. Standard library only; `ci/common/contract.py` is the host side's copy, and `tests/unit/test_contract.py` holds the
 two equal (the suites never import `ci/`)."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from engine import config, in_process, presence, probes
+from engine import config, in_process, probes
 from engine.row_record import Evidence
 from harness import profile as profiling
 
@@ -46,7 +46,7 @@ def run_mixed(engine, row, profile=None):
 
 @pytest.mark.track("fp8-ds-mla")
 def test_fp8_ds_mla(row, request):
-    ev = Evidence.start(request, row, presence.fp8_ds_mla_dcp_46514)
+    ev = Evidence.start(request, row)
 
     engine = in_process.start(config.llm_kwargs(row), share=True)
     ev.metric("engine_ready_s", engine.ready_s, "s", "cold")

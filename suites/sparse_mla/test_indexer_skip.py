@@ -14,7 +14,7 @@ unforced output did not. With STACKGATE_BREAK_TOPK=1 the buffer is broken on pur
 from __future__ import annotations
 
 import pytest
-from engine import config, degeneration, in_process, presence, probes, topk_guard
+from engine import config, degeneration, in_process, probes, topk_guard
 from engine.row_record import Evidence
 from harness.graphs import GraphCounter
 from harness.profile import last_warm
@@ -25,7 +25,7 @@ OUTPUT_TOKENS = 16
 
 @pytest.mark.track("indexer-skip")
 def test_indexer_skip(row, request):
-    ev = Evidence.start(request, row, presence.indexer_skip_48407)
+    ev = Evidence.start(request, row)
     hf_config = config.model_config(row)
     topk = int(hf_config["index_topk"])
     short = int(row["context"]) <= topk

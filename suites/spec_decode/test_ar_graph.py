@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from engine import config, in_process, presence, probes
+from engine import config, in_process, probes
 from engine.row_record import Evidence
 from harness.profile import last_warm
 
@@ -49,7 +49,7 @@ def _launches(engine, prompts, params, k):
 
 @pytest.mark.track("ar-graph")
 def test_ar_graph(row, request):
-    ev = Evidence.start(request, row, presence.fused_ar_graph_46849)
+    ev = Evidence.start(request, row)
 
     kwargs = config.llm_kwargs(row)
     engine = in_process.start(kwargs, share=True)

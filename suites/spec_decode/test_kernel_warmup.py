@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from engine import config, in_process, presence
+from engine import config, in_process
 from engine.row_record import Evidence
 from harness import jit_seen
 from harness.graphs import GraphCounter
@@ -23,7 +23,7 @@ WARM_REPEATS = 5
 
 @pytest.mark.track("kernel-warmup")
 def test_kernel_warmup(row, request, jit_window):
-    ev = Evidence.start(request, row, presence.KERNEL_WARMUP[row.change])
+    ev = Evidence.start(request, row)
 
     kwargs = config.llm_kwargs(row)
     engine = in_process.start(kwargs, share=True)
@@ -69,7 +69,7 @@ def test_kernel_warmup(row, request, jit_window):
     if ev.absent is None:
         in_process.stop(engine)
         engine = None
-        disabled = in_process.disable_warmup(row.change)
+        disabled = in_process.disable_warmup(row["engine_options"])
         ev.prop("reference_disabled", disabled)
         ev.expect(bool(disabled), "the reference run could not turn the warm-up off: no warm-up function was found")
         ref = in_process.start(kwargs)  # its own: built under the patch, never shared

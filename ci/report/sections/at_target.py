@@ -18,12 +18,25 @@ from ci.report import cards
 from ci.report.sections import in_fork
 from ci.report.view import Report
 from ci.results.acceptance import Verdict
-from ci.results.criteria.registry import CRITERIA, EFFECT, MATRIX, NO_SIDE_WITHOUT, REGRESSION, TIED, baked, compiled_in
+from ci.results.criteria.registry import (
+    CRITERIA,
+    EFFECT,
+    MATRIX,
+    NO_JIT,
+    NO_SIDE_WITHOUT,
+    REGRESSION,
+    TIED,
+    baked,
+    compiled_in,
+)
 from ci.results.merge import RowResult
 from ci.stack.change import Change
 
 # the criterion in the words the first screen uses (its full title is in the change's section)
 SHORT = {r.name: r.short for r in CRITERIA}
+# the criteria said target by target (a per-target rule's numbers; the matrix as each target's rows, planned or not;
+# the JIT check as the rows it fails): every other one, a criterion added to the registry too, is said for the whole
+SAID_PER_TARGET = frozenset({*(r.name for r in CRITERIA if r.per_target is not None), MATRIX, NO_JIT})
 _LONG = 100
 
 
@@ -129,7 +142,7 @@ def _whole(report: Report, verdict: Verdict) -> list[Whole]:
     no_baseline = any(c.name == REGRESSION and "no baseline report given" in c.evidence for c in verdict.criteria)
     no_without = any(c.name == EFFECT and c.short == NO_SIDE_WITHOUT for c in verdict.criteria)
     for c in verdict.criteria:
-        if c.status == "pass" or c.name not in (TIED, EFFECT, REGRESSION):
+        if c.status == "pass" or c.name in SAID_PER_TARGET:
             continue
         if c.name == EFFECT and no_without and no_baseline:
             continue  # said with the baseline: one run without the change gives both

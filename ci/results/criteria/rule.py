@@ -55,7 +55,7 @@ PerTarget = Callable[[Change, list[RowResult]], tuple[Status, str]]
 class Rule:
     """One acceptance criterion, defined once: its words, its id, what it reads and how it judges. The report's ids
     (report.json `criteria[].id`, the schema's enum), the first screen's short name and the change file's field it
-    reads all come from here (tests/test_criteria_registry.py holds them together)."""
+    reads all come from here (tests/unit/test_criteria_registry.py holds them together)."""
 
     name: str  # its full title, in the report's words
     id: str  # its stable id for scripts (report.json): the title is English and may be reworded
