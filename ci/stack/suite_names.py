@@ -10,8 +10,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from ci import options
-from ci.errors import StackError
+from ci.common import options
+from ci.common.errors import StackError
 
 TRACKED = options.REPO / "suites" / "engine" / "tracked.py"
 # the probe of a change file that imports nothing (composition, the self-test): it finds nothing, so an imported

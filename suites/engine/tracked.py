@@ -1,6 +1,6 @@
 """A tracked change's facts inside the image, by the names its change file gives them (stack/changes/<id>.yaml):
 `probe`, how its presence is found in the vLLM under test, and `engine_options`, what its rows need of the engine
-beyond their axes. rows.json carries both names on each row; `engine.presence` and `engine.engines` read them here,
+beyond their axes. rows.json carries both names on each row; `engine.presence` and `engine.in_process` read them here,
 never by change id.
 
 The host validates a change file's names against this module's text, read and never imported (`ci.stack.suite_names`:
@@ -113,7 +113,7 @@ PROBES: dict[str, Probe] = {
 @dataclass(frozen=True)
 class EngineOptions:
     """What a change's rows need of the engine beyond their axes: the warm-up its reference run turns into no-ops
-    (`engine.engines.disable_warmup`), for a tolerance set against the same build without it."""
+    (`engine.in_process.disable_warmup`), for a tolerance set against the same build without it."""
 
     # vllm.model_executor.warmup.<module>: each one's warm-up functions, and the names kernel_warmup imported of them
     warmup_modules: tuple[str, ...] = ()

@@ -1,6 +1,6 @@
 """The names the harness writes that the host side reads back: a row id's shape, the <testsuite> name, the property
-prefix. Standard library only; `ci/common/contract.py` is the host side's copy, and `tests/unit/test_contract.py` holds the
-two equal (the suites never import `ci/`)."""
+prefix. Standard library only; `ci/common/contract.py` is the host side's copy, and `tests/unit/test_contract.py`
+holds the two equal (the suites never import `ci/`)."""
 
 from __future__ import annotations
 

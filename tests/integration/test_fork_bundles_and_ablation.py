@@ -225,7 +225,7 @@ def test_bundles_of_two_fork_commits_are_refused_before_anything_is_built(
 ) -> None:
     """`ci main --compare-without X --bundles DIR` compares X alone: the fork's bundle and the one without X must come
     from one fork commit over one base, and the fork's must hold X; else each differing commit would be timed too."""
-    from ci.fork import bundle_pair, fork_verbs
+    from ci.fork import bundle_pair
 
     repo, ids = fork_repo
     repo.git("branch", "older", ids["46514"])

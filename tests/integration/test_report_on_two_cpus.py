@@ -153,7 +153,7 @@ def test_a_kept_graph_ends_the_process_at_once_with_its_output_and_code() -> Non
     import subprocess
     import sys
 
-    script = "from ci import teardown\nteardown.keep([object()])\nprint('written', end='')\nteardown.end(3)\n"
+    script = "from ci.common import teardown\nteardown.keep([object()])\nprint('written', end='')\nteardown.end(3)\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
     assert (done.returncode, done.stdout) == (3, "written")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO, SUITES
 
-from ci.errors import StackError
+from ci.common.errors import StackError
 from ci.stack import loader, plan, rows_json, suite_names
 
 sys.path.insert(0, str(SUITES))  # the suites, as the images import them

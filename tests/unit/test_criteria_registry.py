@@ -90,11 +90,11 @@ def test_a_criterion_added_that_fails_is_said_on_the_first_screen_by_its_short_n
         return Criterion(name="rows ran at all", status="fail", evidence="0 ran: every row was skipped")
 
     added = Rule(name="rows ran at all", id="rows_ran", short="ran", field="", reads="every row's status", whole=judge)
-    monkeypatch.setattr(criteria, "CRITERIA", (*criteria.CRITERIA, added))
+    monkeypatch.setattr(registry, "CRITERIA", (*registry.CRITERIA, added))
     monkeypatch.setattr(at_target, "SHORT", {**at_target.SHORT, added.name: added.short})
     from ci.results import acceptance
 
-    monkeypatch.setattr(acceptance, "CRITERIA", criteria.CRITERIA)
+    monkeypatch.setattr(acceptance, "CRITERIA", registry.CRITERIA)
     write_rows(tmp_path / "in", rows("48407", target="cuda-sm90")[:2])
     rep = report.build(DEFAULT_STACK, [tmp_path / "in"], None, changes=["48407"])
     (v,) = [v for v in rep.verdicts if v.change.id == "48407"]
