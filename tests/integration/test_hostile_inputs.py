@@ -112,7 +112,8 @@ def test_ctrl_c_before_anything_ran_is_exit_130_without_a_traceback(monkeypatch,
 def test_ctrl_c_while_the_verbs_modules_import_is_held_until_they_have_then_exit_130() -> None:
     """Raised mid-import, it could land where Python prints its own traceback (3.11: a class body's __set_name__
     wraps it in a RuntimeError) or swallows it (an import lock's weakref callback): held, the imports finish. In a
-    fresh interpreter, as `stackgate` starts: SIGINT at its default there, whatever this test process holds."""
+    fresh interpreter started with SIGINT at its default, as a terminal starts `stackgate`: a test run started in the
+    background has SIGINT ignored, which stackgate leaves as it is (startup.Held), and every child inherits it."""
     import subprocess
     import sys
 
@@ -132,7 +133,13 @@ assert finished, "the verb's modules were never imported"
 assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # raised again as it comes, after
 sys.exit(code)
 """
-    done = subprocess.run([sys.executable, "-c", child], cwd=REPO, capture_output=True, text=True, timeout=120)
+    import signal
+
+    def as_a_terminal_starts_it() -> None:  # a job started in the background inherits SIGINT ignored, and keeps it
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    done = subprocess.run([sys.executable, "-c", child], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          preexec_fn=as_a_terminal_starts_it)  # fmt: skip
     assert done.returncode == 130, done.stderr
     assert "stopped by SIGINT before anything ran" in done.stderr and "Traceback" not in done.stderr
 
