@@ -101,3 +101,16 @@ def own_file(fd: int) -> bool:
     """Whether the open file `fd` is this user's (or root's) and writable by nobody else."""
     st = os.fstat(fd)
     return stat.S_ISREG(st.st_mode) and st.st_uid in (os.geteuid(), 0) and not st.st_mode & 0o022
+
+
+def read_kept(path: Path, what: str) -> bytes | None:
+    """The bytes of a file stackgate kept at `path`, where its folder is usable and the file is this user's own and no
+    link; None where it is absent, or where anything of that does not hold (a miss: the caller makes it anew)."""
+    if not path.parent.is_dir() or not usable(path.parent, what):
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read() if own_file(fh.fileno()) else None

@@ -78,19 +78,9 @@ def _files(h: Any, folder: Path, pattern: str) -> Any:
 
 def read(root: Path, wanted: bytes) -> Stack | None:
     """The stack kept for `root` under `wanted` (`key`), or None."""
-    path = _file(root)
-    if not path.parent.is_dir() or not owned.usable(path.parent, "the stack cache"):
-        return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            if not owned.own_file(fh.fileno()):
-                return None
-            data = fh.read()
-        if data[: len(wanted)] != wanted:
+        data = owned.read_kept(_file(root), "the stack cache")
+        if data is None or data[: len(wanted)] != wanted:
             return None
         return pickle.loads(data[len(wanted) :])  # type: ignore[no-any-return]
     except Exception:  # unreadable, cut short, or of another version of the model: a miss

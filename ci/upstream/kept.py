@@ -77,19 +77,11 @@ def _key(st: Stack, scope: Scope) -> str:
 
 
 def _read(key: str) -> Snapshot | None:
-    where = folder()
-    path = where / f"{key}.json"
-    if not where.is_dir() or not owned.usable(where, "the fork cache"):
-        return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            if not owned.own_file(fh.fileno()):
-                return None
-            doc = json.loads(fh.read())
+        data = owned.read_kept(folder() / f"{key}.json", "the fork cache")
+        if data is None:
+            return None
+        doc = json.loads(data)
         if doc.get("key") != key:
             return None
         return Snapshot.from_json(doc["answer"])
